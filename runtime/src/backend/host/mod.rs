@@ -1,0 +1,1 @@
+//! The host backend: memfd chunks in host memory.

@@ -1,0 +1,187 @@
+//! Memory backends: where the symmetric heap's physical memory comes from.
+//!
+//! One trait, [`MemoryBackend`], several implementations (as PyTorch's symmetric-memory
+//! allocators): `host` (memfd chunks in host memory, runs anywhere) and `cuda` (cuMemCreate with
+//! POSIX-fd handles). The heap (`crate::heap`) owns the layout and never names a backend.
+//!
+//! Concepts:
+//! - a **reservation** is a range of virtual addresses with nothing behind it; the heap reserves
+//!   one per process, holding a slot per node-local PE;
+//! - a **chunk** is physical memory, created by one PE and exported as a file descriptor that
+//!   node-local peers import (the fd travels over a Unix socket);
+//! - a **mapping** puts a chunk (own or imported) at an address inside the reservation.
+//!
+//! Each handle is an RAII value; dropping a mapping unmaps, dropping a chunk releases the memory
+//! once no mapping uses it, dropping the reservation releases the addresses. The heap drops
+//! mappings first, then chunks, then the reservation.
+//!
+//! # Safety
+//! The memory-access methods take raw addresses, because the heap hands out addresses that
+//! peers write behind Rust's back; they are `unsafe fn` and callers check ranges against the
+//! heap first.
+#![allow(unsafe_code)]
+
+pub mod host;
+
+use crate::error::Result;
+use std::os::fd::OwnedFd;
+
+/// Which backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendKind {
+    /// Host memory (memfd).
+    Host,
+    /// GPU memory through the CUDA driver.
+    Cuda,
+}
+
+impl BackendKind {
+    /// The name used by `RSHMEM_BACKEND` and `init(backend=...)`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Host => "host",
+            BackendKind::Cuda => "cuda",
+        }
+    }
+
+    /// Parses `"host"` / `"cuda"`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] listing the allowed values.
+    pub fn parse(name: &str) -> Result<BackendKind> {
+        match name {
+            "host" => Ok(BackendKind::Host),
+            "cuda" => Ok(BackendKind::Cuda),
+            other => Err(crate::Error::Config {
+                var: "backend",
+                value: other.to_string(),
+                reason: "allowed values are `cuda` and `host`".into(),
+            }),
+        }
+    }
+}
+
+/// A reserved virtual address range. Dropping it releases the addresses.
+pub trait Reservation: Send + Sync {
+    /// First address.
+    fn base(&self) -> usize;
+    /// Length in bytes.
+    fn len(&self) -> usize;
+}
+
+/// Physical memory, own or imported from a peer.
+pub trait Chunk: Send + Sync {
+    /// Size in bytes.
+    fn len(&self) -> usize;
+    /// A new file descriptor for this chunk, to send to node-local peers.
+    ///
+    /// # Errors
+    /// When the OS or driver cannot export it.
+    fn export_fd(&self) -> Result<OwnedFd>;
+    /// Maps the whole chunk at `addr`, which lies inside a reservation of the same backend.
+    ///
+    /// # Errors
+    /// When the OS or driver refuses the mapping.
+    fn map_at(&self, addr: usize) -> Result<Box<dyn Mapping>>;
+}
+
+/// A chunk mapped at an address. Dropping it unmaps (the reservation keeps the addresses).
+pub trait Mapping: Send + Sync {
+    /// Mapped address.
+    fn addr(&self) -> usize;
+    /// Mapped length.
+    fn len(&self) -> usize;
+}
+
+/// A source of symmetric memory.
+pub trait MemoryBackend: Send + Sync {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+    /// Chunk sizes and mapping addresses are multiples of this.
+    fn granularity(&self) -> usize;
+    /// Reserves `len` bytes of addresses (a multiple of the granularity).
+    ///
+    /// # Errors
+    /// When the address space cannot be reserved.
+    fn reserve(&self, len: usize) -> Result<Box<dyn Reservation>>;
+    /// Creates a chunk of `len` bytes (a multiple of the granularity).
+    ///
+    /// # Errors
+    /// When memory cannot be had.
+    fn create_chunk(&self, len: usize) -> Result<Box<dyn Chunk>>;
+    /// Imports a chunk a node-local peer exported.
+    ///
+    /// # Errors
+    /// When the descriptor is not a chunk of this backend.
+    fn import_chunk(&self, fd: OwnedFd, len: usize) -> Result<Box<dyn Chunk>>;
+    /// Copies `len` bytes between any two addresses this process can reach (heap or not).
+    ///
+    /// # Safety
+    /// Both ranges must be valid for `len` bytes and must not overlap.
+    unsafe fn copy(&self, dst: usize, src: usize, len: usize) -> Result<()>;
+    /// Atomically applies `op` to the `width`-byte word at `addr` and returns the old value.
+    ///
+    /// Ordering is sequentially consistent at system scope, so host atomics and device
+    /// atomics on the same word agree.
+    ///
+    /// # Safety
+    /// `addr` must be a mapped, `width`-aligned heap address.
+    unsafe fn atomic(&self, addr: usize, width: Width, op: AmoOp) -> Result<u64>;
+    /// Reads the word at `addr` with acquire ordering.
+    ///
+    /// # Safety
+    /// As [`MemoryBackend::atomic`].
+    unsafe fn load_acquire(&self, addr: usize, width: Width) -> Result<u64>;
+    /// Makes every earlier write of this process through this backend visible to all PEs
+    /// before any later one (`fence.sc.sys` / `SeqCst` fence).
+    ///
+    /// # Errors
+    /// When the backend's queue reports an earlier failure.
+    fn quiet(&self) -> Result<()>;
+}
+
+/// Width of an atomic word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Width {
+    /// 4 bytes.
+    W32,
+    /// 8 bytes.
+    W64,
+}
+
+impl Width {
+    /// Bytes.
+    pub fn bytes(self) -> usize {
+        match self {
+            Width::W32 => 4,
+            Width::W64 => 8,
+        }
+    }
+}
+
+/// An atomic memory operation. Operands are the raw bits of the word: every operation here
+/// gives the same bits for signed and unsigned words in two's complement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AmoOp {
+    /// Read.
+    Fetch,
+    /// Store (returns the old value).
+    Set(u64),
+    /// Exchange.
+    Swap(u64),
+    /// Store `value` if the word equals `cond`; returns the old value either way.
+    CompareSwap {
+        /// Expected old value.
+        cond: u64,
+        /// New value.
+        value: u64,
+    },
+    /// Wrapping add.
+    Add(u64),
+    /// Bitwise and.
+    And(u64),
+    /// Bitwise or.
+    Or(u64),
+    /// Bitwise xor.
+    Xor(u64),
+}

@@ -1,0 +1,1 @@
+//! The device state: the one struct device code reads.

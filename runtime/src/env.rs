@@ -1,0 +1,247 @@
+//! Every `RSHMEM_*` environment variable, parsed once per process.
+//!
+//! The table in [`VARIABLES`] is the one list; `docs/environment.md` is written from it.
+//! Sizes take an optional `K`, `M`, `G` or `T` suffix (powers of 1024); booleans take
+//! `1/0/true/false/yes/no/on/off`.
+
+use crate::error::{Error, Result};
+use std::sync::OnceLock;
+
+/// One documented variable.
+#[derive(Debug, Clone, Copy)]
+pub struct Variable {
+    /// Its name.
+    pub name: &'static str,
+    /// Its type, as written in the docs.
+    pub kind: &'static str,
+    /// Its default, as written in the docs.
+    pub default: &'static str,
+    /// What it does.
+    pub meaning: &'static str,
+}
+
+/// The variables rshmem reads, in the order the docs list them.
+pub const VARIABLES: &[Variable] = &[
+    Variable {
+        name: "RSHMEM_BACKEND",
+        kind: "`cuda` or `host`",
+        default: "`cuda` when a GPU is visible, else `host`",
+        meaning: "memory backend of the symmetric heap",
+    },
+    Variable {
+        name: "RSHMEM_SYMMETRIC_SIZE",
+        kind: "size",
+        default: "128G",
+        meaning: "upper bound of each PE's symmetric heap; the heap grows on demand up to it",
+    },
+    Variable {
+        name: "RSHMEM_HEAP_GROWTH",
+        kind: "size",
+        default: "64M",
+        meaning: "smallest step by which the heap grows (rounded up to the backend's granularity)",
+    },
+    Variable {
+        name: "RSHMEM_BOOTSTRAP_TIMEOUT_S",
+        kind: "seconds",
+        default: "300",
+        meaning: "how long a bootstrap collective (init, malloc, barrier of the host side) waits for peers",
+    },
+    Variable {
+        name: "RSHMEM_BOOTSTRAP_PORT",
+        kind: "port",
+        default: "MASTER_PORT + 1",
+        meaning: "TCP port PE 0 listens on when bootstrapping from the torchrun environment",
+    },
+    Variable {
+        name: "RSHMEM_BOOTSTRAP_SECRET",
+        kind: "string",
+        default: "derived from the torchrun job",
+        meaning: "shared secret of an environment bootstrap; peers presenting another one are refused",
+    },
+    Variable {
+        name: "RSHMEM_DEBUG",
+        kind: "bool",
+        default: "0",
+        meaning: "print the runtime's logs (tracing, to stderr); `RUST_LOG`-style filters also work",
+    },
+    Variable {
+        name: "RSHMEM_DEBUG_WAIT_TIMEOUT_MS",
+        kind: "milliseconds",
+        default: "unset (wait forever)",
+        meaning: "a wait that does not complete in time fails with an error naming PE, address and values",
+    },
+    Variable {
+        name: "RSHMEM_ALLOW_SHARED_GPU",
+        kind: "bool",
+        default: "0",
+        meaning: "allow several PEs on one GPU (tests on one-GPU machines)",
+    },
+];
+
+/// Parsed values of [`VARIABLES`].
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// `RSHMEM_BACKEND`, if set.
+    pub backend: Option<String>,
+    /// `RSHMEM_SYMMETRIC_SIZE` in bytes.
+    pub symmetric_size: usize,
+    /// `RSHMEM_HEAP_GROWTH` in bytes.
+    pub heap_growth: usize,
+    /// `RSHMEM_BOOTSTRAP_TIMEOUT_S`.
+    pub bootstrap_timeout: std::time::Duration,
+    /// `RSHMEM_BOOTSTRAP_PORT`, if set.
+    pub bootstrap_port: Option<u16>,
+    /// `RSHMEM_BOOTSTRAP_SECRET`, if set.
+    pub bootstrap_secret: Option<String>,
+    /// `RSHMEM_DEBUG`.
+    pub debug: bool,
+    /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`, if set.
+    pub debug_wait_timeout_ms: Option<u64>,
+    /// `RSHMEM_ALLOW_SHARED_GPU`.
+    pub allow_shared_gpu: bool,
+}
+
+impl Env {
+    /// Parses the process environment.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the first variable with a bad value.
+    pub fn from_process() -> Result<Env> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Parses variables from any lookup (tests use a map).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the first variable with a bad value.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Env> {
+        let backend = get("RSHMEM_BACKEND").filter(|s| !s.is_empty());
+        if let Some(b) = &backend {
+            if b != "cuda" && b != "host" {
+                return Err(Error::Config {
+                    var: "RSHMEM_BACKEND",
+                    value: b.clone(),
+                    reason: "allowed values are `cuda` and `host`".into(),
+                });
+            }
+        }
+        Ok(Env {
+            backend,
+            symmetric_size: size_var(&get, "RSHMEM_SYMMETRIC_SIZE", 128 << 30)?,
+            heap_growth: size_var(&get, "RSHMEM_HEAP_GROWTH", 64 << 20)?,
+            bootstrap_timeout: std::time::Duration::from_secs(num_var(
+                &get,
+                "RSHMEM_BOOTSTRAP_TIMEOUT_S",
+                300,
+            )?),
+            bootstrap_port: get("RSHMEM_BOOTSTRAP_PORT")
+                .map(|v| {
+                    v.trim().parse::<u16>().map_err(|_| Error::Config {
+                        var: "RSHMEM_BOOTSTRAP_PORT",
+                        value: v.clone(),
+                        reason: "expected a TCP port number 1..65535".into(),
+                    })
+                })
+                .transpose()?,
+            bootstrap_secret: get("RSHMEM_BOOTSTRAP_SECRET").filter(|s| !s.is_empty()),
+            debug: bool_var(&get, "RSHMEM_DEBUG")?,
+            debug_wait_timeout_ms: get("RSHMEM_DEBUG_WAIT_TIMEOUT_MS")
+                .filter(|s| !s.is_empty())
+                .map(|_| num_var(&get, "RSHMEM_DEBUG_WAIT_TIMEOUT_MS", 0))
+                .transpose()?,
+            allow_shared_gpu: bool_var(&get, "RSHMEM_ALLOW_SHARED_GPU")?,
+        })
+    }
+}
+
+/// The process environment, parsed on first use.
+///
+/// # Errors
+/// As [`Env::from_process`]; the error is returned on every call.
+pub fn env() -> Result<&'static Env> {
+    static ENV: OnceLock<std::result::Result<Env, String>> = OnceLock::new();
+    ENV.get_or_init(|| Env::from_process().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|msg| Error::InvalidArgument(msg.clone()))
+}
+
+/// Parses `"64M"`-style sizes.
+pub fn parse_size(text: &str) -> Option<usize> {
+    let t = text.trim();
+    let (digits, shift) = match t.chars().last()?.to_ascii_uppercase() {
+        'K' => (&t[..t.len() - 1], 10),
+        'M' => (&t[..t.len() - 1], 20),
+        'G' => (&t[..t.len() - 1], 30),
+        'T' => (&t[..t.len() - 1], 40),
+        _ => (t, 0),
+    };
+    digits.trim().parse::<usize>().ok()?.checked_mul(1usize << shift)
+}
+
+fn size_var(get: &impl Fn(&str) -> Option<String>, var: &'static str, default: usize) -> Result<usize> {
+    match get(var).filter(|s| !s.is_empty()) {
+        None => Ok(default),
+        Some(v) => parse_size(&v).filter(|&n| n > 0).ok_or(Error::Config {
+            var,
+            value: v,
+            reason: "expected a positive size such as 4096, 512M or 64G".into(),
+        }),
+    }
+}
+
+fn num_var(get: &impl Fn(&str) -> Option<String>, var: &'static str, default: u64) -> Result<u64> {
+    match get(var).filter(|s| !s.is_empty()) {
+        None => Ok(default),
+        Some(v) => v.trim().parse::<u64>().map_err(|_| Error::Config {
+            var,
+            value: v,
+            reason: "expected a non-negative integer".into(),
+        }),
+    }
+}
+
+fn bool_var(get: &impl Fn(&str) -> Option<String>, var: &'static str) -> Result<bool> {
+    match get(var).map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("") | Some("0") | Some("false") | Some("no") | Some("off") => Ok(false),
+        Some("1") | Some("true") | Some("yes") | Some("on") => Ok(true),
+        Some(other) => Err(Error::Config {
+            var,
+            value: other.to_string(),
+            reason: "expected 1/0, true/false, yes/no or on/off".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(pairs: &[(&str, &str)]) -> Result<Env> {
+        let m: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Env::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_and_sizes() {
+        let e = parse(&[]).unwrap();
+        assert_eq!(e.symmetric_size, 128 << 30);
+        assert!(!e.debug);
+        let e = parse(&[("RSHMEM_SYMMETRIC_SIZE", "3g"), ("RSHMEM_DEBUG", "on")]).unwrap();
+        assert_eq!(e.symmetric_size, 3 << 30);
+        assert!(e.debug);
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("x"), None);
+    }
+
+    #[test]
+    fn bad_values_name_the_variable() {
+        let err = parse(&[("RSHMEM_BACKEND", "gpu")]).unwrap_err().to_string();
+        assert!(err.contains("RSHMEM_BACKEND") && err.contains("`host`"), "{err}");
+        let err = parse(&[("RSHMEM_SYMMETRIC_SIZE", "lots")]).unwrap_err().to_string();
+        assert!(err.contains("RSHMEM_SYMMETRIC_SIZE"), "{err}");
+        let err = parse(&[("RSHMEM_ALLOW_SHARED_GPU", "maybe")]).unwrap_err().to_string();
+        assert!(err.contains("RSHMEM_ALLOW_SHARED_GPU"), "{err}");
+    }
+}

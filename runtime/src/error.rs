@@ -1,0 +1,177 @@
+//! The one error type of the runtime.
+//!
+//! Every message says what went wrong, names the values and the PE involved, and says what to do.
+//! The Python layer maps each variant to an exception class (see `torch-ext/src/error.rs`).
+
+use std::time::Duration;
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in rshmem.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A call that needs the runtime came before `init` or after `finalize`.
+    #[error("rshmem is not initialized: call rshmem.init() before {call}")]
+    NotInitialized {
+        /// The call that was made too early.
+        call: &'static str,
+    },
+
+    /// `init` was called twice without `finalize` in between.
+    #[error("rshmem is already initialized in this process; call rshmem.finalize() before init() again")]
+    AlreadyInitialized,
+
+    /// A PE number outside `0..n_pes` (or outside a team).
+    #[error("PE {pe} is out of range: {scope} has {n_pes} PEs, valid PEs are 0..{n_pes}")]
+    PeOutOfRange {
+        /// The PE asked for.
+        pe: i64,
+        /// How many PEs there are.
+        n_pes: usize,
+        /// "the job" or the team's name.
+        scope: String,
+    },
+
+    /// An address range that is not inside this PE's part of the symmetric heap.
+    #[error(
+        "address {addr:#x} (+{len} bytes) is not inside the symmetric heap \
+         ({heap_lo:#x}..{heap_hi:#x}); pass memory allocated with rshmem malloc / \
+         create_symmetric_tensor"
+    )]
+    NotSymmetric {
+        /// First byte of the range.
+        addr: usize,
+        /// Length of the range.
+        len: usize,
+        /// This PE's heap slot start.
+        heap_lo: usize,
+        /// This PE's heap slot end (bound).
+        heap_hi: usize,
+    },
+
+    /// The symmetric heap would grow past `RSHMEM_SYMMETRIC_SIZE`.
+    #[error(
+        "symmetric heap bound exceeded: asked for {requested} bytes with {in_use} of {bound} \
+         bytes in use; free memory or raise RSHMEM_SYMMETRIC_SIZE"
+    )]
+    HeapExhausted {
+        /// Bytes requested.
+        requested: usize,
+        /// Bytes in use before the request.
+        in_use: usize,
+        /// The bound.
+        bound: usize,
+    },
+
+    /// A collective call whose arguments differ between PEs.
+    #[error(
+        "{what} differs between PEs: PE {me} (this PE) passed {mine}, PE {pe} passed {theirs}; \
+         every PE must make the same collective call with the same arguments"
+    )]
+    Mismatch {
+        /// What differs ("malloc size", ...).
+        what: &'static str,
+        /// This PE.
+        me: usize,
+        /// The first PE found to differ.
+        pe: usize,
+        /// This PE's value.
+        mine: String,
+        /// The other PE's value.
+        theirs: String,
+    },
+
+    /// A peer process exited or its connection broke.
+    #[error("PE {pe} died or disconnected (seen during {during}); this job cannot continue")]
+    PeerDied {
+        /// The PE that is gone.
+        pe: usize,
+        /// What this PE was doing when it noticed.
+        during: String,
+    },
+
+    /// Something did not happen in time.
+    #[error("timed out after {after:?} waiting for {what}")]
+    Timeout {
+        /// What was waited for.
+        what: String,
+        /// How long.
+        after: Duration,
+    },
+
+    /// A connection was refused during bootstrap (wrong secret, wrong job, bad protocol).
+    #[error("bootstrap connection refused: {reason}")]
+    Refused {
+        /// Why.
+        reason: String,
+    },
+
+    /// A bad argument that no other variant describes.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// A configuration or environment variable with a bad value.
+    #[error("invalid {var}={value:?}: {reason}")]
+    Config {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong and what is allowed.
+        reason: String,
+    },
+
+    /// Asked for something this build, backend or machine does not do.
+    #[error("not supported: {0}")]
+    Unsupported(String),
+
+    /// An operating-system call failed.
+    #[error("{call} failed: {source}")]
+    Os {
+        /// The call ("memfd_create", "connect to 10.0.0.1:29501", ...).
+        call: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A CUDA driver call failed.
+    #[error("CUDA driver call {call} failed: {name} ({code})")]
+    Driver {
+        /// The driver function.
+        call: &'static str,
+        /// The CUresult value.
+        code: u32,
+        /// The CUresult name.
+        name: String,
+    },
+
+    /// A device-side wait ran past `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.
+    #[error(
+        "PE {pe}: wait on {location} timed out after {timeout_ms} ms: expected value {cmp} \
+         {expected}, last seen {seen}"
+    )]
+    WaitTimeout {
+        /// The waiting PE.
+        pe: usize,
+        /// The watched word, as "allocation #N + offset".
+        location: String,
+        /// The comparison ("==", ">=", ...).
+        cmp: &'static str,
+        /// The value compared against.
+        expected: i64,
+        /// The last value read.
+        seen: i64,
+        /// The timeout.
+        timeout_ms: u64,
+    },
+}
+
+impl Error {
+    /// An [`Error::Os`] for `call`, from the last OS error or a given one.
+    pub fn os(call: impl Into<String>, source: impl Into<std::io::Error>) -> Self {
+        Error::Os { call: call.into(), source: source.into() }
+    }
+}

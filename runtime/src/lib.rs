@@ -1,0 +1,30 @@
+//! # rshmem: a SHMEM runtime for GPUs, for Triton kernels and PyTorch programs
+//!
+//! Every process ("PE") owns a symmetric heap that all node-local PEs can read, write and update
+//! atomically: from the host (this crate), on a CUDA stream, and from inside GPU kernels (the
+//! device library in `triton-lib/`). Layers, bottom up:
+//!
+//! | module | what it does |
+//! |---|---|
+//! | [`error`], [`env`], [`consts`] | the one error type, every `RSHMEM_*` variable, SHMEM constants |
+//! | [`bootstrap`] | how PEs find each other: unique id over TCP, torchrun env, byte-blob collectives, peer-death detection, fd passing over Unix sockets |
+//! | [`backend`] | where physical memory comes from: one trait, `host` (memfd) and `cuda` backends |
+//! | [`heap`] | the symmetric heap: one reserved range with a slot per node-local PE, grown on demand; the allocator |
+//! | [`runtime`] | [`Runtime`]: init / finalize and the host API (RMA, atomics, signals, waits, barriers, teams, collectives) |
+//!
+//! What it does not do (yet): reach PEs on other hosts (the device state carries a per-PE
+//! "reachable by load/store" bit so code can branch once a network transport exists), and NVLink
+//! multicast, which is never used.
+#![deny(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod backend;
+pub mod bootstrap;
+pub mod consts;
+pub mod device_state;
+pub mod env;
+pub mod error;
+pub mod heap;
+pub mod runtime;
+
+pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! The runtime: init / finalize and the host API.

@@ -1,0 +1,8 @@
+//! `rshmem._native`: the Python extension over the `rshmem` runtime.
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
