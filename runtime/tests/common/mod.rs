@@ -94,7 +94,8 @@ impl Pes {
         let mut children: Vec<Child> = (0..self.n)
             .map(|pe| {
                 let mut cmd = Command::new(&exe);
-                cmd.args(["--exact", self.name, "--nocapture", "--test-threads=1"])
+                // --include-ignored: an #[ignore]d test (GPU) run with --ignored must run its body in the children too.
+                cmd.args(["--exact", self.name, "--nocapture", "--test-threads=1", "--include-ignored"])
                     .env(CHILD_VAR, self.name)
                     .env("MASTER_ADDR", "127.0.0.1")
                     .env("MASTER_PORT", (port - 1).to_string())
