@@ -14,7 +14,7 @@
 //! 0, so each costs two hops) and double as liveness watches: when a process dies, however it
 //! dies, the kernel closes its sockets; PE 0 sees the end-of-file and tells every other PE, and a
 //! PE that sees PE 0's connection close knows PE 0 is gone. Collectives then fail with
-//! [`Error::PeerDied`](crate::Error::PeerDied) naming the PE instead of hanging, and so does
+//! [`crate::Error::PeerDied`] naming the PE instead of hanging, and so does
 //! [`Health::check`] in any spin-wait. A PE that calls [`Bootstrap::finalize`] says goodbye
 //! first and is not reported.
 //!
@@ -41,6 +41,15 @@ use node::HostId;
 use rendezvous::PeInfo;
 use std::time::{Duration, Instant};
 use tcp::Star;
+
+/// `start + timeout`, or a century from `start` when that overflows (`Duration::MAX` means "no
+/// timeout" to callers).
+fn deadline_after(start: Instant, timeout: Duration) -> Instant {
+    start
+        .checked_add(timeout)
+        .or_else(|| start.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(start)
+}
 
 /// A connected set of PEs: byte-blob collectives, peer-death watch, host layout, fd passing.
 ///
@@ -100,7 +109,7 @@ impl Bootstrap {
             )));
         }
         let started = Instant::now();
-        let deadline = started + timeout;
+        let deadline = deadline_after(started, timeout);
         let health = Health::new();
         let listener = LocalListener::bind()?;
         let mine = PeInfo {
@@ -201,5 +210,60 @@ impl Bootstrap {
         let r = star.finalize();
         drop(local);
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shareable_across_threads() {
+        fn check<T: Send + Sync>() {}
+        check::<Bootstrap>();
+        check::<Health>();
+        check::<LocalExchange>();
+    }
+
+    /// Several PEs as threads of one process (how other modules can test without a harness).
+    #[test]
+    fn pes_as_threads() {
+        use std::os::fd::AsFd;
+        let uid = UniqueId::new().unwrap();
+        let n = 3;
+        let threads: Vec<_> = (0..n)
+            .map(|pe| {
+                let uid = uid.clone();
+                std::thread::spawn(move || {
+                    let b = Bootstrap::connect(&uid, pe, n, Duration::from_secs(20)).unwrap();
+                    let all = b.allgather(&[pe as u8; 3]).unwrap();
+                    assert_eq!(all, (0..n).map(|q| vec![q as u8; 3]).collect::<Vec<_>>());
+                    assert_eq!(b.broadcast(2, &[pe as u8]).unwrap(), vec![2]);
+                    let fd =
+                        rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+                    let got = b.local().allgather_fds(fd.as_fd()).unwrap();
+                    assert_eq!(got.iter().filter(|f| f.is_some()).count(), n - 1);
+                    assert!(got[pe].is_none());
+                    b.finalize().unwrap();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn huge_timeouts_do_not_overflow() {
+        let now = Instant::now();
+        assert!(deadline_after(now, Duration::MAX) > now + Duration::from_secs(1 << 30));
+        assert_eq!(
+            deadline_after(now, Duration::from_secs(3)),
+            now + Duration::from_secs(3)
+        );
+        let uid = UniqueId::new().unwrap();
+        let b = Bootstrap::connect(&uid, 0, 1, Duration::MAX).unwrap();
+        b.barrier().unwrap();
+        b.finalize().unwrap();
     }
 }

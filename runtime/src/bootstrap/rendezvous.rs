@@ -333,7 +333,7 @@ pub(crate) fn join(
     // Wait a little past our own deadline: PE 0 started its clock at another moment, and its
     // verdict (which ranks never came) says more than our own timeout could.
     let grace = (timeout / 2).min(Duration::from_secs(5));
-    match read_frame_until(&mut s, deadline + grace) {
+    match read_frame_until(&mut s, super::deadline_after(deadline, grace)) {
         Ok(Frame {
             kind: Kind::WELCOME,
             payload,

@@ -219,7 +219,11 @@ impl Star {
         *seq = seq.wrapping_add(1);
         let what = format!("bootstrap {name} #{this} on PE {}", self.rank);
         self.health.check(&what)?;
-        body(this, Instant::now() + self.timeout, &what)
+        body(
+            this,
+            super::deadline_after(Instant::now(), self.timeout),
+            &what,
+        )
     }
 
     /// Every PE's blob, indexed by PE.
@@ -317,7 +321,7 @@ impl Star {
         if self.rank != 0 {
             let _ = self.send(0, Kind::GOODBYE, 0, &[], "finalize");
         } else {
-            let deadline = Instant::now() + self.timeout;
+            let deadline = super::deadline_after(Instant::now(), self.timeout);
             let pending = |s: &Star| {
                 s.links
                     .iter()
