@@ -383,31 +383,44 @@ fn drop_without_finalize_is_death() {
 /// refused with a clear reason while PE 0 keeps waiting; then it joins properly.
 #[test]
 fn bad_hellos_refused_root_keeps_waiting() {
-    Pes::new("bad_hellos_refused_root_keeps_waiting", 3).run(|pe, n| {
-        let (uid, rank, _) = UniqueId::from_env().unwrap().unwrap();
-        assert_eq!(rank, pe);
-        let t = Duration::from_secs(30);
-        if pe == 2 {
-            // Let PE 1 join first, so that rank 1 is taken.
-            std::thread::sleep(Duration::from_millis(1000));
-            let mut bytes = uid.to_bytes();
-            *bytes.last_mut().unwrap() ^= 1;
-            let wrong = UniqueId::from_bytes(&bytes).unwrap();
-            let refused = |r: rshmem::Result<Bootstrap>, what: &str| match r {
-                Err(Error::Refused { reason }) => assert!(reason.contains(what), "{reason}"),
-                other => panic!("expected a refusal mentioning {what:?}, got {other:?}"),
-            };
-            refused(Bootstrap::connect(&wrong, 2, n, t), "wrong secret");
-            refused(Bootstrap::connect(&uid, 1, n, t), "duplicate");
-            refused(Bootstrap::connect(&uid, 2, n + 1, t), "4 PEs");
-        }
-        let b = Bootstrap::connect(&uid, pe, n, t).unwrap();
-        assert_eq!(
-            b.allgather(&[pe as u8]).unwrap(),
-            vec![vec![0], vec![1], vec![2]]
-        );
-        b.finalize().unwrap();
-    });
+    let dir = Scratch::new("bad_hellos_refused_root_keeps_waiting");
+    Pes::new("bad_hellos_refused_root_keeps_waiting", 3)
+        .env(DIR_VAR, dir.path())
+        .run(|pe, n| {
+            let (uid, rank, _) = UniqueId::from_env().unwrap().unwrap();
+            assert_eq!(rank, pe);
+            let t = Duration::from_secs(30);
+            let marker = child_dir().join("pe1-connecting");
+            if pe == 1 {
+                std::fs::write(&marker, b"").unwrap();
+            }
+            if pe == 2 {
+                // Let PE 1 join first, so that rank 1 is taken when PE 2 claims it.
+                let t0 = Instant::now();
+                while !marker.exists() {
+                    assert!(t0.elapsed() < Duration::from_secs(30), "PE 1 never started");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::thread::sleep(Duration::from_millis(500));
+                let mut bytes = uid.to_bytes();
+                *bytes.last_mut().unwrap() ^= 1;
+                let wrong = UniqueId::from_bytes(&bytes).unwrap();
+                let refused = |r: rshmem::Result<Bootstrap>, what: &str| match r {
+                    Err(Error::Refused { reason }) => assert!(reason.contains(what), "{reason}"),
+                    other => panic!("expected a refusal mentioning {what:?}, got {other:?}"),
+                };
+                refused(Bootstrap::connect(&wrong, 2, n, t), "wrong secret");
+                refused(Bootstrap::connect(&uid, 1, n, t), "duplicate");
+                refused(Bootstrap::connect(&uid, 2, n + 1, t), "4 PEs");
+            }
+            let b = Bootstrap::connect(&uid, pe, n, t).unwrap();
+            assert_eq!(
+                b.allgather(&[pe as u8]).unwrap(),
+                vec![vec![0], vec![1], vec![2]]
+            );
+            b.finalize().unwrap();
+        });
+    dir.finish();
 }
 
 /// PE 2 never joins (its only attempt has a wrong secret): PE 0 fails after the timeout naming

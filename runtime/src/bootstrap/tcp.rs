@@ -418,7 +418,8 @@ impl Watcher {
             "bootstrap: connection to PE {} lost: {end}",
             self.pe
         );
-        self.health.mark_dead(self.pe);
+        // Relay before recording: once recorded, this process may fail its collective and exit,
+        // and the others must hear "PE k died" before they see this process's own sockets close.
         if self.me == 0 {
             let mut notice = Enc::default();
             notice.u32(self.pe as u32);
@@ -430,5 +431,6 @@ impl Watcher {
                 }
             }
         }
+        self.health.mark_dead(self.pe);
     }
 }
