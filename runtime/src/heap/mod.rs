@@ -1,1 +1,3 @@
 //! The symmetric heap.
+
+pub mod allocator;
