@@ -220,30 +220,3 @@ fn translate_errors(n: usize) {
 fn translate_errors_2() {
     Pes::new("translate_errors_2", 2).run(|_, n| translate_errors(n));
 }
-
-/// Time of a collective malloc/free pair (run with `--release -- --ignored --nocapture`).
-#[test]
-#[ignore = "measurement, not a check"]
-fn malloc_free_pair_cost_2() {
-    Pes::new("malloc_free_pair_cost_2", 2).deadline(Duration::from_secs(300)).run(|pe, _| {
-        let b = boot();
-        let h = heap(&b);
-        // Grow once so the loop measures the steady state.
-        let keep = h.malloc(&b, MIB, 0).unwrap();
-        let n = 2000;
-        b.barrier().unwrap();
-        let t = std::time::Instant::now();
-        for _ in 0..n {
-            let x = h.malloc(&b, 4096, 0).unwrap();
-            h.free(&b, x).unwrap();
-        }
-        let per = t.elapsed() / n;
-        let t = std::time::Instant::now();
-        for _ in 0..n {
-            b.barrier().unwrap();
-        }
-        let barrier = t.elapsed() / n;
-        eprintln!("PE {pe}: collective malloc+free pair {per:?}; one bootstrap barrier {barrier:?}");
-        h.free(&b, keep).unwrap();
-    });
-}

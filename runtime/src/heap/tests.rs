@@ -158,7 +158,7 @@ fn mismatched_sizes_fail_on_every_pe() {
         match e {
             Error::Mismatch { what, me: m, pe, mine, theirs } => {
                 assert_eq!((*what, *m), ("malloc size", me));
-                let want_pe = if me == 0 { 2 } else if me == 1 { 2 } else { 0 };
+                let want_pe = if me == 2 { 0 } else { 2 };
                 assert_eq!(*pe, want_pe, "{e}");
                 assert_ne!(mine, theirs);
             }
