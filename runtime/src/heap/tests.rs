@@ -253,3 +253,69 @@ fn different_bounds_are_a_mismatch() {
         assert!(e.contains("RSHMEM_SYMMETRIC_SIZE"), "{e}");
     }
 }
+
+/// A host backend that refuses chunks larger than `max`, to make one PE fail a growth step.
+struct Stingy {
+    inner: HostBackend,
+    max: usize,
+}
+
+impl crate::backend::MemoryBackend for Stingy {
+    fn kind(&self) -> crate::backend::BackendKind {
+        self.inner.kind()
+    }
+    fn granularity(&self) -> usize {
+        self.inner.granularity()
+    }
+    fn reserve(&self, len: usize) -> Result<Box<dyn crate::backend::Reservation>> {
+        self.inner.reserve(len)
+    }
+    fn create_chunk(&self, len: usize) -> Result<Box<dyn crate::backend::Chunk>> {
+        if len > self.max {
+            return Err(Error::Unsupported(format!("test backend refuses a {len}-byte chunk")));
+        }
+        self.inner.create_chunk(len)
+    }
+    fn import_chunk(&self, fd: OwnedFd, len: usize) -> Result<Box<dyn crate::backend::Chunk>> {
+        self.inner.import_chunk(fd, len)
+    }
+    unsafe fn copy(&self, dst: usize, src: usize, len: usize) -> Result<()> {
+        // SAFETY: same contract.
+        unsafe { self.inner.copy(dst, src, len) }
+    }
+    unsafe fn atomic(&self, addr: usize, width: Width, op: AmoOp) -> Result<u64> {
+        // SAFETY: same contract.
+        unsafe { self.inner.atomic(addr, width, op) }
+    }
+    unsafe fn load_acquire(&self, addr: usize, width: Width) -> Result<u64> {
+        // SAFETY: same contract.
+        unsafe { self.inner.load_acquire(addr, width) }
+    }
+    fn quiet(&self) -> Result<()> {
+        self.inner.quiet()
+    }
+}
+
+#[test]
+fn a_growth_step_failing_on_one_pe_fails_on_all_and_leaves_the_heap_as_it_was() {
+    let out = run(&[0, 0, 0], |pe| {
+        let max = if pe.rank == 1 { 2 * MIB } else { usize::MAX };
+        let backend = Arc::new(Stingy { inner: HostBackend::new(), max });
+        let h = SymmetricHeap::new_in(backend, pe, 64 * MIB, MIB).unwrap();
+        let x = h.malloc_in(pe, MIB, 0).unwrap();
+        set(&h, h.translate(x, 8, (pe.rank + 1) % 3).unwrap(), 5 + pe.rank as u64);
+        let e = h.malloc_in(pe, 8 * MIB, 0).unwrap_err().to_string();
+        let after = (h.mapped(), h.in_use());
+        // The heap still grows by steps the stingy PE accepts, and old data is intact.
+        let y = h.malloc_in(pe, MIB + 4096, 0).unwrap();
+        pe.barrier().unwrap();
+        (e, after, y - x, get(&h, x), h.mapped())
+    });
+    for (me, (e, after, dy, seen, mapped)) in out.into_iter().enumerate() {
+        // PE 1 reports its own error; the others name PE 1 and quote it.
+        assert!((me == 1 || e.contains("on PE 1")) && e.contains("refuses a 8388608-byte chunk"), "PE {me}: {e}");
+        assert_eq!(after, (MIB, MIB));
+        assert_eq!((dy, mapped), (MIB, 2 * MIB + 4096), "grown by exactly what the request needs");
+        assert_eq!(seen, 5 + ((me + 2) % 3) as u64);
+    }
+}
