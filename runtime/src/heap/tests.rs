@@ -11,9 +11,39 @@ use crate::backend::host::HostBackend;
 use crate::backend::{AmoOp, Width};
 use crate::error::{Error, Result};
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 const MIB: usize = 1 << 20;
+
+/// A barrier that panics instead of hanging when a PE thread never arrives (it panicked).
+struct Barrier {
+    n: usize,
+    state: Mutex<(usize, u64)>, // (arrived, generation)
+    cv: Condvar,
+}
+
+impl Barrier {
+    fn new(n: usize) -> Barrier {
+        Barrier { n, state: Mutex::new((0, 0)), cv: Condvar::new() }
+    }
+
+    fn wait(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let generation = st.1;
+        st.0 += 1;
+        if st.0 == self.n {
+            *st = (0, generation + 1);
+            self.cv.notify_all();
+            return;
+        }
+        let (st, timeout) = self
+            .cv
+            .wait_timeout_while(st, Duration::from_secs(20), |st| st.1 == generation)
+            .unwrap_or_else(|p| p.into_inner());
+        assert!(!timeout.timed_out() || st.1 != generation, "a PE thread never reached the barrier (it failed)");
+    }
+}
 
 struct Hub {
     node_of: Vec<usize>,
@@ -42,9 +72,9 @@ impl Group for ThreadPe {
         NodeView { local_pes, local_index, node_of }
     }
     fn allgather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
-        self.hub.data.lock().unwrap()[self.rank] = data.to_vec();
+        self.hub.data.lock().unwrap_or_else(|p| p.into_inner())[self.rank] = data.to_vec();
         self.hub.barrier.wait();
-        let all = self.hub.data.lock().unwrap().clone();
+        let all = self.hub.data.lock().unwrap_or_else(|p| p.into_inner()).clone();
         self.hub.barrier.wait();
         Ok(all)
     }
@@ -53,11 +83,11 @@ impl Group for ThreadPe {
         Ok(())
     }
     fn allgather_local_fds(&self, fd: BorrowedFd<'_>) -> Result<Vec<Option<OwnedFd>>> {
-        self.hub.fds.lock().unwrap()[self.rank] = Some(fd.try_clone_to_owned().unwrap());
+        self.hub.fds.lock().unwrap_or_else(|p| p.into_inner())[self.rank] = Some(fd.try_clone_to_owned().unwrap());
         self.hub.barrier.wait();
         let node = self.node_view();
         let out = {
-            let fds = self.hub.fds.lock().unwrap();
+            let fds = self.hub.fds.lock().unwrap_or_else(|p| p.into_inner());
             node.local_pes
                 .iter()
                 .map(|&p| (p != self.rank).then(|| fds[p].as_ref().unwrap().try_clone().unwrap()))
