@@ -349,3 +349,10 @@ fn a_growth_step_failing_on_one_pe_fails_on_all_and_leaves_the_heap_as_it_was() 
         assert_eq!(seen, 5 + ((me + 2) % 3) as u64);
     }
 }
+
+#[test]
+fn the_heap_is_send_and_sync() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<SymmetricHeap>();
+    shareable::<HostBackend>();
+}
