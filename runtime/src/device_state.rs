@@ -59,6 +59,12 @@ pub const ERROR_FLAG_WAIT_TIMEOUT: u32 = 2;
 /// `cmp` the target PE, `expected`/`seen` 0.
 pub const ERROR_FLAG_BAD_ADDRESS: u32 = 3;
 
+/// `ErrorRecord::flag` once complete: an argument device code cannot act on (a comparison or
+/// signal operation that is not a `CMP_*` / `SIGNAL_*` value, a team that does not exist or
+/// that this PE is not in, a root outside the team, a missing workspace). `addr` is the pointer
+/// argument (0 if none), `cmp` the bad value.
+pub const ERROR_FLAG_BAD_ARGUMENT: u32 = 4;
+
 /// A team as device code sees it: entry `t` of the array at `DeviceState::team_table`.
 ///
 /// Member `i` of the team (0 <= i < `size`) is world PE `start + i * stride`. The runtime writes

@@ -141,6 +141,14 @@
 #define RSHMEM_ERROR_FLAG_BAD_ADDRESS 3
 
 /*
+ `ErrorRecord::flag` once complete: an argument device code cannot act on (a comparison or
+ signal operation that is not a `CMP_*` / `SIGNAL_*` value, a team that does not exist or
+ that this PE is not in, a root outside the team, a missing workspace). `addr` is the pointer
+ argument (0 if none), `cmp` the bad value.
+ */
+#define RSHMEM_ERROR_FLAG_BAD_ARGUMENT 4
+
+/*
  The state every module linking the device library reads from `rshmemi_device_state_d`.
 
  All addresses are this process's virtual addresses, passed as `u64` so that the layout is the
