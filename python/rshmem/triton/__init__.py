@@ -1,0 +1,104 @@
+"""rshmem for Triton kernels.
+
+- ``libshmem_device``: the device API (put/get, signals, waits, barriers, atomics, collectives),
+  a drop-in for Triton-distributed's module of the same name.
+- ``language``: thread geometry and memory-ordering helpers (tid, ld_acquire, wait, notify, ...).
+- ``jit``: ``triton.jit`` that links the device library and makes sure every loaded module gets
+  its device state. Kernels written with plain ``triton.jit`` work too when launched with
+  ``extern_libs=rshmem.triton.extern_libs()`` after ``install_load_hook()`` (``rshmem.init``
+  installs it as well).
+
+The bitcode is built by ``triton-lib/build.py`` into ``rshmem/triton/lib/libshmem_device.bc``;
+``RSHMEM_DEVICE_BC`` overrides the path.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+from rshmem.triton import language, libshmem_device
+
+__all__ = ["libshmem_device", "language", "jit", "extern_libs", "bitcode_path", "install_load_hook",
+           "LIBRARY_NAME"]
+
+#: The key of the library in Triton's ``extern_libs``.
+LIBRARY_NAME = "libshmem_device"
+
+_BUNDLED = Path(__file__).resolve().parent / "lib" / "libshmem_device.bc"
+
+
+def bitcode_path() -> Path:
+    """Path of ``libshmem_device.bc``: ``$RSHMEM_DEVICE_BC`` if set, else the packaged copy.
+
+    Raises FileNotFoundError naming the path and how to build it.
+    """
+    path = Path(os.environ.get("RSHMEM_DEVICE_BC") or _BUNDLED)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"rshmem device library not found at {path}: build it with `python triton-lib/build.py` "
+            f"(needs clang-19), or point RSHMEM_DEVICE_BC at a libshmem_device.bc")
+    return path
+
+
+def extern_libs() -> dict[str, str]:
+    """``{"libshmem_device": path}``, for ``kernel[grid](..., extern_libs=extern_libs())``."""
+    return {LIBRARY_NAME: str(bitcode_path())}
+
+
+# ---------------------------------------------------------------- module load hook
+_hook_lock = threading.Lock()
+_hook_installed = False
+
+
+def _on_kernel_load(module, function, name, metadata_group, hash, **_ignored) -> None:
+    """Triton calls this after loading each compiled module (CUmodule as an int).
+
+    Hands the module to the runtime, which writes the device state into its
+    ``rshmemi_device_state_d`` and returns quietly for modules without it. Does nothing when the
+    native extension (or its ``device_init_module``) is not there, e.g. in compile-only use.
+    """
+    try:
+        from rshmem import _native  # noqa: PLC0415 (optional, loaded lazily)
+    except ImportError:
+        return
+    init = getattr(_native, "device_init_module", None)
+    if init is not None:
+        init(int(module))
+
+
+def install_load_hook() -> None:
+    """Registers the load hook with ``triton.knobs.runtime.kernel_load_end_hook`` (idempotent)."""
+    global _hook_installed
+    if _hook_installed:
+        return
+    with _hook_lock:
+        if _hook_installed:
+            return
+        from triton import knobs  # noqa: PLC0415
+
+        knobs.runtime.kernel_load_end_hook.add(_on_kernel_load)
+        _hook_installed = True
+
+
+def jit(fn=None, **jit_kwargs):
+    """``triton.jit`` plus the device library: every launch (and warmup) gets
+    ``extern_libs`` merged with ours, and the load hook is installed. Use as ``@jit`` or
+    ``@jit(...)`` with the arguments of ``triton.jit``."""
+    import triton  # noqa: PLC0415
+
+    def decorate(f):
+        kernel = triton.jit(f, **jit_kwargs)
+        plain_run = kernel.run
+
+        def run(*args, **kwargs):
+            install_load_hook()
+            libs = dict(kwargs.get("extern_libs") or {})
+            libs.setdefault(LIBRARY_NAME, str(bitcode_path()))
+            kwargs["extern_libs"] = libs
+            return plain_run(*args, **kwargs)
+
+        kernel.run = run
+        return kernel
+
+    return decorate if fn is None else decorate(fn)

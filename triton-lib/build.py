@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Builds the rshmem device library: libshmem_device.bc (for Triton) and .ptx (for the runtime).
+
+    python triton-lib/build.py [--out-dir DIR] [--python-out PATH] [--extra-cu FILE ...]
+
+Steps:
+  1. clang-19 compiles src/libshmem_device.cu as CUDA device code for sm_90 to LLVM bitcode.
+  2. The `nvvm-reflect-ftz` module flag clang emits is removed (llvm-dis -> drop the flag ->
+     llvm-as): Triton adds its own with Override behaviour, and linking two differing
+     definitions fails. The state global `rshmemi_device_state_d` stays, held by
+     llvm.compiler.used.
+  3. Every C symbol of include/rshmem/api.h must be defined in the bitcode (llvm-nm).
+  4. The bitcode (plus any --extra-cu sources, e.g. the runtime's own kernels) is lowered to PTX
+     with llc-19.
+  5. The bitcode is copied to --python-out (default python/rshmem/triton/lib/libshmem_device.bc,
+     or $RSHMEM_DEVICE_BC_OUT), where rshmem.triton.extern_libs() finds it.
+
+Tools are looked up as clang-19 / llvm-dis-19 / llvm-as-19 / llvm-nm-19 / llvm-link-19 / llc-19,
+overridable with $RSHMEM_LLVM_SUFFIX (e.g. "" for unsuffixed tools) or $RSHMEM_LLVM_BIN.
+No Python dependencies.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SRC = HERE / "src" / "libshmem_device.cu"
+INCLUDE = HERE / "include"
+API_H = INCLUDE / "rshmem" / "api.h"
+DEFAULT_OUT = HERE / "build"
+DEFAULT_PY_OUT = ROOT / "python" / "rshmem" / "triton" / "lib" / "libshmem_device.bc"
+STATE_GLOBAL = "rshmemi_device_state_d"
+ARCH = "sm_90"
+PTX_FEATURE = "+ptx80"
+CLANG_FLAGS = [
+    "-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib", f"--cuda-gpu-arch={ARCH}",
+    f"--cuda-feature={PTX_FEATURE}", "-O3", "-std=c++17", "-fwrapv", "-Wall", "-Werror",
+    "-Wno-unknown-cuda-version", "-ffp-contract=fast",
+]
+
+
+def tool(name: str) -> str:
+    suffix = os.environ.get("RSHMEM_LLVM_SUFFIX", "-19")
+    exe = name + suffix
+    bindir = os.environ.get("RSHMEM_LLVM_BIN")
+    path = str(Path(bindir) / exe) if bindir else shutil.which(exe)
+    if not path or not Path(path).exists():
+        sys.exit(f"build.py: {exe} not found; install clang-19/llvm-19 (apt-get install clang-19 llvm-19) "
+                 f"or set RSHMEM_LLVM_BIN / RSHMEM_LLVM_SUFFIX")
+    return path
+
+
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"build.py: command failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr}")
+    return r
+
+
+def compile_bc(src: Path, out: Path) -> None:
+    run([tool("clang"), *CLANG_FLAGS, f"-I{INCLUDE}", f"-I{HERE / 'src'}", "-emit-llvm", "-c", str(src),
+         "-o", str(out)])
+
+
+def strip_reflect_ftz(bc: Path, out: Path) -> None:
+    """Drops the nvvm-reflect-ftz module flag (and only it) from the bitcode."""
+    text = run([tool("llvm-dis"), str(bc), "-o", "-"]).stdout
+    flag = re.search(r'^(![0-9]+) = !\{i32 \d+, !"nvvm-reflect-ftz", i32 \d+\}\n', text, re.M)
+    if flag:
+        ref = flag.group(1)
+        text = text[:flag.start()] + text[flag.end():]
+        m = re.search(r"^!llvm\.module\.flags = !\{(.*)\}$", text, re.M)
+        if m is None:
+            sys.exit("build.py: nvvm-reflect-ftz flag found but no !llvm.module.flags list")
+        refs = [r.strip() for r in m.group(1).split(",") if r.strip() != ref]
+        text = text[:m.start()] + "!llvm.module.flags = !{" + ", ".join(refs) + "}" + text[m.end():]
+    if "nvvm-reflect-ftz" in text:
+        sys.exit("build.py: could not remove the nvvm-reflect-ftz module flag")
+    if not re.search(rf"^@llvm\.compiler\.used = .*@{STATE_GLOBAL}\b", text, re.M):
+        sys.exit(f"build.py: {STATE_GLOBAL} is not in llvm.compiler.used; the runtime could not find it")
+    run([tool("llvm-as"), "-", "-o", str(out)], input=text)
+
+
+def check_symbols(bc: Path) -> int:
+    declared = set(re.findall(r"^RSHMEM_API_DEVICE .*?\b(rshmemx?_\w+)\(", API_H.read_text(), re.M))
+    nm = run([tool("llvm-nm"), "--defined-only", "-j", str(bc)]).stdout.split()
+    missing = sorted(declared - set(nm))
+    if missing:
+        sys.exit(f"build.py: declared in api.h but not defined in {SRC.name}: {', '.join(missing)}")
+    if STATE_GLOBAL not in nm:
+        sys.exit(f"build.py: {STATE_GLOBAL} is not defined")
+    return len(declared)
+
+
+def emit_ptx(bcs: list[Path], out_dir: Path) -> Path:
+    linked = out_dir / "libshmem_device.linked.bc"
+    if len(bcs) > 1:
+        run([tool("llvm-link"), *map(str, bcs), "-o", str(linked)])
+    else:
+        linked = bcs[0]
+    ptx = out_dir / "libshmem_device.ptx"
+    run([tool("llc"), "-O3", "-march=nvptx64", f"-mcpu={ARCH}", f"-mattr={PTX_FEATURE}", str(linked), "-o", str(ptx)])
+    return ptx
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="Build libshmem_device.bc and .ptx")
+    ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help="where .bc and .ptx go (default triton-lib/build)")
+    ap.add_argument("--python-out", type=Path,
+                    default=Path(os.environ.get("RSHMEM_DEVICE_BC_OUT", DEFAULT_PY_OUT)),
+                    help="copy of the .bc that rshmem.triton loads ('' to skip)")
+    ap.add_argument("--extra-cu", type=Path, action="append", default=[],
+                    help="more CUDA sources (e.g. the runtime's kernels) linked into the PTX only")
+    args = ap.parse_args()
+
+    out = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    raw = out / "libshmem_device.raw.bc"
+    bc = out / "libshmem_device.bc"
+    compile_bc(SRC, raw)
+    strip_reflect_ftz(raw, bc)
+    raw.unlink()
+    n = check_symbols(bc)
+    extras = []
+    for i, cu in enumerate(args.extra_cu):
+        extra = out / f"extra{i}.bc"
+        compile_bc(cu, extra)
+        extras.append(extra)
+    ptx = emit_ptx([bc, *extras], out)
+    print(f"build.py: {bc} ({n} functions), {ptx}")
+    if str(args.python_out):
+        args.python_out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(bc, args.python_out)
+        print(f"build.py: copied to {args.python_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

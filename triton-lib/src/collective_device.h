@@ -1,0 +1,134 @@
+// Team collectives built on RMA and barriers.
+//
+// Data moves by push (each PE stores into the others' memory over NVLink), bracketed by team
+// barriers: the first makes every member's destination free and every source ready, the second
+// (a barrier, so it includes quiet) makes every destination complete on return. Reductions stage
+// each chunk of `source` in this PE's part of `coll_ws`, so `dest` may equal `source`. One
+// collective per team may run at a time (as in OpenSHMEM); all members call it with the same
+// arguments, and for warp/block scope all threads of the group do.
+#ifndef RSHMEM_COLLECTIVE_DEVICE_H
+#define RSHMEM_COLLECTIVE_DEVICE_H
+
+#include "barrier_device.h"
+
+RSHMEMI_DEV rshmemi_team_desc_t rshmemi_team_or_fail(int team) {
+  rshmemi_team_desc_t t;
+  if (!rshmemi_team_get(team, &t) || t.my_index < 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, 0, (uint64_t)(int64_t)team, 0, 0);
+  return t;
+}
+
+// The root member pushes `nbytes` of `source` to `dest` on every member.
+RSHMEMI_DEV void rshmemi_broadcastmem(int team, void* dest, const void* source, size_t nbytes, int root, int scope) {
+  const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
+  if (root < 0 || root >= t.size) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, dest, (uint64_t)(int64_t)root, 0, 0);
+  rshmemi_team_barrier(team, true, scope);
+  if (t.my_index == root && nbytes != 0) {
+    for (int i = 0; i < t.size; ++i) {
+      const int pe = rshmemi_team_member(&t, (t.my_index + i) % t.size);
+      rshmemi_copy(rshmemi_remote_or_fail(dest, pe), source, nbytes, rshmemi_lane(scope), rshmemi_nlanes(scope));
+    }
+  }
+  rshmemi_team_barrier(team, true, scope);
+}
+
+// Member i's `source` lands at dest + i * nbytes on every member.
+RSHMEMI_DEV void rshmemi_fcollectmem(int team, void* dest, const void* source, size_t nbytes, int scope) {
+  const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
+  rshmemi_team_barrier(team, true, scope);
+  if (nbytes != 0) {
+    char* slot = (char*)dest + (size_t)t.my_index * nbytes;
+    for (int i = 0; i < t.size; ++i) {
+      const int pe = rshmemi_team_member(&t, (t.my_index + i) % t.size);
+      rshmemi_copy(rshmemi_remote_or_fail(slot, pe), source, nbytes, rshmemi_lane(scope), rshmemi_nlanes(scope));
+    }
+  }
+  rshmemi_team_barrier(team, true, scope);
+}
+
+// Block j of `source` (nbytes each) lands at dest + my_index * nbytes on member j.
+RSHMEMI_DEV void rshmemi_alltoallmem(int team, void* dest, const void* source, size_t nbytes, int scope) {
+  const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
+  rshmemi_team_barrier(team, true, scope);
+  if (nbytes != 0) {
+    char* slot = (char*)dest + (size_t)t.my_index * nbytes;
+    for (int i = 0; i < t.size; ++i) {
+      const int j = (t.my_index + i) % t.size;
+      const int pe = rshmemi_team_member(&t, j);
+      rshmemi_copy(rshmemi_remote_or_fail(slot, pe), (const char*)source + (size_t)j * nbytes, nbytes,
+                   rshmemi_lane(scope), rshmemi_nlanes(scope));
+    }
+  }
+  rshmemi_team_barrier(team, true, scope);
+}
+
+// ---- reductions ----
+// Half-precision values are combined in fp32 and rounded back (round to nearest even).
+RSHMEMI_DEV float rshmemi_bf16_to_float(__bf16 h) {
+  const uint32_t bits = (uint32_t)__builtin_bit_cast(uint16_t, h) << 16;
+  return __builtin_bit_cast(float, bits);
+}
+RSHMEMI_DEV __bf16 rshmemi_float_to_bf16(float f) {
+  uint32_t bits = __builtin_bit_cast(uint32_t, f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return __builtin_bit_cast(__bf16, (uint16_t)((bits >> 16) | 0x40));  // quiet NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return __builtin_bit_cast(__bf16, (uint16_t)(bits >> 16));
+}
+
+// Element type -> accumulator type and the conversions between them.
+template <typename T> struct rshmemi_conv {
+  typedef T acc;
+  RSHMEMI_DEV T widen(T v) { return v; }
+  RSHMEMI_DEV T narrow(T v) { return v; }
+};
+template <> struct rshmemi_conv<_Float16> {
+  typedef float acc;
+  RSHMEMI_DEV float widen(_Float16 v) { return (float)v; }
+  RSHMEMI_DEV _Float16 narrow(float v) { return (_Float16)v; }
+};
+template <> struct rshmemi_conv<__bf16> {
+  typedef float acc;
+  RSHMEMI_DEV float widen(__bf16 v) { return rshmemi_bf16_to_float(v); }
+  RSHMEMI_DEV __bf16 narrow(float v) { return rshmemi_float_to_bf16(v); }
+};
+
+enum rshmemi_op { RSHMEMI_SUM, RSHMEMI_PROD, RSHMEMI_MIN, RSHMEMI_MAX, RSHMEMI_AND, RSHMEMI_OR, RSHMEMI_XOR };
+
+template <int OP, typename A> struct rshmemi_combine;
+template <typename A> struct rshmemi_combine<RSHMEMI_SUM, A> { RSHMEMI_DEV A f(A a, A b) { return a + b; } };
+template <typename A> struct rshmemi_combine<RSHMEMI_PROD, A> { RSHMEMI_DEV A f(A a, A b) { return a * b; } };
+template <typename A> struct rshmemi_combine<RSHMEMI_MIN, A> { RSHMEMI_DEV A f(A a, A b) { return b < a ? b : a; } };
+template <typename A> struct rshmemi_combine<RSHMEMI_MAX, A> { RSHMEMI_DEV A f(A a, A b) { return b > a ? b : a; } };
+template <typename A> struct rshmemi_combine<RSHMEMI_AND, A> { RSHMEMI_DEV A f(A a, A b) { return a & b; } };
+template <typename A> struct rshmemi_combine<RSHMEMI_OR, A> { RSHMEMI_DEV A f(A a, A b) { return a | b; } };
+template <typename A> struct rshmemi_combine<RSHMEMI_XOR, A> { RSHMEMI_DEV A f(A a, A b) { return a ^ b; } };
+
+// dest[i] = OP over members of source[i], for i < nelems. Integer arithmetic wraps (built with
+// -fwrapv).
+template <int OP, typename T>
+RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelems, int scope) {
+  typedef rshmemi_conv<T> C;
+  typedef typename C::acc A;
+  const rshmemi_device_state_t* s = rshmemi_state();
+  const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
+  const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T));
+  if (s->coll_ws == 0 || chunk == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, dest, s->coll_ws_size, 0, 0);
+  T* ws = (T*)(uintptr_t)s->coll_ws;
+  const uint32_t lane = rshmemi_lane(scope), nlanes = rshmemi_nlanes(scope);
+  for (size_t off = 0; off < nelems; off += chunk) {
+    const size_t m = nelems - off < chunk ? nelems - off : chunk;
+    rshmemi_group_sync(scope);
+    rshmemi_copy(ws, source + off, m * sizeof(T), lane, nlanes);
+    rshmemi_team_barrier(team, true, scope);  // every member's chunk is staged
+    for (size_t e = lane; e < m; e += nlanes) {
+      A acc = C::widen(((const T*)rshmemi_remote_or_fail(ws, rshmemi_team_member(&t, 0)))[e]);
+      for (int i = 1; i < t.size; ++i) {
+        const T* peer = (const T*)rshmemi_remote_or_fail(ws, rshmemi_team_member(&t, i));
+        acc = rshmemi_combine<OP, A>::f(acc, C::widen(peer[e]));
+      }
+      dest[off + e] = C::narrow(acc);
+    }
+    rshmemi_team_barrier(team, true, scope);  // nobody restages before everyone has read
+  }
+}
+
+#endif  // RSHMEM_COLLECTIVE_DEVICE_H

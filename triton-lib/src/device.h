@@ -1,0 +1,58 @@
+// Base macros and the device state for the rshmem device library.
+//
+// Built by clang-19 as CUDA without the CUDA headers (--cuda-device-only -nocudainc
+// -nocudalib), so the few CUDA keywords and special registers used here are defined below from
+// clang's own attributes and NVVM builtins. Every other *_device.h includes this file first.
+#ifndef RSHMEM_DEVICE_H
+#define RSHMEM_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rshmem/device_state.h"
+
+#ifndef __device__
+#define __device__ __attribute__((device))
+#endif
+#ifndef __global__
+#define __global__ __attribute__((global))
+#endif
+#ifndef __shared__
+#define __shared__ __attribute__((shared))
+#endif
+
+// Internal helpers: inlined into every caller, so the ordering each one documents is the caller's.
+#define RSHMEMI_DEV static __device__ __attribute__((always_inline)) inline
+// Exported functions: C linkage, kept out of line in the bitcode for the linker; Triton inlines
+// them after linking.
+#define RSHMEM_EXPORT extern "C" __device__
+
+// The one state global. Written by the runtime after the module is loaded; read only here.
+extern "C" __device__ rshmemi_device_state_t rshmemi_device_state_d;
+
+RSHMEMI_DEV const rshmemi_device_state_t* rshmemi_state() { return &rshmemi_device_state_d; }
+
+// Thread geometry (x is the only axis Triton uses; all three are offered for CUDA C++ users).
+RSHMEMI_DEV uint32_t rshmemi_tid() {
+  return __nvvm_read_ptx_sreg_tid_x() +
+         __nvvm_read_ptx_sreg_ntid_x() *
+             (__nvvm_read_ptx_sreg_tid_y() + __nvvm_read_ptx_sreg_ntid_y() * __nvvm_read_ptx_sreg_tid_z());
+}
+RSHMEMI_DEV uint32_t rshmemi_nthreads() {
+  return __nvvm_read_ptx_sreg_ntid_x() * __nvvm_read_ptx_sreg_ntid_y() * __nvvm_read_ptx_sreg_ntid_z();
+}
+RSHMEMI_DEV uint32_t rshmemi_laneid() { return __nvvm_read_ptx_sreg_laneid(); }
+
+// Block and warp barriers. All threads of the block (warp) must reach them.
+RSHMEMI_DEV void rshmemi_syncthreads() { __syncthreads(); }
+RSHMEMI_DEV void rshmemi_syncwarp() { __nvvm_bar_warp_sync(0xffffffffu); }
+
+RSHMEMI_DEV void rshmemi_trap() { __builtin_trap(); }
+
+RSHMEMI_DEV uint64_t rshmemi_globaltimer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+#endif  // RSHMEM_DEVICE_H

@@ -1,0 +1,123 @@
+// Error records and bounded waits.
+//
+// A wait spins on an acquire load at system scope. When the runtime set
+// `debug_wait_timeout_ns` (RSHMEM_DEBUG_WAIT_TIMEOUT_MS), a wait that spins longer writes an
+// rshmemi_error_record_t into the host-mapped `error_buf` (PE, address, comparison, expected and
+// last seen value) and stops the kernel with `trap`, so the host reports it instead of hanging.
+#ifndef RSHMEM_POLL_DEVICE_H
+#define RSHMEM_POLL_DEVICE_H
+
+#include "atomic_device.h"
+
+// Writes one error record (first failing thread only) and traps. Never returns.
+RSHMEMI_DEV void rshmemi_fail(uint32_t kind, const void* addr, uint64_t cmp, uint64_t expected, uint64_t seen) {
+  const rshmemi_device_state_t* s = rshmemi_state();
+  if (s->error_buf != 0) {
+    rshmemi_error_record_t* r = (rshmemi_error_record_t*)s->error_buf;
+    if (rshmemi_relaxed_atom_cas_b32(&r->flag, 0, RSHMEM_ERROR_FLAG_WRITING) == 0) {
+      rshmemi_relaxed_st_sys_u32((uint32_t*)&r->pe, (uint32_t)s->my_pe);
+      rshmemi_relaxed_st_sys_u64(&r->addr, (uint64_t)(uintptr_t)addr);
+      rshmemi_relaxed_st_sys_u64(&r->cmp, cmp);
+      rshmemi_relaxed_st_sys_u64(&r->expected, expected);
+      rshmemi_relaxed_st_sys_u64(&r->seen, seen);
+      // The kind goes last with release: a host that sees it sees the whole record.
+      rshmemi_st_release_sys_u32(&r->flag, kind);
+    }
+  }
+  rshmemi_trap();
+}
+
+// `value <cmp> target` for a CMP_* constant; an unknown constant stops the kernel.
+template <typename T>
+RSHMEMI_DEV bool rshmemi_compare(T value, int cmp, T target) {
+  switch (cmp) {
+    case RSHMEM_CMP_EQ: return value == target;
+    case RSHMEM_CMP_NE: return value != target;
+    case RSHMEM_CMP_GT: return value > target;
+    case RSHMEM_CMP_LE: return value <= target;
+    case RSHMEM_CMP_LT: return value < target;
+    case RSHMEM_CMP_GE: return value >= target;
+    default: rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, 0, (uint64_t)(int64_t)cmp, 0, 0); return true;
+  }
+}
+
+// One acquire load of a 32- or 64-bit integer word.
+template <typename T>
+RSHMEMI_DEV T rshmemi_load_acquire(const T* p) {
+  typedef typename rshmemi_bits<T>::type B;
+  return (T)rshmemi_ld_acquire_sys((const B*)p);
+}
+
+// Spins until `*p <cmp> target`; returns the value that satisfied it. Acquire: memory written
+// before the release that produced this value is visible after return. Thread scope.
+template <typename T>
+RSHMEMI_DEV T rshmemi_wait_until(const T* p, int cmp, T target) {
+  const uint64_t timeout = rshmemi_state()->debug_wait_timeout_ns;
+  uint64_t start = 0;
+  for (;;) {
+    const T v = rshmemi_load_acquire(p);
+    if (rshmemi_compare(v, cmp, target)) return v;
+    if (timeout != 0) {
+      const uint64_t now = rshmemi_globaltimer();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > timeout) {
+        rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, p, (uint64_t)(int64_t)cmp, (uint64_t)target, (uint64_t)v);
+      }
+    }
+  }
+}
+
+// Whether `status` (may be null) excludes entry i.
+RSHMEMI_DEV bool rshmemi_excluded(const int32_t* status, size_t i) { return status != 0 && status[i] != 0; }
+
+// test_all: 1 if every included entry satisfies the condition (also when none is included).
+template <typename T>
+RSHMEMI_DEV int32_t rshmemi_test_all(const T* ivars, size_t n, const int32_t* status, int cmp, T target) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!rshmemi_excluded(status, i) && !rshmemi_compare(rshmemi_load_acquire(ivars + i), cmp, target)) return 0;
+  }
+  return 1;
+}
+
+// test_any: index of an included entry that satisfies the condition, or -1.
+template <typename T>
+RSHMEMI_DEV int64_t rshmemi_test_any(const T* ivars, size_t n, const int32_t* status, int cmp, T target) {
+  for (size_t i = 0; i < n; ++i) {
+    if (!rshmemi_excluded(status, i) && rshmemi_compare(rshmemi_load_acquire(ivars + i), cmp, target)) return (int64_t)i;
+  }
+  return -1;
+}
+
+// test_some: how many included entries satisfy the condition.
+template <typename T>
+RSHMEMI_DEV int64_t rshmemi_test_some(const T* ivars, size_t n, const int32_t* status, int cmp, T target) {
+  int64_t count = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!rshmemi_excluded(status, i) && rshmemi_compare(rshmemi_load_acquire(ivars + i), cmp, target)) ++count;
+  }
+  return count;
+}
+
+// The vector waits poll the vector test until it reports progress, with the same timeout rule
+// as rshmemi_wait_until (the record names the first array element).
+template <typename T, typename R, typename F>
+RSHMEMI_DEV R rshmemi_wait_vector(const T* ivars, int cmp, T target, F test, R none) {
+  const uint64_t timeout = rshmemi_state()->debug_wait_timeout_ns;
+  uint64_t start = 0;
+  for (;;) {
+    const R r = test();
+    if (r != none) return r;
+    if (timeout != 0) {
+      const uint64_t now = rshmemi_globaltimer();
+      if (start == 0) {
+        start = now;
+      } else if (now - start > timeout) {
+        rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, ivars, (uint64_t)(int64_t)cmp, (uint64_t)target,
+                     (uint64_t)rshmemi_load_acquire(ivars));
+      }
+    }
+  }
+}
+
+#endif  // RSHMEM_POLL_DEVICE_H
