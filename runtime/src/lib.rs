@@ -21,7 +21,9 @@
 pub mod backend;
 pub mod bootstrap;
 pub mod consts;
+pub mod device;
 pub mod device_state;
+pub mod driver;
 pub mod env;
 pub mod error;
 pub mod heap;
