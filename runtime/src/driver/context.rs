@@ -386,6 +386,20 @@ impl PrimaryContext {
     }
 }
 
+/// `cuCtxSynchronize`: waits until every stream of the current context is idle.
+///
+/// # Errors
+/// [`Error::Driver`], including errors of earlier asynchronous work.
+///
+/// # References
+/// <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__CTX.html>
+pub fn synchronize(ctx: &PrimaryContext) -> Result<()> {
+    ctx.bind()?;
+    // SAFETY: "Blocks until the device has completed all preceding requested tasks"; the
+    // context is current and retained by the reference.
+    check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
+}
+
 impl Drop for PrimaryContext {
     fn drop(&mut self) {
         // SAFETY: balances the retain in `retain`; cuDevicePrimaryCtxRelease_v2 "Releases the

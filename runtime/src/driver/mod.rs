@@ -54,6 +54,15 @@ pub(crate) fn driver_error(call: &'static str, result: sys::CUresult) -> Error {
     Error::Driver { call, code, name: error_name(result) }
 }
 
+/// Adds what we were doing to a driver error's text (`CUDA_ERROR_OUT_OF_MEMORY; while ...`);
+/// other errors pass unchanged.
+pub(crate) fn annotate(e: Error, doing: impl std::fmt::Display) -> Error {
+    match e {
+        Error::Driver { call, code, name } => Error::Driver { call, code, name: format!("{name}; {doing}") },
+        other => other,
+    }
+}
+
 /// The driver's name for a status (`CUDA_ERROR_OUT_OF_MEMORY`), or `CUresult <n>`.
 fn error_name(result: sys::CUresult) -> String {
     let mut name: *const std::ffi::c_char = std::ptr::null();
