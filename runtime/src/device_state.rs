@@ -1,1 +1,184 @@
 //! The device state: the one struct device code reads.
+//!
+//! Every CUDA module that links the device library (`triton-lib/`) holds a global
+//! `rshmemi_device_state_d` of this type. After loading such a module the runtime writes one
+//! [`DeviceState`] into it (`cuModuleGetGlobal` + a copy); device functions only read it. The
+//! values do not change after init: the heap's virtual range is reserved once, so its base and
+//! stride are fixed, and teams live in a table that the state only points to.
+//!
+//! This file is the only definition. `triton-lib/include/rshmem/device_state.h` is generated from
+//! it (and from [`crate::consts`]) by cbindgen with `runtime/cbindgen.toml`; the test
+//! `runtime/tests/device_state_header.rs` regenerates the header, fails on a difference, and
+//! checks every size and offset against the C compiler's. Regenerate with
+//! `RSHMEM_BLESS=1 cargo test -p rshmem --test device_state_header`.
+//!
+//! Layout rules that keep Rust and C identical without relying on either compiler's padding:
+//! fields are ordered by size, 64-bit fields start at 8-byte offsets, and the size is a multiple
+//! of 8 (checked by the const assertions at the end of this file).
+
+/// `DeviceState::magic`: "RSHM" in little-endian, so a zero (never initialized) state is seen.
+pub const DEVICE_STATE_MAGIC: u32 = 0x4D48_5352;
+
+/// `DeviceState::version`: bumped whenever a field changes meaning, size or place.
+pub const DEVICE_STATE_VERSION: u32 = 1;
+
+/// How many PEs the device state can describe (`DeviceState::pe_slot` entries).
+///
+/// 1024 covers 128 hosts of 8 GPUs; the table costs 4 KiB per module, which is read only for the
+/// PEs a kernel talks to.
+pub const MAX_PES: usize = 1024;
+
+/// `DeviceState::pe_slot` entry of a PE this PE cannot reach by load/store.
+pub const PE_NOT_REACHABLE: i32 = -1;
+
+/// `DeviceState::flags` bit: the state was written by the runtime (set with `magic`).
+pub const DEVICE_FLAG_INITIALIZED: u32 = 1;
+
+/// `DeviceState::flags` bit: every PE of the job is reachable by load/store (one host), so device
+/// code may skip the per-PE reachability check.
+pub const DEVICE_FLAG_ALL_REACHABLE: u32 = 2;
+
+/// Bytes of barrier workspace per team at `DeviceState::barrier_ws`: two `u64` words.
+///
+/// For team `t` the words live at `barrier_ws + BARRIER_WS_BYTES_PER_TEAM * t`:
+/// `arrive` (offset 0), incremented remotely by every member at each barrier, and `epoch`
+/// (offset 8), touched only by its own PE. A barrier does `e = ++epoch`, adds 1 to every
+/// member's `arrive`, then waits until its own `arrive >= e * size`. The words are never reset;
+/// host and device barriers share them.
+pub const BARRIER_WS_BYTES_PER_TEAM: u64 = 16;
+
+/// `ErrorRecord::flag` while the first failing thread is writing the record.
+pub const ERROR_FLAG_WRITING: u32 = 1;
+
+/// `ErrorRecord::flag` once complete: a wait spun longer than `debug_wait_timeout_ns`.
+/// `addr` is the polled address, `cmp`/`expected` the condition, `seen` the last value read.
+pub const ERROR_FLAG_WAIT_TIMEOUT: u32 = 2;
+
+/// `ErrorRecord::flag` once complete: a put/get/atomic/signal named a PE that this PE cannot
+/// reach by load/store, or an address outside the symmetric heap. `addr` is the address,
+/// `cmp` the target PE, `expected`/`seen` 0.
+pub const ERROR_FLAG_BAD_ADDRESS: u32 = 3;
+
+/// A team as device code sees it: entry `t` of the array at `DeviceState::team_table`.
+///
+/// Member `i` of the team (0 <= i < `size`) is world PE `start + i * stride`. The runtime writes
+/// an entry when the team is made and sets `size = 0` when it is destroyed.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TeamDesc {
+    /// World PE of member 0.
+    pub start: i32,
+    /// Distance between consecutive members, in world PEs (>= 1).
+    pub stride: i32,
+    /// Number of members; 0 for an unused entry.
+    pub size: i32,
+    /// This PE's index in the team, or -1 when it is not a member.
+    pub my_index: i32,
+}
+
+/// What device code writes to `DeviceState::error_buf` before it stops the kernel with `trap`.
+///
+/// The buffer is host-mapped memory, so the host reads it after the launch fails and raises an
+/// error naming the PE, the address and the values. Only the first thread that wins `flag`
+/// (compare-and-swap 0 -> [`ERROR_FLAG_WRITING`]) writes the rest; it stores the final `ERROR_FLAG_*`
+/// kind into `flag` last, with release semantics at system scope.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ErrorRecord {
+    /// 0 = empty, [`ERROR_FLAG_WRITING`], or the kind of a complete record (`ERROR_FLAG_*`).
+    pub flag: u32,
+    /// The PE whose kernel stopped.
+    pub pe: i32,
+    /// Symmetric (local) address that was polled.
+    pub addr: u64,
+    /// The comparison (`CMP_*`).
+    pub cmp: u64,
+    /// The value compared against.
+    pub expected: u64,
+    /// The last value read.
+    pub seen: u64,
+}
+
+/// The state every module linking the device library reads from `rshmemi_device_state_d`.
+///
+/// All addresses are this process's virtual addresses, passed as `u64` so that the layout is the
+/// same in Rust, C and PTX.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceState {
+    /// [`DEVICE_STATE_MAGIC`] once written; 0 in a module the runtime has not initialized.
+    pub magic: u32,
+    /// [`DEVICE_STATE_VERSION`] of the runtime that wrote it.
+    pub version: u32,
+    /// This PE's index in the world team.
+    pub my_pe: i32,
+    /// Number of PEs in the world team.
+    pub n_pes: i32,
+    /// Number of heap slots on this host (node-local PEs).
+    pub node_size: i32,
+    /// This PE's slot in the heap range (its node-local rank).
+    pub my_slot: i32,
+    /// `DEVICE_FLAG_*` bits.
+    pub flags: u32,
+    /// Zero; keeps the 64-bit fields 8-byte aligned.
+    pub reserved0: u32,
+    /// This process's address of slot 0 of the symmetric heap range.
+    pub heap_base: u64,
+    /// Distance in bytes between consecutive slots.
+    pub heap_stride: u64,
+    /// Bytes of each slot that may hold symmetric data: a symmetric address `p` satisfies
+    /// `heap_base + my_slot * heap_stride <= p < that + heap_bound`.
+    pub heap_bound: u64,
+    /// Device address of `[TeamDesc; MAX_TEAMS]`, indexed by team id.
+    pub team_table: u64,
+    /// Symmetric address of the barrier words (see [`BARRIER_WS_BYTES_PER_TEAM`]).
+    pub barrier_ws: u64,
+    /// Symmetric address of the scratch space for device collectives and reductions.
+    pub coll_ws: u64,
+    /// Bytes at `coll_ws`.
+    pub coll_ws_size: u64,
+    /// A device wait that spins longer than this stops the kernel; 0 = wait forever.
+    pub debug_wait_timeout_ns: u64,
+    /// Host-mapped device address of one [`ErrorRecord`]; 0 = none.
+    pub error_buf: u64,
+    /// Slot of each world PE in the heap range, [`PE_NOT_REACHABLE`] when its memory cannot be
+    /// reached by load/store; entries at and beyond `n_pes` are [`PE_NOT_REACHABLE`].
+    pub pe_slot: [i32; MAX_PES],
+}
+
+impl DeviceState {
+    /// A state for `n_pes` PEs with nothing reachable and no heap: the starting point the
+    /// runtime fills in.
+    pub fn new(my_pe: i32, n_pes: i32) -> DeviceState {
+        DeviceState {
+            magic: DEVICE_STATE_MAGIC,
+            version: DEVICE_STATE_VERSION,
+            my_pe,
+            n_pes,
+            node_size: 0,
+            my_slot: PE_NOT_REACHABLE,
+            flags: DEVICE_FLAG_INITIALIZED,
+            reserved0: 0,
+            heap_base: 0,
+            heap_stride: 0,
+            heap_bound: 0,
+            team_table: 0,
+            barrier_ws: 0,
+            coll_ws: 0,
+            coll_ws_size: 0,
+            debug_wait_timeout_ns: 0,
+            error_buf: 0,
+            pe_slot: [PE_NOT_REACHABLE; MAX_PES],
+        }
+    }
+}
+
+// No padding anywhere: the size is the sum of the field sizes.
+const _: () = assert!(
+    std::mem::size_of::<DeviceState>() == 8 * 4 + 9 * 8 + 4 * MAX_PES,
+    "DeviceState has padding: reorder its fields"
+);
+const _: () = assert!(std::mem::size_of::<DeviceState>() % 8 == 0);
+const _: () = assert!(std::mem::size_of::<TeamDesc>() == 16);
+const _: () = assert!(std::mem::size_of::<ErrorRecord>() == 40);
+const _: () = assert!(crate::consts::MAX_TEAMS as u64 * BARRIER_WS_BYTES_PER_TEAM <= 4096);

@@ -1,0 +1,286 @@
+/* Generated from runtime/src/device_state.rs and runtime/src/consts.rs by cbindgen (runtime/cbindgen.toml); do not edit. Regenerate: RSHMEM_BLESS=1 cargo test -p rshmem --test device_state_header */
+
+#ifndef RSHMEM_DEVICE_STATE_H
+#define RSHMEM_DEVICE_STATE_H
+
+/* Device code reads rshmemi_device_state_t; the Rust runtime writes it. Constants are shared with Python through this file. */
+
+#include <stdint.h>
+
+/*
+ `wait_until(ptr, CMP_EQ, v)`: wait until `*ptr == v`.
+ */
+#define RSHMEM_CMP_EQ 0
+
+/*
+ `*ptr != v`.
+ */
+#define RSHMEM_CMP_NE 1
+
+/*
+ `*ptr > v`.
+ */
+#define RSHMEM_CMP_GT 2
+
+/*
+ `*ptr <= v`.
+ */
+#define RSHMEM_CMP_LE 3
+
+/*
+ `*ptr < v`.
+ */
+#define RSHMEM_CMP_LT 4
+
+/*
+ `*ptr >= v`.
+ */
+#define RSHMEM_CMP_GE 5
+
+/*
+ Signal operation: store the value.
+ */
+#define RSHMEM_SIGNAL_SET 9
+
+/*
+ Signal operation: add the value.
+ */
+#define RSHMEM_SIGNAL_ADD 10
+
+/*
+ No team.
+ */
+#define RSHMEM_TEAM_INVALID -1
+
+/*
+ Every PE.
+ */
+#define RSHMEM_TEAM_WORLD 0
+
+/*
+ PEs whose memory this PE reaches by load/store.
+ */
+#define RSHMEM_TEAM_SHARED 1
+
+/*
+ PEs on this host.
+ */
+#define RSHMEM_TEAM_NODE 2
+
+/*
+ PEs with this PE's local rank, one per host.
+ */
+#define RSHMEM_TEAM_SAME_MYPE_NODE 3
+
+/*
+ How many teams may exist at once (predefined ones included).
+ */
+#define RSHMEM_MAX_TEAMS 32
+
+/*
+ `DeviceState::magic`: "RSHM" in little-endian, so a zero (never initialized) state is seen.
+ */
+#define RSHMEM_DEVICE_STATE_MAGIC 1296585554
+
+/*
+ `DeviceState::version`: bumped whenever a field changes meaning, size or place.
+ */
+#define RSHMEM_DEVICE_STATE_VERSION 1
+
+/*
+ How many PEs the device state can describe (`DeviceState::pe_slot` entries).
+
+ 1024 covers 128 hosts of 8 GPUs; the table costs 4 KiB per module, which is read only for the
+ PEs a kernel talks to.
+ */
+#define RSHMEM_MAX_PES 1024
+
+/*
+ `DeviceState::pe_slot` entry of a PE this PE cannot reach by load/store.
+ */
+#define RSHMEM_PE_NOT_REACHABLE -1
+
+/*
+ `DeviceState::flags` bit: the state was written by the runtime (set with `magic`).
+ */
+#define RSHMEM_DEVICE_FLAG_INITIALIZED 1
+
+/*
+ `DeviceState::flags` bit: every PE of the job is reachable by load/store (one host), so device
+ code may skip the per-PE reachability check.
+ */
+#define RSHMEM_DEVICE_FLAG_ALL_REACHABLE 2
+
+/*
+ Bytes of barrier workspace per team at `DeviceState::barrier_ws`: two `u64` words.
+
+ For team `t` the words live at `barrier_ws + BARRIER_WS_BYTES_PER_TEAM * t`:
+ `arrive` (offset 0), incremented remotely by every member at each barrier, and `epoch`
+ (offset 8), touched only by its own PE. A barrier does `e = ++epoch`, adds 1 to every
+ member's `arrive`, then waits until its own `arrive >= e * size`. The words are never reset;
+ host and device barriers share them.
+ */
+#define RSHMEM_BARRIER_WS_BYTES_PER_TEAM 16
+
+/*
+ `ErrorRecord::flag` while the first failing thread is writing the record.
+ */
+#define RSHMEM_ERROR_FLAG_WRITING 1
+
+/*
+ `ErrorRecord::flag` once complete: a wait spun longer than `debug_wait_timeout_ns`.
+ `addr` is the polled address, `cmp`/`expected` the condition, `seen` the last value read.
+ */
+#define RSHMEM_ERROR_FLAG_WAIT_TIMEOUT 2
+
+/*
+ `ErrorRecord::flag` once complete: a put/get/atomic/signal named a PE that this PE cannot
+ reach by load/store, or an address outside the symmetric heap. `addr` is the address,
+ `cmp` the target PE, `expected`/`seen` 0.
+ */
+#define RSHMEM_ERROR_FLAG_BAD_ADDRESS 3
+
+/*
+ The state every module linking the device library reads from `rshmemi_device_state_d`.
+
+ All addresses are this process's virtual addresses, passed as `u64` so that the layout is the
+ same in Rust, C and PTX.
+ */
+typedef struct {
+  /*
+   [`DEVICE_STATE_MAGIC`] once written; 0 in a module the runtime has not initialized.
+   */
+  uint32_t magic;
+  /*
+   [`DEVICE_STATE_VERSION`] of the runtime that wrote it.
+   */
+  uint32_t version;
+  /*
+   This PE's index in the world team.
+   */
+  int32_t my_pe;
+  /*
+   Number of PEs in the world team.
+   */
+  int32_t n_pes;
+  /*
+   Number of heap slots on this host (node-local PEs).
+   */
+  int32_t node_size;
+  /*
+   This PE's slot in the heap range (its node-local rank).
+   */
+  int32_t my_slot;
+  /*
+   `DEVICE_FLAG_*` bits.
+   */
+  uint32_t flags;
+  /*
+   Zero; keeps the 64-bit fields 8-byte aligned.
+   */
+  uint32_t reserved0;
+  /*
+   This process's address of slot 0 of the symmetric heap range.
+   */
+  uint64_t heap_base;
+  /*
+   Distance in bytes between consecutive slots.
+   */
+  uint64_t heap_stride;
+  /*
+   Bytes of each slot that may hold symmetric data: a symmetric address `p` satisfies
+   `heap_base + my_slot * heap_stride <= p < that + heap_bound`.
+   */
+  uint64_t heap_bound;
+  /*
+   Device address of `[TeamDesc; MAX_TEAMS]`, indexed by team id.
+   */
+  uint64_t team_table;
+  /*
+   Symmetric address of the barrier words (see [`BARRIER_WS_BYTES_PER_TEAM`]).
+   */
+  uint64_t barrier_ws;
+  /*
+   Symmetric address of the scratch space for device collectives and reductions.
+   */
+  uint64_t coll_ws;
+  /*
+   Bytes at `coll_ws`.
+   */
+  uint64_t coll_ws_size;
+  /*
+   A device wait that spins longer than this stops the kernel; 0 = wait forever.
+   */
+  uint64_t debug_wait_timeout_ns;
+  /*
+   Host-mapped device address of one [`ErrorRecord`]; 0 = none.
+   */
+  uint64_t error_buf;
+  /*
+   Slot of each world PE in the heap range, [`PE_NOT_REACHABLE`] when its memory cannot be
+   reached by load/store; entries at and beyond `n_pes` are [`PE_NOT_REACHABLE`].
+   */
+  int32_t pe_slot[RSHMEM_MAX_PES];
+} rshmemi_device_state_t;
+
+/*
+ A team as device code sees it: entry `t` of the array at `DeviceState::team_table`.
+
+ Member `i` of the team (0 <= i < `size`) is world PE `start + i * stride`. The runtime writes
+ an entry when the team is made and sets `size = 0` when it is destroyed.
+ */
+typedef struct {
+  /*
+   World PE of member 0.
+   */
+  int32_t start;
+  /*
+   Distance between consecutive members, in world PEs (>= 1).
+   */
+  int32_t stride;
+  /*
+   Number of members; 0 for an unused entry.
+   */
+  int32_t size;
+  /*
+   This PE's index in the team, or -1 when it is not a member.
+   */
+  int32_t my_index;
+} rshmemi_team_desc_t;
+
+/*
+ What device code writes to `DeviceState::error_buf` before it stops the kernel with `trap`.
+
+ The buffer is host-mapped memory, so the host reads it after the launch fails and raises an
+ error naming the PE, the address and the values. Only the first thread that wins `flag`
+ (compare-and-swap 0 -> [`ERROR_FLAG_WRITING`]) writes the rest; it stores the final `ERROR_FLAG_*`
+ kind into `flag` last, with release semantics at system scope.
+ */
+typedef struct {
+  /*
+   0 = empty, [`ERROR_FLAG_WRITING`], or the kind of a complete record (`ERROR_FLAG_*`).
+   */
+  uint32_t flag;
+  /*
+   The PE whose kernel stopped.
+   */
+  int32_t pe;
+  /*
+   Symmetric (local) address that was polled.
+   */
+  uint64_t addr;
+  /*
+   The comparison (`CMP_*`).
+   */
+  uint64_t cmp;
+  /*
+   The value compared against.
+   */
+  uint64_t expected;
+  /*
+   The last value read.
+   */
+  uint64_t seen;
+} rshmemi_error_record_t;
+
+#endif  /* RSHMEM_DEVICE_STATE_H */
