@@ -4,3 +4,6 @@
 //!   memory it reaches by load/store;
 //! - [`registry`]: writing the device state into every loaded module that links the device
 //!   library (`rshmemi_device_state_d`), and remembering those modules.
+
+pub mod registry;
+pub mod select;
