@@ -120,7 +120,9 @@ fn map_and_grant(env: &ChunkEnv, addr: usize, len: usize, handle: AllocHandle) -
     // SAFETY: `map_at` checked that `[addr, addr+len)` lies in a live reservation (the Arc it
     // holds keeps it live) and claimed it, so it is unmapped; the chunk is exactly `len`
     // bytes and its handle is live (we hold `&self`).
-    unsafe { vmm::map(addr, len, handle)? };
+    unsafe { vmm::map(addr, len, handle) }.map_err(|e| {
+        annotate(e, format_args!("mapping a {len}-byte chunk at {addr:#x} (an imported chunk smaller than that is refused)"))
+    })?;
     if let Err(e) = vmm::set_access(addr, len, &env.access) {
         // SAFETY: the range was mapped just above and nothing has used it yet (no access).
         if let Err(undo) = unsafe { vmm::unmap(addr, len) } {
