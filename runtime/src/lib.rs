@@ -8,7 +8,9 @@
 //! |---|---|
 //! | [`error`], [`env`], [`consts`] | the one error type, every `RSHMEM_*` variable, SHMEM constants |
 //! | [`bootstrap`] | how PEs find each other: unique id over TCP, torchrun env, byte-blob collectives, peer-death detection, fd passing over Unix sockets |
+//! | [`driver`] | the CUDA driver, loaded at run time: thin checked wrappers (VMM, modules, streams) and RAII handles; only it and `backend::cuda` name raw driver items |
 //! | [`backend`] | where physical memory comes from: one trait, `host` (memfd) and `cuda` backends |
+//! | [`device`] | which GPU a PE uses, peer reachability, publishing the [`device_state`] into loaded modules |
 //! | [`heap`] | the symmetric heap: one reserved range with a slot per node-local PE, grown on demand; the allocator |
 //! | [`runtime`] | [`Runtime`]: init / finalize and the host API (RMA, atomics, signals, waits, barriers, teams, collectives) |
 //!
@@ -21,7 +23,9 @@
 pub mod backend;
 pub mod bootstrap;
 pub mod consts;
+pub mod device;
 pub mod device_state;
+pub mod driver;
 pub mod env;
 pub mod error;
 pub mod heap;

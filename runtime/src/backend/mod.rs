@@ -21,6 +21,7 @@
 //! heap first.
 #![allow(unsafe_code)]
 
+pub mod cuda;
 pub mod host;
 
 use crate::error::Result;

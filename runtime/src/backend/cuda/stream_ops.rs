@@ -1,0 +1,213 @@
+//! # Safety
+//! The on-stream building blocks of `*_on_stream` operations: copies, signal updates and
+//! waits, queued on a caller's stream (a `torch.cuda.Stream`, say). Addresses of node-local
+//! peers are plain addresses inside our own reservation (the heap maps their chunks there), so
+//! a put or get is an ordinary async copy between two mapped addresses. The caller vouches
+//! that the addresses stay mapped until the stream has run the operation, hence `unsafe fn`.
+#![allow(unsafe_code)]
+
+use super::kernels::Kernels;
+use crate::consts::{Cmp, SIGNAL_ADD, SIGNAL_SET};
+use crate::driver::context::PrimaryContext;
+use crate::driver::stream::{self, StreamHandle, WaitCmp};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+
+/// A signal update (`NVSHMEM_SIGNAL_SET` / `NVSHMEM_SIGNAL_ADD`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignalOp {
+    /// Store the value.
+    Set,
+    /// Add the value atomically.
+    Add,
+}
+
+impl SignalOp {
+    /// From `SIGNAL_SET` (9) / `SIGNAL_ADD` (10).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the allowed values.
+    pub fn from_raw(raw: i32) -> Result<SignalOp> {
+        match raw {
+            SIGNAL_SET => Ok(SignalOp::Set),
+            SIGNAL_ADD => Ok(SignalOp::Add),
+            other => Err(Error::InvalidArgument(format!(
+                "signal operation {other} is not SIGNAL_SET={SIGNAL_SET} or SIGNAL_ADD={SIGNAL_ADD}"
+            ))),
+        }
+    }
+}
+
+/// How a SHMEM comparison `*addr <cmp> value` runs as `cuStreamWaitValue64`: the driver's
+/// condition and the value to pass.
+///
+/// The driver offers `==`, a wrapping `>=` (`(int64_t)(*addr - value) >= 0`) and two mask
+/// tests. So `CMP_EQ` maps to `==`, `CMP_GE` to the wrapping `>=` (the same as unsigned `>=`
+/// while the two values are less than 2^63 apart, which holds for counters and flags), and
+/// `CMP_GT v` to `>= v + 1`. `CMP_NE`, `CMP_LT` and `CMP_LE` have no stream form.
+///
+/// # Errors
+/// [`Error::Unsupported`] for `CMP_NE`, `CMP_LT`, `CMP_LE`, and for `CMP_GT u64::MAX` (no value
+/// is greater).
+pub fn wait_condition(cmp: Cmp, value: u64) -> Result<(WaitCmp, u64)> {
+    let unsupported = |name: &str| {
+        Err(Error::Unsupported(format!(
+            "waiting on a stream for {name} {value}: cuStreamWaitValue64 can only wait for ==, \
+             >= or > (CMP_EQ, CMP_GE, CMP_GT); wait with one of those, or in a kernel \
+             (signal_wait_until supports every comparison)"
+        )))
+    };
+    match cmp {
+        Cmp::Eq => Ok((WaitCmp::Eq, value)),
+        Cmp::Ge => Ok((WaitCmp::Geq, value)),
+        Cmp::Gt => match value.checked_add(1) {
+            Some(v) => Ok((WaitCmp::Geq, v)),
+            None => Err(Error::Unsupported(format!(
+                "waiting on a stream for CMP_GT {value}: no 64-bit value is greater"
+            ))),
+        },
+        Cmp::Ne => unsupported("CMP_NE"),
+        Cmp::Lt => unsupported("CMP_LT"),
+        Cmp::Le => unsupported("CMP_LE"),
+    }
+}
+
+/// Stream-ordered puts, gets, signals and waits on symmetric memory.
+///
+/// Holds the runtime's kernels (for `SIGNAL_ADD`) and the context; cheap to share.
+#[derive(Debug, Clone)]
+pub struct StreamOps {
+    kernels: Arc<Kernels>,
+    ctx: Arc<PrimaryContext>,
+    mem_ops_64: bool,
+}
+
+impl StreamOps {
+    pub(crate) fn new(kernels: Arc<Kernels>, ctx: Arc<PrimaryContext>, mem_ops_64: bool) -> StreamOps {
+        StreamOps { kernels, ctx, mem_ops_64 }
+    }
+
+    fn need_mem_ops(&self, what: &str) -> Result<()> {
+        if self.mem_ops_64 {
+            return Ok(());
+        }
+        Err(Error::Unsupported(format!(
+            "{what} on a stream needs 64-bit stream memory operations, which GPU {} does not \
+             offer (CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS is 0)",
+            self.ctx.device().ordinal()
+        )))
+    }
+
+    /// Copies `len` bytes from `src` to `dst` in `stream`'s order: a put when `dst` is a
+    /// peer's address, a get when `src` is. Returns once queued.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] from `cuMemcpyAsync`.
+    ///
+    /// # Safety
+    /// Both ranges must stay mapped and valid for `len` bytes until the stream has run the copy,
+    /// and must not overlap; `stream` must be a live stream of this PE's device.
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/rma.html> (`nvshmemx_putmem_on_stream`)
+    #[doc(alias = "nvshmemx_putmem_on_stream")]
+    #[doc(alias = "nvshmemx_getmem_on_stream")]
+    pub unsafe fn copy(&self, stream: StreamHandle, dst: usize, src: usize, len: usize) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.ctx.bind()?;
+        // SAFETY: the caller's contract above.
+        unsafe { stream::memcpy_async(dst, src, len, stream) }
+    }
+
+    /// Updates the 64-bit signal word at `addr` in `stream`'s order, after (and ordered after,
+    /// at system scope) everything queued before it: `Set` is `cuStreamWriteValue64` (whose
+    /// default flags include a memory barrier), `Add` is a one-thread kernel doing
+    /// `fence.sc.sys; red.release.sys.add.u64`.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without 64-bit stream memory operations (`Set`); [`Error::Driver`].
+    ///
+    /// # Safety
+    /// `addr` must stay a mapped, 8-byte-aligned address until the stream has run the update;
+    /// `stream` must be a live stream of this PE's device.
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/signal.html> (`nvshmemx_signal_op_on_stream`)
+    #[doc(alias = "nvshmemx_signal_op_on_stream")]
+    pub unsafe fn signal(&self, stream: StreamHandle, addr: usize, value: u64, op: SignalOp) -> Result<()> {
+        check_aligned(addr, "signal")?;
+        self.ctx.bind()?;
+        match op {
+            SignalOp::Set => {
+                self.need_mem_ops("SIGNAL_SET")?;
+                // SAFETY: the caller's contract above.
+                unsafe { stream::write_value64(stream, addr, value) }
+            }
+            // SAFETY: the caller's contract above.
+            SignalOp::Add => unsafe { self.kernels.signal_add(stream, addr, value) },
+        }
+    }
+
+    /// Makes work queued on `stream` after this wait until the 64-bit word at `addr` satisfies
+    /// `*addr <cmp> value` (see [`wait_condition`] for which comparisons exist). Returns at once.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] for comparisons the driver cannot express or without 64-bit
+    /// stream memory operations; [`Error::Driver`].
+    ///
+    /// # Safety
+    /// `addr` must stay a mapped, 8-byte-aligned address until the wait is over; `stream` must be
+    /// a live stream of this PE's device.
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/signal.html> (`nvshmemx_signal_wait_until_on_stream`)
+    #[doc(alias = "nvshmemx_signal_wait_until_on_stream")]
+    pub unsafe fn wait(&self, stream: StreamHandle, addr: usize, cmp: Cmp, value: u64) -> Result<()> {
+        check_aligned(addr, "wait")?;
+        let (cond, v) = wait_condition(cmp, value)?;
+        self.need_mem_ops("a wait")?;
+        self.ctx.bind()?;
+        // SAFETY: the caller's contract above.
+        unsafe { stream::wait_value64(stream, addr, v, cond) }
+    }
+}
+
+fn check_aligned(addr: usize, what: &str) -> Result<()> {
+    if addr % 8 != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "{what} on a stream: signal address {addr:#x} is not 8-byte aligned (signals are 64-bit words)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comparisons_map_to_driver_conditions_or_say_why_not() {
+        assert_eq!(wait_condition(Cmp::Eq, 3).unwrap(), (WaitCmp::Eq, 3));
+        assert_eq!(wait_condition(Cmp::Ge, 3).unwrap(), (WaitCmp::Geq, 3));
+        assert_eq!(wait_condition(Cmp::Gt, 3).unwrap(), (WaitCmp::Geq, 4));
+        let e = wait_condition(Cmp::Gt, u64::MAX).unwrap_err();
+        assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+        for (cmp, name) in [(Cmp::Ne, "CMP_NE"), (Cmp::Lt, "CMP_LT"), (Cmp::Le, "CMP_LE")] {
+            let e = wait_condition(cmp, 1).unwrap_err();
+            assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+            assert!(e.to_string().contains(name), "{e}");
+        }
+    }
+
+    #[test]
+    fn signal_ops_follow_the_shmem_constants() {
+        assert_eq!(SignalOp::from_raw(9).unwrap(), SignalOp::Set);
+        assert_eq!(SignalOp::from_raw(10).unwrap(), SignalOp::Add);
+        let e = SignalOp::from_raw(0).unwrap_err().to_string();
+        assert!(e.contains("SIGNAL_SET=9") && e.contains("SIGNAL_ADD=10"), "{e}");
+        assert!(check_aligned(0x1008, "wait").is_ok());
+        assert!(check_aligned(0x1004, "wait").unwrap_err().to_string().contains("0x1004"));
+    }
+}

@@ -1,0 +1,9 @@
+//! The GPU a PE runs on and the device state published into CUDA modules.
+//!
+//! - [`select`]: which device this PE uses (one PE per GPU), and which node-local peers'
+//!   memory it reaches by load/store;
+//! - [`registry`]: writing the device state into every loaded module that links the device
+//!   library (`rshmemi_device_state_d`), and remembering those modules.
+
+pub mod registry;
+pub mod select;
