@@ -22,6 +22,7 @@ pub mod backend;
 pub mod bootstrap;
 pub mod consts;
 pub mod device_state;
+pub mod dtype;
 pub mod env;
 pub mod error;
 pub mod heap;
