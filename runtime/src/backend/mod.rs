@@ -119,6 +119,23 @@ pub trait MemoryBackend: Send + Sync {
     /// # Safety
     /// Both ranges must be valid for `len` bytes and must not overlap.
     unsafe fn copy(&self, dst: usize, src: usize, len: usize) -> Result<()>;
+    /// Writes `len` zero bytes at `addr` (for `calloc`). The default copies from a static zero
+    /// buffer with [`MemoryBackend::copy`]; backends with a memset override it.
+    ///
+    /// # Safety
+    /// The range must be valid for writes of `len` bytes.
+    unsafe fn zero(&self, addr: usize, len: usize) -> Result<()> {
+        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(ZEROS.len());
+            // SAFETY: the destination part is inside the caller's valid range; the source is
+            // a static buffer of at least `n` bytes, so the two cannot overlap.
+            unsafe { self.copy(addr + done, ZEROS.as_ptr() as usize, n)? };
+            done += n;
+        }
+        Ok(())
+    }
     /// Atomically applies `op` to the `width`-byte word at `addr` and returns the old value.
     ///
     /// Ordering is sequentially consistent at system scope, so host atomics and device

@@ -1,1 +1,314 @@
-//! The symmetric heap.
+//! The symmetric heap: one reserved range with a slot per node-local PE, grown on demand.
+//!
+//! Each process reserves `nslots * stride` bytes of addresses once (`stride` = the bound,
+//! `RSHMEM_SYMMETRIC_SIZE`, rounded to the backend's granularity); node-local PE with local
+//! index `i` owns slot `i`. Physical memory is added inside the collective [`SymmetricHeap::malloc`]
+//! when the allocator runs out: every PE creates a chunk of the same size, maps it at the end of
+//! its slot's mapped part, and maps each node-local peer's chunk at the same offset in that
+//! peer's slot. Nothing already mapped moves, so earlier addresses stay valid.
+//!
+//! Files: `layout.rs` (slot arithmetic), `allocator.rs` (which offsets are in use; pure logic),
+//! `agree.rs` (checking every PE makes the same call), `segment.rs` (one growth step),
+//! `group.rs` (what the heap needs from the bootstrap).
+//!
+//! # Safety
+//! One unsafe call: zeroing a `calloc` block through the backend, after checking the range
+//! lies in this PE's mapped slot.
+#![allow(unsafe_code)]
+
+pub mod agree;
+pub mod allocator;
+pub mod group;
+pub mod layout;
+pub mod segment;
+
+use crate::backend::{MemoryBackend, Reservation};
+use crate::error::{Error, Result};
+use agree::{agree, Call, Op};
+use allocator::{round_up, Allocator, MIN_ALIGN};
+use group::Group;
+use layout::Layout;
+use segment::Segment;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The symmetric heap of this PE. `Send + Sync`: address queries are lock-free, collective
+/// calls take an internal lock (they must not run concurrently on one PE anyway).
+///
+/// Owns the reservation and every chunk and mapping in it. Dropping it (not collective)
+/// unmaps all segments, newest first, then releases the reservation.
+pub struct SymmetricHeap {
+    backend: Arc<dyn MemoryBackend>,
+    layout: Layout,
+    rank: usize,
+    nranks: usize,
+    node_of: Vec<usize>,
+    bound: usize,
+    growth: usize,
+    /// Bytes mapped per slot; only grows, read without the lock.
+    mapped: AtomicUsize,
+    alloc: Mutex<Allocator>,
+    /// Held for the whole of a collective call.
+    state: Mutex<State>,
+}
+
+struct State {
+    calls: u64,
+    /// Declared before `reservation` so it drops first.
+    segments: Vec<Segment>,
+    /// Held only to keep the addresses reserved until the heap is dropped.
+    _reservation: Box<dyn Reservation>,
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        // Newest first, then the reservation (field order) releases the addresses.
+        while self.segments.pop().is_some() {}
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock leaves plain data that is still consistent enough to
+    // report from; do not turn it into a second panic.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl std::fmt::Debug for SymmetricHeap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SymmetricHeap")
+            .field("backend", &self.backend.kind())
+            .field("layout", &self.layout)
+            .field("mapped", &self.mapped())
+            .field("in_use", &self.in_use())
+            .finish()
+    }
+}
+
+impl SymmetricHeap {
+    /// Creates the heap. Collective over all PEs of `group`; reserves the range, maps nothing.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when PEs pass different bounds or growth steps; reservation and
+    /// bootstrap errors.
+    pub fn new_in(backend: Arc<dyn MemoryBackend>, group: &dyn Group, bound: usize, growth: usize) -> Result<SymmetricHeap> {
+        let gran = backend.granularity();
+        let stride = Layout::stride_for(bound, gran)?;
+        let growth = Layout::stride_for(growth.max(1), gran)?.min(stride);
+        agree(group, Call { op: Op::Init, seq: 0, a: stride as u64, b: growth as u64 })?;
+        let node = group.node_view();
+        let nranks = group.nranks();
+        let mut slot_of = vec![None; nranks];
+        for (slot, &pe) in node.local_pes.iter().enumerate() {
+            slot_of[pe] = Some(slot);
+        }
+        let reservation = backend.reserve(Layout::reservation_len(stride, node.local_pes.len())?)?;
+        let layout = Layout { base: reservation.base(), stride, my_slot: node.local_index, slot_of };
+        tracing::debug!(base = layout.base, stride, slots = layout.nslots(), growth, "symmetric heap reserved");
+        Ok(SymmetricHeap {
+            backend,
+            rank: group.rank(),
+            nranks,
+            node_of: node.node_of,
+            bound,
+            growth,
+            mapped: AtomicUsize::new(0),
+            alloc: Mutex::new(Allocator::new(MIN_ALIGN)?),
+            state: Mutex::new(State { calls: 0, segments: Vec::new(), _reservation: reservation }),
+            layout,
+        })
+    }
+
+    /// `shmem_malloc` / `shmem_align` over any [`Group`]; see [`SymmetricHeap::malloc`].
+    ///
+    /// # Errors
+    /// As [`SymmetricHeap::malloc`].
+    pub fn malloc_in(&self, group: &dyn Group, size: usize, align: usize) -> Result<usize> {
+        let mut st = lock(&self.state);
+        st.calls += 1;
+        agree(group, Call { op: Op::Malloc, seq: st.calls, a: size as u64, b: align as u64 })?;
+        if size == 0 {
+            return Ok(0);
+        }
+        self.allocate(&mut st, group, size, align)
+    }
+
+    /// `shmem_calloc` over any [`Group`]; see [`SymmetricHeap::calloc`].
+    ///
+    /// # Errors
+    /// As [`SymmetricHeap::calloc`].
+    pub fn calloc_in(&self, group: &dyn Group, count: usize, size: usize) -> Result<usize> {
+        let mut st = lock(&self.state);
+        st.calls += 1;
+        agree(group, Call { op: Op::Calloc, seq: st.calls, a: count as u64, b: size as u64 })?;
+        let total = count.checked_mul(size).ok_or_else(|| {
+            Error::InvalidArgument(format!("calloc of {count} elements of {size} bytes overflows"))
+        })?;
+        if total == 0 {
+            return Ok(0);
+        }
+        let addr = self.allocate(&mut st, group, total, 0)?;
+        self.zero_range(addr, total)?;
+        // No peer may write into its new block before this PE has zeroed it.
+        group.barrier()?;
+        Ok(addr)
+    }
+
+    /// `shmem_free` over any [`Group`]; see [`SymmetricHeap::free`].
+    ///
+    /// # Errors
+    /// As [`SymmetricHeap::free`].
+    pub fn free_in(&self, group: &dyn Group, addr: usize) -> Result<()> {
+        let mut st = lock(&self.state);
+        st.calls += 1;
+        let offset = if addr == 0 {
+            agree::NULL
+        } else if self.contains(addr, 1) {
+            (addr - self.my_base()) as u64
+        } else {
+            agree::NOT_IN_HEAP
+        };
+        agree(group, Call { op: Op::Free, seq: st.calls, a: offset, b: 0 })?;
+        match offset {
+            agree::NULL => Ok(()),
+            agree::NOT_IN_HEAP => Err(Error::InvalidArgument(format!(
+                "free of {addr:#x}, which is not in the symmetric heap ({:#x}..{:#x}); free only \
+                 addresses that malloc returned",
+                self.my_base(),
+                self.my_base() + self.mapped()
+            ))),
+            off => lock(&self.alloc).free(off as usize).map(|_| ()),
+        }
+    }
+
+    /// Finds room for `size` bytes, growing the heap (collectively) as often as needed.
+    fn allocate(&self, st: &mut State, group: &dyn Group, size: usize, align: usize) -> Result<usize> {
+        loop {
+            let need = {
+                let mut a = lock(&self.alloc);
+                if let Some(off) = a.malloc(size, align)? {
+                    return Ok(self.my_base() + off);
+                }
+                a.capacity_needed(size, align)?.unwrap_or(a.capacity())
+            };
+            let mapped = self.mapped();
+            if need > self.layout.stride {
+                return Err(Error::HeapExhausted { requested: size, in_use: self.in_use(), bound: self.bound });
+            }
+            // At least the growth step, but never past the slot's end.
+            let want = round_up(need - mapped, self.backend.granularity()).unwrap_or(usize::MAX);
+            let len = want.max(self.growth).min(self.layout.stride - mapped);
+            tracing::debug!(pe = self.rank, offset = mapped, len, "growing the symmetric heap");
+            let seg = Segment::grow(self.backend.as_ref(), group, &self.layout, mapped, len)?;
+            st.segments.push(seg);
+            self.mapped.store(mapped + len, Ordering::Release);
+            lock(&self.alloc).grow(mapped + len)?;
+        }
+    }
+
+    fn zero_range(&self, addr: usize, len: usize) -> Result<()> {
+        if !self.contains(addr, len) {
+            return Err(Error::NotSymmetric { addr, len, heap_lo: self.my_base(), heap_hi: self.my_base() + self.mapped() });
+        }
+        zero_checked(self.backend.as_ref(), addr, len)
+    }
+
+    /// The address of `[addr, addr+len)` of this PE's heap on `pe`, in this process.
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`] for `pe >= nranks`; [`Error::NotSymmetric`] unless the range
+    /// lies in this PE's mapped slot; [`Error::Unsupported`] when `pe` is on another host.
+    pub fn translate(&self, addr: usize, len: usize, pe: usize) -> Result<usize> {
+        if pe >= self.nranks {
+            return Err(Error::PeOutOfRange { pe: pe as i64, n_pes: self.nranks, scope: "the job".into() });
+        }
+        if !self.contains(addr, len) {
+            return Err(Error::NotSymmetric { addr, len, heap_lo: self.my_base(), heap_hi: self.my_base() + self.mapped() });
+        }
+        self.layout.peer_addr(addr, pe).ok_or_else(|| {
+            Error::Unsupported(format!(
+                "PE {pe} is on host #{} and PE {} (this PE) on host #{}: rshmem reaches only PEs \
+                 on the same host so far",
+                self.node_of[pe], self.rank, self.node_of[self.rank]
+            ))
+        })
+    }
+
+    /// `shmem_ptr`: the address on `pe` if reachable by load/store, else `None` (also for
+    /// addresses outside the heap).
+    #[doc(alias = "nvshmem_ptr")]
+    pub fn ptr(&self, addr: usize, pe: usize) -> Option<usize> {
+        self.translate(addr, 1, pe).ok()
+    }
+
+    /// Whether `[addr, addr+len)` lies in this PE's mapped slot.
+    pub fn contains(&self, addr: usize, len: usize) -> bool {
+        let lo = self.my_base();
+        addr >= lo && addr.checked_add(len).is_some_and(|end| end <= lo + self.mapped())
+    }
+
+    /// Start of this PE's slot (the address of heap offset 0).
+    pub fn my_base(&self) -> usize {
+        self.layout.my_base()
+    }
+
+    /// Start of `pe`'s slot in this process, if `pe` is node-local.
+    pub fn slot_base(&self, pe: usize) -> Option<usize> {
+        self.layout.pe_base(pe)
+    }
+
+    /// Bytes between two slots.
+    pub fn stride(&self) -> usize {
+        self.layout.stride
+    }
+
+    /// The bound given at creation (`RSHMEM_SYMMETRIC_SIZE`).
+    pub fn bound(&self) -> usize {
+        self.bound
+    }
+
+    /// Bytes mapped per slot so far.
+    pub fn mapped(&self) -> usize {
+        self.mapped.load(Ordering::Acquire)
+    }
+
+    /// Bytes allocated (each allocation rounded up to 256 bytes).
+    pub fn in_use(&self) -> usize {
+        lock(&self.alloc).in_use()
+    }
+
+    /// The slot layout (for the device state).
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Names `addr` for error messages: "allocation of N bytes at heap offset O, +K", with
+    /// "PE p's copy of" in front for an address in a peer's slot.
+    pub fn describe(&self, addr: usize) -> String {
+        let Some((pe, off)) = self.layout.locate(addr).filter(|&(_, off)| off < self.mapped()) else {
+            return format!("address {addr:#x} (outside the symmetric heap)");
+        };
+        let whose = if pe == self.rank { String::new() } else { format!("PE {pe}'s copy of ") };
+        match lock(&self.alloc).find(off) {
+            Some(a) => format!(
+                "{whose}allocation of {} bytes at heap offset {}, +{}",
+                a.requested,
+                a.offset,
+                off - a.offset
+            ),
+            None => format!("{whose}heap offset {off} (no live allocation)"),
+        }
+    }
+
+    /// The memory backend.
+    pub fn backend(&self) -> &Arc<dyn MemoryBackend> {
+        &self.backend
+    }
+}
+
+fn zero_checked(backend: &dyn MemoryBackend, addr: usize, len: usize) -> Result<()> {
+    // SAFETY: the caller checked `[addr, addr+len)` lies in this PE's mapped slot.
+    unsafe { backend.zero(addr, len) }
+}
+
+#[cfg(test)]
+mod tests;

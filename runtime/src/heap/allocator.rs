@@ -1,0 +1,431 @@
+//! The symmetric allocator: which offsets of the heap are in use. Pure logic, no OS calls.
+//!
+//! Offsets lie in `[0, capacity)`; the heap adds its slot base to get addresses. Free space is a
+//! map from start offset to length, kept coalesced (no two free blocks touch), and allocation is
+//! first-fit in address order. Both maps are `BTreeMap`s, so the same sequence of calls gives the
+//! same offsets on every PE: that is what makes the heap symmetric without exchanging offsets.
+//!
+//! Every block starts and ends on a multiple of the minimum alignment (256 bytes by default, so
+//! 16-byte vector loads and 128-byte GPU cache lines never straddle two allocations). Larger
+//! alignments split a block into a free head, the allocation and a free tail.
+
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+
+/// The default (and smallest) alignment of every allocation, in bytes.
+pub const MIN_ALIGN: usize = 256;
+
+/// One live allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// Offset of the first byte.
+    pub offset: usize,
+    /// Bytes the caller asked for.
+    pub requested: usize,
+    /// Bytes the block takes (requested rounded up to the minimum alignment).
+    pub size: usize,
+}
+
+/// First-fit allocator over `[0, capacity)` with coalescing free. See the module docs.
+#[derive(Debug, Clone)]
+pub struct Allocator {
+    capacity: usize,
+    min_align: usize,
+    /// start -> length of each free block; blocks never touch.
+    free: BTreeMap<usize, usize>,
+    /// start -> allocation.
+    used: BTreeMap<usize, Allocation>,
+    in_use: usize,
+}
+
+impl Allocator {
+    /// An allocator with no capacity yet (the heap grows it with [`Allocator::grow`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `min_align` is not a power of two.
+    pub fn new(min_align: usize) -> Result<Allocator> {
+        if !min_align.is_power_of_two() {
+            return Err(Error::InvalidArgument(format!(
+                "allocator alignment {min_align} is not a power of two"
+            )));
+        }
+        Ok(Allocator { capacity: 0, min_align, free: BTreeMap::new(), used: BTreeMap::new(), in_use: 0 })
+    }
+
+    /// Offsets below this are managed.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes taken by live allocations (each rounded up to the minimum alignment).
+    pub fn in_use(&self) -> usize {
+        self.in_use
+    }
+
+    /// Number of live allocations.
+    pub fn count(&self) -> usize {
+        self.used.len()
+    }
+
+    /// The block size and alignment a request really takes.
+    fn normalize(&self, size: usize, align: usize) -> Result<(usize, usize)> {
+        if size == 0 {
+            return Err(Error::InvalidArgument("allocation of 0 bytes".into()));
+        }
+        let align = if align == 0 { self.min_align } else { align };
+        if !align.is_power_of_two() {
+            return Err(Error::InvalidArgument(format!(
+                "alignment {align} is not a power of two; pass 0 for the default ({})",
+                self.min_align
+            )));
+        }
+        let size = round_up(size, self.min_align).ok_or_else(|| {
+            Error::InvalidArgument(format!("allocation of {size} bytes overflows the address space"))
+        })?;
+        Ok((size, align.max(self.min_align)))
+    }
+
+    /// Where a `(size, align)` block would go in the free block `[start, start+len)`.
+    fn place(start: usize, len: usize, size: usize, align: usize) -> Option<usize> {
+        let at = round_up(start, align)?;
+        let end = at.checked_add(size)?;
+        (end <= start + len).then_some(at)
+    }
+
+    /// Allocates `size` bytes aligned to `align` (0 = the minimum alignment; smaller values are
+    /// raised to it). `Ok(None)` when nothing fits: ask [`Allocator::capacity_needed`], grow, retry.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for size 0, an alignment that is not a power of two, or a size
+    /// that overflows.
+    pub fn malloc(&mut self, size: usize, align: usize) -> Result<Option<usize>> {
+        let requested = size;
+        let (size, align) = self.normalize(size, align)?;
+        let Some((start, len, at)) = self
+            .free
+            .iter()
+            .find_map(|(&s, &l)| Self::place(s, l, size, align).map(|at| (s, l, at)))
+        else {
+            return Ok(None);
+        };
+        self.free.remove(&start);
+        if at > start {
+            self.free.insert(start, at - start);
+        }
+        let tail = start + len - (at + size);
+        if tail > 0 {
+            self.free.insert(at + size, tail);
+        }
+        self.used.insert(at, Allocation { offset: at, requested, size });
+        self.in_use += size;
+        Ok(Some(at))
+    }
+
+    /// The capacity at which [`Allocator::malloc`]`(size, align)` would succeed, if it does not
+    /// now: the request placed at the start of the free space that ends at the current capacity
+    /// (or at the capacity itself when the last block is in use). `Ok(None)` when it fits now.
+    ///
+    /// # Errors
+    /// As [`Allocator::malloc`], and [`Error::InvalidArgument`] when the answer overflows.
+    pub fn capacity_needed(&self, size: usize, align: usize) -> Result<Option<usize>> {
+        let (size, align) = self.normalize(size, align)?;
+        if self.free.iter().any(|(&s, &l)| Self::place(s, l, size, align).is_some()) {
+            return Ok(None);
+        }
+        let tail_start = match self.free.last_key_value() {
+            Some((&s, &l)) if s + l == self.capacity => s,
+            _ => self.capacity,
+        };
+        round_up(tail_start, align)
+            .and_then(|at| at.checked_add(size))
+            .map(Some)
+            .ok_or_else(|| Error::InvalidArgument(format!("allocation of {size} bytes overflows the address space")))
+    }
+
+    /// Adds `[capacity, new_capacity)` as free space.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `new_capacity` is smaller than the capacity or not a
+    /// multiple of the minimum alignment.
+    pub fn grow(&mut self, new_capacity: usize) -> Result<()> {
+        if new_capacity < self.capacity || new_capacity % self.min_align != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "cannot grow the allocator from {} to {new_capacity} bytes (must not shrink and \
+                 must be a multiple of {})",
+                self.capacity, self.min_align
+            )));
+        }
+        if new_capacity > self.capacity {
+            let old = self.capacity;
+            self.capacity = new_capacity;
+            self.insert_free(old, new_capacity - old);
+        }
+        Ok(())
+    }
+
+    /// Frees the allocation starting at `offset`; returns it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when no allocation starts at `offset`.
+    pub fn free(&mut self, offset: usize) -> Result<Allocation> {
+        let Some(a) = self.used.remove(&offset) else {
+            let hint = match self.find(offset) {
+                Some(a) => format!(
+                    "it is {} bytes into the allocation at heap offset {}; free the start",
+                    offset - a.offset,
+                    a.offset
+                ),
+                None => "no allocation contains it (freed twice?)".to_string(),
+            };
+            return Err(Error::InvalidArgument(format!(
+                "free of heap offset {offset}, which is not the start of a live allocation: {hint}"
+            )));
+        };
+        self.in_use -= a.size;
+        self.insert_free(a.offset, a.size);
+        Ok(a)
+    }
+
+    /// The live allocation containing `offset`, if any.
+    pub fn find(&self, offset: usize) -> Option<Allocation> {
+        let (_, a) = self.used.range(..=offset).next_back()?;
+        (offset < a.offset + a.size).then_some(*a)
+    }
+
+    /// Inserts a free block and merges it with free neighbours.
+    fn insert_free(&mut self, mut start: usize, mut len: usize) {
+        if let Some((&ps, &pl)) = self.free.range(..start).next_back() {
+            debug_assert!(ps + pl <= start, "free block {ps}+{pl} overlaps {start}");
+            if ps + pl == start {
+                self.free.remove(&ps);
+                start = ps;
+                len += pl;
+            }
+        }
+        if let Some(nl) = self.free.remove(&(start + len)) {
+            len += nl;
+        }
+        self.free.insert(start, len);
+    }
+
+    /// Free blocks in address order, for tests and debug dumps.
+    pub fn free_blocks(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.free.iter().map(|(&s, &l)| (s, l))
+    }
+
+    /// Live allocations in address order.
+    pub fn allocations(&self) -> impl Iterator<Item = Allocation> + '_ {
+        self.used.values().copied()
+    }
+}
+
+/// `value` rounded up to a multiple of the power of two `to`; `None` on overflow.
+pub(crate) fn round_up(value: usize, to: usize) -> Option<usize> {
+    debug_assert!(to.is_power_of_two());
+    Some(value.checked_add(to - 1)? & !(to - 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grown(cap: usize) -> Allocator {
+        let mut a = Allocator::new(MIN_ALIGN).unwrap();
+        a.grow(cap).unwrap();
+        a
+    }
+
+    /// Every invariant the module docs promise.
+    fn check(a: &Allocator) {
+        let mut spans: Vec<(usize, usize, bool)> = a.free_blocks().map(|(s, l)| (s, l, true)).collect();
+        spans.extend(a.allocations().map(|x| (x.offset, x.size, false)));
+        spans.sort();
+        let mut at = 0;
+        let mut prev_free = false;
+        for &(s, l, is_free) in &spans {
+            assert_eq!(s, at, "gap or overlap at {s}: {spans:?}");
+            assert!(l > 0 && s % a.min_align == 0 && l % a.min_align == 0, "{spans:?}");
+            assert!(!(is_free && prev_free), "free blocks not coalesced at {s}: {spans:?}");
+            prev_free = is_free;
+            at = s + l;
+        }
+        assert_eq!(at, a.capacity(), "blocks do not cover the capacity: {spans:?}");
+        assert_eq!(a.in_use(), a.allocations().map(|x| x.size).sum::<usize>());
+    }
+
+    #[test]
+    fn first_fit_rounds_and_aligns() {
+        let mut a = grown(1 << 20);
+        assert_eq!(a.malloc(1, 0).unwrap(), Some(0));
+        assert_eq!(a.malloc(300, 0).unwrap(), Some(256));
+        assert_eq!(a.in_use(), 256 + 512);
+        assert_eq!(a.malloc(10, 4096).unwrap(), Some(4096));
+        // The head left by the 4096 alignment is reused first.
+        assert_eq!(a.malloc(256, 16).unwrap(), Some(768));
+        check(&a);
+        let f = a.find(4096 + 100).unwrap();
+        assert_eq!((f.offset, f.requested, f.size), (4096, 10, 256));
+        assert_eq!(a.find(4096 + 256), None);
+    }
+
+    #[test]
+    fn free_coalesces_both_sides() {
+        let mut a = grown(4096);
+        let x: Vec<usize> = (0..4).map(|_| a.malloc(1024, 0).unwrap().unwrap()).collect();
+        assert_eq!(x, [0, 1024, 2048, 3072]);
+        assert_eq!(a.malloc(1, 0).unwrap(), None);
+        a.free(x[0]).unwrap();
+        a.free(x[2]).unwrap();
+        check(&a);
+        assert_eq!(a.free_blocks().count(), 2);
+        a.free(x[1]).unwrap();
+        assert_eq!(a.free_blocks().collect::<Vec<_>>(), [(0, 3072)]);
+        a.free(x[3]).unwrap();
+        assert_eq!(a.free_blocks().collect::<Vec<_>>(), [(0, 4096)]);
+        assert_eq!(a.in_use(), 0);
+        check(&a);
+    }
+
+    #[test]
+    fn bad_requests_are_invalid_arguments() {
+        let mut a = grown(4096);
+        assert!(matches!(a.malloc(0, 0), Err(Error::InvalidArgument(_))));
+        assert!(matches!(a.malloc(8, 3), Err(Error::InvalidArgument(_))));
+        assert!(matches!(a.malloc(usize::MAX - 10, 0), Err(Error::InvalidArgument(_))));
+        let off = a.malloc(512, 0).unwrap().unwrap();
+        let err = a.free(off + 256).unwrap_err().to_string();
+        assert!(err.contains("256 bytes into the allocation at heap offset 0"), "{err}");
+        a.free(off).unwrap();
+        let err = a.free(off).unwrap_err().to_string();
+        assert!(err.contains("freed twice"), "{err}");
+        assert!(Allocator::new(100).is_err());
+        assert!(a.grow(1000).is_err(), "not a multiple of the alignment");
+        assert!(a.grow(0).is_err(), "shrinking");
+    }
+
+    #[test]
+    fn capacity_needed_then_grow_fits() {
+        let mut a = Allocator::new(MIN_ALIGN).unwrap();
+        assert_eq!(a.malloc(100, 0).unwrap(), None);
+        assert_eq!(a.capacity_needed(100, 0).unwrap(), Some(256));
+        a.grow(1024).unwrap();
+        assert_eq!(a.capacity_needed(100, 0).unwrap(), None);
+        let x = a.malloc(768, 0).unwrap().unwrap();
+        // 256 free bytes at the tail count toward the next request.
+        assert_eq!(a.capacity_needed(1000, 0).unwrap(), Some(768 + 1024));
+        // With the last block in use, growth starts at the capacity.
+        let y = a.malloc(256, 0).unwrap().unwrap();
+        assert_eq!(a.capacity_needed(1, 8192).unwrap(), Some(8192 + 256));
+        a.free(x).unwrap();
+        // A hole in the middle that is too small does not count.
+        assert_eq!(a.capacity_needed(1024, 0).unwrap(), Some(1024 + 1024));
+        a.grow(2048).unwrap();
+        assert_eq!(a.malloc(1024, 0).unwrap(), Some(1024));
+        assert_eq!(y, 768);
+        check(&a);
+    }
+
+    /// A tiny deterministic generator (xorshift64*), so the test needs no crate and replays.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// The model: a byte map of which 256-byte units are taken; first-fit by scanning it.
+    struct Model {
+        taken: Vec<bool>,
+        live: Vec<(usize, usize)>,
+    }
+    impl Model {
+        fn malloc(&mut self, size: usize, align: usize) -> Option<usize> {
+            let (units, step) = (size.div_ceil(MIN_ALIGN), align.max(MIN_ALIGN) / MIN_ALIGN);
+            let at = (0..self.taken.len())
+                .step_by(step)
+                .find(|&u| u + units <= self.taken.len() && self.taken[u..u + units].iter().all(|t| !t))?;
+            self.taken[at..at + units].iter_mut().for_each(|t| *t = true);
+            self.live.push((at * MIN_ALIGN, units));
+            Some(at * MIN_ALIGN)
+        }
+        fn free(&mut self, i: usize) -> usize {
+            let (off, units) = self.live.swap_remove(i);
+            let u = off / MIN_ALIGN;
+            self.taken[u..u + units].iter_mut().for_each(|t| *t = false);
+            off
+        }
+    }
+
+    #[test]
+    fn randomized_against_a_model() {
+        for seed in 1..=20u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+            let mut a = Allocator::new(MIN_ALIGN).unwrap();
+            let mut m = Model { taken: Vec::new(), live: Vec::new() };
+            for step in 0..2000 {
+                let what = rng.below(10);
+                if what < 5 {
+                    let max = if rng.below(4) == 0 { 20_000 } else { 2000 };
+                    let size = 1 + rng.below(max) as usize;
+                    let align = 1usize << rng.below(14);
+                    let got = a.malloc(size, align).unwrap();
+                    let want = m.malloc(size, align);
+                    assert_eq!(got, want, "seed {seed} step {step}: malloc({size}, {align})");
+                    if got.is_none() {
+                        // Grow exactly as the heap does and retry: it must fit then.
+                        let need = a.capacity_needed(size, align).unwrap().unwrap();
+                        let extra = rng.below(3) as usize * MIN_ALIGN;
+                        let cap = round_up(need, MIN_ALIGN).unwrap() + extra;
+                        a.grow(cap).unwrap();
+                        m.taken.resize(cap / MIN_ALIGN, false);
+                        let got = a.malloc(size, align).unwrap();
+                        assert_eq!(got, m.malloc(size, align), "seed {seed} step {step} after growth");
+                        assert!(got.is_some(), "seed {seed} step {step}: grown to {cap} but no fit");
+                    }
+                } else if what < 9 && !m.live.is_empty() {
+                    let i = rng.below(m.live.len() as u64) as usize;
+                    let off = m.free(i);
+                    a.free(off).unwrap();
+                } else if !m.live.is_empty() {
+                    // Look-ups inside and a free of an interior offset, which must fail.
+                    let (off, units) = m.live[rng.below(m.live.len() as u64) as usize];
+                    let inner = off + rng.below((units * MIN_ALIGN) as u64) as usize;
+                    assert_eq!(a.find(inner).map(|x| x.offset), Some(off));
+                    if inner != off {
+                        assert!(a.free(inner).is_err());
+                    }
+                }
+                check(&a);
+                assert_eq!(a.count(), m.live.len());
+            }
+        }
+    }
+
+    /// Cost of one malloc/free pair: `cargo test --release -p rshmem --lib alloc_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "measurement, not a check"]
+    fn alloc_cost() {
+        for live in [0usize, 100, 1000] {
+            let mut a = grown(1 << 40);
+            // Fragment the heap: `live` allocations with holes between them.
+            let keep: Vec<usize> = (0..2 * live).map(|_| a.malloc(4096, 0).unwrap().unwrap()).collect();
+            for off in keep.iter().step_by(2) {
+                a.free(*off).unwrap();
+            }
+            let n = 200_000;
+            let t = std::time::Instant::now();
+            for i in 0..n {
+                let off = a.malloc(8192 + (i % 7) * 256, 0).unwrap().unwrap();
+                a.free(std::hint::black_box(off)).unwrap();
+            }
+            let per = t.elapsed() / n as u32;
+            println!("allocator malloc+free pair, {live} live blocks and {live} holes: {per:?}");
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! The heap's collective logic with PEs as threads of one process (each with its own
+//! reservation, as separate processes would have). Multi-process tests are in `tests/heap.rs`.
+//!
+//! # Safety
+//! Tests write heap memory through raw addresses the heap returned.
+#![allow(unsafe_code)]
+
+use super::group::{Group, NodeView};
+use super::SymmetricHeap;
+use crate::backend::host::HostBackend;
+use crate::backend::{AmoOp, Width};
+use crate::error::{Error, Result};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::sync::{Arc, Barrier, Mutex};
+
+const MIB: usize = 1 << 20;
+
+struct Hub {
+    node_of: Vec<usize>,
+    barrier: Barrier,
+    data: Mutex<Vec<Vec<u8>>>,
+    fds: Mutex<Vec<Option<OwnedFd>>>,
+}
+
+/// One PE of a thread "job".
+struct ThreadPe {
+    rank: usize,
+    hub: Arc<Hub>,
+}
+
+impl Group for ThreadPe {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn nranks(&self) -> usize {
+        self.hub.node_of.len()
+    }
+    fn node_view(&self) -> NodeView {
+        let node_of = self.hub.node_of.clone();
+        let local_pes: Vec<usize> = (0..node_of.len()).filter(|&p| node_of[p] == node_of[self.rank]).collect();
+        let local_index = local_pes.iter().position(|&p| p == self.rank).unwrap();
+        NodeView { local_pes, local_index, node_of }
+    }
+    fn allgather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.hub.data.lock().unwrap()[self.rank] = data.to_vec();
+        self.hub.barrier.wait();
+        let all = self.hub.data.lock().unwrap().clone();
+        self.hub.barrier.wait();
+        Ok(all)
+    }
+    fn barrier(&self) -> Result<()> {
+        self.hub.barrier.wait();
+        Ok(())
+    }
+    fn allgather_local_fds(&self, fd: BorrowedFd<'_>) -> Result<Vec<Option<OwnedFd>>> {
+        self.hub.fds.lock().unwrap()[self.rank] = Some(fd.try_clone_to_owned().unwrap());
+        self.hub.barrier.wait();
+        let node = self.node_view();
+        let out = {
+            let fds = self.hub.fds.lock().unwrap();
+            node.local_pes
+                .iter()
+                .map(|&p| (p != self.rank).then(|| fds[p].as_ref().unwrap().try_clone().unwrap()))
+                .collect()
+        };
+        self.hub.barrier.wait();
+        Ok(out)
+    }
+}
+
+/// Runs `body` on one thread per PE (PE `p` on host `node_of[p]`) and returns each result.
+fn run<T: Send>(node_of: &[usize], body: impl Fn(&ThreadPe) -> T + Sync) -> Vec<T> {
+    let n = node_of.len();
+    let hub = Arc::new(Hub {
+        node_of: node_of.to_vec(),
+        barrier: Barrier::new(n),
+        data: Mutex::new(vec![Vec::new(); n]),
+        fds: Mutex::new((0..n).map(|_| None).collect()),
+    });
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|rank| {
+                let pe = ThreadPe { rank, hub: hub.clone() };
+                let body = &body;
+                s.spawn(move || body(&pe))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn heap(pe: &ThreadPe, bound: usize, growth: usize) -> SymmetricHeap {
+    SymmetricHeap::new_in(Arc::new(HostBackend::new()), pe, bound, growth).unwrap()
+}
+
+fn set(h: &SymmetricHeap, addr: usize, v: u64) {
+    // SAFETY: tests only pass addresses inside mapped heap memory (checked by translate).
+    unsafe { h.backend().atomic(addr, Width::W64, AmoOp::Set(v)) }.unwrap();
+}
+
+fn get(h: &SymmetricHeap, addr: usize) -> u64 {
+    // SAFETY: as in `set`.
+    unsafe { h.backend().load_acquire(addr, Width::W64) }.unwrap()
+}
+
+#[test]
+fn a_write_into_a_peer_copy_is_seen_by_the_peer() {
+    let seen = run(&[0, 0, 0], |pe| {
+        let h = heap(pe, 64 * MIB, MIB);
+        let x = h.malloc_in(pe, 4096, 0).unwrap();
+        assert_eq!(x - h.my_base(), 0);
+        let right = (pe.rank + 1) % 3;
+        set(&h, h.translate(x, 8, right).unwrap() + 8 * pe.rank, 100 + pe.rank as u64);
+        pe.barrier().unwrap();
+        (0..3).map(|i| get(&h, x + 8 * i)).collect::<Vec<_>>()
+    });
+    assert_eq!(seen[0], [0, 0, 102]);
+    assert_eq!(seen[1], [100, 0, 0]);
+    assert_eq!(seen[2], [0, 101, 0]);
+}
+
+#[test]
+fn growth_keeps_data_and_peer_views() {
+    let sizes: Vec<usize> = (0..10).map(|i| 1024 << (2 * i).min(17)).collect();
+    let ok = run(&[0, 0], |pe| {
+        let h = heap(pe, 512 * MIB, 64 << 10);
+        let mut blocks = Vec::new();
+        for (i, &size) in sizes.iter().enumerate() {
+            let x = h.malloc_in(pe, size, 0).unwrap();
+            let tag = |k: u64| ((pe.rank as u64) << 32) | (i as u64) << 8 | k;
+            set(&h, x, tag(1));
+            set(&h, x + size - 8, tag(2));
+            blocks.push((x, size, tag(1), tag(2)));
+        }
+        assert!(h.mapped() >= sizes.iter().sum::<usize>() && h.in_use() == sizes.iter().sum::<usize>());
+        pe.barrier().unwrap();
+        let other = 1 - pe.rank;
+        blocks.iter().all(|&(x, size, a, b)| {
+            let (pa, pb) = (h.translate(x, 8, other).unwrap(), h.translate(x + size - 8, 8, other).unwrap());
+            let flip = |t: u64| t ^ (1 << 32);
+            get(&h, x) == a && get(&h, x + size - 8) == b && get(&h, pa) == flip(a) && get(&h, pb) == flip(b)
+        })
+    });
+    assert_eq!(ok, [true, true]);
+}
+
+#[test]
+fn mismatched_sizes_fail_on_every_pe() {
+    let errs = run(&[0, 0, 0], |pe| {
+        let h = heap(pe, 64 * MIB, MIB);
+        let size = if pe.rank == 2 { 2048 } else { 1024 };
+        let e = h.malloc_in(pe, size, 0).unwrap_err();
+        // The heap stays usable and in step after the failed call.
+        let x = h.malloc_in(pe, 512, 0).unwrap() - h.my_base();
+        (e, x)
+    });
+    for (me, (e, x)) in errs.iter().enumerate() {
+        match e {
+            Error::Mismatch { what, me: m, pe, mine, theirs } => {
+                assert_eq!((*what, *m), ("malloc size", me));
+                let want_pe = if me == 0 { 2 } else if me == 1 { 2 } else { 0 };
+                assert_eq!(*pe, want_pe, "{e}");
+                assert_ne!(mine, theirs);
+            }
+            other => panic!("PE {me}: expected Mismatch, got {other}"),
+        }
+        assert_eq!(*x, 0);
+    }
+}
+
+#[test]
+fn the_bound_gives_heap_exhausted_everywhere_and_nothing_breaks() {
+    let out = run(&[0, 0], |pe| {
+        let h = heap(pe, 8 * MIB, 2 * MIB);
+        let a = h.malloc_in(pe, 6 * MIB, 0).unwrap();
+        let e = h.malloc_in(pe, 3 * MIB, 0).unwrap_err();
+        let b = h.malloc_in(pe, MIB, 0).unwrap();
+        h.free_in(pe, a).unwrap();
+        let c = h.malloc_in(pe, 6 * MIB, 0).unwrap();
+        (e, b - h.my_base(), c - h.my_base(), h.mapped())
+    });
+    for (e, b, c, mapped) in out {
+        assert!(matches!(e, Error::HeapExhausted { requested, in_use, bound } if requested == 3 * MIB && in_use == 6 * MIB && bound == 8 * MIB), "{e}");
+        assert_eq!((b, c, mapped), (6 * MIB, 0, 8 * MIB));
+    }
+}
+
+#[test]
+fn translate_and_ptr_errors() {
+    // PEs 0, 1 on host 0; PEs 2, 3 on host 1.
+    let out = run(&[0, 0, 1, 1], |pe| {
+        let h = heap(pe, 16 * MIB, MIB);
+        let x = h.malloc_in(pe, 4096, 0).unwrap();
+        let local = pe.rank ^ 1;
+        let remote = (pe.rank + 2) % 4;
+        assert_eq!(h.translate(x, 4096, pe.rank).unwrap(), x);
+        assert_eq!(h.ptr(x + 16, local), Some(h.slot_base(local).unwrap() + 16));
+        assert_eq!(h.ptr(x, remote), None);
+        assert_eq!(h.slot_base(remote), None);
+        let outside = h.my_base() + h.mapped();
+        assert_eq!(h.ptr(outside, local), None);
+        let r = [
+            h.translate(x, 8, 4).unwrap_err(),
+            h.translate(outside - 4, 8, local).unwrap_err(),
+            h.translate(x, 8, remote).unwrap_err(),
+        ];
+        r.map(|e| e.to_string())
+    });
+    for (me, [range, sym, remote]) in out.iter().enumerate() {
+        assert!(range.contains("PE 4 is out of range") && range.contains("4 PEs"), "{range}");
+        assert!(sym.contains("is not inside the symmetric heap"), "{sym}");
+        assert!(remote.starts_with("not supported") && remote.contains(&format!("PE {}", (me + 2) % 4)), "{remote}");
+    }
+}
+
+#[test]
+fn free_checks_and_calloc_zeroes_reused_memory() {
+    let out = run(&[0, 0], |pe| {
+        let h = heap(pe, 16 * MIB, MIB);
+        let x = h.malloc_in(pe, 1000, 0).unwrap();
+        set(&h, x + 512, 77);
+        let interior = h.free_in(pe, x + 256).unwrap_err();
+        let one_sided = h.free_in(pe, if pe.rank == 0 { x } else { 0 }).unwrap_err();
+        h.free_in(pe, 0).unwrap();
+        assert_eq!(h.describe(x + 520), "allocation of 1000 bytes at heap offset 0, +520");
+        let peer = h.slot_base(1 - pe.rank).unwrap();
+        assert_eq!(h.describe(peer + 8), format!("PE {}'s copy of allocation of 1000 bytes at heap offset 0, +8", 1 - pe.rank));
+        h.free_in(pe, x).unwrap();
+        assert_eq!((h.in_use(), h.describe(x)), (0, "heap offset 0 (no live allocation)".to_string()));
+        let y = h.calloc_in(pe, 125, 8).unwrap();
+        let zero = get(&h, y + 512);
+        let overflow = h.calloc_in(pe, usize::MAX, 2).unwrap_err();
+        let unknown = h.free_in(pe, x + 4096).unwrap_err();
+        (y == x, zero, [interior, one_sided, overflow, unknown].map(|e| e.to_string()))
+    });
+    for (me, (same, zero, [interior, one_sided, overflow, unknown])) in out.into_iter().enumerate() {
+        assert!(same && zero == 0);
+        assert!(interior.contains("256 bytes into the allocation"), "{interior}");
+        assert!(one_sided.contains("freed address") && one_sided.contains(&format!("PE {}", 1 - me)), "{one_sided}");
+        assert!(one_sided.contains("a null pointer") && one_sided.contains("heap offset 0"), "{one_sided}");
+        assert!(overflow.contains("overflows"), "{overflow}");
+        assert!(unknown.contains("not in the symmetric heap") || unknown.contains("not the start"), "{unknown}");
+    }
+}
+
+#[test]
+fn different_bounds_are_a_mismatch() {
+    let out = run(&[0, 0], |pe| {
+        SymmetricHeap::new_in(Arc::new(HostBackend::new()), pe, (16 + 16 * pe.rank) * MIB, MIB).map(|_| ())
+    });
+    for r in out {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("RSHMEM_SYMMETRIC_SIZE"), "{e}");
+    }
+}
