@@ -78,6 +78,9 @@ impl Runtime {
     }
 
     fn arrive_and_wait(&self, team: Team, during: &str) -> Result<()> {
+        // Once a PE is dead no barrier can be trusted: the survivors' extra arrivals could
+        // stand in for the dead PE's missing one.
+        self.boot.health().check(during)?;
         let (members, target) = self.teams().next_barrier(team)?;
         let counter = self.workspace + workspace::COUNTERS + 8 * team.0 as usize;
         for &pe in &members {
