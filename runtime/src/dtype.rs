@@ -101,9 +101,7 @@ impl DType {
             "long" => Some(DType::I64),
             _ => ALL_DTYPES.into_iter().find(|d| d.name() == t),
         };
-        found.ok_or_else(|| {
-            Error::InvalidArgument(format!("unknown dtype {text:?}; accepted: {}", names(&ALL_DTYPES)))
-        })
+        found.ok_or_else(|| Error::InvalidArgument(format!("unknown dtype {text:?}; accepted: {}", names(&ALL_DTYPES))))
     }
 
     /// Whether this is an integer type.
@@ -221,9 +219,7 @@ impl ReduceOp {
     pub fn parse(text: &str) -> Result<ReduceOp> {
         let t = text.trim().to_ascii_lowercase();
         ALL_REDUCE_OPS.into_iter().find(|op| op.name() == t).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "unknown reduction {text:?}; accepted: sum, prod, min, max, and, or, xor"
-            ))
+            Error::InvalidArgument(format!("unknown reduction {text:?}; accepted: sum, prod, min, max, and, or, xor"))
         })
     }
 

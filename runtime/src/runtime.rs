@@ -150,9 +150,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_align")]
     pub fn align(&self, alignment: usize, size: usize) -> Result<usize> {
         if !alignment.is_power_of_two() {
-            return Err(Error::InvalidArgument(format!(
-                "align: alignment {alignment} is not a power of two"
-            )));
+            return Err(Error::InvalidArgument(format!("align: alignment {alignment} is not a power of two")));
         }
         self.heap.malloc(&self.boot, size, alignment)
     }

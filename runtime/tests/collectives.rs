@@ -135,7 +135,8 @@ fn assert_same<T: TestElem>(got: &[T], want: &[T], what: &str) {
 fn every_collective<T: TestElem>(rt: &Runtime, team: Team, src: usize, dst: usize, nelems: usize, case: u64) {
     let size = rt.team_n_pes(team).unwrap() as usize;
     let me = rt.team_my_pe(team).unwrap() as usize;
-    let world: Vec<usize> = (0..size).map(|j| rt.team_translate_pe(team, j as i32, Team::WORLD).unwrap() as usize).collect();
+    let world: Vec<usize> =
+        (0..size).map(|j| rt.team_translate_pe(team, j as i32, Team::WORLD).unwrap() as usize).collect();
     let dtype = T::DTYPE;
     let what = |op: &str| format!("{op} of {nelems} on team {} (PE {me} of {size})", team.id());
 

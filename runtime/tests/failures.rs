@@ -17,10 +17,8 @@ fn init() -> Runtime {
 
 #[test]
 fn killed_pe_is_named_by_blocked_peers() {
-    Pes::new("killed_pe_is_named_by_blocked_peers", 3)
-        .exit(2, Exit::Code(3))
-        .deadline(Duration::from_secs(60))
-        .run(|pe, _n| {
+    Pes::new("killed_pe_is_named_by_blocked_peers", 3).exit(2, Exit::Code(3)).deadline(Duration::from_secs(60)).run(
+        |pe, _n| {
             let rt = init();
             let word = rt.calloc(1, 8).unwrap();
             rt.barrier_all().unwrap();
@@ -41,7 +39,8 @@ fn killed_pe_is_named_by_blocked_peers() {
             assert!(started.elapsed() < Duration::from_secs(20), "noticed after {:?}", started.elapsed());
             // Later calls keep failing fast instead of hanging.
             assert!(matches!(rt.sync_all(), Err(Error::PeerDied { pe: 2, .. })));
-        });
+        },
+    );
 }
 
 #[test]
@@ -82,7 +81,7 @@ fn bad_arguments_are_refused_and_the_runtime_goes_on() {
         let rt = init();
         let a = rt.calloc(64, 8).unwrap();
         let sig = a + 256;
-        let local = vec![0u8; 64];
+        let local = [0u8; 64];
         let lp = local.as_ptr() as usize;
 
         // A PE out of range, everywhere a PE is taken.
@@ -118,13 +117,22 @@ fn bad_arguments_are_refused_and_the_runtime_goes_on() {
         expect_invalid(rt.free(lp), &["not in the symmetric heap"]);
 
         // Dtypes an operation does not take.
-        expect_invalid(rt.wait_until(a, DType::F32, Cmp::Eq, 0), &["wait_until", "float32", "int32, int64, uint32, uint64"]);
+        expect_invalid(
+            rt.wait_until(a, DType::F32, Cmp::Eq, 0),
+            &["wait_until", "float32", "int32, int64, uint32, uint64"],
+        );
         expect_invalid(rt.test(a, DType::I8, Cmp::Eq, 0), &["test", "int8"]);
         expect_invalid(rt.test_any(a, 4, None, DType::BF16, Cmp::Eq, 0), &["bfloat16"]);
         expect_invalid(rt.wait_until(a, DType::U32, Cmp::Eq, -1), &["-1", "uint32"]);
-        expect_invalid(rt.test_all(a, 4, Some(&[0, 0]), DType::I64, Cmp::Eq, 0), &["status has 2 entries", "nelems is 4"]);
+        expect_invalid(
+            rt.test_all(a, 4, Some(&[0, 0]), DType::I64, Cmp::Eq, 0),
+            &["status has 2 entries", "nelems is 4"],
+        );
         for (op, dtype) in [(ReduceOp::And, DType::F32), (ReduceOp::Or, DType::F16), (ReduceOp::Xor, DType::F64)] {
-            expect_invalid(rt.reduce(Team::WORLD, op, a, a + 64, 2, dtype), &[op.name(), dtype.name(), "integers only"]);
+            expect_invalid(
+                rt.reduce(Team::WORLD, op, a, a + 64, 2, dtype),
+                &[op.name(), dtype.name(), "integers only"],
+            );
         }
         expect_invalid(DType::parse("complex64"), &["complex64", "bfloat16"]);
         expect_invalid(ReduceOp::parse("avg"), &["avg", "xor"]);
@@ -147,10 +155,8 @@ fn bad_arguments_are_refused_and_the_runtime_goes_on() {
 
 #[test]
 fn heap_bound_exceeded() {
-    Pes::new("heap_bound_exceeded", 2)
-        .env("RSHMEM_SYMMETRIC_SIZE", "32M")
-        .env("RSHMEM_HEAP_GROWTH", "4M")
-        .run(|_pe, _n| {
+    Pes::new("heap_bound_exceeded", 2).env("RSHMEM_SYMMETRIC_SIZE", "32M").env("RSHMEM_HEAP_GROWTH", "4M").run(
+        |_pe, _n| {
             let rt = init();
             let a = rt.malloc(16 << 20).unwrap();
             let err = rt.malloc(32 << 20).unwrap_err();
@@ -163,47 +169,46 @@ fn heap_bound_exceeded() {
             rt.free(b).unwrap();
             rt.free(a).unwrap();
             rt.finalize().unwrap();
-        });
+        },
+    );
 }
 
 #[test]
 fn debug_wait_timeout_names_the_word() {
-    Pes::new("debug_wait_timeout_names_the_word", 2)
-        .env("RSHMEM_DEBUG_WAIT_TIMEOUT_MS", "300")
-        .run(|pe, _n| {
-            let rt = init();
-            let word = rt.calloc(2, 8).unwrap();
-            let started = Instant::now();
-            match rt.wait_until(word + 4, DType::I32, Cmp::Eq, 7).unwrap_err() {
-                Error::WaitTimeout { pe: p, location, cmp, expected, seen, timeout_ms } => {
-                    assert_eq!((p, cmp, expected, seen, timeout_ms), (pe, "==", 7, 0, 300));
-                    assert!(location.contains("allocation of 16 bytes") && location.contains("+4"), "{location}");
-                }
-                other => panic!("expected WaitTimeout, got {other}"),
+    Pes::new("debug_wait_timeout_names_the_word", 2).env("RSHMEM_DEBUG_WAIT_TIMEOUT_MS", "300").run(|pe, _n| {
+        let rt = init();
+        let word = rt.calloc(2, 8).unwrap();
+        let started = Instant::now();
+        match rt.wait_until(word + 4, DType::I32, Cmp::Eq, 7).unwrap_err() {
+            Error::WaitTimeout { pe: p, location, cmp, expected, seen, timeout_ms } => {
+                assert_eq!((p, cmp, expected, seen, timeout_ms), (pe, "==", 7, 0, 300));
+                assert!(location.contains("allocation of 16 bytes") && location.contains("+4"), "{location}");
             }
-            assert!(started.elapsed() >= Duration::from_millis(300));
-            let msg = rt.signal_wait_until(word + 8, Cmp::Ge, 5).unwrap_err().to_string();
-            assert!(msg.contains(&format!("PE {pe}")) && msg.contains(">= 5") && msg.contains("last seen 0"), "{msg}");
-            let msg = rt.wait_until_all(word, 2, None, DType::U32, Cmp::Ne, 0).unwrap_err().to_string();
-            assert!(msg.contains("!= 0"), "{msg}");
-            rt.barrier_all().unwrap();
-            // A barrier a peer reaches late times out; the next one still pairs up right. PE 1
-            // polls without a wait call (which would time out too) until PE 0 has timed out.
-            let flag = word + 8;
-            if pe == 1 {
-                while rt.signal_fetch(flag).unwrap() == 0 {
-                    rt.bootstrap().health().check("waiting for PE 0's timeout").unwrap();
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                rt.barrier_all().unwrap();
-            } else {
-                let msg = rt.barrier_all().unwrap_err().to_string();
-                assert!(msg.contains("PE 0") && msg.contains(">= 4") && msg.contains("last seen 3"), "{msg}");
-                rt.signal_op(flag, 1, SignalOp::Set, 1).unwrap();
+            other => panic!("expected WaitTimeout, got {other}"),
+        }
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        let msg = rt.signal_wait_until(word + 8, Cmp::Ge, 5).unwrap_err().to_string();
+        assert!(msg.contains(&format!("PE {pe}")) && msg.contains(">= 5") && msg.contains("last seen 0"), "{msg}");
+        let msg = rt.wait_until_all(word, 2, None, DType::U32, Cmp::Ne, 0).unwrap_err().to_string();
+        assert!(msg.contains("!= 0"), "{msg}");
+        rt.barrier_all().unwrap();
+        // A barrier a peer reaches late times out; the next one still pairs up right. PE 1
+        // polls without a wait call (which would time out too) until PE 0 has timed out.
+        let flag = word + 8;
+        if pe == 1 {
+            while rt.signal_fetch(flag).unwrap() == 0 {
+                rt.bootstrap().health().check("waiting for PE 0's timeout").unwrap();
+                std::thread::sleep(Duration::from_millis(5));
             }
             rt.barrier_all().unwrap();
-            rt.finalize().unwrap();
-        });
+        } else {
+            let msg = rt.barrier_all().unwrap_err().to_string();
+            assert!(msg.contains("PE 0") && msg.contains(">= 4") && msg.contains("last seen 3"), "{msg}");
+            rt.signal_op(flag, 1, SignalOp::Set, 1).unwrap();
+        }
+        rt.barrier_all().unwrap();
+        rt.finalize().unwrap();
+    });
 }
 
 #[test]

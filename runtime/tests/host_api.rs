@@ -127,11 +127,11 @@ fn putmem_getmem_sizes() {
             assert!(got == Rng::new(seed(next)).bytes(size), "get of {size} bytes");
             rt.barrier_all().unwrap();
             // Unaligned offsets inside an allocation.
-            if size >= 3 && size < MAX {
+            if (3..MAX).contains(&size) {
                 unsafe { rt.putmem(inbox + 1, mine.as_ptr() as usize, size - 2, next) }.unwrap();
             }
             rt.barrier_all().unwrap();
-            if size >= 3 && size < MAX {
+            if (3..MAX).contains(&size) {
                 assert!(local_bytes(&rt, inbox + 1, size - 2) == Rng::new(seed(prev)).bytes(size)[..size - 2]);
             }
             rt.barrier_all().unwrap();
@@ -231,7 +231,8 @@ fn atomics_every_op() {
             rt.atomic(add_ctr, Width::W64, AmoOp::Add(1), 0).unwrap();
             let mut seen = rt.atomic(cas_ctr, Width::W32, AmoOp::Fetch, 0).unwrap();
             loop {
-                let old = rt.atomic(cas_ctr, Width::W32, AmoOp::CompareSwap { cond: seen, value: seen + 1 }, 0).unwrap();
+                let old =
+                    rt.atomic(cas_ctr, Width::W32, AmoOp::CompareSwap { cond: seen, value: seen + 1 }, 0).unwrap();
                 if old == seen {
                     break;
                 }

@@ -137,7 +137,8 @@ fn split_errors_reach_every_pe() {
     Pes::new("split_errors_reach_every_pe", 3).run(|pe, _n| {
         let rt = init();
         // Out of the parent: every PE gets the same error naming the values.
-        for (start, stride, size, needle) in [(2, 1, 2, "parent PE 3"), (0, 1, 0, "at least 1"), (0, 0, 2, "stride 0")] {
+        for (start, stride, size, needle) in [(2, 1, 2, "parent PE 3"), (0, 1, 0, "at least 1"), (0, 0, 2, "stride 0")]
+        {
             let err = rt.team_split_strided(Team::WORLD, start, stride, size).unwrap_err();
             let msg = err.to_string();
             assert!(matches!(err, Error::InvalidArgument(_)), "{msg}");

@@ -42,7 +42,15 @@ impl Runtime {
     /// [`Error::PeOutOfRange`] for a root outside the team; [`Error::NotSymmetric`];
     /// [`Error::InvalidArgument`] for a team this PE is not in; [`Error::PeerDied`].
     #[doc(alias = "nvshmem_broadcast")]
-    pub fn broadcast(&self, team: Team, dest: usize, source: usize, nelems: usize, root: i32, dtype: DType) -> Result<()> {
+    pub fn broadcast(
+        &self,
+        team: Team,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        root: i32,
+        dtype: DType,
+    ) -> Result<()> {
         let (info, bytes) = self.collective_setup("broadcast", team, nelems, dtype)?;
         let root_pe = info.world_pe(root.into())?;
         self.check_local(dest, bytes)?;
@@ -98,7 +106,15 @@ impl Runtime {
     /// `dtype`; otherwise as [`Runtime::broadcast`].
     #[doc(alias = "nvshmem_sum_reduce")]
     #[doc(alias = "nvshmem_max_reduce")]
-    pub fn reduce(&self, team: Team, op: ReduceOp, dest: usize, source: usize, nelems: usize, dtype: DType) -> Result<()> {
+    pub fn reduce(
+        &self,
+        team: Team,
+        op: ReduceOp,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        dtype: DType,
+    ) -> Result<()> {
         op.check(dtype)?;
         let (info, bytes) = self.collective_setup("reduce", team, nelems, dtype)?;
         self.check_local(dest, bytes)?;

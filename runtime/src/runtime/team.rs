@@ -11,9 +11,9 @@
 //! was free on all of them), and a PE's counter is stable once it has left its last barrier of a
 //! team (every arrival it waited for has landed, no more can come).
 
+use super::{workspace, Runtime};
 use crate::consts::{MAX_TEAMS, TEAM_INVALID, TEAM_NODE, TEAM_SAME_MYPE_NODE, TEAM_SHARED, TEAM_WORLD};
 use crate::error::{Error, Result};
-use super::{workspace, Runtime};
 
 /// A team handle: the id of a team, valid on its members until `team_destroy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -73,10 +73,11 @@ impl TeamInfo {
     /// # Errors
     /// [`Error::PeOutOfRange`] naming the team.
     pub fn world_pe(&self, pe: i64) -> Result<usize> {
-        usize::try_from(pe)
-            .ok()
-            .and_then(|i| self.members.get(i).copied())
-            .ok_or_else(|| Error::PeOutOfRange { pe, n_pes: self.size(), scope: self.name.clone() })
+        usize::try_from(pe).ok().and_then(|i| self.members.get(i).copied()).ok_or_else(|| Error::PeOutOfRange {
+            pe,
+            n_pes: self.size(),
+            scope: self.name.clone(),
+        })
     }
 
     /// Team PE of world PE `world`, if a member.
@@ -114,10 +115,7 @@ pub(crate) fn split_members(parent: &TeamInfo, start: i32, stride: i32, size: i3
             if (0..n).contains(&idx) {
                 Ok(parent.members[idx as usize])
             } else {
-                Err(Error::InvalidArgument(format!(
-                    "{}: member {i} would be parent PE {idx}, outside 0..{n}",
-                    call()
-                )))
+                Err(Error::InvalidArgument(format!("{}: member {i} would be parent PE {idx}, outside 0..{n}", call())))
             }
         })
         .collect()
@@ -161,17 +159,13 @@ impl TeamTable {
     /// # Errors
     /// [`Error::InvalidArgument`] when the handle names no live team of this PE.
     pub fn get(&self, team: Team) -> Result<&TeamInfo> {
-        usize::try_from(team.0)
-            .ok()
-            .and_then(|i| self.slots.get(i))
-            .and_then(Option::as_ref)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "team {} is not a live team of PE {}: it was destroyed, never created, or \
+        usize::try_from(team.0).ok().and_then(|i| self.slots.get(i)).and_then(Option::as_ref).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "team {} is not a live team of PE {}: it was destroyed, never created, or \
                      this PE is not a member (team_split_strided returned None here)",
-                    team.0, self.me
-                ))
-            })
+                team.0, self.me
+            ))
+        })
     }
 
     /// `team_translate_pe`: the PE of `dest` that is team PE `pe` of `src`, -1 if not a member.
@@ -185,11 +179,7 @@ impl TeamTable {
 
     /// Bit `k` set when slot `k` is free here.
     pub fn free_mask(&self) -> u64 {
-        self.slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.is_none())
-            .fold(0u64, |m, (k, _)| m | (1 << k))
+        self.slots.iter().enumerate().filter(|(_, s)| s.is_none()).fold(0u64, |m, (k, _)| m | (1 << k))
     }
 
     /// Records a split team in `slot` if this PE is a member; returns its handle.

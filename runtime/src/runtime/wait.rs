@@ -104,7 +104,14 @@ impl Runtime {
     }
 
     /// Reads word `i` of the array at `addr` and compares it.
-    fn probe_word(&self, addr: usize, i: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<std::result::Result<(), Unmet>> {
+    fn probe_word(
+        &self,
+        addr: usize,
+        i: usize,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<std::result::Result<(), Unmet>> {
         let width = if dtype.size() == 4 { Width::W32 } else { Width::W64 };
         let at = addr + i * dtype.size();
         let bits = self.load_local(at, width)?;
@@ -161,7 +168,15 @@ impl Runtime {
     }
 
     /// Validates the array arguments of the `_all/_any/_some` forms.
-    fn check_array(&self, what: &str, addr: usize, nelems: usize, status: Option<&[i32]>, dtype: DType, value: i128) -> Result<()> {
+    fn check_array(
+        &self,
+        what: &str,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        value: i128,
+    ) -> Result<()> {
         self.sync_word(what, dtype, value)?;
         if let Some(s) = status {
             if s.len() != nelems {
@@ -187,7 +202,15 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::wait_until`]; [`Error::InvalidArgument`] when `status.len() != nelems`.
     #[doc(alias = "nvshmem_wait_until_all")]
-    pub fn wait_until_all(&self, addr: usize, nelems: usize, status: Option<&[i32]>, dtype: DType, cmp: Cmp, value: i128) -> Result<()> {
+    pub fn wait_until_all(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<()> {
         self.check_array("wait_until_all", addr, nelems, status, dtype, value)?;
         self.poll("wait_until_all", || {
             let (_, unmet) = self.scan(addr, nelems, status, dtype, cmp, value)?;
@@ -201,7 +224,15 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::wait_until_all`].
     #[doc(alias = "nvshmem_wait_until_any")]
-    pub fn wait_until_any(&self, addr: usize, nelems: usize, status: Option<&[i32]>, dtype: DType, cmp: Cmp, value: i128) -> Result<Option<usize>> {
+    pub fn wait_until_any(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<Option<usize>> {
         self.check_array("wait_until_any", addr, nelems, status, dtype, value)?;
         self.poll("wait_until_any", || {
             let (met, unmet) = self.scan(addr, nelems, status, dtype, cmp, value)?;
@@ -219,7 +250,15 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::wait_until_all`].
     #[doc(alias = "nvshmem_wait_until_some")]
-    pub fn wait_until_some(&self, addr: usize, nelems: usize, status: Option<&[i32]>, dtype: DType, cmp: Cmp, value: i128) -> Result<Vec<usize>> {
+    pub fn wait_until_some(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<Vec<usize>> {
         self.check_array("wait_until_some", addr, nelems, status, dtype, value)?;
         self.poll("wait_until_some", || {
             let (met, unmet) = self.scan(addr, nelems, status, dtype, cmp, value)?;
@@ -235,7 +274,15 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::wait_until_all`], without the waiting ones.
     #[doc(alias = "nvshmem_test_all")]
-    pub fn test_all(&self, addr: usize, nelems: usize, status: Option<&[i32]>, dtype: DType, cmp: Cmp, value: i128) -> Result<bool> {
+    pub fn test_all(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<bool> {
         self.check_array("test_all", addr, nelems, status, dtype, value)?;
         Ok(self.scan(addr, nelems, status, dtype, cmp, value)?.1.is_none())
     }
@@ -245,7 +292,15 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::test_all`].
     #[doc(alias = "nvshmem_test_any")]
-    pub fn test_any(&self, addr: usize, nelems: usize, status: Option<&[i32]>, dtype: DType, cmp: Cmp, value: i128) -> Result<Option<usize>> {
+    pub fn test_any(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<Option<usize>> {
         self.check_array("test_any", addr, nelems, status, dtype, value)?;
         Ok(self.scan(addr, nelems, status, dtype, cmp, value)?.0.first().copied())
     }
@@ -255,7 +310,15 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::test_all`].
     #[doc(alias = "nvshmem_test_some")]
-    pub fn test_some(&self, addr: usize, nelems: usize, status: Option<&[i32]>, dtype: DType, cmp: Cmp, value: i128) -> Result<Vec<usize>> {
+    pub fn test_some(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<Vec<usize>> {
         self.check_array("test_some", addr, nelems, status, dtype, value)?;
         Ok(self.scan(addr, nelems, status, dtype, cmp, value)?.0)
     }
