@@ -1,1 +1,269 @@
-//! Bootstrap: how PEs find each other before any memory is shared (see the helper brief).
+//! Bootstrap: how PEs find each other before any memory is shared.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `uid.rs` | [`UniqueId`]: PE 0's address + a secret; from PE 0 ([`UniqueId::new`]) or from torchrun / mpirun variables |
+//! | `wire.rs` | framing of TCP messages |
+//! | `rendezvous.rs` | the handshake: hello, refusal, the table of every PE |
+//! | `tcp.rs` | allgather / broadcast / barrier through PE 0, and the watcher threads |
+//! | `health.rs` | [`Health`]: which peer died, one atomic load to check |
+//! | `node.rs` | [`NodeInfo`]: which PEs share a host |
+//! | `local.rs` | [`LocalExchange`]: file descriptors over Unix sockets among a host's PEs |
+//!
+//! Every PE holds one TCP connection to PE 0. The connections carry the collectives (through PE
+//! 0, so each costs two hops) and double as liveness watches: when a process dies, however it
+//! dies, the kernel closes its sockets; PE 0 sees the end-of-file and tells every other PE, and a
+//! PE that sees PE 0's connection close knows PE 0 is gone. Collectives then fail with
+//! [`crate::Error::PeerDied`] naming the PE instead of hanging, and so does
+//! [`Health::check`] in any spin-wait. A PE that calls [`Bootstrap::finalize`] says goodbye
+//! first and is not reported.
+//!
+//! What it does not guard against: a dead PE whose sockets stay open because a child process
+//! forked from it (e.g. a data-loader worker) still holds them; TCP keepalive covers a host that
+//! vanishes (about 25 s), nothing covers a live but stuck PE except the collective timeout.
+
+mod health;
+mod local;
+mod node;
+mod rendezvous;
+mod tcp;
+mod uid;
+mod wire;
+
+pub use health::Health;
+pub use local::LocalExchange;
+pub use node::NodeInfo;
+pub use uid::UniqueId;
+
+use crate::error::{Error, Result};
+use local::LocalListener;
+use node::HostId;
+use rendezvous::PeInfo;
+use std::time::{Duration, Instant};
+use tcp::Star;
+
+/// `start + timeout`, or a century from `start` when that overflows (`Duration::MAX` means "no
+/// timeout" to callers).
+fn deadline_after(start: Instant, timeout: Duration) -> Instant {
+    start
+        .checked_add(timeout)
+        .or_else(|| start.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
+        .unwrap_or(start)
+}
+
+/// A connected set of PEs: byte-blob collectives, peer-death watch, host layout, fd passing.
+///
+/// Dropping it without [`Bootstrap::finalize`] closes the connections, which the other PEs
+/// report as this PE's death.
+pub struct Bootstrap {
+    rank: usize,
+    nranks: usize,
+    health: Health,
+    node: NodeInfo,
+    local: LocalExchange,
+    star: Star,
+}
+
+impl std::fmt::Debug for Bootstrap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bootstrap")
+            .field("rank", &self.rank)
+            .field("nranks", &self.nranks)
+            .field("node", &self.node)
+            .field("dead_pe", &self.health.dead_pe())
+            .finish()
+    }
+}
+
+impl Bootstrap {
+    /// Joins the job as PE `rank` of `nranks` (`nvshmemx_init_attr` with a unique id). Every PE
+    /// must call it.
+    ///
+    /// PE 0 accepts the other `nranks - 1` on the listener [`UniqueId::new`] parked in this
+    /// process, or binds the id's address itself (the environment path). The others connect,
+    /// retrying until `timeout` while PE 0 is not up yet. The handshake carries the secret, rank,
+    /// PE count and protocol version; PE 0 refuses a wrong secret, a duplicate rank or another PE
+    /// count and keeps waiting for the right PEs. It then exchanges host identities to build
+    /// [`NodeInfo`], and connects the node-local PEs for [`LocalExchange`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] if `rank >= nranks`; [`Error::Refused`] on the PE that PE 0
+    /// refused (with PE 0's reason); [`Error::Timeout`] when PE 0 is unreachable or some rank
+    /// never arrives (PE 0's message lists the missing ranks and what it refused; the other PEs
+    /// wait up to half the timeout, at most 5 s, past their own deadline to relay that message);
+    /// [`Error::PeerDied`] when PE 0 goes away during the handshake; [`Error::Os`] when a socket
+    /// cannot be bound.
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/setup.html#nvshmemx-init-attr>
+    #[doc(alias = "nvshmemx_init_attr")]
+    pub fn connect(
+        uid: &UniqueId,
+        rank: usize,
+        nranks: usize,
+        timeout: Duration,
+    ) -> Result<Bootstrap> {
+        if nranks == 0 || rank >= nranks {
+            return Err(Error::InvalidArgument(format!(
+                "bootstrap rank {rank} of {nranks} PEs: the rank must be in 0..nranks and nranks above 0"
+            )));
+        }
+        let started = Instant::now();
+        let deadline = deadline_after(started, timeout);
+        let health = Health::new();
+        let listener = LocalListener::bind()?;
+        let mine = PeInfo {
+            pid: std::process::id(),
+            host: HostId::current(),
+            unix_name: listener.name().to_vec(),
+        };
+        let (streams, table) = if nranks == 1 {
+            // Alone: nothing to connect; drop the id's parked listener if there is one.
+            drop(uid::take_parked(uid));
+            (vec![None], vec![mine])
+        } else if rank == 0 {
+            let tcp = rendezvous::bind_root(uid)?;
+            rendezvous::accept_all(&tcp, uid, nranks, mine, deadline, timeout)?
+        } else {
+            let (s, table) = rendezvous::join(uid, rank, nranks, &mine, deadline, timeout)?;
+            let mut streams: Vec<_> = (0..nranks).map(|_| None).collect();
+            streams[0] = Some(s);
+            (streams, table)
+        };
+        let star = Star::start(rank, nranks, streams, health.clone(), timeout)?;
+        let hosts: Vec<HostId> = table.iter().map(|p| p.host.clone()).collect();
+        let node = NodeInfo::from_hosts(&hosts, rank);
+        let local = LocalExchange::connect(listener, &table, &node, rank, health.clone(), timeout)?;
+        tracing::debug!(rank, nranks, local = ?node.local_pes, elapsed = ?started.elapsed(), "bootstrap: connected");
+        Ok(Bootstrap {
+            rank,
+            nranks,
+            health,
+            node,
+            local,
+            star,
+        })
+    }
+
+    /// This PE's number (`nvshmem_my_pe`).
+    #[doc(alias = "nvshmem_my_pe")]
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// How many PEs the job has (`nvshmem_n_pes`).
+    #[doc(alias = "nvshmem_n_pes")]
+    pub fn nranks(&self) -> usize {
+        self.nranks
+    }
+
+    /// Every PE's blob, indexed by PE; blobs may differ in length. Every PE must call it.
+    ///
+    /// # Errors
+    /// [`Error::PeerDied`] naming a dead PE; [`Error::Timeout`] naming the collective when a PE
+    /// does not join within the bootstrap timeout; [`Error::Mismatch`] when PEs call different
+    /// collectives.
+    pub fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.star.allgather(mine)
+    }
+
+    /// PE `root`'s `data` on every PE (`data` is ignored elsewhere). Every PE must call it with
+    /// the same `root`.
+    ///
+    /// # Errors
+    /// As [`Bootstrap::allgather`], and [`Error::PeOutOfRange`] for a bad `root`.
+    pub fn broadcast(&self, root: usize, data: &[u8]) -> Result<Vec<u8>> {
+        self.star.broadcast(root, data)
+    }
+
+    /// Returns once every PE has called it. Every PE must call it.
+    ///
+    /// # Errors
+    /// As [`Bootstrap::allgather`].
+    pub fn barrier(&self) -> Result<()> {
+        self.star.barrier()
+    }
+
+    /// The peer-death state, to check in spin loops.
+    pub fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// Which PEs share this host.
+    pub fn node(&self) -> &NodeInfo {
+        &self.node
+    }
+
+    /// File-descriptor exchange among this host's PEs.
+    pub fn local(&self) -> &LocalExchange {
+        &self.local
+    }
+
+    /// Clean shutdown (`nvshmem_finalize`): a barrier, then a goodbye so that no PE reports this
+    /// one as dead; stops the watcher threads. Every PE must call it.
+    ///
+    /// # Errors
+    /// As [`Bootstrap::barrier`]; the connections are closed either way.
+    #[doc(alias = "nvshmem_finalize")]
+    pub fn finalize(self) -> Result<()> {
+        let Bootstrap { star, local, .. } = self;
+        let r = star.finalize();
+        drop(local);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shareable_across_threads() {
+        fn check<T: Send + Sync>() {}
+        check::<Bootstrap>();
+        check::<Health>();
+        check::<LocalExchange>();
+    }
+
+    /// Several PEs as threads of one process (how other modules can test without a harness).
+    #[test]
+    fn pes_as_threads() {
+        use std::os::fd::AsFd;
+        let uid = UniqueId::new().unwrap();
+        let n = 3;
+        let threads: Vec<_> = (0..n)
+            .map(|pe| {
+                let uid = uid.clone();
+                std::thread::spawn(move || {
+                    let b = Bootstrap::connect(&uid, pe, n, Duration::from_secs(20)).unwrap();
+                    let all = b.allgather(&[pe as u8; 3]).unwrap();
+                    assert_eq!(all, (0..n).map(|q| vec![q as u8; 3]).collect::<Vec<_>>());
+                    assert_eq!(b.broadcast(2, &[pe as u8]).unwrap(), vec![2]);
+                    let fd =
+                        rustix::fs::memfd_create("t", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
+                    let got = b.local().allgather_fds(fd.as_fd()).unwrap();
+                    assert_eq!(got.iter().filter(|f| f.is_some()).count(), n - 1);
+                    assert!(got[pe].is_none());
+                    b.finalize().unwrap();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    }
+
+    #[test]
+    fn huge_timeouts_do_not_overflow() {
+        let now = Instant::now();
+        assert!(deadline_after(now, Duration::MAX) > now + Duration::from_secs(1 << 30));
+        assert_eq!(
+            deadline_after(now, Duration::from_secs(3)),
+            now + Duration::from_secs(3)
+        );
+        let uid = UniqueId::new().unwrap();
+        let b = Bootstrap::connect(&uid, 0, 1, Duration::MAX).unwrap();
+        b.barrier().unwrap();
+        b.finalize().unwrap();
+    }
+}

@@ -1,0 +1,424 @@
+//! The handshake: every PE connects to PE 0, proves it belongs to the job, and learns about all
+//! the others.
+//!
+//! A client sends `HELLO` (protocol version first, so any later version can still be told apart;
+//! then secret, rank, nranks, pid, host identity, the name of its node-local Unix socket). PE 0
+//! answers a bad hello at once with `REFUSE` and a reason, and keeps waiting for the right PEs.
+//! When all `nranks - 1` have arrived it sends each the `WELCOME` table of every PE. If its
+//! deadline passes first it sends `ABORT` naming the ranks that never came.
+
+use super::node::HostId;
+use super::uid::{secrets_equal, UniqueId, SECRET_LEN};
+use super::wire::{
+    read_frame_until, write_frame, Dec, Enc, Frame, Kind, ReadError, PROTOCOL_VERSION,
+};
+use crate::error::{Error, Result};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// How long PE 0 waits for the hello of a connection it accepted. A real PE sends it right after
+/// connecting; this only bounds how long a stray silent connection can hold up the others.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
+
+/// What every PE tells the others about itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PeInfo {
+    /// Its process id (checked against `SO_PEERCRED` of node-local Unix sockets).
+    pub(crate) pid: u32,
+    /// Its host.
+    pub(crate) host: HostId,
+    /// Abstract name of its node-local Unix listener.
+    pub(crate) unix_name: Vec<u8>,
+}
+
+impl PeInfo {
+    fn encode(&self, e: &mut Enc) {
+        e.u32(self.pid)
+            .str(&self.host.hostname)
+            .str(&self.host.boot_id)
+            .bytes(&self.unix_name);
+    }
+    fn decode(d: &mut Dec<'_>) -> Result<PeInfo, String> {
+        Ok(PeInfo {
+            pid: d.u32()?,
+            host: HostId {
+                hostname: d.str()?,
+                boot_id: d.str()?,
+            },
+            unix_name: d.bytes()?.to_vec(),
+        })
+    }
+}
+
+#[derive(Debug)]
+struct Hello {
+    secret: [u8; SECRET_LEN],
+    rank: usize,
+    nranks: usize,
+    info: PeInfo,
+}
+
+fn encode_hello(uid: &UniqueId, rank: usize, nranks: usize, info: &PeInfo) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(PROTOCOL_VERSION)
+        .raw(&uid.secret)
+        .u32(rank as u32)
+        .u32(nranks as u32);
+    info.encode(&mut e);
+    e.0
+}
+
+fn decode_hello(payload: &[u8]) -> Result<Hello, String> {
+    let mut d = Dec::new(payload);
+    let version = d.u32()?;
+    if version != PROTOCOL_VERSION {
+        return Err(format!(
+            "it speaks bootstrap protocol version {version}, PE 0 speaks {PROTOCOL_VERSION}; \
+             run the same rshmem build on every PE"
+        ));
+    }
+    let secret = d
+        .raw(SECRET_LEN)?
+        .try_into()
+        .map_err(|_| "short secret".to_string())?;
+    let rank = d.u32()? as usize;
+    let nranks = d.u32()? as usize;
+    let info = PeInfo::decode(&mut d)?;
+    d.finish()?;
+    Ok(Hello {
+        secret,
+        rank,
+        nranks,
+        info,
+    })
+}
+
+fn encode_table(table: &[PeInfo]) -> Vec<u8> {
+    let mut e = Enc::default();
+    e.u32(table.len() as u32);
+    for info in table {
+        info.encode(&mut e);
+    }
+    e.0
+}
+
+fn decode_table(payload: &[u8], nranks: usize) -> Result<Vec<PeInfo>, String> {
+    let mut d = Dec::new(payload);
+    let n = d.u32()? as usize;
+    if n != nranks {
+        return Err(format!("the table lists {n} PEs, expected {nranks}"));
+    }
+    let table = (0..n)
+        .map(|_| PeInfo::decode(&mut d))
+        .collect::<Result<Vec<_>, _>>()?;
+    d.finish()?;
+    Ok(table)
+}
+
+/// Sets the options every bootstrap connection gets: no Nagle delay (collectives are small and
+/// latency bound), and TCP keepalive so that a peer host that vanishes without closing its
+/// sockets (power loss, cable) is noticed in about half a minute rather than never.
+pub(crate) fn tune(s: &TcpStream) {
+    let _ = s.set_nodelay(true);
+    let _ = rustix::net::sockopt::set_socket_keepalive(s, true);
+    let _ = rustix::net::sockopt::set_tcp_keepidle(s, Duration::from_secs(10));
+    let _ = rustix::net::sockopt::set_tcp_keepintvl(s, Duration::from_secs(5));
+    let _ = rustix::net::sockopt::set_tcp_keepcnt(s, 3);
+}
+
+/// Binds PE 0's listener when [`UniqueId::new`] did not park one in this process (the
+/// environment path). An address that is not on this host (`MASTER_ADDR` seen through NAT)
+/// falls back to every interface, same port.
+pub(crate) fn bind_root(uid: &UniqueId) -> Result<TcpListener> {
+    if let Some(l) = super::uid::take_parked(uid) {
+        return Ok(l);
+    }
+    let first = match TcpListener::bind(uid.addr) {
+        Ok(l) => return Ok(l),
+        Err(e) => e,
+    };
+    if first.kind() == std::io::ErrorKind::AddrNotAvailable {
+        let any: SocketAddr = match uid.addr {
+            SocketAddr::V4(_) => (std::net::Ipv4Addr::UNSPECIFIED, uid.addr.port()).into(),
+            SocketAddr::V6(_) => (std::net::Ipv6Addr::UNSPECIFIED, uid.addr.port()).into(),
+        };
+        if let Ok(l) = TcpListener::bind(any) {
+            return Ok(l);
+        }
+    }
+    Err(Error::os(
+        format!(
+            "PE 0 binding the bootstrap listener on {} (if the port is taken, set \
+             RSHMEM_BOOTSTRAP_PORT to a free one; with a UniqueId, make it with UniqueId::new() on \
+             the process that is PE 0)",
+            uid.addr
+        ),
+        first,
+    ))
+}
+
+/// PE 0's side: accepts until every other rank has presented a good hello, then sends the table.
+/// Returns one stream per PE (index 0 empty) and the table.
+pub(crate) fn accept_all(
+    listener: &TcpListener,
+    uid: &UniqueId,
+    nranks: usize,
+    mine: PeInfo,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(Vec<Option<TcpStream>>, Vec<PeInfo>)> {
+    let mut streams: Vec<Option<TcpStream>> = (0..nranks).map(|_| None).collect();
+    let mut table: Vec<Option<PeInfo>> = vec![None; nranks];
+    table[0] = Some(mine);
+    let mut refusals: Vec<String> = Vec::new();
+    let mut arrived = 1;
+    while arrived < nranks {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let missing: Vec<usize> = (1..nranks).filter(|&r| streams[r].is_none()).collect();
+            let mut why = format!(
+                "PE 0 gave up after {timeout:?}: ranks {missing:?} of {nranks} never connected to {}",
+                uid.addr
+            );
+            if !refusals.is_empty() {
+                why += &format!("; refused meanwhile: {}", refusals.join("; "));
+            }
+            for s in streams.iter_mut().flatten() {
+                let _ = write_frame(s, Kind::ABORT, 0, why.as_bytes());
+            }
+            return Err(Error::Timeout {
+                what: format!("all PEs to join the bootstrap ({why})"),
+                after: timeout,
+            });
+        }
+        let slice = left.min(Duration::from_millis(200));
+        let ts = Timespec {
+            tv_sec: slice.as_secs() as _,
+            tv_nsec: slice.subsec_nanos() as _,
+        };
+        let mut fds = [PollFd::new(listener, PollFlags::IN)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(Error::os("poll on the bootstrap listener", e)),
+        }
+        let (mut s, peer) = match listener.accept() {
+            Ok(x) => x,
+            // A connection reset before we accepted it, or fds exhausted for a moment: keep going.
+            Err(e) => {
+                tracing::debug!("bootstrap: accept failed: {e}");
+                continue;
+            }
+        };
+        tune(&s);
+        let _ = s.set_write_timeout(Some(HELLO_WAIT));
+        let hello = match read_frame_until(&mut s, deadline.min(Instant::now() + HELLO_WAIT)) {
+            Ok(Frame {
+                kind: Kind::HELLO,
+                payload,
+                ..
+            }) => decode_hello(&payload),
+            Ok(f) => Err(format!(
+                "its first message was a {} instead of a hello",
+                f.kind.name()
+            )),
+            Err(e) => Err(format!("no hello: {e}")),
+        };
+        let verdict = hello.and_then(|h| {
+            if !secrets_equal(&h.secret, &uid.secret) {
+                return Err(format!(
+                    "wrong secret from {peer} (claiming rank {}): it belongs to another job; give \
+                     every PE the same unique id / RSHMEM_BOOTSTRAP_SECRET",
+                    h.rank
+                ));
+            }
+            if h.nranks != nranks {
+                return Err(format!(
+                    "rank {} from {peer} says the job has {} PEs, PE 0 was started with {nranks}; \
+                     start every PE with the same WORLD_SIZE",
+                    h.rank, h.nranks
+                ));
+            }
+            if h.rank == 0 || h.rank >= nranks {
+                return Err(format!("rank {} from {peer} is not in 1..{nranks}", h.rank));
+            }
+            if let Some(prev) = &table[h.rank] {
+                return Err(format!(
+                    "rank {} from {peer} (pid {}) is a duplicate: rank {} already joined from \
+                     pid {} on host {:?}; give every PE its own RANK",
+                    h.rank, h.info.pid, h.rank, prev.pid, prev.host.hostname
+                ));
+            }
+            Ok(h)
+        });
+        match verdict {
+            Ok(h) => {
+                tracing::debug!(rank = h.rank, %peer, "bootstrap: PE joined");
+                table[h.rank] = Some(h.info);
+                streams[h.rank] = Some(s);
+                arrived += 1;
+            }
+            Err(why) => {
+                tracing::warn!("bootstrap: refused a connection: {why}");
+                let _ = write_frame(&mut s, Kind::REFUSE, 0, why.as_bytes());
+                refusals.push(why);
+            }
+        }
+    }
+    let table: Vec<PeInfo> = table.into_iter().flatten().collect();
+    let welcome = encode_table(&table);
+    for (rank, s) in streams.iter_mut().enumerate() {
+        if let Some(s) = s {
+            let _ = s.set_write_timeout(Some(timeout));
+            write_frame(s, Kind::WELCOME, 0, &welcome).map_err(|e| Error::PeerDied {
+                pe: rank,
+                during: format!("bootstrap connect (sending the PE table failed: {e})"),
+            })?;
+        }
+    }
+    Ok((streams, table))
+}
+
+/// A non-zero rank's side: connects to PE 0 (retrying while it is not listening yet), says
+/// hello, and waits for the table.
+pub(crate) fn join(
+    uid: &UniqueId,
+    rank: usize,
+    nranks: usize,
+    mine: &PeInfo,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(TcpStream, Vec<PeInfo>)> {
+    let mut pause = Duration::from_millis(5);
+    let mut s = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let last = match TcpStream::connect_timeout(
+            &uid.addr,
+            left.max(Duration::from_millis(1))
+                .min(Duration::from_secs(2)),
+        ) {
+            Ok(s) => break s,
+            Err(e) => e,
+        };
+        if Instant::now() + pause >= deadline {
+            return Err(Error::Timeout {
+                what: format!(
+                    "PE {rank} connecting to PE 0 at {} (last error: {last}); is PE 0 running and \
+                     is that address reachable from this host?",
+                    uid.addr
+                ),
+                after: timeout,
+            });
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(100));
+    };
+    tune(&s);
+    let _ = s.set_write_timeout(Some(timeout));
+    write_frame(
+        &mut s,
+        Kind::HELLO,
+        0,
+        &encode_hello(uid, rank, nranks, mine),
+    )
+    .map_err(|e| {
+        Error::os(
+            format!("PE {rank} sending its hello to PE 0 at {}", uid.addr),
+            e,
+        )
+    })?;
+    let text = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+    // Wait a little past our own deadline: PE 0 started its clock at another moment, and its
+    // verdict (which ranks never came) says more than our own timeout could.
+    let grace = (timeout / 2).min(Duration::from_secs(5));
+    match read_frame_until(&mut s, super::deadline_after(deadline, grace)) {
+        Ok(Frame {
+            kind: Kind::WELCOME,
+            payload,
+            ..
+        }) => {
+            let table = decode_table(&payload, nranks).map_err(|why| Error::Refused {
+                reason: format!("PE 0 at {} sent a bad PE table: {why}", uid.addr),
+            })?;
+            Ok((s, table))
+        }
+        Ok(Frame {
+            kind: Kind::REFUSE,
+            payload,
+            ..
+        }) => Err(Error::Refused {
+            reason: format!("PE 0 at {} refused PE {rank}: {}", uid.addr, text(&payload)),
+        }),
+        Ok(Frame {
+            kind: Kind::ABORT,
+            payload,
+            ..
+        }) => Err(Error::Timeout {
+            what: format!("all PEs to join the bootstrap ({})", text(&payload)),
+            after: timeout,
+        }),
+        Ok(f) => Err(Error::Refused {
+            reason: format!(
+                "PE 0 at {} answered the hello with a {}",
+                uid.addr,
+                f.kind.name()
+            ),
+        }),
+        Err(ReadError::Timeout) => Err(Error::Timeout {
+            what: format!(
+                "PE 0 at {} to gather every PE (PE {rank} is connected; some other PE is not)",
+                uid.addr
+            ),
+            after: timeout,
+        }),
+        Err(ReadError::Garbage(why)) => Err(Error::Refused {
+            reason: format!(
+                "{} is not an rshmem bootstrap listener ({why}); check the port",
+                uid.addr
+            ),
+        }),
+        Err(e) => Err(Error::PeerDied {
+            pe: 0,
+            during: format!("bootstrap connect ({e})"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(pid: u32) -> PeInfo {
+        PeInfo {
+            pid,
+            host: HostId {
+                hostname: "h".into(),
+                boot_id: "b".into(),
+            },
+            unix_name: vec![0, 1, 2],
+        }
+    }
+
+    #[test]
+    fn hello_and_table_round_trip() {
+        let uid = UniqueId {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            secret: [3; SECRET_LEN],
+        };
+        let h = decode_hello(&encode_hello(&uid, 2, 5, &info(77))).unwrap();
+        assert_eq!(
+            (h.secret, h.rank, h.nranks, h.info),
+            ([3; SECRET_LEN], 2, 5, info(77))
+        );
+        let mut wrong_version = encode_hello(&uid, 2, 5, &info(77));
+        wrong_version[0] = 9;
+        assert!(decode_hello(&wrong_version)
+            .unwrap_err()
+            .contains("version 9"));
+        let table = vec![info(1), info(2)];
+        assert_eq!(decode_table(&encode_table(&table), 2).unwrap(), table);
+        assert!(decode_table(&encode_table(&table), 3).is_err());
+    }
+}

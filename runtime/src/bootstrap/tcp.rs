@@ -1,0 +1,434 @@
+//! [`Star`]: the byte-blob collectives over the TCP connections between PE 0 and every other PE,
+//! and the watcher threads that turn a closed connection into a peer-death report.
+//!
+//! Every PE has one connection to PE 0 (PE 0 has one per peer). A watcher thread per connection
+//! reads every frame: data frames go to an in-memory inbox that the collectives wait on; control
+//! frames are handled on the spot (`DEAD k` marks PE k dead; `GOODBYE` means the end-of-file
+//! that follows is a clean finalize). End-of-file without goodbye means the process on the other
+//! end is gone: the kernel closes a dead process's sockets however it died. PE 0's watcher for
+//! PE k then marks k dead and relays `DEAD k` to every other PE; a non-zero PE's watcher marks
+//! PE 0 dead.
+//!
+//! Collectives go through PE 0 (a star): fine for the small blobs bootstrap carries (handles,
+//! sizes), with two network hops of latency.
+
+use super::health::Health;
+use super::wire::{read_frame, write_frame, Dec, Enc, Frame, Kind, ReadError};
+use crate::error::{Error, Result};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How often a waiting collective looks at [`Health`] and its deadline.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Stack of a watcher thread: it only reads frames into vectors on the heap.
+const WATCHER_STACK: usize = 256 << 10;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The write half of every connection, indexed by PE (PE 0's watchers use it to relay deaths).
+type Writers = Arc<Vec<Option<Mutex<TcpStream>>>>;
+
+/// One connection's receiving side.
+struct Link {
+    inbox: Mutex<Receiver<Frame>>,
+    said_goodbye: Arc<AtomicBool>,
+    watcher: Option<JoinHandle<()>>,
+}
+
+/// The collectives and the watchers of one PE.
+pub(crate) struct Star {
+    rank: usize,
+    nranks: usize,
+    timeout: Duration,
+    health: Health,
+    /// Sequence number of the next collective; the lock also keeps collectives from interleaving
+    /// when two threads call them at once.
+    seq: Mutex<u32>,
+    writers: Writers,
+    /// Indexed by PE: PE 0 holds one per peer, the others only index 0.
+    links: Vec<Option<Link>>,
+    /// Set before this side closes on purpose, so its watchers exit quietly.
+    closing: Arc<AtomicBool>,
+}
+
+impl Star {
+    /// Starts the watchers over the handshaken connections (`streams[pe]`, `None` for self and,
+    /// off PE 0, for everyone but PE 0).
+    pub(crate) fn start(
+        rank: usize,
+        nranks: usize,
+        streams: Vec<Option<TcpStream>>,
+        health: Health,
+        timeout: Duration,
+    ) -> Result<Star> {
+        let closing = Arc::new(AtomicBool::new(false));
+        let mut readers = Vec::with_capacity(nranks);
+        let mut writers = Vec::with_capacity(nranks);
+        for (pe, s) in streams.into_iter().enumerate() {
+            match s {
+                Some(s) => {
+                    let _ = s.set_read_timeout(None);
+                    let _ = s.set_write_timeout(Some(timeout));
+                    let r = s
+                        .try_clone()
+                        .map_err(|e| Error::os(format!("dup of the socket to PE {pe}"), e))?;
+                    readers.push(Some(r));
+                    writers.push(Some(Mutex::new(s)));
+                }
+                None => {
+                    readers.push(None);
+                    writers.push(None);
+                }
+            }
+        }
+        let writers: Writers = Arc::new(writers);
+        let mut links = Vec::with_capacity(nranks);
+        for (pe, r) in readers.into_iter().enumerate() {
+            let Some(r) = r else {
+                links.push(None);
+                continue;
+            };
+            let (tx, rx) = mpsc::channel();
+            let said_goodbye = Arc::new(AtomicBool::new(false));
+            let w = Watcher {
+                me: rank,
+                pe,
+                stream: r,
+                tx,
+                health: health.clone(),
+                said_goodbye: said_goodbye.clone(),
+                closing: closing.clone(),
+                writers: writers.clone(),
+            };
+            let watcher = std::thread::Builder::new()
+                .name(format!("rshmem-watch-{pe}"))
+                .stack_size(WATCHER_STACK)
+                .spawn(move || w.run())
+                .map_err(|e| Error::os("spawn a bootstrap watcher thread", e))?;
+            links.push(Some(Link {
+                inbox: Mutex::new(rx),
+                said_goodbye,
+                watcher: Some(watcher),
+            }));
+        }
+        Ok(Star {
+            rank,
+            nranks,
+            timeout,
+            health,
+            seq: Mutex::new(0),
+            writers,
+            links,
+            closing,
+        })
+    }
+
+    fn send(&self, pe: usize, kind: Kind, seq: u32, payload: &[u8], what: &str) -> Result<()> {
+        let Some(w) = self.writers.get(pe).and_then(Option::as_ref) else {
+            return Err(Error::InvalidArgument(format!(
+                "PE {} has no bootstrap connection to PE {pe}",
+                self.rank
+            )));
+        };
+        write_frame(&mut *lock(w), kind, seq, payload).map_err(|e| {
+            if let Err(died) = self.health.check(what) {
+                return died;
+            }
+            match e.kind() {
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => Error::Timeout {
+                    what: format!("{what}: sending to PE {pe}, which stopped reading"),
+                    after: self.timeout,
+                },
+                _ => Error::PeerDied {
+                    pe,
+                    during: format!("{what} (send failed: {e})"),
+                },
+            }
+        })
+    }
+
+    /// Waits for the next data frame from `pe`, which must be `kind` number `seq`.
+    fn recv(
+        &self,
+        pe: usize,
+        kind: Kind,
+        seq: u32,
+        deadline: Instant,
+        what: &str,
+    ) -> Result<Vec<u8>> {
+        let Some(link) = self.links.get(pe).and_then(Option::as_ref) else {
+            return Err(Error::InvalidArgument(format!(
+                "PE {} has no bootstrap connection to PE {pe}",
+                self.rank
+            )));
+        };
+        let inbox = lock(&link.inbox);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match inbox.recv_timeout(left.min(POLL)) {
+                Ok(f) if f.kind == kind && f.seq == seq => return Ok(f.payload),
+                Ok(f) => {
+                    return Err(Error::Mismatch {
+                        what: "bootstrap collective",
+                        me: self.rank,
+                        pe,
+                        mine: format!("{} #{seq}", kind.name()),
+                        theirs: format!("{} #{}", f.kind.name(), f.seq),
+                    })
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    self.health.check(what)?;
+                    if Instant::now() >= deadline {
+                        let who = if self.rank == 0 {
+                            format!("PE {pe} to join")
+                        } else {
+                            "PE 0's answer (some PE has not joined)".to_string()
+                        };
+                        return Err(Error::Timeout {
+                            what: format!("{what}: {who}"),
+                            after: self.timeout,
+                        });
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.health.check(what)?;
+                    return Err(Error::PeerDied {
+                        pe,
+                        during: what.to_string(),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Runs `body` as the next collective, with its sequence number and deadline.
+    fn collective<T>(
+        &self,
+        name: &str,
+        body: impl FnOnce(u32, Instant, &str) -> Result<T>,
+    ) -> Result<T> {
+        let mut seq = lock(&self.seq);
+        let this = *seq;
+        *seq = seq.wrapping_add(1);
+        let what = format!("bootstrap {name} #{this} on PE {}", self.rank);
+        self.health.check(&what)?;
+        body(
+            this,
+            super::deadline_after(Instant::now(), self.timeout),
+            &what,
+        )
+    }
+
+    /// Every PE's blob, indexed by PE.
+    pub(crate) fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>> {
+        if self.nranks == 1 {
+            return Ok(vec![mine.to_vec()]);
+        }
+        self.collective("allgather", |seq, deadline, what| {
+            if self.rank == 0 {
+                let mut all = vec![mine.to_vec()];
+                for pe in 1..self.nranks {
+                    all.push(self.recv(pe, Kind::ALLGATHER, seq, deadline, what)?);
+                }
+                let mut e = Enc::default();
+                e.u32(all.len() as u32);
+                for blob in &all {
+                    e.bytes(blob);
+                }
+                for pe in 1..self.nranks {
+                    self.send(pe, Kind::ALLGATHER, seq, &e.0, what)?;
+                }
+                Ok(all)
+            } else {
+                self.send(0, Kind::ALLGATHER, seq, mine, what)?;
+                let reply = self.recv(0, Kind::ALLGATHER, seq, deadline, what)?;
+                decode_blobs(&reply, self.nranks).map_err(|why| Error::Refused {
+                    reason: format!("{what}: PE 0 sent a malformed result: {why}"),
+                })
+            }
+        })
+    }
+
+    /// `root`'s blob, on every PE.
+    pub(crate) fn broadcast(&self, root: usize, data: &[u8]) -> Result<Vec<u8>> {
+        if root >= self.nranks {
+            return Err(Error::PeOutOfRange {
+                pe: root as i64,
+                n_pes: self.nranks,
+                scope: "the job".into(),
+            });
+        }
+        if self.nranks == 1 {
+            return Ok(data.to_vec());
+        }
+        self.collective("broadcast", |seq, deadline, what| {
+            if self.rank == root {
+                let targets: Vec<usize> = if root == 0 {
+                    (1..self.nranks).collect()
+                } else {
+                    vec![0]
+                };
+                for pe in targets {
+                    self.send(pe, Kind::BROADCAST, seq, data, what)?;
+                }
+                Ok(data.to_vec())
+            } else if self.rank == 0 {
+                let d = self.recv(root, Kind::BROADCAST, seq, deadline, what)?;
+                for pe in (1..self.nranks).filter(|&pe| pe != root) {
+                    self.send(pe, Kind::BROADCAST, seq, &d, what)?;
+                }
+                Ok(d)
+            } else {
+                self.recv(0, Kind::BROADCAST, seq, deadline, what)
+            }
+        })
+    }
+
+    /// Returns once every PE has called it.
+    pub(crate) fn barrier(&self) -> Result<()> {
+        if self.nranks == 1 {
+            return Ok(());
+        }
+        self.collective("barrier", |seq, deadline, what| {
+            if self.rank == 0 {
+                for pe in 1..self.nranks {
+                    self.recv(pe, Kind::BARRIER, seq, deadline, what)?;
+                }
+                for pe in 1..self.nranks {
+                    self.send(pe, Kind::BARRIER, seq, &[], what)?;
+                }
+                Ok(())
+            } else {
+                self.send(0, Kind::BARRIER, seq, &[], what)?;
+                self.recv(0, Kind::BARRIER, seq, deadline, what).map(drop)
+            }
+        })
+    }
+
+    /// Clean shutdown after a barrier: a non-zero PE says goodbye and closes; PE 0 waits for
+    /// every goodbye (so nobody sees PE 0's end-of-file before it has stopped watching), then
+    /// closes.
+    pub(crate) fn finalize(mut self) -> Result<()> {
+        self.barrier()?;
+        self.closing.store(true, Ordering::Release);
+        if self.rank != 0 {
+            let _ = self.send(0, Kind::GOODBYE, 0, &[], "finalize");
+        } else {
+            let deadline = super::deadline_after(Instant::now(), self.timeout);
+            let pending = |s: &Star| {
+                s.links
+                    .iter()
+                    .flatten()
+                    .filter(|l| {
+                        !l.said_goodbye.load(Ordering::Acquire)
+                            && l.watcher.as_ref().is_some_and(|w| !w.is_finished())
+                    })
+                    .count()
+            };
+            while pending(&self) > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        self.close();
+        Ok(())
+    }
+
+    /// Stops the watchers: marks the close as intended, shuts the sockets (which wakes the
+    /// blocked reads), joins the threads. Never panics.
+    fn close(&mut self) {
+        self.closing.store(true, Ordering::Release);
+        for w in self.writers.iter().flatten() {
+            let _ = lock(w).shutdown(Shutdown::Both);
+        }
+        for link in self.links.iter_mut().flatten() {
+            if let Some(t) = link.watcher.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for Star {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn decode_blobs(payload: &[u8], nranks: usize) -> Result<Vec<Vec<u8>>, String> {
+    let mut d = Dec::new(payload);
+    let n = d.u32()? as usize;
+    if n != nranks {
+        return Err(format!("{n} blobs for {nranks} PEs"));
+    }
+    let blobs = (0..n)
+        .map(|_| d.bytes().map(<[u8]>::to_vec))
+        .collect::<Result<Vec<_>, _>>()?;
+    d.finish()?;
+    Ok(blobs)
+}
+
+/// The state one watcher thread owns.
+struct Watcher {
+    me: usize,
+    pe: usize,
+    stream: TcpStream,
+    tx: Sender<Frame>,
+    health: Health,
+    said_goodbye: Arc<AtomicBool>,
+    closing: Arc<AtomicBool>,
+    writers: Writers,
+}
+
+impl Watcher {
+    fn run(mut self) {
+        let end = loop {
+            match read_frame(&mut self.stream) {
+                Ok(f) if f.kind == Kind::GOODBYE => {
+                    self.said_goodbye.store(true, Ordering::Release)
+                }
+                Ok(f) if f.kind == Kind::DEAD => match Dec::new(&f.payload).u32() {
+                    Ok(dead) => {
+                        self.health.mark_dead(dead as usize);
+                    }
+                    Err(why) => break format!("bad peer-died notice: {why}"),
+                },
+                Ok(f) => {
+                    // The receiver is gone only when the Star is being dropped.
+                    if self.tx.send(f).is_err() {
+                        return;
+                    }
+                }
+                Err(ReadError::Eof) => break "end of file".to_string(),
+                Err(e) => break e.to_string(),
+            }
+        };
+        if self.closing.load(Ordering::Acquire) || self.said_goodbye.load(Ordering::Acquire) {
+            return;
+        }
+        tracing::debug!(
+            me = self.me,
+            pe = self.pe,
+            "bootstrap: connection to PE {} lost: {end}",
+            self.pe
+        );
+        self.health.mark_dead(self.pe);
+        if self.me == 0 {
+            let mut notice = Enc::default();
+            notice.u32(self.pe as u32);
+            for (other, w) in self.writers.iter().enumerate() {
+                if other != self.pe {
+                    if let Some(w) = w {
+                        let _ = write_frame(&mut *lock(w), Kind::DEAD, 0, &notice.0);
+                    }
+                }
+            }
+        }
+    }
+}

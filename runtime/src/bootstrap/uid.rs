@@ -1,0 +1,464 @@
+//! [`UniqueId`]: where PE 0 listens and the secret every PE must present.
+//!
+//! Two ways to get one: [`UniqueId::new`] on the process that will be PE 0 (the id's bytes are then
+//! handed to the others by torch.distributed, mpi4py, a file...), or [`UniqueId::from_env`] on
+//! every PE of a torchrun / mpirun job.
+
+use crate::env::Env;
+use crate::error::{Error, Result};
+use std::net::{
+    IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6, TcpListener, ToSocketAddrs, UdpSocket,
+};
+use std::sync::Mutex;
+
+/// Length of the secret.
+pub(crate) const SECRET_LEN: usize = 16;
+
+/// Encoding: magic, version, family, port, 16 address bytes, IPv6 scope id, secret.
+const ENCODED_LEN: usize = 4 + 1 + 1 + 2 + 16 + 4 + SECRET_LEN;
+const MAGIC: [u8; 4] = *b"RSHM";
+const ENCODING_VERSION: u8 = 1;
+
+/// The address of PE 0's bootstrap listener and a random 16-byte secret.
+///
+/// The NVSHMEM equivalent is `nvshmemx_uniqueid_t`. Cheap to copy; its `Debug` form hides the
+/// secret.
+#[doc(alias = "nvshmemx_uniqueid_t")]
+#[derive(Clone, PartialEq, Eq)]
+pub struct UniqueId {
+    pub(crate) addr: SocketAddr,
+    pub(crate) secret: [u8; SECRET_LEN],
+}
+
+impl std::fmt::Debug for UniqueId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UniqueId")
+            .field("addr", &self.addr)
+            .field("secret", &"<hidden>")
+            .finish()
+    }
+}
+
+/// Listeners bound by [`UniqueId::new`], waiting for `Bootstrap::connect` with rank 0 in this
+/// process. Keyed by the whole id, so two ids made in one process never get each other's socket.
+static PARKED: Mutex<Vec<(UniqueId, TcpListener)>> = Mutex::new(Vec::new());
+
+/// Takes the listener that [`UniqueId::new`] parked for `uid`, if this process made it.
+pub(crate) fn take_parked(uid: &UniqueId) -> Option<TcpListener> {
+    let mut parked = PARKED.lock().unwrap_or_else(|p| p.into_inner());
+    let i = parked.iter().position(|(id, _)| id == uid)?;
+    Some(parked.swap_remove(i).1)
+}
+
+impl UniqueId {
+    /// Makes a new id on the process that will be PE 0 (`nvshmemx_get_uniqueid`).
+    ///
+    /// Binds a TCP listener on port 0 of this host's routable address (the source address of
+    /// the default route; 127.0.0.1 when there is none) and keeps it for the later
+    /// `Bootstrap::connect(&id, 0, ..)` in this process.
+    ///
+    /// # Errors
+    /// [`Error::Os`] when no listener can be bound or no random secret can be drawn.
+    #[doc(alias = "nvshmemx_get_uniqueid")]
+    pub fn new() -> Result<UniqueId> {
+        let ip = routable_ip();
+        let listener = TcpListener::bind((ip, 0))
+            .or_else(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+            .map_err(|e| Error::os(format!("bind the bootstrap listener on {ip}:0"), e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::os("getsockname of the bootstrap listener", e))?;
+        let mut secret = [0u8; SECRET_LEN];
+        getrandom::fill(&mut secret).map_err(|e| {
+            Error::os(
+                "getrandom for the bootstrap secret",
+                std::io::Error::other(e.to_string()),
+            )
+        })?;
+        let uid = UniqueId { addr, secret };
+        tracing::debug!(%addr, "bootstrap: unique id made, listener parked");
+        PARKED
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((uid.clone(), listener));
+        Ok(uid)
+    }
+
+    /// The fixed-size (44 bytes), versioned encoding, to hand to the other PEs.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(ENCODED_LEN);
+        b.extend_from_slice(&MAGIC);
+        b.push(ENCODING_VERSION);
+        let (family, ip, scope) = match self.addr {
+            SocketAddr::V4(a) => {
+                let mut ip = [0u8; 16];
+                ip[..4].copy_from_slice(&a.ip().octets());
+                (4u8, ip, 0u32)
+            }
+            SocketAddr::V6(a) => (6u8, a.ip().octets(), a.scope_id()),
+        };
+        b.push(family);
+        b.extend_from_slice(&self.addr.port().to_be_bytes());
+        b.extend_from_slice(&ip);
+        b.extend_from_slice(&scope.to_le_bytes());
+        b.extend_from_slice(&self.secret);
+        b
+    }
+
+    /// Decodes [`UniqueId::to_bytes`].
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the bytes are not an id of this encoding version.
+    pub fn from_bytes(b: &[u8]) -> Result<UniqueId> {
+        let bad = |why: String| Error::InvalidArgument(format!("not an rshmem unique id: {why}"));
+        if b.len() != ENCODED_LEN {
+            return Err(bad(format!("{} bytes, an id has {ENCODED_LEN}", b.len())));
+        }
+        if b[..4] != MAGIC {
+            return Err(bad(format!("bad magic {:02x?}", &b[..4])));
+        }
+        if b[4] != ENCODING_VERSION {
+            return Err(bad(format!(
+                "encoding version {} (this build reads {ENCODING_VERSION}); use the same rshmem on every PE",
+                b[4]
+            )));
+        }
+        let port = u16::from_be_bytes([b[6], b[7]]);
+        if port == 0 {
+            return Err(bad("port 0".into()));
+        }
+        let ip: [u8; 16] = b[8..24]
+            .try_into()
+            .map_err(|_| bad("short address".into()))?;
+        let scope = u32::from_le_bytes(
+            b[24..28]
+                .try_into()
+                .map_err(|_| bad("short scope".into()))?,
+        );
+        let addr = match b[5] {
+            4 if ip[4..].iter().all(|&x| x == 0) && scope == 0 => {
+                SocketAddr::from((Ipv4Addr::new(ip[0], ip[1], ip[2], ip[3]), port))
+            }
+            6 => SocketAddr::V6(SocketAddrV6::new(Ipv6Addr::from(ip), port, 0, scope)),
+            f => {
+                return Err(bad(format!(
+                    "address family byte {f} with address {ip:02x?}"
+                )))
+            }
+        };
+        let secret = b[28..].try_into().map_err(|_| bad("short secret".into()))?;
+        Ok(UniqueId { addr, secret })
+    }
+
+    /// Builds the id, rank and PE count from a torchrun or mpirun environment.
+    ///
+    /// Reads `MASTER_ADDR`, `RSHMEM_BOOTSTRAP_PORT` (default `MASTER_PORT + 1`, since torchrun's
+    /// agent already listens on `MASTER_PORT`), and `RANK`/`WORLD_SIZE` (or
+    /// `OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE`, or `PMI_RANK`/`PMI_SIZE`). The secret is
+    /// `RSHMEM_BOOTSTRAP_SECRET` if set, else derived from `TORCHELASTIC_RUN_ID`, `MASTER_ADDR`,
+    /// the port and `WORLD_SIZE`. A derived secret keeps two jobs that reuse an address and port
+    /// apart; it is not a defence against other users of the host, who can read the same
+    /// variables from `/proc` (set `RSHMEM_BOOTSTRAP_SECRET` from a private source for that).
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming a variable with a bad value, or `MASTER_PORT` when neither port
+    /// variable is set. `Ok(None)` when `MASTER_ADDR` or the rank and size are absent.
+    pub fn from_env() -> Result<Option<(UniqueId, usize, usize)>> {
+        from_lookup(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+    }
+}
+
+/// [`UniqueId::from_env`] over any variable lookup (unit tests pass a map).
+pub(crate) fn from_lookup(
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<Option<(UniqueId, usize, usize)>> {
+    let Some(master) = get("MASTER_ADDR") else {
+        return Ok(None);
+    };
+    let families = [
+        ("RANK", "WORLD_SIZE"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+        ("PMI_RANK", "PMI_SIZE"),
+    ];
+    let Some(&(rank_var, size_var)) = families.iter().find(|(r, _)| get(r).is_some()) else {
+        return Ok(None);
+    };
+    let Some(size_text) = get(size_var) else {
+        return Ok(None);
+    };
+    let rank = parse_num(rank_var, get(rank_var).unwrap_or_default())?;
+    let nranks = parse_num(size_var, size_text.clone())?;
+    if nranks == 0 || rank >= nranks {
+        return Err(Error::Config {
+            var: rank_var,
+            value: rank.to_string(),
+            reason: format!("must be below {size_var}={nranks} (and {size_var} above 0)"),
+        });
+    }
+    let rshmem = Env::from_lookup(&get)?;
+    let port = match (rshmem.bootstrap_port, get("MASTER_PORT")) {
+        (Some(p), _) => p,
+        (None, Some(mp)) => mp
+            .trim()
+            .parse::<u16>()
+            .ok()
+            .and_then(|p| p.checked_add(1))
+            .filter(|&p| p > 1)
+            .ok_or_else(|| Error::Config {
+                var: "MASTER_PORT",
+                value: mp.clone(),
+                reason: "expected a port number below 65535 (rshmem listens on MASTER_PORT + 1); \
+                         or set RSHMEM_BOOTSTRAP_PORT"
+                    .into(),
+            })?,
+        (None, None) => {
+            return Err(Error::Config {
+                var: "MASTER_PORT",
+                value: String::new(),
+                reason: "MASTER_ADDR is set but neither MASTER_PORT nor RSHMEM_BOOTSTRAP_PORT is; \
+                         set one so PE 0 knows where to listen"
+                    .into(),
+            })
+        }
+    };
+    let addr = resolve(&master, port)?;
+    let secret = match &rshmem.bootstrap_secret {
+        Some(s) => hash128(&[b"rshmem-secret", s.as_bytes()]),
+        None => hash128(&[
+            b"rshmem-job",
+            get("TORCHELASTIC_RUN_ID").unwrap_or_default().as_bytes(),
+            master.as_bytes(),
+            port.to_string().as_bytes(),
+            size_text.trim().as_bytes(),
+        ]),
+    };
+    Ok(Some((UniqueId { addr, secret }, rank, nranks)))
+}
+
+fn parse_num(var: &'static str, text: String) -> Result<usize> {
+    text.trim().parse::<usize>().map_err(|_| Error::Config {
+        var,
+        value: text,
+        reason: "expected a non-negative integer".into(),
+    })
+}
+
+/// Resolves `MASTER_ADDR` (an IP literal or a host name), preferring IPv4.
+fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    let bad = |reason: String| Error::Config {
+        var: "MASTER_ADDR",
+        value: host.to_string(),
+        reason,
+    };
+    let addrs: Vec<SocketAddr> = (host.trim(), port)
+        .to_socket_addrs()
+        .map_err(|e| bad(format!("cannot resolve it: {e}")))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| bad("it resolves to no address".into()))
+}
+
+/// This host's address on the default route, found by "connecting" a UDP socket (which sends
+/// nothing) to a documentation address and reading the source address the kernel picked.
+fn routable_ip() -> IpAddr {
+    let probe = || -> std::io::Result<IpAddr> {
+        let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))?;
+        s.connect((Ipv4Addr::new(192, 0, 2, 1), 9))?;
+        Ok(s.local_addr()?.ip())
+    };
+    match probe() {
+        Ok(ip) if !ip.is_unspecified() => ip,
+        _ => IpAddr::V4(Ipv4Addr::LOCALHOST),
+    }
+}
+
+/// FNV-1a over the parts, 128 bits, with a separator between parts. Not cryptographic: it only
+/// has to make different jobs' secrets differ.
+fn hash128(parts: &[&[u8]]) -> [u8; SECRET_LEN] {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013b;
+    let mut h = OFFSET;
+    for part in parts {
+        for &b in part.iter().chain(&[0xff]) {
+            h ^= u128::from(b);
+            h = h.wrapping_mul(PRIME);
+        }
+    }
+    h.to_le_bytes()
+}
+
+/// Compares secrets without an early exit, so timing does not reveal a matching prefix.
+pub(crate) fn secrets_equal(a: &[u8; SECRET_LEN], b: &[u8; SECRET_LEN]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn lookup(pairs: &[(&str, &str)]) -> Result<Option<(UniqueId, usize, usize)>> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn round_trip_v4_and_v6() {
+        let a = UniqueId {
+            addr: "10.1.2.3:29501".parse().unwrap(),
+            secret: [7; SECRET_LEN],
+        };
+        let b = UniqueId {
+            addr: SocketAddr::V6(SocketAddrV6::new("fe80::1".parse().unwrap(), 4000, 0, 3)),
+            secret: *b"0123456789abcdef",
+        };
+        for id in [a, b] {
+            let bytes = id.to_bytes();
+            assert_eq!(bytes.len(), ENCODED_LEN);
+            assert_eq!(UniqueId::from_bytes(&bytes).unwrap(), id);
+        }
+    }
+
+    #[test]
+    fn new_parks_a_listener_that_can_be_taken_once() {
+        let id = UniqueId::new().unwrap();
+        assert_ne!(id.addr.port(), 0);
+        assert_eq!(UniqueId::from_bytes(&id.to_bytes()).unwrap(), id);
+        let other = UniqueId::new().unwrap();
+        assert_ne!(id.secret, other.secret);
+        let l = take_parked(&id).expect("parked listener");
+        assert_eq!(l.local_addr().unwrap(), id.addr);
+        assert!(take_parked(&id).is_none());
+        assert!(take_parked(&other).is_some());
+        assert!(format!("{id:?}").contains("<hidden>"));
+    }
+
+    #[test]
+    fn garbage_is_rejected() {
+        let good = UniqueId {
+            addr: "127.0.0.1:5000".parse().unwrap(),
+            secret: [1; SECRET_LEN],
+        }
+        .to_bytes();
+        let is_invalid =
+            |b: &[u8]| matches!(UniqueId::from_bytes(b), Err(Error::InvalidArgument(_)));
+        assert!(is_invalid(&[]));
+        assert!(is_invalid(&good[..good.len() - 1]));
+        assert!(is_invalid(&[good.clone(), vec![0]].concat()));
+        for (at, value) in [(0, b'X'), (4, 99), (5, 5), (7, 0), (12, 1)] {
+            let mut b = good.clone();
+            b[at] = value;
+            if at == 7 {
+                b[6] = 0;
+            }
+            assert!(is_invalid(&b), "byte {at} = {value}");
+        }
+        let msg = UniqueId::from_bytes(b"hello").unwrap_err().to_string();
+        assert!(msg.contains("5 bytes") && msg.contains("44"), "{msg}");
+    }
+
+    #[test]
+    fn env_variants() {
+        assert!(lookup(&[]).unwrap().is_none());
+        assert!(lookup(&[("RANK", "0"), ("WORLD_SIZE", "2")])
+            .unwrap()
+            .is_none());
+        assert!(lookup(&[("MASTER_ADDR", "127.0.0.1")]).unwrap().is_none());
+        let base = [
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+            ("RANK", "1"),
+            ("WORLD_SIZE", "4"),
+        ];
+        let (id, rank, n) = lookup(&base).unwrap().unwrap();
+        assert_eq!(
+            (id.addr, rank, n),
+            ("127.0.0.1:29501".parse().unwrap(), 1, 4)
+        );
+        // Every PE of the job derives the same secret; another run id gives another one.
+        let (id0, ..) = lookup(&[base[0], base[1], ("RANK", "0"), base[3]])
+            .unwrap()
+            .unwrap();
+        assert_eq!(id0, id);
+        let (other, ..) = lookup(&[
+            base[0],
+            base[1],
+            base[2],
+            base[3],
+            ("TORCHELASTIC_RUN_ID", "x"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_ne!(other.secret, id.secret);
+        let (explicit, ..) = lookup(&[
+            base[0],
+            base[2],
+            base[3],
+            ("RSHMEM_BOOTSTRAP_PORT", "4000"),
+            ("RSHMEM_BOOTSTRAP_SECRET", "s"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!(explicit.addr.port(), 4000);
+        assert_ne!(explicit.secret, id.secret);
+        let (mpi, rank, n) = lookup(&[
+            base[0],
+            base[1],
+            ("OMPI_COMM_WORLD_RANK", "2"),
+            ("OMPI_COMM_WORLD_SIZE", "3"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert_eq!((mpi.addr.port(), rank, n), (29501, 2, 3));
+        let (_, rank, n) = lookup(&[base[0], base[1], ("PMI_RANK", "0"), ("PMI_SIZE", "1")])
+            .unwrap()
+            .unwrap();
+        assert_eq!((rank, n), (0, 1));
+    }
+
+    #[test]
+    fn env_errors_name_the_variable() {
+        let err = |pairs: &[(&str, &str)]| lookup(pairs).unwrap_err().to_string();
+        let m = err(&[
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+        ]);
+        assert!(m.contains("MASTER_PORT"), "{m}");
+        let m = err(&[
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "1"),
+            ("RANK", "2"),
+            ("WORLD_SIZE", "2"),
+        ]);
+        assert!(m.contains("RANK") && m.contains("WORLD_SIZE=2"), "{m}");
+        let m = err(&[
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "65535"),
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+        ]);
+        assert!(m.contains("MASTER_PORT"), "{m}");
+        let m = err(&[
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "80"),
+            ("RANK", "x"),
+            ("WORLD_SIZE", "2"),
+        ]);
+        assert!(m.contains("RANK"), "{m}");
+        let m = err(&[
+            ("MASTER_ADDR", "no such host.invalid"),
+            ("MASTER_PORT", "80"),
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+        ]);
+        assert!(m.contains("MASTER_ADDR"), "{m}");
+    }
+}

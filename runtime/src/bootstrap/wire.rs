@@ -1,0 +1,402 @@
+//! Framing of the bootstrap's TCP messages, and a tiny encoder/decoder for their payloads.
+//!
+//! A frame is a 20-byte header then `len` payload bytes:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..4 | magic `RSHB` (a stray client or a wrong port fails here, not deep in a parse) |
+//! | 4 | [`Kind`] |
+//! | 5..8 | zero |
+//! | 8..12 | sequence number of the collective (little endian `u32`, wraps) |
+//! | 12..20 | payload length (little endian `u64`) |
+//!
+//! Payload fields are little endian; byte strings carry a `u64` length prefix.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Version of the handshake and message formats; a peer with another one is refused.
+pub(crate) const PROTOCOL_VERSION: u32 = 1;
+
+const MAGIC: [u8; 4] = *b"RSHB";
+
+/// Size of a frame header.
+pub(crate) const HEADER_LEN: usize = 20;
+
+/// Payloads at most this long are copied behind the header and sent with one write (one TCP
+/// segment for small collectives); longer ones go out as two writes to avoid the copy.
+const COALESCE_LIMIT: usize = 64 << 10;
+
+/// Payload buffers grow at most this much ahead of the bytes actually received, so a garbage
+/// length field cannot make us allocate gigabytes up front.
+const GROW_STEP: usize = 1 << 20;
+
+/// What a frame carries. A `u8` newtype with named values, so unknown values read from the
+/// network stay representable and get reported instead of panicking.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Kind(pub(crate) u8);
+
+impl Kind {
+    /// Client to PE 0: secret, rank, nranks, pid, host identity.
+    pub(crate) const HELLO: Kind = Kind(1);
+    /// PE 0 to client: the connection is refused; payload is the reason (UTF-8).
+    pub(crate) const REFUSE: Kind = Kind(2);
+    /// PE 0 to client: every PE arrived; payload is the table of all PEs.
+    pub(crate) const WELCOME: Kind = Kind(3);
+    /// PE 0 to client: PE 0 gave up on the job (e.g. a rank never arrived); payload is why.
+    pub(crate) const ABORT: Kind = Kind(4);
+    /// Allgather contribution (to PE 0) or result (from PE 0).
+    pub(crate) const ALLGATHER: Kind = Kind(10);
+    /// Broadcast data, to PE 0 from the root or from PE 0 to the others.
+    pub(crate) const BROADCAST: Kind = Kind(11);
+    /// Barrier arrival (to PE 0) or release (from PE 0).
+    pub(crate) const BARRIER: Kind = Kind(12);
+    /// PE 0 to client: the PE in the payload (`u32`) died.
+    pub(crate) const DEAD: Kind = Kind(20);
+    /// Either way: this side is finalizing; the end-of-file that follows is not a death.
+    pub(crate) const GOODBYE: Kind = Kind(21);
+
+    /// A name for messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::HELLO => "hello",
+            Kind::REFUSE => "refuse",
+            Kind::WELCOME => "welcome",
+            Kind::ABORT => "abort",
+            Kind::ALLGATHER => "allgather",
+            Kind::BROADCAST => "broadcast",
+            Kind::BARRIER => "barrier",
+            Kind::DEAD => "peer-died notice",
+            Kind::GOODBYE => "goodbye",
+            _ => "unknown message",
+        }
+    }
+}
+
+/// One received message.
+#[derive(Debug)]
+pub(crate) struct Frame {
+    /// What it is.
+    pub(crate) kind: Kind,
+    /// Collective sequence number (0 for handshake and control messages).
+    pub(crate) seq: u32,
+    /// The payload.
+    pub(crate) payload: Vec<u8>,
+}
+
+/// Why reading a frame stopped.
+#[derive(Debug)]
+pub(crate) enum ReadError {
+    /// The peer closed the connection at a frame boundary.
+    Eof,
+    /// The deadline passed.
+    Timeout,
+    /// The bytes are not an rshmem frame.
+    Garbage(String),
+    /// The socket failed (including end-of-file inside a frame).
+    Io(io::Error),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Eof => write!(f, "the connection was closed"),
+            ReadError::Timeout => write!(f, "nothing arrived in time"),
+            ReadError::Garbage(why) => write!(f, "not an rshmem bootstrap message ({why})"),
+            ReadError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+fn header(kind: Kind, seq: u32, len: usize) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..4].copy_from_slice(&MAGIC);
+    h[4] = kind.0;
+    h[8..12].copy_from_slice(&seq.to_le_bytes());
+    h[12..20].copy_from_slice(&(len as u64).to_le_bytes());
+    h
+}
+
+fn parse_header(h: &[u8; HEADER_LEN]) -> Result<(Kind, u32, u64), ReadError> {
+    if h[..4] != MAGIC {
+        return Err(ReadError::Garbage(format!("bad magic {:02x?}", &h[..4])));
+    }
+    if h[5..8] != [0, 0, 0] {
+        return Err(ReadError::Garbage(format!(
+            "reserved bytes {:02x?} are not zero",
+            &h[5..8]
+        )));
+    }
+    let seq = u32::from_le_bytes(h[8..12].try_into().unwrap_or_default());
+    let len = u64::from_le_bytes(h[12..20].try_into().unwrap_or_default());
+    Ok((Kind(h[4]), seq, len))
+}
+
+/// Writes one frame.
+pub(crate) fn write_frame(
+    w: &mut impl Write,
+    kind: Kind,
+    seq: u32,
+    payload: &[u8],
+) -> io::Result<()> {
+    let h = header(kind, seq, payload.len());
+    if payload.len() <= COALESCE_LIMIT {
+        let mut buf = Vec::with_capacity(HEADER_LEN + payload.len());
+        buf.extend_from_slice(&h);
+        buf.extend_from_slice(payload);
+        w.write_all(&buf)?;
+    } else {
+        w.write_all(&h)?;
+        w.write_all(payload)?;
+    }
+    w.flush()
+}
+
+/// Reads one frame, blocking as long as it takes (the watcher threads: they are woken by
+/// `shutdown` of the socket, not by a timeout).
+pub(crate) fn read_frame(r: &mut impl Read) -> Result<Frame, ReadError> {
+    let mut h = [0u8; HEADER_LEN];
+    let mut got = 0;
+    while got < HEADER_LEN {
+        match r.read(&mut h[got..]) {
+            Ok(0) if got == 0 => return Err(ReadError::Eof),
+            Ok(0) => return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into())),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ReadError::Io(e)),
+        }
+    }
+    let (kind, seq, len) = parse_header(&h)?;
+    let mut payload = Vec::new();
+    let read = r
+        .take(len)
+        .read_to_end(&mut payload)
+        .map_err(ReadError::Io)?;
+    if (read as u64) < len {
+        return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into()));
+    }
+    Ok(Frame { kind, seq, payload })
+}
+
+/// Reads one frame, giving up at `deadline` (the handshake, where no watcher runs yet).
+///
+/// Reads in slices of at most one second so that a partial frame is never lost to a timeout
+/// (`read_exact` would drop what it had read).
+pub(crate) fn read_frame_until(s: &mut TcpStream, deadline: Instant) -> Result<Frame, ReadError> {
+    let mut h = [0u8; HEADER_LEN];
+    if !fill(s, &mut h, deadline, true)? {
+        return Err(ReadError::Eof);
+    }
+    let (kind, seq, len) = parse_header(&h)?;
+    let len = usize::try_from(len).map_err(|_| ReadError::Garbage(format!("length {len}")))?;
+    let mut payload = Vec::new();
+    while payload.len() < len {
+        let start = payload.len();
+        payload.resize(start + (len - start).min(GROW_STEP), 0);
+        fill(s, &mut payload[start..], deadline, false)?;
+    }
+    // Leave the socket blocking without a timeout for whoever uses it next.
+    s.set_read_timeout(None).map_err(ReadError::Io)?;
+    Ok(Frame { kind, seq, payload })
+}
+
+/// Fills `buf`; returns `Ok(false)` on end-of-file before the first byte when `eof_ok`.
+fn fill(
+    s: &mut TcpStream,
+    buf: &mut [u8],
+    deadline: Instant,
+    eof_ok: bool,
+) -> Result<bool, ReadError> {
+    let mut got = 0;
+    while got < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(ReadError::Timeout);
+        }
+        s.set_read_timeout(Some(left.min(Duration::from_secs(1))))
+            .map_err(ReadError::Io)?;
+        match s.read(&mut buf[got..]) {
+            Ok(0) if got == 0 && eof_ok => return Ok(false),
+            Ok(0) => return Err(ReadError::Io(io::ErrorKind::UnexpectedEof.into())),
+            Ok(n) => got += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock
+                        | io::ErrorKind::TimedOut
+                        | io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => return Err(ReadError::Io(e)),
+        }
+    }
+    Ok(true)
+}
+
+/// Builds a payload.
+#[derive(Default)]
+pub(crate) struct Enc(pub(crate) Vec<u8>);
+
+impl Enc {
+    pub(crate) fn u32(&mut self, v: u32) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub(crate) fn u64(&mut self, v: u64) -> &mut Self {
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    pub(crate) fn raw(&mut self, v: &[u8]) -> &mut Self {
+        self.0.extend_from_slice(v);
+        self
+    }
+    pub(crate) fn bytes(&mut self, v: &[u8]) -> &mut Self {
+        self.u64(v.len() as u64).raw(v)
+    }
+    pub(crate) fn str(&mut self, v: &str) -> &mut Self {
+        self.bytes(v.as_bytes())
+    }
+}
+
+/// Reads a payload; every getter fails on a short buffer instead of panicking.
+pub(crate) struct Dec<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Dec<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Dec { buf, pos: 0 }
+    }
+    pub(crate) fn raw(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| {
+                format!(
+                    "payload too short: wanted {n} bytes at offset {} of {}",
+                    self.pos,
+                    self.buf.len()
+                )
+            })?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(
+            self.raw(4)?.try_into().unwrap_or_default(),
+        ))
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(
+            self.raw(8)?.try_into().unwrap_or_default(),
+        ))
+    }
+    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], String> {
+        let n = self.u64()?;
+        self.raw(usize::try_from(n).map_err(|_| format!("length {n} too large"))?)
+    }
+    pub(crate) fn str(&mut self) -> Result<String, String> {
+        let b = self.bytes()?;
+        String::from_utf8(b.to_vec()).map_err(|_| "a text field is not UTF-8".to_string())
+    }
+    /// Fails if bytes are left over (a peer speaking another format).
+    pub(crate) fn finish(&self) -> Result<(), String> {
+        if self.pos == self.buf.len() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} unexpected trailing bytes",
+                self.buf.len() - self.pos
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_back_to_back() {
+        let big = vec![7u8; COALESCE_LIMIT + 5];
+        let mut buf = Vec::new();
+        write_frame(&mut buf, Kind::ALLGATHER, 9, b"abc").unwrap();
+        write_frame(&mut buf, Kind::BARRIER, u32::MAX, b"").unwrap();
+        write_frame(&mut buf, Kind::BROADCAST, 1, &big).unwrap();
+        let mut r = &buf[..];
+        let f = read_frame(&mut r).unwrap();
+        assert_eq!(
+            (f.kind, f.seq, f.payload.as_slice()),
+            (Kind::ALLGATHER, 9, &b"abc"[..])
+        );
+        let f = read_frame(&mut r).unwrap();
+        assert_eq!(
+            (f.kind, f.seq, f.payload.len()),
+            (Kind::BARRIER, u32::MAX, 0)
+        );
+        let f = read_frame(&mut r).unwrap();
+        assert_eq!((f.kind, f.payload), (Kind::BROADCAST, big));
+        assert!(matches!(read_frame(&mut r), Err(ReadError::Eof)));
+    }
+
+    #[test]
+    fn garbage_and_truncation_are_errors() {
+        let mut r = &b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"[..];
+        assert!(matches!(read_frame(&mut r), Err(ReadError::Garbage(_))));
+        let mut buf = Vec::new();
+        write_frame(&mut buf, Kind::ALLGATHER, 1, b"hello").unwrap();
+        for cut in 1..buf.len() {
+            let mut r = &buf[..cut];
+            assert!(
+                matches!(read_frame(&mut r), Err(ReadError::Io(_))),
+                "cut at {cut}"
+            );
+        }
+        // A huge length with no bytes behind it ends in EOF, not in a huge allocation.
+        let mut r = &header(Kind::ALLGATHER, 0, usize::MAX >> 1)[..];
+        assert!(matches!(read_frame(&mut r), Err(ReadError::Io(_))));
+    }
+
+    #[test]
+    fn deadline_read_over_tcp() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let t0 = Instant::now();
+        let r = read_frame_until(&mut s, t0 + Duration::from_millis(200));
+        assert!(matches!(r, Err(ReadError::Timeout)));
+        assert!(t0.elapsed() >= Duration::from_millis(200));
+        write_frame(&mut c, Kind::HELLO, 0, &[1, 2, 3]).unwrap();
+        let f = read_frame_until(&mut s, Instant::now() + Duration::from_secs(5)).unwrap();
+        assert_eq!((f.kind, f.payload), (Kind::HELLO, vec![1, 2, 3]));
+        drop(c);
+        assert!(matches!(
+            read_frame_until(&mut s, Instant::now() + Duration::from_secs(5)),
+            Err(ReadError::Eof)
+        ));
+    }
+
+    #[test]
+    fn decoder_rejects_short_and_trailing() {
+        let mut e = Enc::default();
+        e.u32(5).str("host").bytes(&[9; 3]).u64(1 << 40);
+        let mut d = Dec::new(&e.0);
+        assert_eq!(d.u32().unwrap(), 5);
+        assert_eq!(d.str().unwrap(), "host");
+        assert_eq!(d.bytes().unwrap(), &[9, 9, 9]);
+        assert_eq!(d.u64().unwrap(), 1 << 40);
+        d.finish().unwrap();
+        let mut d = Dec::new(&e.0[..6]);
+        d.u32().unwrap();
+        assert!(d.str().is_err());
+        let mut d = Dec::new(&e.0);
+        d.u32().unwrap();
+        assert!(d.finish().is_err());
+        let mut huge = Enc::default();
+        huge.u64(u64::MAX);
+        assert!(Dec::new(&huge.0).bytes().is_err());
+    }
+}
