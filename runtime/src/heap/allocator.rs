@@ -406,26 +406,4 @@ mod tests {
             }
         }
     }
-
-    /// Cost of one malloc/free pair: `cargo test --release -p rshmem --lib alloc_cost -- --ignored --nocapture`.
-    #[test]
-    #[ignore = "measurement, not a check"]
-    fn alloc_cost() {
-        for live in [0usize, 100, 1000] {
-            let mut a = grown(1 << 40);
-            // Fragment the heap: `live` allocations with holes between them.
-            let keep: Vec<usize> = (0..2 * live).map(|_| a.malloc(4096, 0).unwrap().unwrap()).collect();
-            for off in keep.iter().step_by(2) {
-                a.free(*off).unwrap();
-            }
-            let n = 200_000;
-            let t = std::time::Instant::now();
-            for i in 0..n {
-                let off = a.malloc(8192 + (i % 7) * 256, 0).unwrap().unwrap();
-                a.free(std::hint::black_box(off)).unwrap();
-            }
-            let per = t.elapsed() / n as u32;
-            println!("allocator malloc+free pair, {live} live blocks and {live} holes: {per:?}");
-        }
-    }
 }

@@ -42,3 +42,25 @@ pub trait Group {
     /// As [`Group::allgather`].
     fn allgather_local_fds(&self, fd: BorrowedFd<'_>) -> Result<Vec<Option<OwnedFd>>>;
 }
+
+impl Group for crate::bootstrap::Bootstrap {
+    fn rank(&self) -> usize {
+        crate::bootstrap::Bootstrap::rank(self)
+    }
+    fn nranks(&self) -> usize {
+        crate::bootstrap::Bootstrap::nranks(self)
+    }
+    fn node_view(&self) -> NodeView {
+        let n = self.node();
+        NodeView { local_pes: n.local_pes.clone(), local_index: n.local_index, node_of: n.node_of.clone() }
+    }
+    fn allgather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        crate::bootstrap::Bootstrap::allgather(self, data)
+    }
+    fn barrier(&self) -> Result<()> {
+        crate::bootstrap::Bootstrap::barrier(self)
+    }
+    fn allgather_local_fds(&self, fd: BorrowedFd<'_>) -> Result<Vec<Option<OwnedFd>>> {
+        self.local().allgather_fds(fd)
+    }
+}

@@ -23,6 +23,7 @@ pub mod layout;
 pub mod segment;
 
 use crate::backend::{MemoryBackend, Reservation};
+use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
 use agree::{agree, Call, Op};
 use allocator::{round_up, Allocator, MIN_ALIGN};
@@ -85,6 +86,58 @@ impl std::fmt::Debug for SymmetricHeap {
 }
 
 impl SymmetricHeap {
+    /// Creates the heap (the heap part of `nvshmem_init`). Collective: every PE of `boot`
+    /// must call it with the same `bound` (`RSHMEM_SYMMETRIC_SIZE`) and `growth`
+    /// (`RSHMEM_HEAP_GROWTH`). Reserves `node-local PEs x bound` bytes of addresses; maps
+    /// nothing yet.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] (on every PE) when PEs pass different bounds or growth steps;
+    /// [`Error::Os`] / [`Error::Driver`] when the addresses cannot be reserved; bootstrap errors.
+    pub fn new(backend: Arc<dyn MemoryBackend>, boot: &Bootstrap, bound: usize, growth: usize) -> Result<SymmetricHeap> {
+        Self::new_in(backend, boot, bound, growth)
+    }
+
+    /// `shmem_malloc` / `shmem_align`: `size` bytes aligned to `align` (0 or anything up to 256
+    /// gives 256). Collective: every PE must pass the same `size` and `align`. Grows the heap
+    /// when needed. Returns the local address; 0 for size 0 (nothing is allocated).
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::Mismatch`] naming the first PE whose call differs (size,
+    /// alignment, another heap call, or a different number of heap calls so far);
+    /// [`Error::HeapExhausted`] past the bound; [`Error::InvalidArgument`] for an alignment that
+    /// is not a power of two. Bootstrap errors ([`Error::PeerDied`], [`Error::Timeout`]).
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/memory.html>
+    #[doc(alias = "nvshmem_malloc")]
+    #[doc(alias = "nvshmem_align")]
+    pub fn malloc(&self, boot: &Bootstrap, size: usize, align: usize) -> Result<usize> {
+        self.malloc_in(boot, size, align)
+    }
+
+    /// `shmem_calloc`: `count * size` zeroed bytes. Collective, as [`SymmetricHeap::malloc`];
+    /// ends with a barrier so no peer writes into this PE's block before it is zeroed.
+    ///
+    /// # Errors
+    /// As [`SymmetricHeap::malloc`]; [`Error::InvalidArgument`] (on every PE) when
+    /// `count * size` overflows.
+    #[doc(alias = "nvshmem_calloc")]
+    pub fn calloc(&self, boot: &Bootstrap, count: usize, size: usize) -> Result<usize> {
+        self.calloc_in(boot, count, size)
+    }
+
+    /// `shmem_free`. Collective: every PE must free the same allocation; `free(0)` does
+    /// nothing (but is still a collective call). Every PE has entered it before any returns.
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::Mismatch`] when PEs free different offsets;
+    /// [`Error::InvalidArgument`] when `addr` is not the start of a live allocation.
+    #[doc(alias = "nvshmem_free")]
+    pub fn free(&self, boot: &Bootstrap, addr: usize) -> Result<()> {
+        self.free_in(boot, addr)
+    }
+
     /// Creates the heap. Collective over all PEs of `group`; reserves the range, maps nothing.
     ///
     /// # Errors

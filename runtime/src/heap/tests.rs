@@ -11,9 +11,39 @@ use crate::backend::host::HostBackend;
 use crate::backend::{AmoOp, Width};
 use crate::error::{Error, Result};
 use std::os::fd::{BorrowedFd, OwnedFd};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 const MIB: usize = 1 << 20;
+
+/// A barrier that panics instead of hanging when a PE thread never arrives (it panicked).
+struct Barrier {
+    n: usize,
+    state: Mutex<(usize, u64)>, // (arrived, generation)
+    cv: Condvar,
+}
+
+impl Barrier {
+    fn new(n: usize) -> Barrier {
+        Barrier { n, state: Mutex::new((0, 0)), cv: Condvar::new() }
+    }
+
+    fn wait(&self) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let generation = st.1;
+        st.0 += 1;
+        if st.0 == self.n {
+            *st = (0, generation + 1);
+            self.cv.notify_all();
+            return;
+        }
+        let (st, timeout) = self
+            .cv
+            .wait_timeout_while(st, Duration::from_secs(20), |st| st.1 == generation)
+            .unwrap_or_else(|p| p.into_inner());
+        assert!(!timeout.timed_out() || st.1 != generation, "a PE thread never reached the barrier (it failed)");
+    }
+}
 
 struct Hub {
     node_of: Vec<usize>,
@@ -42,9 +72,9 @@ impl Group for ThreadPe {
         NodeView { local_pes, local_index, node_of }
     }
     fn allgather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
-        self.hub.data.lock().unwrap()[self.rank] = data.to_vec();
+        self.hub.data.lock().unwrap_or_else(|p| p.into_inner())[self.rank] = data.to_vec();
         self.hub.barrier.wait();
-        let all = self.hub.data.lock().unwrap().clone();
+        let all = self.hub.data.lock().unwrap_or_else(|p| p.into_inner()).clone();
         self.hub.barrier.wait();
         Ok(all)
     }
@@ -53,11 +83,11 @@ impl Group for ThreadPe {
         Ok(())
     }
     fn allgather_local_fds(&self, fd: BorrowedFd<'_>) -> Result<Vec<Option<OwnedFd>>> {
-        self.hub.fds.lock().unwrap()[self.rank] = Some(fd.try_clone_to_owned().unwrap());
+        self.hub.fds.lock().unwrap_or_else(|p| p.into_inner())[self.rank] = Some(fd.try_clone_to_owned().unwrap());
         self.hub.barrier.wait();
         let node = self.node_view();
         let out = {
-            let fds = self.hub.fds.lock().unwrap();
+            let fds = self.hub.fds.lock().unwrap_or_else(|p| p.into_inner());
             node.local_pes
                 .iter()
                 .map(|&p| (p != self.rank).then(|| fds[p].as_ref().unwrap().try_clone().unwrap()))
@@ -158,7 +188,7 @@ fn mismatched_sizes_fail_on_every_pe() {
         match e {
             Error::Mismatch { what, me: m, pe, mine, theirs } => {
                 assert_eq!((*what, *m), ("malloc size", me));
-                let want_pe = if me == 0 { 2 } else if me == 1 { 2 } else { 0 };
+                let want_pe = if me == 2 { 0 } else { 2 };
                 assert_eq!(*pe, want_pe, "{e}");
                 assert_ne!(mine, theirs);
             }
@@ -252,4 +282,77 @@ fn different_bounds_are_a_mismatch() {
         let e = r.unwrap_err().to_string();
         assert!(e.contains("RSHMEM_SYMMETRIC_SIZE"), "{e}");
     }
+}
+
+/// A host backend that refuses chunks larger than `max`, to make one PE fail a growth step.
+struct Stingy {
+    inner: HostBackend,
+    max: usize,
+}
+
+impl crate::backend::MemoryBackend for Stingy {
+    fn kind(&self) -> crate::backend::BackendKind {
+        self.inner.kind()
+    }
+    fn granularity(&self) -> usize {
+        self.inner.granularity()
+    }
+    fn reserve(&self, len: usize) -> Result<Box<dyn crate::backend::Reservation>> {
+        self.inner.reserve(len)
+    }
+    fn create_chunk(&self, len: usize) -> Result<Box<dyn crate::backend::Chunk>> {
+        if len > self.max {
+            return Err(Error::Unsupported(format!("test backend refuses a {len}-byte chunk")));
+        }
+        self.inner.create_chunk(len)
+    }
+    fn import_chunk(&self, fd: OwnedFd, len: usize) -> Result<Box<dyn crate::backend::Chunk>> {
+        self.inner.import_chunk(fd, len)
+    }
+    unsafe fn copy(&self, dst: usize, src: usize, len: usize) -> Result<()> {
+        // SAFETY: same contract.
+        unsafe { self.inner.copy(dst, src, len) }
+    }
+    unsafe fn atomic(&self, addr: usize, width: Width, op: AmoOp) -> Result<u64> {
+        // SAFETY: same contract.
+        unsafe { self.inner.atomic(addr, width, op) }
+    }
+    unsafe fn load_acquire(&self, addr: usize, width: Width) -> Result<u64> {
+        // SAFETY: same contract.
+        unsafe { self.inner.load_acquire(addr, width) }
+    }
+    fn quiet(&self) -> Result<()> {
+        self.inner.quiet()
+    }
+}
+
+#[test]
+fn a_growth_step_failing_on_one_pe_fails_on_all_and_leaves_the_heap_as_it_was() {
+    let out = run(&[0, 0, 0], |pe| {
+        let max = if pe.rank == 1 { 2 * MIB } else { usize::MAX };
+        let backend = Arc::new(Stingy { inner: HostBackend::new(), max });
+        let h = SymmetricHeap::new_in(backend, pe, 64 * MIB, MIB).unwrap();
+        let x = h.malloc_in(pe, MIB, 0).unwrap();
+        set(&h, h.translate(x, 8, (pe.rank + 1) % 3).unwrap(), 5 + pe.rank as u64);
+        let e = h.malloc_in(pe, 8 * MIB, 0).unwrap_err().to_string();
+        let after = (h.mapped(), h.in_use());
+        // The heap still grows by steps the stingy PE accepts, and old data is intact.
+        let y = h.malloc_in(pe, MIB + 4096, 0).unwrap();
+        pe.barrier().unwrap();
+        (e, after, y - x, get(&h, x), h.mapped())
+    });
+    for (me, (e, after, dy, seen, mapped)) in out.into_iter().enumerate() {
+        // PE 1 reports its own error; the others name PE 1 and quote it.
+        assert!((me == 1 || e.contains("on PE 1")) && e.contains("refuses a 8388608-byte chunk"), "PE {me}: {e}");
+        assert_eq!(after, (MIB, MIB));
+        assert_eq!((dy, mapped), (MIB, 2 * MIB + 4096), "grown by exactly what the request needs");
+        assert_eq!(seen, 5 + ((me + 2) % 3) as u64);
+    }
+}
+
+#[test]
+fn the_heap_is_send_and_sync() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<SymmetricHeap>();
+    shareable::<HostBackend>();
 }
