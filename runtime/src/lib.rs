@@ -10,6 +10,7 @@
 //! | [`bootstrap`] | how PEs find each other: unique id over TCP, torchrun env, byte-blob collectives, peer-death detection, fd passing over Unix sockets |
 //! | [`backend`] | where physical memory comes from: one trait, `host` (memfd) and `cuda` backends |
 //! | [`heap`] | the symmetric heap: one reserved range with a slot per node-local PE, grown on demand; the allocator |
+//! | [`dtype`] | element types (the twelve SHMEM dtypes) and reduction operators |
 //! | [`runtime`] | [`Runtime`]: init / finalize and the host API (RMA, atomics, signals, waits, barriers, teams, collectives) |
 //!
 //! What it does not do (yet): reach PEs on other hosts (the device state carries a per-PE
@@ -29,3 +30,4 @@ pub mod heap;
 pub mod runtime;
 
 pub use error::{Error, Result};
+pub use runtime::{InitOptions, Runtime, Team};
