@@ -12,6 +12,7 @@
 //! | [`backend`] | where physical memory comes from: one trait, `host` (memfd) and `cuda` backends |
 //! | [`device`] | which GPU a PE uses, peer reachability, publishing the [`device_state`] into loaded modules |
 //! | [`heap`] | the symmetric heap: one reserved range with a slot per node-local PE, grown on demand; the allocator |
+//! | [`dtype`] | element types (the twelve SHMEM dtypes) and reduction operators |
 //! | [`runtime`] | [`Runtime`]: init / finalize and the host API (RMA, atomics, signals, waits, barriers, teams, collectives) |
 //!
 //! What it does not do (yet): reach PEs on other hosts (the device state carries a per-PE
@@ -26,9 +27,11 @@ pub mod consts;
 pub mod device;
 pub mod device_state;
 pub mod driver;
+pub mod dtype;
 pub mod env;
 pub mod error;
 pub mod heap;
 pub mod runtime;
 
 pub use error::{Error, Result};
+pub use runtime::{InitOptions, Runtime, Team};

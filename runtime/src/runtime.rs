@@ -1,1 +1,211 @@
 //! The runtime: init / finalize and the host API.
+//!
+//! [`Runtime`] is a value (no global): [`Runtime::init`] joins the job, builds the symmetric
+//! heap on the chosen backend and allocates the runtime's own symmetric workspace; every host
+//! call is a method. Submodules, one area each:
+//!
+//! | file | what |
+//! |---|---|
+//! | `init.rs` | [`InitOptions`], init, finalize, the backend choice |
+//! | `mem.rs` | checked access to symmetric memory (the only place that dereferences heap addresses, with `rma.rs`) |
+//! | `rma.rs` | `putmem` / `getmem` / `p` / `g` |
+//! | `atomic.rs` | remote atomics |
+//! | `signal.rs` | signal words: `signal_op`, `putmem_signal`, `signal_fetch`, `signal_wait_until` |
+//! | `wait.rs` | the polling loop (health checks, debug timeout) and `wait_until` / `test` families |
+//! | `sync.rs` | `fence`, `quiet`, barriers |
+//! | `team.rs` | [`Team`], the team table, `team_*` calls |
+//! | `collective.rs` | broadcast, fcollect, alltoall, reductions |
+//!
+//! Semantics follow OpenSHMEM 1.5 and NVSHMEM; each method names its SHMEM equivalent.
+
+mod atomic;
+mod collective;
+mod init;
+mod mem;
+mod rma;
+mod signal;
+mod sync;
+mod team;
+mod wait;
+
+pub use init::InitOptions;
+pub use team::Team;
+
+use crate::backend::{BackendKind, MemoryBackend};
+use crate::bootstrap::Bootstrap;
+use crate::consts::MAX_TEAMS;
+use crate::error::{Error, Result};
+use crate::heap::SymmetricHeap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use team::TeamTable;
+
+/// Alignment of [`Runtime::malloc`] and [`Runtime::calloc`]: enough for any element type and
+/// for 128-byte vector loads on the GPU (NVSHMEM aligns its allocations the same way or less).
+pub const DEFAULT_ALIGN: usize = 256;
+
+/// Byte offsets inside the runtime's symmetric workspace (one per PE, same offsets everywhere).
+mod workspace {
+    use super::MAX_TEAMS;
+    /// One `u64` barrier counter per team slot.
+    pub const COUNTERS: usize = 0;
+    /// Scratch words of `team_split_strided` (free-slot mask and the arguments).
+    pub const SPLIT: usize = COUNTERS + MAX_TEAMS * 8;
+    /// Words in the split scratch.
+    pub const SPLIT_WORDS: usize = 4;
+    /// Total size.
+    pub const BYTES: usize = SPLIT + SPLIT_WORDS * 8;
+}
+
+/// An initialized PE: the bootstrap, the symmetric heap and the runtime's own state.
+///
+/// `Send + Sync`: methods take `&self`. Collective methods must be called by every PE of the
+/// team in the same order; calling collectives of one team from two threads at once is not
+/// supported (as in SHMEM).
+pub struct Runtime {
+    boot: Bootstrap,
+    heap: SymmetricHeap,
+    backend: Arc<dyn MemoryBackend>,
+    kind: BackendKind,
+    device: Option<i32>,
+    teams: Mutex<TeamTable>,
+    /// Symmetric address of the runtime workspace (see `workspace`).
+    workspace: usize,
+    /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.
+    wait_timeout: Option<Duration>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("my_pe", &self.my_pe())
+            .field("n_pes", &self.n_pes())
+            .field("backend", &self.kind)
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// This PE's number in the job.
+    #[doc(alias = "nvshmem_my_pe")]
+    pub fn my_pe(&self) -> usize {
+        self.boot.rank()
+    }
+
+    /// Number of PEs in the job.
+    #[doc(alias = "nvshmem_n_pes")]
+    pub fn n_pes(&self) -> usize {
+        self.boot.nranks()
+    }
+
+    /// The memory backend of the symmetric heap.
+    pub fn backend_kind(&self) -> BackendKind {
+        self.kind
+    }
+
+    /// The GPU this PE was asked to use (`InitOptions::device`), if any.
+    pub fn device(&self) -> Option<i32> {
+        self.device
+    }
+
+    /// The symmetric heap.
+    pub fn heap(&self) -> &SymmetricHeap {
+        &self.heap
+    }
+
+    /// The bootstrap (byte-blob collectives among all PEs, peer health).
+    pub fn bootstrap(&self) -> &Bootstrap {
+        &self.boot
+    }
+
+    /// Allocates `size` bytes of symmetric memory, aligned to [`DEFAULT_ALIGN`]; returns this
+    /// PE's address of it. Every PE must call it with the same size.
+    ///
+    /// # Errors
+    /// [`Error::Mismatch`] when PEs pass different sizes, [`Error::HeapExhausted`] past
+    /// `RSHMEM_SYMMETRIC_SIZE`, bootstrap errors ([`Error::PeerDied`], [`Error::Timeout`]).
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/memory.html>
+    #[doc(alias = "nvshmem_malloc")]
+    pub fn malloc(&self, size: usize) -> Result<usize> {
+        self.heap.malloc(&self.boot, size, DEFAULT_ALIGN)
+    }
+
+    /// Allocates zeroed symmetric memory for `count` elements of `size` bytes. Collective.
+    ///
+    /// # Errors
+    /// As [`Runtime::malloc`]; [`Error::InvalidArgument`] when `count * size` overflows.
+    #[doc(alias = "nvshmem_calloc")]
+    pub fn calloc(&self, count: usize, size: usize) -> Result<usize> {
+        self.heap.calloc(&self.boot, count, size)
+    }
+
+    /// Allocates `size` bytes of symmetric memory aligned to `alignment` (a power of two).
+    /// Collective.
+    ///
+    /// # Errors
+    /// As [`Runtime::malloc`]; [`Error::InvalidArgument`] when `alignment` is not a power of two.
+    #[doc(alias = "nvshmem_align")]
+    pub fn align(&self, alignment: usize, size: usize) -> Result<usize> {
+        if !alignment.is_power_of_two() {
+            return Err(Error::InvalidArgument(format!("align: alignment {alignment} is not a power of two")));
+        }
+        self.heap.malloc(&self.boot, size, alignment)
+    }
+
+    /// Frees symmetric memory allocated by [`Runtime::malloc`] and friends. Collective: every
+    /// PE frees the same allocation; outstanding puts of this PE are completed first.
+    ///
+    /// # Errors
+    /// [`Error::NotSymmetric`] / [`Error::InvalidArgument`] for an address that is not an
+    /// allocation, [`Error::Mismatch`] when PEs free different allocations, bootstrap errors.
+    #[doc(alias = "nvshmem_free")]
+    pub fn free(&self, addr: usize) -> Result<()> {
+        self.quiet()?;
+        self.heap.free(&self.boot, addr)
+    }
+
+    /// The address at which this process reaches `addr` of PE `pe` by load/store, or `None`
+    /// when `pe`'s memory is not mapped here.
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`].
+    #[doc(alias = "nvshmem_ptr")]
+    pub fn ptr(&self, addr: usize, pe: usize) -> Result<Option<usize>> {
+        self.check_pe(pe)?;
+        Ok(self.heap.ptr(addr, pe))
+    }
+
+    /// Fails with [`Error::PeOutOfRange`] unless `pe < n_pes`.
+    fn check_pe(&self, pe: usize) -> Result<()> {
+        if pe < self.n_pes() {
+            Ok(())
+        } else {
+            Err(Error::PeOutOfRange { pe: pe as i64, n_pes: self.n_pes(), scope: "the job".into() })
+        }
+    }
+
+    /// The team table (a poisoned lock still holds consistent data: every update is one
+    /// assignment).
+    fn teams(&self) -> MutexGuard<'_, TeamTable> {
+        self.teams.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn runtime_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<super::Runtime>();
+    }
+
+    #[test]
+    fn workspace_layout_fits() {
+        use super::workspace::*;
+        assert_eq!(SPLIT % 8, 0);
+        assert_eq!(BYTES, (super::MAX_TEAMS + SPLIT_WORDS) * 8);
+    }
+}

@@ -1,0 +1,117 @@
+//! Measures how long `Runtime::init` and the first symmetric `malloc` take, per PE.
+//!
+//! ```text
+//! cargo run -p rshmem --example init_time            # spawns 4 PEs of itself (host backend)
+//! cargo run -p rshmem --example init_time -- 8       # 8 PEs
+//! torchrun --nproc-per-node 4 target/debug/examples/init_time   # or under a launcher
+//! ```
+//! Launched without `RANK`/`WORLD_SIZE`, it re-runs itself once per PE with torchrun-style
+//! variables on a free loopback port, as the test harness does. PE 0 prints one line per PE and
+//! the slowest. Use `--release` for numbers worth quoting.
+
+use rshmem::runtime::{InitOptions, Runtime};
+use std::process::Command;
+use std::time::Instant;
+
+const CHILD: &str = "RSHMEM_INIT_TIME_CHILD";
+/// Size of the first allocation. The heap's first growth step (`RSHMEM_HEAP_GROWTH`) already
+/// happens inside init, for the runtime's workspace, so this measures a plain allocation.
+const FIRST_MALLOC: usize = 1 << 20;
+
+fn main() {
+    let launched = std::env::var_os("RANK").is_some() && std::env::var_os("WORLD_SIZE").is_some();
+    if launched || std::env::var_os(CHILD).is_some() {
+        if let Err(e) = pe_main() {
+            eprintln!("init_time: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    let n: usize = match std::env::args().nth(1).map(|a| a.parse()) {
+        None => 4,
+        Some(Ok(n)) if n >= 1 => n,
+        Some(_) => {
+            eprintln!("usage: init_time [NPES >= 1]");
+            std::process::exit(2);
+        }
+    };
+    std::process::exit(spawn_pes(n));
+}
+
+/// One PE: time init, the first malloc and the first barrier; PE 0 prints everyone's.
+fn pe_main() -> rshmem::Result<()> {
+    let t0 = Instant::now();
+    let rt = Runtime::init(InitOptions::default())?;
+    let init = t0.elapsed();
+    let t1 = Instant::now();
+    let buf = rt.malloc(FIRST_MALLOC)?;
+    let malloc = t1.elapsed();
+    let t2 = Instant::now();
+    rt.barrier_all()?;
+    let barrier = t2.elapsed();
+    let mine: Vec<u8> = [init, malloc, barrier].iter().flat_map(|d| (d.as_nanos() as u64).to_le_bytes()).collect();
+    let all = rt.bootstrap().allgather(&mine)?;
+    if rt.my_pe() == 0 {
+        println!(
+            "{} PEs, backend {}: init / first malloc ({} KiB) / first barrier_all, in ms",
+            rt.n_pes(),
+            rt.backend_kind().name(),
+            FIRST_MALLOC >> 10
+        );
+        let mut worst = [0f64; 3];
+        for (pe, blob) in all.iter().enumerate() {
+            let ms: Vec<f64> =
+                blob.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as f64 / 1e6).collect();
+            for (w, v) in worst.iter_mut().zip(&ms) {
+                *w = w.max(*v);
+            }
+            println!("PE {pe:>3}: {:>9.3} {:>9.3} {:>9.3}", ms[0], ms[1], ms[2]);
+        }
+        println!("slowest: {:>9.3} {:>9.3} {:>9.3}", worst[0], worst[1], worst[2]);
+    }
+    rt.free(buf)?;
+    rt.finalize()
+}
+
+/// Re-runs this program as `n` PEs; returns the exit status for the parent.
+fn spawn_pes(n: usize) -> i32 {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+        l.local_addr().expect("local address").port()
+    };
+    let exe = std::env::current_exe().expect("own path");
+    let secret = format!("init-time-{}-{port}", std::process::id());
+    let backend = std::env::var("RSHMEM_BACKEND").unwrap_or_else(|_| "host".into());
+    let mut children: Vec<_> = (0..n)
+        .map(|pe| {
+            Command::new(&exe)
+                .env(CHILD, "1")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.saturating_sub(1).to_string())
+                .env("RSHMEM_BOOTSTRAP_PORT", port.to_string())
+                .env("RSHMEM_BOOTSTRAP_SECRET", &secret)
+                .env("RANK", pe.to_string())
+                .env("WORLD_SIZE", n.to_string())
+                .env("LOCAL_RANK", pe.to_string())
+                .env("LOCAL_WORLD_SIZE", n.to_string())
+                .env("RSHMEM_BACKEND", &backend)
+                .spawn()
+                .expect("spawn a PE")
+        })
+        .collect();
+    let mut status = 0;
+    for (pe, c) in children.iter_mut().enumerate() {
+        match c.wait() {
+            Ok(s) if s.success() => {}
+            Ok(s) => {
+                eprintln!("PE {pe} ended with {s}");
+                status = 1;
+            }
+            Err(e) => {
+                eprintln!("PE {pe}: wait failed: {e}");
+                status = 1;
+            }
+        }
+    }
+    status
+}

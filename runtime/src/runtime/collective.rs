@@ -1,0 +1,136 @@
+//! Collectives over a team: broadcast, fcollect, alltoall, reductions.
+//!
+//! Every member must call them with the same arguments. Each is "barrier, pull, barrier": after
+//! the first barrier every member's source is ready, each PE reads what it needs from its peers'
+//! sources into its own destination (on the host backend all of them are mapped), and the last
+//! barrier keeps a peer from changing its source while others still read it. A reduction pulls
+//! every member's source into a local buffer, combining in team order (so every PE computes the
+//! very same floating-point result), and writes its destination only after the last barrier,
+//! which makes `dest == source` safe.
+//!
+//! # References
+//! <https://docs.nvidia.com/nvshmem/api/gen/api/collectives.html>
+
+use super::team::TeamInfo;
+use super::{Runtime, Team};
+use crate::dtype::{reduce_bytes, DType, ReduceOp};
+use crate::error::{Error, Result};
+
+impl Runtime {
+    /// The team's info and `nelems * dtype.size()`, checked.
+    fn collective_setup(&self, what: &str, team: Team, nelems: usize, dtype: DType) -> Result<(TeamInfo, usize)> {
+        let info = self.teams().get(team)?.clone();
+        let bytes = nelems.checked_mul(dtype.size()).ok_or_else(|| {
+            Error::InvalidArgument(format!("{what}: {nelems} elements of {dtype} overflow the address space"))
+        })?;
+        Ok((info, bytes))
+    }
+
+    /// Checks that this PE's `len` bytes at `addr` are symmetric (before any barrier, so that
+    /// a bad pointer fails on every PE alike instead of leaving peers waiting).
+    fn check_local(&self, addr: usize, len: usize) -> Result<()> {
+        if len > 0 {
+            self.remote(addr, len, self.my_pe())?;
+        }
+        Ok(())
+    }
+
+    /// Copies `nelems` elements from `source` on team PE `root` into `dest` on every member
+    /// (the root included). Collective over `team`.
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`] for a root outside the team; [`Error::NotSymmetric`];
+    /// [`Error::InvalidArgument`] for a team this PE is not in; [`Error::PeerDied`].
+    #[doc(alias = "nvshmem_broadcast")]
+    pub fn broadcast(
+        &self,
+        team: Team,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        root: i32,
+        dtype: DType,
+    ) -> Result<()> {
+        let (info, bytes) = self.collective_setup("broadcast", team, nelems, dtype)?;
+        let root_pe = info.world_pe(root.into())?;
+        self.check_local(dest, bytes)?;
+        self.check_local(source, bytes)?;
+        self.barrier(team)?;
+        self.copy_heap(dest, self.my_pe(), source, root_pe, bytes)?;
+        self.barrier(team)
+    }
+
+    /// Concatenates every member's `nelems` elements at `source` into `dest` on every member,
+    /// in team order: member `j`'s block lands at `dest + j * nelems * size`. `dest` holds
+    /// `team_n_pes * nelems` elements. Collective over `team`.
+    ///
+    /// # Errors
+    /// As [`Runtime::broadcast`].
+    #[doc(alias = "nvshmem_fcollect")]
+    pub fn fcollect(&self, team: Team, dest: usize, source: usize, nelems: usize, dtype: DType) -> Result<()> {
+        let (info, bytes) = self.collective_setup("fcollect", team, nelems, dtype)?;
+        self.check_local(dest, bytes * info.size())?;
+        self.check_local(source, bytes)?;
+        self.barrier(team)?;
+        for (j, &pe) in info.members.iter().enumerate() {
+            self.copy_heap(dest + j * bytes, self.my_pe(), source, pe, bytes)?;
+        }
+        self.barrier(team)
+    }
+
+    /// Exchanges blocks of `nelems` elements: block `i` of member `j`'s `source` lands in block
+    /// `j` of member `i`'s `dest`. Both hold `team_n_pes * nelems` elements. Collective over
+    /// `team`.
+    ///
+    /// # Errors
+    /// As [`Runtime::broadcast`].
+    #[doc(alias = "nvshmem_alltoall")]
+    pub fn alltoall(&self, team: Team, dest: usize, source: usize, nelems: usize, dtype: DType) -> Result<()> {
+        let (info, bytes) = self.collective_setup("alltoall", team, nelems, dtype)?;
+        self.check_local(dest, bytes * info.size())?;
+        self.check_local(source, bytes * info.size())?;
+        self.barrier(team)?;
+        let me = info.my_index;
+        for (j, &pe) in info.members.iter().enumerate() {
+            self.copy_heap(dest + j * bytes, self.my_pe(), source + me * bytes, pe, bytes)?;
+        }
+        self.barrier(team)
+    }
+
+    /// Combines every member's `nelems` elements at `source` with `op` and stores the result
+    /// in `dest` on every member. `dest` may be `source`. Integer sums and products wrap;
+    /// `and`/`or`/`xor` take integer dtypes only. Collective over `team`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the operator and dtype when `op` does not take
+    /// `dtype`; otherwise as [`Runtime::broadcast`].
+    #[doc(alias = "nvshmem_sum_reduce")]
+    #[doc(alias = "nvshmem_max_reduce")]
+    pub fn reduce(
+        &self,
+        team: Team,
+        op: ReduceOp,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        dtype: DType,
+    ) -> Result<()> {
+        op.check(dtype)?;
+        let (info, bytes) = self.collective_setup("reduce", team, nelems, dtype)?;
+        self.check_local(dest, bytes)?;
+        self.check_local(source, bytes)?;
+        self.barrier(team)?;
+        let mut acc = vec![0u8; bytes];
+        let mut peer = vec![0u8; bytes];
+        for (j, &pe) in info.members.iter().enumerate() {
+            if j == 0 {
+                self.read_heap(source, pe, &mut acc)?;
+            } else {
+                self.read_heap(source, pe, &mut peer)?;
+                reduce_bytes(dtype, op, &mut acc, &peer)?;
+            }
+        }
+        self.barrier(team)?;
+        self.write_heap(dest, self.my_pe(), &acc)
+    }
+}

@@ -1,0 +1,114 @@
+//! Checked access to symmetric memory: every heap address is translated (and so range-checked)
+//! by the heap before the backend touches it, so these helpers are safe to call.
+//!
+//! # Safety
+//! `SymmetricHeap::translate(addr, len, pe)` returns an address in this process at which `len`
+//! bytes of PE `pe`'s copy of `addr` are mapped, or an error; the mapping lives as long as the
+//! heap, which outlives `&self`. Words handed to atomics are checked for alignment here, as
+//! `MemoryBackend::atomic` requires. The memory may be written by peers concurrently, which is
+//! why the backend's accessors take raw addresses and not Rust references.
+#![allow(unsafe_code)]
+
+use super::Runtime;
+use crate::backend::{AmoOp, Width};
+use crate::error::{Error, Result};
+
+impl Runtime {
+    /// Where `len` bytes at symmetric `addr` of PE `pe` are mapped in this process.
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`], [`Error::NotSymmetric`], [`Error::Unsupported`] (not mapped).
+    pub(super) fn remote(&self, addr: usize, len: usize, pe: usize) -> Result<usize> {
+        self.check_pe(pe)?;
+        self.heap.translate(addr, len, pe)
+    }
+
+    /// `remote` for a word used atomically, checking its alignment.
+    fn remote_word(&self, addr: usize, width: Width, pe: usize) -> Result<usize> {
+        let w = width.bytes();
+        if addr % w != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{addr:#x} ({}) is not {w}-byte aligned; atomic and signal words must be aligned \
+                 to their size",
+                self.heap.describe(addr)
+            )));
+        }
+        self.remote(addr, w, pe)
+    }
+
+    /// Atomically applies `op` to the word at symmetric `addr` of PE `pe`; returns the old bits.
+    pub(super) fn amo(&self, addr: usize, width: Width, op: AmoOp, pe: usize) -> Result<u64> {
+        let target = self.remote_word(addr, width, pe)?;
+        // SAFETY: `target` is a mapped heap word of `width` bytes, aligned (remote_word).
+        unsafe { self.backend.atomic(target, width, op) }
+    }
+
+    /// Reads this PE's word at symmetric `addr` with acquire ordering.
+    pub(super) fn load_local(&self, addr: usize, width: Width) -> Result<u64> {
+        let target = self.remote_word(addr, width, self.my_pe())?;
+        // SAFETY: as in `amo`.
+        unsafe { self.backend.load_acquire(target, width) }
+    }
+
+    /// Copies `len` bytes from symmetric `src` of PE `src_pe` to symmetric `dst` of PE
+    /// `dst_pe`. Copying a range onto itself does nothing; other overlaps are refused.
+    pub(super) fn copy_heap(&self, dst: usize, dst_pe: usize, src: usize, src_pe: usize, len: usize) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let d = self.remote(dst, len, dst_pe)?;
+        let s = self.remote(src, len, src_pe)?;
+        if d == s {
+            return Ok(());
+        }
+        check_disjoint(d, s, len)?;
+        // SAFETY: both ranges are mapped for `len` bytes (translate) and disjoint (checked).
+        unsafe { self.backend.copy(d, s, len) }
+    }
+
+    /// Reads `out.len()` bytes at symmetric `src` of PE `pe`.
+    pub(super) fn read_heap(&self, src: usize, pe: usize, out: &mut [u8]) -> Result<()> {
+        if out.is_empty() {
+            return self.check_pe(pe);
+        }
+        let s = self.remote(src, out.len(), pe)?;
+        // SAFETY: `s` is mapped for `out.len()` bytes; `out` is a Rust buffer we own uniquely,
+        // so it cannot overlap the heap mapping.
+        unsafe { self.backend.copy(out.as_mut_ptr() as usize, s, out.len()) }
+    }
+
+    /// Writes `data` at symmetric `dst` of PE `pe`.
+    pub(super) fn write_heap(&self, dst: usize, pe: usize, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return self.check_pe(pe);
+        }
+        let d = self.remote(dst, data.len(), pe)?;
+        // SAFETY: `d` is mapped for `data.len()` bytes; `data` is a Rust buffer, so it cannot
+        // overlap the heap mapping.
+        unsafe { self.backend.copy(d, data.as_ptr() as usize, data.len()) }
+    }
+}
+
+/// Refuses overlapping ranges, which `MemoryBackend::copy` does not allow.
+pub(super) fn check_disjoint(a: usize, b: usize, len: usize) -> Result<()> {
+    if a < b.saturating_add(len) && b < a.saturating_add(len) {
+        return Err(Error::InvalidArgument(format!(
+            "source {b:#x} and destination {a:#x} overlap ({len} bytes); copies need disjoint ranges"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn overlap_detection() {
+        use super::check_disjoint;
+        assert!(check_disjoint(0x1000, 0x1010, 16).is_ok());
+        assert!(check_disjoint(0x1010, 0x1000, 16).is_ok());
+        assert!(check_disjoint(0x1000, 0x100f, 16).is_err());
+        assert!(check_disjoint(0x100f, 0x1000, 16).is_err());
+        let err = check_disjoint(0x2000, 0x2000, 1).unwrap_err().to_string();
+        assert!(err.contains("0x2000") && err.contains("overlap"), "{err}");
+    }
+}

@@ -1,0 +1,85 @@
+//! Remote memory access: `putmem`, `getmem`, `p`, `g`.
+//!
+//! On the host backend every node-local peer's heap is mapped in this process, so a put or a
+//! get is one copy between the caller's memory and the peer's mapped copy. Blocking: when the
+//! call returns, the data is in place (a put is also visible to the target after the target
+//! synchronizes with this PE, e.g. through a barrier or a signal).
+//!
+//! # Safety
+//! `putmem` / `getmem` take the caller's local buffer as a raw address (the Python layer hands
+//! tensor data pointers); the caller promises it is valid for `nbytes`. The symmetric side is
+//! range-checked through the heap. `p` / `g` use Rust values and are safe.
+#![allow(unsafe_code)]
+
+use super::mem::check_disjoint;
+use super::Runtime;
+use crate::dtype::Element;
+use crate::error::Result;
+
+impl Runtime {
+    /// Copies `nbytes` from local memory `source` to symmetric `dest` on PE `pe`.
+    ///
+    /// # Errors
+    /// [`crate::Error::PeOutOfRange`], [`crate::Error::NotSymmetric`] when `dest..dest+nbytes`
+    /// is not inside the heap, [`crate::Error::InvalidArgument`] when the ranges overlap.
+    ///
+    /// # Safety
+    /// `source` must be readable for `nbytes` bytes for the duration of the call.
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/rma.html>
+    #[doc(alias = "nvshmem_putmem")]
+    pub unsafe fn putmem(&self, dest: usize, source: usize, nbytes: usize, pe: usize) -> Result<()> {
+        if nbytes == 0 {
+            return self.check_pe(pe);
+        }
+        let d = self.remote(dest, nbytes, pe)?;
+        check_disjoint(d, source, nbytes)?;
+        // SAFETY: `d` is mapped for `nbytes` (translate); the caller vouches for `source`;
+        // the ranges are disjoint (checked).
+        unsafe { self.backend.copy(d, source, nbytes) }
+    }
+
+    /// Copies `nbytes` from symmetric `source` on PE `pe` to local memory `dest`.
+    ///
+    /// # Errors
+    /// As [`Runtime::putmem`], for `source`.
+    ///
+    /// # Safety
+    /// `dest` must be writable for `nbytes` bytes and not otherwise accessed during the call.
+    #[doc(alias = "nvshmem_getmem")]
+    pub unsafe fn getmem(&self, dest: usize, source: usize, nbytes: usize, pe: usize) -> Result<()> {
+        if nbytes == 0 {
+            return self.check_pe(pe);
+        }
+        let s = self.remote(source, nbytes, pe)?;
+        check_disjoint(dest, s, nbytes)?;
+        // SAFETY: `s` is mapped for `nbytes` (translate); the caller vouches for `dest`;
+        // the ranges are disjoint (checked).
+        unsafe { self.backend.copy(dest, s, nbytes) }
+    }
+
+    /// Writes one element to symmetric `dest` on PE `pe`.
+    ///
+    /// # Errors
+    /// As [`Runtime::putmem`].
+    #[doc(alias = "nvshmem_p")]
+    pub fn p<T: Element>(&self, dest: usize, value: T, pe: usize) -> Result<()> {
+        let mut bytes = [0u8; 8];
+        let n = T::DTYPE.size();
+        value.write_ne(&mut bytes[..n]);
+        self.write_heap(dest, pe, &bytes[..n])
+    }
+
+    /// Reads one element from symmetric `source` on PE `pe`.
+    ///
+    /// # Errors
+    /// As [`Runtime::getmem`].
+    #[doc(alias = "nvshmem_g")]
+    pub fn g<T: Element>(&self, source: usize, pe: usize) -> Result<T> {
+        let mut bytes = [0u8; 8];
+        let n = T::DTYPE.size();
+        self.read_heap(source, pe, &mut bytes[..n])?;
+        Ok(T::read_ne(&bytes[..n]))
+    }
+}

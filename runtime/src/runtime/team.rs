@@ -1,0 +1,424 @@
+//! Teams: the handle, the table of live teams on this PE, and the pure arithmetic of
+//! `team_my_pe`, `team_translate_pe` and `team_split_strided`.
+//!
+//! A team is an ordered list of world PEs. Its id is its slot in the table, the same on every
+//! member: predefined teams take slots 0..4 (the `consts::TEAM_*` values) and a split picks the
+//! lowest slot free on every PE of the parent (see `Runtime::team_split_strided`). The slot also
+//! selects the team's barrier counter in the runtime workspace. Counters are never reset: each PE
+//! keeps, per slot, how many arrivals it has waited for so far (`barrier_target`), and a new team
+//! in a reused slot continues from there. That is sound because only members of a team in a slot
+//! add to each other's counter, members of teams alive at once in one slot are disjoint (the slot
+//! was free on all of them), and a PE's counter is stable once it has left its last barrier of a
+//! team (every arrival it waited for has landed, no more can come).
+
+use super::{workspace, Runtime};
+use crate::consts::{MAX_TEAMS, TEAM_INVALID, TEAM_NODE, TEAM_SAME_MYPE_NODE, TEAM_SHARED, TEAM_WORLD};
+use crate::error::{Error, Result};
+
+/// A team handle: the id of a team, valid on its members until `team_destroy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[doc(alias = "nvshmem_team_t")]
+pub struct Team(pub i32);
+
+impl Team {
+    /// No team (what `team_split_strided` gives non-members in the C API).
+    pub const INVALID: Team = Team(TEAM_INVALID);
+    /// Every PE of the job.
+    pub const WORLD: Team = Team(TEAM_WORLD);
+    /// PEs whose symmetric memory this PE reaches by load/store.
+    pub const SHARED: Team = Team(TEAM_SHARED);
+    /// PEs on this host.
+    pub const NODE: Team = Team(TEAM_NODE);
+    /// PEs with this PE's node-local index, one per host.
+    pub const SAME_MYPE_NODE: Team = Team(TEAM_SAME_MYPE_NODE);
+
+    /// The id (a `consts::TEAM_*` value or a split team's slot).
+    pub fn id(self) -> i32 {
+        self.0
+    }
+
+    /// Whether this is one of the predefined teams.
+    pub fn is_predefined(self) -> bool {
+        (TEAM_WORLD..=TEAM_SAME_MYPE_NODE).contains(&self.0)
+    }
+}
+
+/// Slots 0..PREDEFINED hold the predefined teams.
+pub(crate) const PREDEFINED: usize = 4;
+
+/// One live team, as this PE sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct TeamInfo {
+    /// For messages: `"team WORLD"`, `"team 4 (start 0, stride 2, size 2 of team WORLD)"`.
+    pub name: String,
+    /// World PE of each team PE, in team order.
+    pub members: Vec<usize>,
+    /// This PE's index in `members`.
+    pub my_index: usize,
+}
+
+impl TeamInfo {
+    fn new(name: String, members: Vec<usize>, me: usize) -> Option<TeamInfo> {
+        let my_index = members.iter().position(|&p| p == me)?;
+        Some(TeamInfo { name, members, my_index })
+    }
+
+    /// Team size.
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    /// World PE of team PE `pe`.
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`] naming the team.
+    pub fn world_pe(&self, pe: i64) -> Result<usize> {
+        usize::try_from(pe).ok().and_then(|i| self.members.get(i).copied()).ok_or_else(|| Error::PeOutOfRange {
+            pe,
+            n_pes: self.size(),
+            scope: self.name.clone(),
+        })
+    }
+
+    /// Team PE of world PE `world`, if a member.
+    pub fn team_pe(&self, world: usize) -> Option<usize> {
+        self.members.iter().position(|&p| p == world)
+    }
+}
+
+/// The members of `team_split_strided(parent, start, stride, size)`, as world PEs.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the values when `size < 1`, when a selected index falls
+/// outside the parent, or when `stride == 0` with `size > 1` (a PE listed twice).
+pub(crate) fn split_members(parent: &TeamInfo, start: i32, stride: i32, size: i32) -> Result<Vec<usize>> {
+    let call = || {
+        format!(
+            "team_split_strided(start={start}, stride={stride}, size={size}) over {} of {} PEs",
+            parent.name,
+            parent.size()
+        )
+    };
+    if size < 1 {
+        return Err(Error::InvalidArgument(format!("{}: size must be at least 1", call())));
+    }
+    if stride == 0 && size > 1 {
+        return Err(Error::InvalidArgument(format!(
+            "{}: stride 0 selects one PE several times; use size 1 or a non-zero stride",
+            call()
+        )));
+    }
+    let n = parent.size() as i64;
+    (0..i64::from(size))
+        .map(|i| {
+            let idx = i64::from(start) + i * i64::from(stride);
+            if (0..n).contains(&idx) {
+                Ok(parent.members[idx as usize])
+            } else {
+                Err(Error::InvalidArgument(format!("{}: member {i} would be parent PE {idx}, outside 0..{n}", call())))
+            }
+        })
+        .collect()
+}
+
+/// The live teams of this PE and the barrier bookkeeping of every slot.
+#[derive(Debug)]
+pub(crate) struct TeamTable {
+    slots: Vec<Option<TeamInfo>>,
+    /// Arrivals this PE has waited for, per slot, over all teams ever in that slot.
+    barrier_target: [u64; MAX_TEAMS],
+    me: usize,
+}
+
+impl TeamTable {
+    /// The predefined teams of PE `me`, from the node of every PE (`node_of[pe]`) and the
+    /// load/store reachability of every PE (`reachable[pe]`).
+    pub fn new(me: usize, node_of: &[usize], reachable: &[bool]) -> TeamTable {
+        let n = node_of.len();
+        let local_index = |p: usize| (0..p).filter(|&q| node_of[q] == node_of[p]).count();
+        let my_local = local_index(me);
+        let world: Vec<usize> = (0..n).collect();
+        let node: Vec<usize> = (0..n).filter(|&p| node_of[p] == node_of[me]).collect();
+        let shared: Vec<usize> = (0..n).filter(|&p| p == me || reachable[p]).collect();
+        let same: Vec<usize> = (0..n).filter(|&p| local_index(p) == my_local).collect();
+        let mut slots = vec![None; MAX_TEAMS];
+        let defs = [
+            (TEAM_WORLD, "team WORLD", world),
+            (TEAM_SHARED, "team SHARED", shared),
+            (TEAM_NODE, "team NODE", node),
+            (TEAM_SAME_MYPE_NODE, "team SAME_MYPE_NODE", same),
+        ];
+        for (id, name, members) in defs {
+            slots[id as usize] = TeamInfo::new(name.to_string(), members, me);
+        }
+        TeamTable { slots, barrier_target: [0; MAX_TEAMS], me }
+    }
+
+    /// The team behind a handle.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when the handle names no live team of this PE.
+    pub fn get(&self, team: Team) -> Result<&TeamInfo> {
+        usize::try_from(team.0).ok().and_then(|i| self.slots.get(i)).and_then(Option::as_ref).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "team {} is not a live team of PE {}: it was destroyed, never created, or \
+                     this PE is not a member (team_split_strided returned None here)",
+                team.0, self.me
+            ))
+        })
+    }
+
+    /// `team_translate_pe`: the PE of `dest` that is team PE `pe` of `src`, -1 if not a member.
+    ///
+    /// # Errors
+    /// As [`TeamTable::get`] for either team; [`Error::PeOutOfRange`] when `pe` is not in `src`.
+    pub fn translate(&self, src: Team, pe: i32, dest: Team) -> Result<i32> {
+        let world = self.get(src)?.world_pe(pe.into())?;
+        Ok(self.get(dest)?.team_pe(world).map_or(-1, |i| i as i32))
+    }
+
+    /// Bit `k` set when slot `k` is free here.
+    pub fn free_mask(&self) -> u64 {
+        self.slots.iter().enumerate().filter(|(_, s)| s.is_none()).fold(0u64, |m, (k, _)| m | (1 << k))
+    }
+
+    /// Records a split team in `slot` if this PE is a member; returns its handle.
+    pub fn insert(&mut self, slot: usize, name: String, members: Vec<usize>) -> Option<Team> {
+        let info = TeamInfo::new(name, members, self.me)?;
+        debug_assert!(self.slots[slot].is_none());
+        self.slots[slot] = Some(info);
+        Some(Team(slot as i32))
+    }
+
+    /// Removes a split team.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a predefined or unknown team.
+    pub fn destroy(&mut self, team: Team) -> Result<()> {
+        if team.is_predefined() {
+            return Err(Error::InvalidArgument(format!(
+                "team {} is predefined and cannot be destroyed",
+                self.get(team).map_or_else(|_| team.0.to_string(), |t| t.name.clone())
+            )));
+        }
+        self.get(team)?;
+        self.slots[team.0 as usize] = None;
+        Ok(())
+    }
+
+    /// Starts the next barrier of `team`: returns the team's members and the counter value
+    /// this PE must then wait for.
+    ///
+    /// # Errors
+    /// As [`TeamTable::get`].
+    pub fn next_barrier(&mut self, team: Team) -> Result<(Vec<usize>, u64)> {
+        let members = self.get(team)?.members.clone();
+        let slot = team.0 as usize;
+        self.barrier_target[slot] += members.len() as u64;
+        Ok((members, self.barrier_target[slot]))
+    }
+}
+
+/// The lowest slot free in every mask, above the predefined ones.
+pub(crate) fn common_free_slot(masks: &[u64]) -> Option<usize> {
+    let all = masks.iter().fold(u64::MAX, |a, &m| a & m) & !((1u64 << PREDEFINED) - 1);
+    let slot = all.trailing_zeros() as usize;
+    (slot < MAX_TEAMS).then_some(slot)
+}
+
+impl Runtime {
+    /// This PE's number in `team`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a team this PE is not in.
+    #[doc(alias = "nvshmem_team_my_pe")]
+    pub fn team_my_pe(&self, team: Team) -> Result<i32> {
+        Ok(self.teams().get(team)?.my_index as i32)
+    }
+
+    /// Number of PEs in `team`.
+    ///
+    /// # Errors
+    /// As [`Runtime::team_my_pe`].
+    #[doc(alias = "nvshmem_team_n_pes")]
+    pub fn team_n_pes(&self, team: Team) -> Result<i32> {
+        Ok(self.teams().get(team)?.size() as i32)
+    }
+
+    /// The number in `dest` of team PE `pe` of `src`, or -1 when that PE is not in `dest`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a team this PE is not in; [`Error::PeOutOfRange`] when
+    /// `pe` is not a PE of `src`.
+    #[doc(alias = "nvshmem_team_translate_pe")]
+    pub fn team_translate_pe(&self, src: Team, pe: i32, dest: Team) -> Result<i32> {
+        self.teams().translate(src, pe, dest)
+    }
+
+    /// Makes a team of the parent's PEs `start, start + stride, ...` (`size` of them).
+    /// Collective over `parent`: every parent PE calls it with the same arguments; members get
+    /// the new team, the others `None`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the values for a selection outside the parent, a
+    /// `size < 1`, a zero stride with `size > 1`, or when all `MAX_TEAMS` slots are taken;
+    /// [`Error::Mismatch`] when parent PEs pass different arguments; [`Error::PeerDied`].
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/team.html>
+    #[doc(alias = "nvshmem_team_split_strided")]
+    pub fn team_split_strided(&self, parent: Team, start: i32, stride: i32, size: i32) -> Result<Option<Team>> {
+        let (pinfo, mask) = {
+            let t = self.teams();
+            (t.get(parent)?.clone(), t.free_mask())
+        };
+        // Exchange the free-slot masks and the arguments through the workspace scratch: each
+        // parent PE writes its own, then reads everyone's between two parent barriers (the
+        // second keeps a PE from overwriting its scratch while others still read it).
+        let scratch = self.workspace + workspace::SPLIT;
+        let mine = [mask, start as i64 as u64, stride as i64 as u64, size as i64 as u64];
+        self.write_heap(scratch, self.my_pe(), &words_to_bytes(&mine))?;
+        self.barrier(parent)?;
+        let mut all = Vec::with_capacity(pinfo.size());
+        let mut buf = [0u8; workspace::SPLIT_WORDS * 8];
+        for &pe in &pinfo.members {
+            self.read_heap(scratch, pe, &mut buf)?;
+            all.push((pe, bytes_to_words(&buf)));
+        }
+        self.barrier(parent)?;
+        if let Some((pe, theirs)) = all.iter().find(|(_, w)| w[1..] != mine[1..]) {
+            let show = |w: &[u64; 4]| format!("start={}, stride={}, size={}", w[1] as i64, w[2] as i64, w[3] as i64);
+            return Err(Error::Mismatch {
+                what: "team_split_strided arguments",
+                me: self.my_pe(),
+                pe: *pe,
+                mine: show(&mine),
+                theirs: show(theirs),
+            });
+        }
+        let members = split_members(&pinfo, start, stride, size)?;
+        let masks: Vec<u64> = all.iter().map(|(_, w)| w[0]).collect();
+        let slot = common_free_slot(&masks).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "team_split_strided over {}: no team slot is free on every parent PE (at most {MAX_TEAMS} \
+                 teams, predefined ones included); destroy teams that are no longer used",
+                pinfo.name
+            ))
+        })?;
+        let name = format!("team {slot} (start {start}, stride {stride}, size {size} of {})", pinfo.name);
+        tracing::debug!(pe = self.my_pe(), slot, ?members, "team split");
+        Ok(self.teams().insert(slot, name, members))
+    }
+
+    /// Destroys a team made by [`Runtime::team_split_strided`]; its id may be reused by a later
+    /// split. Every member calls it; outstanding puts of this PE are completed first.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a predefined team or one this PE is not in.
+    #[doc(alias = "nvshmem_team_destroy")]
+    pub fn team_destroy(&self, team: Team) -> Result<()> {
+        self.quiet()?;
+        self.teams().destroy(team)
+    }
+}
+
+fn words_to_bytes(words: &[u64; workspace::SPLIT_WORDS]) -> [u8; workspace::SPLIT_WORDS * 8] {
+    let mut out = [0u8; workspace::SPLIT_WORDS * 8];
+    for (chunk, w) in out.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&w.to_ne_bytes());
+    }
+    out
+}
+
+fn bytes_to_words(bytes: &[u8; workspace::SPLIT_WORDS * 8]) -> [u64; workspace::SPLIT_WORDS] {
+    let mut out = [0u64; workspace::SPLIT_WORDS];
+    for (w, chunk) in out.iter_mut().zip(bytes.chunks_exact(8)) {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(chunk);
+        *w = u64::from_ne_bytes(b);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Two hosts with PEs interleaved: node_of = [0, 1, 0, 1, 0, 1].
+    fn two_nodes(me: usize) -> TeamTable {
+        TeamTable::new(me, &[0, 1, 0, 1, 0, 1], &[true, false, true, false, true, false])
+    }
+
+    #[test]
+    fn predefined_teams_follow_the_node_layout() {
+        let t = two_nodes(4);
+        assert_eq!(t.get(Team::WORLD).unwrap().members, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(t.get(Team::NODE).unwrap().members, [0, 2, 4]);
+        assert_eq!(t.get(Team::NODE).unwrap().my_index, 2);
+        assert_eq!(t.get(Team::SHARED).unwrap().members, [0, 2, 4]);
+        assert_eq!(t.get(Team::SAME_MYPE_NODE).unwrap().members, [4, 5]);
+        let t = two_nodes(3);
+        assert_eq!(t.get(Team::SAME_MYPE_NODE).unwrap().members, [2, 3]);
+        assert_eq!(t.get(Team::SAME_MYPE_NODE).unwrap().my_index, 1);
+    }
+
+    #[test]
+    fn translate_pe() {
+        let t = two_nodes(2);
+        assert_eq!(t.translate(Team::NODE, 1, Team::WORLD).unwrap(), 2);
+        assert_eq!(t.translate(Team::WORLD, 3, Team::NODE).unwrap(), -1);
+        assert_eq!(t.translate(Team::WORLD, 4, Team::NODE).unwrap(), 2);
+        let err = t.translate(Team::NODE, 3, Team::WORLD).unwrap_err().to_string();
+        assert!(err.contains("PE 3") && err.contains("team NODE") && err.contains("3 PEs"), "{err}");
+        assert!(t.translate(Team(9), 0, Team::WORLD).is_err());
+        assert!(t.translate(Team::WORLD, -1, Team::WORLD).is_err());
+    }
+
+    #[test]
+    fn split_strided_validates_and_selects() {
+        let t = two_nodes(0);
+        let world = t.get(Team::WORLD).unwrap();
+        assert_eq!(split_members(world, 0, 2, 3).unwrap(), [0, 2, 4]);
+        assert_eq!(split_members(world, 5, -2, 3).unwrap(), [5, 3, 1]);
+        assert_eq!(split_members(world, 3, 0, 1).unwrap(), [3]);
+        let node = t.get(Team::NODE).unwrap();
+        assert_eq!(split_members(node, 1, 1, 2).unwrap(), [2, 4]);
+        for (start, stride, size, needle) in
+            [(0, 2, 4, "parent PE 6"), (-1, 1, 1, "parent PE -1"), (0, 1, 0, "at least 1"), (0, 0, 2, "stride 0")]
+        {
+            let err = split_members(world, start, stride, size).unwrap_err().to_string();
+            assert!(err.contains(needle) && err.contains(&format!("start={start}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn slots_are_chosen_in_common_and_reused() {
+        let mut t = two_nodes(0);
+        assert_eq!(t.free_mask() & 0xf, 0);
+        let mut other = two_nodes(2);
+        // A team on PE 0 only (slot 4) makes slot 4 busy for any split PE 0 takes part in.
+        assert_eq!(t.insert(4, "a".into(), vec![0]), Some(Team(4)));
+        assert_eq!(common_free_slot(&[t.free_mask(), other.free_mask()]), Some(5));
+        assert_eq!(other.insert(5, "b".into(), vec![0, 4]), None, "PE 2 is not a member");
+        t.destroy(Team(4)).unwrap();
+        assert_eq!(common_free_slot(&[t.free_mask(), other.free_mask()]), Some(4));
+        assert!(t.destroy(Team(4)).is_err());
+        assert!(t.destroy(Team::WORLD).unwrap_err().to_string().contains("predefined"));
+        let full: Vec<u64> = vec![0xf];
+        assert_eq!(common_free_slot(&full), None);
+        other.destroy(Team(5)).unwrap_err();
+    }
+
+    #[test]
+    fn barrier_targets_accumulate_per_slot_across_teams() {
+        let mut t = two_nodes(0);
+        assert_eq!(t.next_barrier(Team::WORLD).unwrap().1, 6);
+        assert_eq!(t.next_barrier(Team::WORLD).unwrap().1, 12);
+        assert_eq!(t.next_barrier(Team::NODE).unwrap(), (vec![0, 2, 4], 3));
+        t.insert(4, "x".into(), vec![0, 1]);
+        t.next_barrier(Team(4)).unwrap();
+        t.destroy(Team(4)).unwrap();
+        t.insert(4, "y".into(), vec![0, 1, 2]);
+        assert_eq!(t.next_barrier(Team(4)).unwrap().1, 2 + 3);
+    }
+}

@@ -1,0 +1,325 @@
+//! Waiting on local symmetric words: the polling loop shared by every wait of the runtime
+//! (barriers and signals included), and the `wait_until` / `test` families.
+//!
+//! The loop spins briefly, then yields the CPU (PEs often outnumber cores in tests), then
+//! sleeps in short steps. About every millisecond it asks the bootstrap whether a peer died,
+//! so a wait on a dead peer fails with [`Error::PeerDied`] instead of hanging; with
+//! `RSHMEM_DEBUG_WAIT_TIMEOUT_MS` set it gives up with [`Error::WaitTimeout`], naming the word
+//! (allocation and offset), the comparison and the last value seen.
+
+use super::Runtime;
+use crate::backend::Width;
+use crate::consts::Cmp;
+use crate::dtype::{DType, SYNC_DTYPES};
+use crate::error::{Error, Result};
+use std::time::{Duration, Instant};
+
+/// Polls that only spin before the loop starts yielding.
+const SPIN_POLLS: u32 = 128;
+/// After this long the loop sleeps between polls instead of yielding.
+const YIELD_FOR: Duration = Duration::from_millis(5);
+/// The sleep step after `YIELD_FOR`.
+const SLEEP_STEP: Duration = Duration::from_micros(50);
+/// How often the loop checks peer health.
+const HEALTH_EVERY: Duration = Duration::from_millis(1);
+
+/// The unmet condition of one poll, kept for the timeout message.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Unmet {
+    /// The watched word (symmetric address).
+    pub addr: usize,
+    /// The comparison.
+    pub cmp: Cmp,
+    /// The value compared against.
+    pub expected: i128,
+    /// The value read.
+    pub seen: i128,
+}
+
+impl Runtime {
+    /// Calls `probe` until it returns `Ok(Ok(r))`; `Ok(Err(unmet))` means "not yet".
+    ///
+    /// # Errors
+    /// The first error of `probe`; [`Error::PeerDied`] naming a dead peer (`during` says what
+    /// this PE was doing); [`Error::WaitTimeout`] past `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.
+    pub(super) fn poll<R>(
+        &self,
+        during: &str,
+        mut probe: impl FnMut() -> Result<std::result::Result<R, Unmet>>,
+    ) -> Result<R> {
+        let start = Instant::now();
+        let mut last_health = start;
+        let mut polls = 0u32;
+        loop {
+            let unmet = match probe()? {
+                Ok(r) => return Ok(r),
+                Err(unmet) => unmet,
+            };
+            if polls < SPIN_POLLS {
+                polls += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            let now = Instant::now();
+            if now.duration_since(last_health) >= HEALTH_EVERY {
+                self.boot.health().check(during)?;
+                last_health = now;
+            }
+            let waited = now.duration_since(start);
+            if let Some(limit) = self.wait_timeout {
+                if waited >= limit {
+                    return Err(self.timeout_error(unmet, limit));
+                }
+            }
+            if waited < YIELD_FOR {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(SLEEP_STEP);
+            }
+        }
+    }
+
+    fn timeout_error(&self, unmet: Unmet, limit: Duration) -> Error {
+        Error::WaitTimeout {
+            pe: self.my_pe(),
+            location: format!("{:#x} ({})", unmet.addr, self.heap.describe(unmet.addr)),
+            cmp: unmet.cmp.symbol(),
+            // The error carries i64; a uint64 above i64::MAX shows as its two's-complement bits.
+            expected: unmet.expected as i64,
+            seen: unmet.seen as i64,
+            timeout_ms: limit.as_millis() as u64,
+        }
+    }
+
+    /// Checks the arguments of a point-to-point wait; returns the word width.
+    fn sync_word(&self, what: &str, dtype: DType, value: i128) -> Result<Width> {
+        dtype.expect_one_of(what, &SYNC_DTYPES)?;
+        let (lo, hi) = dtype.int_range().unwrap_or((0, 0));
+        if value < lo || value > hi {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: value {value} does not fit dtype {dtype} ({lo}..={hi})"
+            )));
+        }
+        Ok(if dtype.size() == 4 { Width::W32 } else { Width::W64 })
+    }
+
+    /// Reads word `i` of the array at `addr` and compares it.
+    fn probe_word(
+        &self,
+        addr: usize,
+        i: usize,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<std::result::Result<(), Unmet>> {
+        let width = if dtype.size() == 4 { Width::W32 } else { Width::W64 };
+        let at = addr + i * dtype.size();
+        let bits = self.load_local(at, width)?;
+        let seen = dtype.int_from_bits(bits).unwrap_or(0);
+        Ok(if cmp.holds(seen, value) { Ok(()) } else { Err(Unmet { addr: at, cmp, expected: value, seen }) })
+    }
+
+    /// Waits until this PE's `dtype` word at symmetric `addr` compares `cmp` to `value`
+    /// (int32, int64, uint32 or uint64). Acquire: data written before the word was updated is
+    /// visible afterwards.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for another dtype or a value outside the dtype;
+    /// [`Error::NotSymmetric`]; [`Error::PeerDied`]; [`Error::WaitTimeout`].
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/sync.html>
+    #[doc(alias = "nvshmem_wait_until")]
+    pub fn wait_until(&self, addr: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<()> {
+        self.sync_word("wait_until", dtype, value)?;
+        self.poll("wait_until", || self.probe_word(addr, 0, dtype, cmp, value))
+    }
+
+    /// Whether this PE's word at `addr` compares `cmp` to `value` now.
+    ///
+    /// # Errors
+    /// As [`Runtime::wait_until`], without the waiting ones.
+    #[doc(alias = "nvshmem_test")]
+    pub fn test(&self, addr: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<bool> {
+        self.sync_word("test", dtype, value)?;
+        Ok(self.probe_word(addr, 0, dtype, cmp, value)?.is_ok())
+    }
+
+    /// Which of the `nelems` words at `addr` (skipping those with a non-zero `status`) meet
+    /// the condition now: the indices that do, and the first word that does not.
+    fn scan(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<(Vec<usize>, Option<Unmet>)> {
+        let mut met = Vec::new();
+        let mut unmet = None;
+        for i in (0..nelems).filter(|&i| status.is_none_or(|s| s[i] == 0)) {
+            match self.probe_word(addr, i, dtype, cmp, value)? {
+                Ok(()) => met.push(i),
+                Err(u) => unmet = unmet.or(Some(u)),
+            }
+        }
+        Ok((met, unmet))
+    }
+
+    /// Validates the array arguments of the `_all/_any/_some` forms.
+    fn check_array(
+        &self,
+        what: &str,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        value: i128,
+    ) -> Result<()> {
+        self.sync_word(what, dtype, value)?;
+        if let Some(s) = status {
+            if s.len() != nelems {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}: status has {} entries but nelems is {nelems}; pass one entry per word \
+                     (non-zero skips it) or no status",
+                    s.len()
+                )));
+            }
+        }
+        let bytes = nelems.checked_mul(dtype.size()).ok_or_else(|| {
+            Error::InvalidArgument(format!("{what}: {nelems} elements of {dtype} overflow the address space"))
+        })?;
+        if bytes > 0 {
+            self.remote(addr, bytes, self.my_pe())?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every word of `addr[..nelems]` not skipped by `status` meets the condition.
+    /// Returns at once when all words are skipped or `nelems == 0`.
+    ///
+    /// # Errors
+    /// As [`Runtime::wait_until`]; [`Error::InvalidArgument`] when `status.len() != nelems`.
+    #[doc(alias = "nvshmem_wait_until_all")]
+    pub fn wait_until_all(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<()> {
+        self.check_array("wait_until_all", addr, nelems, status, dtype, value)?;
+        self.poll("wait_until_all", || {
+            let (_, unmet) = self.scan(addr, nelems, status, dtype, cmp, value)?;
+            Ok(unmet.map_or(Ok(()), Err))
+        })
+    }
+
+    /// Waits until some word not skipped meets the condition; returns the lowest such index,
+    /// or `None` at once when all words are skipped or `nelems == 0`.
+    ///
+    /// # Errors
+    /// As [`Runtime::wait_until_all`].
+    #[doc(alias = "nvshmem_wait_until_any")]
+    pub fn wait_until_any(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<Option<usize>> {
+        self.check_array("wait_until_any", addr, nelems, status, dtype, value)?;
+        self.poll("wait_until_any", || {
+            let (met, unmet) = self.scan(addr, nelems, status, dtype, cmp, value)?;
+            match (met.first(), unmet) {
+                (Some(&i), _) => Ok(Ok(Some(i))),
+                (None, None) => Ok(Ok(None)),
+                (None, Some(u)) => Ok(Err(u)),
+            }
+        })
+    }
+
+    /// Waits until at least one word not skipped meets the condition; returns the indices of
+    /// all that do (empty at once when all words are skipped or `nelems == 0`).
+    ///
+    /// # Errors
+    /// As [`Runtime::wait_until_all`].
+    #[doc(alias = "nvshmem_wait_until_some")]
+    pub fn wait_until_some(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<Vec<usize>> {
+        self.check_array("wait_until_some", addr, nelems, status, dtype, value)?;
+        self.poll("wait_until_some", || {
+            let (met, unmet) = self.scan(addr, nelems, status, dtype, cmp, value)?;
+            match unmet {
+                Some(u) if met.is_empty() => Ok(Err(u)),
+                _ => Ok(Ok(met)),
+            }
+        })
+    }
+
+    /// Whether every word not skipped meets the condition now (true when none is considered).
+    ///
+    /// # Errors
+    /// As [`Runtime::wait_until_all`], without the waiting ones.
+    #[doc(alias = "nvshmem_test_all")]
+    pub fn test_all(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<bool> {
+        self.check_array("test_all", addr, nelems, status, dtype, value)?;
+        Ok(self.scan(addr, nelems, status, dtype, cmp, value)?.1.is_none())
+    }
+
+    /// The lowest index of a word not skipped that meets the condition now.
+    ///
+    /// # Errors
+    /// As [`Runtime::test_all`].
+    #[doc(alias = "nvshmem_test_any")]
+    pub fn test_any(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<Option<usize>> {
+        self.check_array("test_any", addr, nelems, status, dtype, value)?;
+        Ok(self.scan(addr, nelems, status, dtype, cmp, value)?.0.first().copied())
+    }
+
+    /// The indices of all words not skipped that meet the condition now.
+    ///
+    /// # Errors
+    /// As [`Runtime::test_all`].
+    #[doc(alias = "nvshmem_test_some")]
+    pub fn test_some(
+        &self,
+        addr: usize,
+        nelems: usize,
+        status: Option<&[i32]>,
+        dtype: DType,
+        cmp: Cmp,
+        value: i128,
+    ) -> Result<Vec<usize>> {
+        self.check_array("test_some", addr, nelems, status, dtype, value)?;
+        Ok(self.scan(addr, nelems, status, dtype, cmp, value)?.0)
+    }
+}
