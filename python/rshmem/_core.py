@@ -1,0 +1,213 @@
+"""Init / finalize, PE queries and teams.
+
+`init` picks how the PEs find each other (the *bootstrap*): every PE needs the same unique id,
+made on PE 0 by `get_unique_id()`, plus its rank and the PE count. Who hands the id around:
+
+1. `uid`, `rank`, `nranks` given: the caller already shared it.
+2. a torch.distributed group given, or torch.distributed initialized: PE 0 of the group makes the
+   id and `torch.distributed.broadcast_object_list` shares it.
+3. an mpi4py communicator given: `comm.bcast` shares it.
+4. torchrun / mpirun variables (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`): the runtime
+   reads them itself and PE 0 listens on `MASTER_PORT + 1` (or `RSHMEM_BOOTSTRAP_PORT`).
+5. none of these: one PE.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from . import _native
+from ._native import InvalidArgumentError
+
+_finalize_hooks = []  # called before the runtime stops (rshmem.torch forgets its tensors)
+
+
+class Team(int):
+    """A team of PEs, as its integer id. `Team.WORLD`, `Team.SHARED`, `Team.NODE` and
+    `Team.SAME_MYPE_NODE` always exist; `team_split_strided` makes more."""
+
+    WORLD: "Team"
+    SHARED: "Team"
+    NODE: "Team"
+    SAME_MYPE_NODE: "Team"
+    INVALID: "Team"
+
+    def __repr__(self) -> str:
+        names = {0: "WORLD", 1: "SHARED", 2: "NODE", 3: "SAME_MYPE_NODE", -1: "INVALID"}
+        return f"Team.{names[int(self)]}" if int(self) in names else f"Team({int(self)})"
+
+
+Team.WORLD = Team(_native.TEAM_WORLD)
+Team.SHARED = Team(_native.TEAM_SHARED)
+Team.NODE = Team(_native.TEAM_NODE)
+Team.SAME_MYPE_NODE = Team(_native.TEAM_SAME_MYPE_NODE)
+Team.INVALID = Team(_native.TEAM_INVALID)
+
+
+def get_unique_id() -> bytes:
+    """Makes the unique id of a new job on this PE (call it on PE 0 only and share the bytes)."""
+    return _native.get_unique_id()
+
+
+def _device_index(device) -> int | None:
+    if device is None:
+        return None
+    if isinstance(device, int):
+        return device
+    index = getattr(device, "index", None)  # torch.device("cuda:1")
+    if index is None and isinstance(device, str) and ":" in device:
+        index = int(device.rsplit(":", 1)[1])
+    if index is None:
+        raise InvalidArgumentError(f"device {device!r} names no GPU index; pass an int or 'cuda:N'")
+    return int(index)
+
+
+def _dist_initialized() -> bool:
+    # Never import torch just to ask: a program that has not imported it has not initialized it.
+    dist = sys.modules.get("torch.distributed")
+    return dist is not None and dist.is_available() and dist.is_initialized()
+
+
+def _launcher_env() -> bool:
+    """Whether torchrun or mpirun started this process (the runtime then reads the env)."""
+    env = os.environ
+    return ("RANK" in env and "WORLD_SIZE" in env) or "OMPI_COMM_WORLD_RANK" in env or "PMI_RANK" in env
+
+
+def _uid_from_torch(group):
+    import torch.distributed as dist
+
+    rank = dist.get_rank(group)
+    nranks = dist.get_world_size(group)
+    if rank < 0:
+        raise InvalidArgumentError("this process is not a member of the torch.distributed group passed to rshmem.init()")
+    box = [get_unique_id() if rank == 0 else None]
+    src = dist.get_global_rank(group, 0) if group is not None else 0
+    kwargs = {}
+    if dist.get_backend(group) == "nccl":
+        import torch
+
+        kwargs["device"] = torch.device("cuda", torch.cuda.current_device())
+    dist.broadcast_object_list(box, src=src, group=group, **kwargs)
+    return box[0], rank, nranks
+
+
+def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=None, backend=None) -> None:
+    """Collective: starts rshmem on every PE (`nvshmem_init`).
+
+    `backend` is `"cuda"` or `"host"` (default: `RSHMEM_BACKEND`, else cuda when a GPU is
+    visible); `device` is the GPU of this PE (int, `"cuda:N"` or `torch.device`). See the module
+    docstring for how the PEs are found. Raises `AlreadyInitializedError` when already running.
+    """
+    given = [uid is not None, rank is not None, nranks is not None]
+    if any(given) and not all(given):
+        raise InvalidArgumentError("pass uid, rank and nranks together (or none of them)")
+    if not any(given):
+        if group is not None or (mpi_comm is None and _dist_initialized()):
+            uid, rank, nranks = _uid_from_torch(group)
+        elif mpi_comm is not None:
+            rank, nranks = mpi_comm.Get_rank(), mpi_comm.Get_size()
+            uid = mpi_comm.bcast(get_unique_id() if rank == 0 else None, root=0)
+        elif not _launcher_env():
+            uid, rank, nranks = get_unique_id(), 0, 1
+    if uid is not None and not isinstance(uid, (bytes, bytearray)):
+        raise InvalidArgumentError(f"uid must be the bytes returned by rshmem.get_unique_id(), not {type(uid).__name__}")
+    _native.init(bytes(uid) if uid is not None else None, rank, nranks, backend, _device_index(device))
+
+
+def finalize() -> None:
+    """Collective: frees every symmetric allocation and stops rshmem (`nvshmem_finalize`).
+    Calling it when rshmem is not running does nothing."""
+    if not _native.is_initialized():
+        return
+    for hook in list(_finalize_hooks):
+        hook()
+    _native.finalize()
+
+
+def is_initialized() -> bool:
+    """Whether `init` has run and `finalize` has not."""
+    return _native.is_initialized()
+
+
+def my_pe() -> int:
+    """This PE's number in the job (`nvshmem_my_pe`)."""
+    return _native.my_pe()
+
+
+def n_pes() -> int:
+    """How many PEs the job has (`nvshmem_n_pes`)."""
+    return _native.n_pes()
+
+
+def backend() -> str:
+    """The memory backend in use: `"host"` or `"cuda"`."""
+    return _native.backend()
+
+
+def team_my_pe(team=Team.WORLD) -> int:
+    """This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`)."""
+    return _native.team_my_pe(int(team))
+
+
+def team_n_pes(team=Team.WORLD) -> int:
+    """How many PEs `team` has (`nvshmem_team_n_pes`)."""
+    return _native.team_n_pes(int(team))
+
+
+def team_translate_pe(src_team, pe: int, dest_team) -> int:
+    """PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there."""
+    return _native.team_translate_pe(int(src_team), int(pe), int(dest_team))
+
+
+def team_split_strided(parent, start: int, stride: int, size: int):
+    """Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as
+    numbered in `parent`. Returns a `Team` on its members and None elsewhere."""
+    made = _native.team_split_strided(int(parent), int(start), int(stride), int(size))
+    return None if made is None else Team(made)
+
+
+def team_destroy(team) -> None:
+    """Collective over `team`: releases a team made by `team_split_strided`."""
+    _native.team_destroy(int(team))
+
+
+def barrier_all() -> None:
+    """Collective: completes this PE's puts, then waits for every PE (`nvshmem_barrier_all`)."""
+    _native.barrier_all()
+
+
+def sync_all() -> None:
+    """Collective: waits for every PE, without completing puts (`nvshmem_sync_all`)."""
+    _native.sync_all()
+
+
+def barrier(team=Team.WORLD) -> None:
+    """Collective over `team`: quiet, then wait for the team (`nvshmem_barrier`)."""
+    _native.barrier(int(team))
+
+
+def sync(team=Team.WORLD) -> None:
+    """Collective over `team`: wait for the team (`nvshmem_team_sync`)."""
+    _native.sync(int(team))
+
+
+def quiet() -> None:
+    """Completes every put, atomic and signal this PE issued (`nvshmem_quiet`)."""
+    _native.quiet()
+
+
+def fence() -> None:
+    """Orders this PE's puts, atomics and signals to each PE (`nvshmem_fence`)."""
+    _native.fence()
+
+
+def heap_in_use() -> int:
+    """Bytes of this PE's symmetric heap allocated and not freed."""
+    return _native.heap_in_use()
+
+
+def heap_mapped() -> int:
+    """Bytes of this PE's symmetric heap backed by memory."""
+    return _native.heap_mapped()

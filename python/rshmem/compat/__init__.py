@@ -1,0 +1,1 @@
+"""Host helpers under other projects' names, so their programs port by changing imports."""

@@ -1,0 +1,107 @@
+"""The host helpers Triton-distributed tutorials import from `triton_dist.utils`, same names and
+arguments, on rshmem. A tutorial ports by replacing
+
+    from triton_dist.utils import initialize_distributed, nvshmem_create_tensor, ...
+
+with `from rshmem.compat.triton_dist import ...`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import random
+
+import torch
+import torch.distributed as dist
+
+import rshmem
+import rshmem.torch as rtorch
+
+NVSHMEM_SIGNAL_DTYPE = rtorch.SIGNAL_DTYPE
+"""dtype of signal words."""
+
+_owns_process_group = False
+
+
+def initialize_distributed(seed=None):
+    """Initializes torch.distributed from the torchrun environment (nccl when GPUs are present,
+    else gloo), seeds the random generators, then starts rshmem on that group. Returns the
+    process group (the WORLD group)."""
+    global _owns_process_group
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    use_gpu = torch.cuda.is_available()
+    if use_gpu:
+        torch.cuda.set_device(local_rank)
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29500")
+        dist.init_process_group(
+            backend="nccl" if use_gpu else "gloo",
+            rank=rank,
+            world_size=world,
+            device_id=torch.device("cuda", local_rank) if use_gpu else None,
+        )
+        _owns_process_group = True
+    if seed is not None:
+        random.seed(seed + rank)
+        torch.manual_seed(seed + rank)
+    if not rshmem.is_initialized():
+        rshmem.init(dist.group.WORLD, device=local_rank if use_gpu else None)
+    return dist.group.WORLD
+
+
+def nvshmem_create_tensor(shape, dtype) -> torch.Tensor:
+    """Collective: a symmetric tensor (`rshmem.torch.create_symmetric_tensor`)."""
+    return rtorch.create_symmetric_tensor(shape, dtype)
+
+
+def nvshmem_create_tensors(shape, dtype, rank, local_world_size) -> list:
+    """Collective: the views of one symmetric allocation on every node-local PE."""
+    return rtorch.create_symmetric_tensors(shape, dtype, rank, local_world_size)
+
+
+def nvshmem_free_tensor_sync(tensor) -> None:
+    """Collective: waits for every PE, then frees the tensor."""
+    rshmem.barrier_all()
+    rtorch.free_tensor(tensor)
+
+
+def nvshmem_barrier_all_on_stream(stream=None) -> None:
+    """Collective barrier ordered on `stream` (on the host backend, a host barrier)."""
+    rtorch.barrier_all_on_stream(stream)
+
+
+def dist_print(*args, allowed_ranks=(0,), prefix=False, need_sync=False, **kwargs) -> None:
+    """`print` on the ranks in `allowed_ranks` (`"all"` for every rank), prefixed with the rank
+    when `prefix`; with `need_sync`, ranks print one after another."""
+    rank = dist.get_rank() if dist.is_initialized() else 0
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    if allowed_ranks == "all":
+        allowed_ranks = range(world)
+
+    def emit():
+        if rank in allowed_ranks:
+            if prefix:
+                builtins.print(f"[rank:{rank}]", *args, **kwargs, flush=True)
+            else:
+                builtins.print(*args, **kwargs, flush=True)
+
+    if not need_sync or world == 1:
+        emit()
+        return
+    for turn in range(world):
+        if turn == rank:
+            emit()
+        dist.barrier()
+
+
+def finalize_distributed() -> None:
+    """Stops rshmem, then the process group if `initialize_distributed` started it."""
+    global _owns_process_group
+    rshmem.finalize()
+    if _owns_process_group and dist.is_initialized():
+        dist.destroy_process_group()
+        _owns_process_group = False

@@ -1,0 +1,284 @@
+"""Symmetric torch tensors and the on-stream API.
+
+`create_symmetric_tensor(shape, dtype)` allocates on every PE's symmetric heap (a collective:
+every PE calls it with the same shape and dtype) and returns a tensor that *is* that memory, so
+a peer's `put` into it shows up in the tensor. `peer_tensor(t, pe)` views the same allocation on a
+node-local peer: writing into it writes the peer's memory.
+
+On the host backend these are CPU tensors over shared memory, built from the address without
+linking libtorch (ctypes buffer -> `torch.frombuffer` as bytes -> `.view(dtype)`), so any torch
+dtype works, fp8 included. The CUDA backend's tensors come later (issue 3).
+
+A tensor from here must not be used after `free_tensor(t)` or `rshmem.finalize()`: its memory is
+gone (torch cannot know).
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import math
+
+import torch
+
+from . import _core, _native
+from ._dtypes import check_torch_dtype
+from ._native import InvalidArgumentError, NotInitializedError, NotSymmetricError, UnsupportedError
+
+SIGNAL_DTYPE = torch.int64
+"""dtype of signal words (64-bit)."""
+
+_CUDA_LATER = "the cuda backend arrives with issue 3"
+
+# Live allocations made here: sorted base addresses, and base -> size in bytes.
+_bases: list = []
+_sizes: dict = {}
+
+
+def _forget_all() -> None:
+    _bases.clear()
+    _sizes.clear()
+
+
+_core._finalize_hooks.append(_forget_all)
+
+
+def _host_only(what: str) -> None:
+    if not _native.is_initialized():
+        raise NotInitializedError(f"rshmem is not initialized: call rshmem.init() before rshmem.torch.{what}()")
+    kind = _native.backend()
+    if kind != "host":
+        raise UnsupportedError(f"{what} on the {kind} backend: {_CUDA_LATER}")
+
+
+def _shape(shape) -> tuple:
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        dims = tuple(int(d) for d in shape)
+        if any(isinstance(d, bool) or int(d) != d for d in shape):
+            raise TypeError
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"shape must be an int or a sequence of ints, not {shape!r}") from None
+    if any(d < 0 for d in dims):
+        raise InvalidArgumentError(f"shape {dims} has a negative dimension")
+    return dims
+
+
+def _wrap(addr: int, nbytes: int, dtype, shape, stride=None):
+    """A CPU tensor over `nbytes` at `addr`. The ctypes buffer it is built on stays referenced by
+    the tensor's storage, so nothing here frees or copies the memory."""
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype)
+    buf = (ctypes.c_uint8 * nbytes).from_address(addr)
+    flat = torch.frombuffer(buf, dtype=torch.uint8)
+    typed = flat.view(dtype)
+    if stride is None:
+        return typed.view(shape)
+    return typed.as_strided(shape, stride)
+
+
+def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
+    """Collective: a symmetric tensor of `shape` and `dtype` (any torch dtype), zero-filled;
+    every PE must pass the same shape and dtype."""
+    check_torch_dtype(dtype)
+    dims = _shape(shape)
+    _host_only("create_symmetric_tensor")
+    nbytes = math.prod(dims) * dtype.itemsize
+    # calloc zeroes inside the collective, before any peer can write into this PE's copy; zeroing
+    # here afterwards could erase a fast peer's first put.
+    addr = _native.calloc(1, max(nbytes, 1))
+    t = _wrap(addr, nbytes, dtype, dims)
+    bisect.insort(_bases, addr)
+    _sizes[addr] = max(nbytes, 1)
+    t._rshmem_base = addr  # free_tensor finds zero-size tensors by this
+    return t
+
+
+def _allocation_of(addr: int):
+    i = bisect.bisect_right(_bases, addr) - 1
+    if i >= 0:
+        base = _bases[i]
+        if addr < base + _sizes[base]:
+            return base
+    return None
+
+
+def _span(t: torch.Tensor) -> int:
+    """Bytes from `t.data_ptr()` to the end of its last element."""
+    if t.numel() == 0:
+        return 0
+    last = sum((n - 1) * s for n, s in zip(t.shape, t.stride()))
+    return (last + 1) * t.element_size()
+
+
+def peer_tensor(t: torch.Tensor, pe: int) -> torch.Tensor:
+    """The view of symmetric tensor `t` on PE `pe` (node-local): same shape, strides and dtype,
+    over `pe`'s memory (`nvshmem_ptr`)."""
+    if not isinstance(t, torch.Tensor):
+        raise InvalidArgumentError(f"peer_tensor takes a tensor, not {type(t).__name__}")
+    _host_only("peer_tensor")
+    if t.device.type != "cpu":
+        raise NotSymmetricError(f"tensor on {t.device} is not a symmetric tensor of the host backend")
+    addr = getattr(t, "_rshmem_base", None) if t.numel() == 0 else t.data_ptr()
+    if addr is None:
+        raise NotSymmetricError("this empty tensor was not made by create_symmetric_tensor")
+    remote = _native.ptr(addr, pe)
+    if remote is None:
+        raise UnsupportedError(f"PE {pe} is not reachable by load/store from PE {_native.my_pe()} (not node-local)")
+    return _wrap(remote, _span(t), t.dtype, tuple(t.shape), tuple(t.stride()))
+
+
+def create_symmetric_tensors(shape, dtype, rank: int, local_world_size: int) -> list:
+    """Collective: one symmetric allocation, returned as `local_world_size` tensors; entry `i`
+    is the view of node-local PE `i`'s copy (entry `rank % local_world_size` is this PE's)."""
+    node = _core.team_n_pes(_core.Team.NODE)
+    if local_world_size != node:
+        raise InvalidArgumentError(f"local_world_size is {local_world_size}, but this node has {node} PEs")
+    if rank % local_world_size != _core.team_my_pe(_core.Team.NODE):
+        raise InvalidArgumentError(
+            f"rank {rank} is not this PE (PE {_native.my_pe()}, node-local PE {_core.team_my_pe(_core.Team.NODE)})"
+        )
+    local = create_symmetric_tensor(shape, dtype)
+    me = _core.team_my_pe(_core.Team.NODE)
+    out = []
+    for i in range(local_world_size):
+        if i == me:
+            out.append(local)
+        else:
+            peer = peer_tensor(local, _core.team_translate_pe(_core.Team.NODE, i, _core.Team.WORLD))
+            peer._rshmem_base = None
+            out.append(peer)
+    return out
+
+
+def free_tensor(t: torch.Tensor) -> None:
+    """Collective: frees a tensor made by `create_symmetric_tensor` (`nvshmem_free`). Every PE
+    frees its own tensor of that allocation; the tensor must not be used afterwards."""
+    if not isinstance(t, torch.Tensor):
+        raise InvalidArgumentError(f"free_tensor takes a tensor, not {type(t).__name__}")
+    base = getattr(t, "_rshmem_base", None)
+    if base is None or base not in _sizes or (t.numel() and t.data_ptr() != base):
+        raise NotSymmetricError(
+            "free_tensor takes the tensor returned by create_symmetric_tensor on this PE "
+            "(not a view, a peer tensor, or an already freed tensor)"
+        )
+    _native.free(base)
+    del _sizes[base]
+    _bases.remove(base)
+    t._rshmem_base = None
+
+
+# ------------------------------------------------------------------------- on-stream forms
+# On the host backend there is no stream: each call runs to completion before it returns, which
+# is the order a stream would give. The CUDA forms come with the cuda backend.
+
+
+def _no_stream(stream, what: str) -> None:
+    _host_only(what)
+    if stream is not None and getattr(stream, "device", None) is not None and stream.device.type == "cuda":
+        raise UnsupportedError(f"{what}: a CUDA stream needs the cuda backend; {_CUDA_LATER}")
+
+
+def barrier_all_on_stream(stream=None) -> None:
+    """Collective barrier ordered on `stream` (host backend: a host barrier)."""
+    _no_stream(stream, "barrier_all_on_stream")
+    _core.barrier_all()
+
+
+def quiet_on_stream(stream=None) -> None:
+    """`quiet` ordered on `stream` (host backend: a host quiet)."""
+    _no_stream(stream, "quiet_on_stream")
+    _core.quiet()
+
+
+def putmem_on_stream(dst, src, pe: int, stream=None) -> None:
+    """Copies tensor `src` into symmetric tensor `dst` on `pe`, ordered on `stream`."""
+    from . import host
+
+    _no_stream(stream, "putmem_on_stream")
+    host.put(dst, src, pe)
+
+
+def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
+    """Copies symmetric tensor `src` on `pe` into tensor `dst`, ordered on `stream`."""
+    from . import host
+
+    _no_stream(stream, "getmem_on_stream")
+    host.get(dst, src, pe)
+
+
+def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=None) -> None:
+    """`putmem_signal` of tensor `src` into `dst` on `pe`, ordered on `stream`."""
+    from . import host
+
+    _no_stream(stream, "putmem_signal_on_stream")
+    host.putmem_signal(dst, src, None, sig, value, op, pe)
+
+
+def signal_op_on_stream(sig, value: int, op: int, pe: int, stream=None) -> None:
+    """`signal_op` ordered on `stream`."""
+    from . import host
+
+    _no_stream(stream, "signal_op_on_stream")
+    host.signal_op(sig, value, op, pe)
+
+
+def signal_wait_until_on_stream(sig, cmp: int, value: int, stream=None) -> None:
+    """Makes `stream` wait until the local signal compares true (host backend: waits here)."""
+    from . import host
+
+    _no_stream(stream, "signal_wait_until_on_stream")
+    host.signal_wait_until(sig, cmp, value)
+
+
+def broadcast_on_stream(dst, src, root: int, team=_core.Team.WORLD, stream=None) -> None:
+    """`broadcast` of symmetric tensors, ordered on `stream`."""
+    from . import host
+
+    _no_stream(stream, "broadcast_on_stream")
+    host.broadcast(dst, src, root, team)
+
+
+def fcollect_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
+    """`fcollect` of symmetric tensors, ordered on `stream`."""
+    from . import host
+
+    _no_stream(stream, "fcollect_on_stream")
+    host.fcollect(dst, src, team)
+
+
+def alltoall_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
+    """`alltoall` of symmetric tensors, ordered on `stream`."""
+    from . import host
+
+    _no_stream(stream, "alltoall_on_stream")
+    host.alltoall(dst, src, team)
+
+
+def reduce_on_stream(op: str, dst, src, team=_core.Team.WORLD, stream=None) -> None:
+    """Reduction `op` of symmetric tensors, ordered on `stream`."""
+    from . import host
+
+    _no_stream(stream, "reduce_on_stream")
+    host.reduce(dst, src, op, team)
+
+
+__all__ = [
+    "SIGNAL_DTYPE",
+    "create_symmetric_tensor",
+    "create_symmetric_tensors",
+    "peer_tensor",
+    "free_tensor",
+    "barrier_all_on_stream",
+    "quiet_on_stream",
+    "putmem_on_stream",
+    "getmem_on_stream",
+    "putmem_signal_on_stream",
+    "signal_op_on_stream",
+    "signal_wait_until_on_stream",
+    "broadcast_on_stream",
+    "fcollect_on_stream",
+    "alltoall_on_stream",
+    "reduce_on_stream",
+]

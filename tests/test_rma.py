@@ -1,0 +1,193 @@
+"""Puts, gets, typed p/g, atomics, signals and waits from the host."""
+
+import pytest
+import torch
+
+import rshmem
+import rshmem.torch as rtorch
+
+TYPED = [
+    torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32,
+    torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64,
+]
+
+
+@pytest.fixture
+def sym():
+    made = []
+
+    def make(shape, dtype):
+        made.append(rtorch.create_symmetric_tensor(shape, dtype))
+        return made[-1]
+
+    yield make
+    rshmem.barrier_all()
+    for t in reversed(made):
+        rtorch.free_tensor(t)
+
+
+def test_put_get_roundtrip(sym, me, peer):
+    dst = sym((64,), torch.float32)
+    src = torch.arange(64, dtype=torch.float32) + 100 * me
+    rshmem.put(dst, src, peer)  # this PE writes into the next PE's dst
+    rshmem.barrier_all()
+    sender = (me - 1) % rshmem.n_pes()
+    assert torch.equal(dst, torch.arange(64, dtype=torch.float32) + 100 * sender)
+    back = torch.empty(64, dtype=torch.float32)
+    rshmem.get(back, dst, peer)
+    assert torch.equal(back, src)
+
+
+def test_putmem_raw_addresses_and_partial(sym, me, peer):
+    dst = sym((16,), torch.int64)
+    src = torch.arange(16, dtype=torch.int64) * (me + 1)
+    rshmem.putmem(dst.data_ptr(), src.data_ptr(), 4 * 8, peer)  # first 4 elements only
+    rshmem.barrier_all()
+    sender = (me - 1) % rshmem.n_pes()
+    assert dst[:4].tolist() == [i * (sender + 1) for i in range(4)]
+    assert not dst[4:].any()
+    out = torch.zeros(16, dtype=torch.int64)
+    rshmem.getmem(out, dst, 32, peer)
+    assert out[:4].tolist() == src[:4].tolist()
+
+
+def test_sizes_are_checked(sym, peer):
+    dst = sym((4,), torch.float32)
+    with pytest.raises(rshmem.InvalidArgumentError, match="holds only 16"):
+        rshmem.putmem(dst, torch.zeros(8), 32, peer)
+    with pytest.raises(rshmem.InvalidArgumentError, match="same size"):
+        rshmem.put(dst, torch.zeros(5), peer)
+    with pytest.raises(rshmem.InvalidArgumentError, match="contiguous"):
+        rshmem.put(dst, torch.zeros(4, 2)[:, 0], peer)
+    with pytest.raises(rshmem.InvalidArgumentError, match="pass nbytes"):
+        rshmem.putmem(dst.data_ptr(), torch.zeros(4).data_ptr(), None, peer)
+    with pytest.raises(rshmem.InvalidArgumentError):
+        rshmem.putmem("not an address", torch.zeros(4), 16, peer)
+
+
+@pytest.mark.parametrize("dtype", TYPED, ids=str)
+def test_p_g_every_dtype(sym, dtype, me, peer):
+    t = sym((2,), dtype)
+    value = 1 + me + (0.5 if dtype.is_floating_point else 0)
+    rshmem.p(t[1], value, peer)
+    rshmem.barrier_all()
+    sender = (me - 1) % rshmem.n_pes()
+    expected = 1 + sender + (0.5 if dtype.is_floating_point else 0)
+    assert t[1].item() == expected
+    assert rshmem.g(t[1], peer) == value
+
+
+def test_p_bad_dtype_raises(sym, peer):
+    t = sym((2,), torch.complex64)
+    with pytest.raises(rshmem.DTypeError, match="complex64"):
+        rshmem.p(t[0], 1, peer)
+    with pytest.raises(rshmem.DTypeError):
+        rshmem.g(t.data_ptr(), peer, dtype="float128")
+    with pytest.raises(rshmem.InvalidArgumentError, match="dtype="):
+        rshmem.g(t.data_ptr(), peer)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint32, torch.uint64], ids=str)
+def test_atomics(sym, dtype, me, npes):
+    word = sym((1,), dtype)
+    rshmem.barrier_all()
+    # every PE adds me+1 to PE 0's word
+    rshmem.atomic_add(word[0], me + 1, 0)
+    rshmem.barrier_all()
+    total = npes * (npes + 1) // 2
+    assert rshmem.atomic_fetch(word[0], 0) == total
+    rshmem.barrier_all()
+    if me == 0:
+        assert rshmem.atomic_swap(word[0], 7, 0) == total
+        assert rshmem.atomic_compare_swap(word[0], 8, 9, 0) == 7  # cond false: unchanged
+        assert rshmem.atomic_compare_swap(word[0], 7, 9, 0) == 7
+        assert rshmem.atomic_fetch_inc(word[0], 0) == 9
+        assert rshmem.atomic_fetch_and(word[0], 0b1100, 0) == 10
+        assert rshmem.atomic_fetch_or(word[0], 0b0011, 0) == 8
+        assert rshmem.atomic_fetch_xor(word[0], 0b1111, 0) == 11
+        rshmem.atomic_set(word[0], 5, 0)
+        assert word[0].item() == 5
+        if dtype.is_signed:
+            rshmem.atomic_set(word[0], -3, 0)
+            assert rshmem.atomic_fetch_add(word[0], -2, 0) == -3
+            assert rshmem.atomic_fetch(word[0], 0) == -5
+    rshmem.barrier_all()
+
+
+def test_atomic_misuse(sym, peer):
+    f = sym((2,), torch.float32)
+    small = sym((2,), torch.int16)
+    i = sym((2,), torch.int32)
+    with pytest.raises(rshmem.DTypeError, match="int32"):
+        rshmem.atomic_add(f[0], 1, peer)
+    with pytest.raises(rshmem.DTypeError):
+        rshmem.atomic_fetch(small[0], peer)
+    with pytest.raises(rshmem.InvalidArgumentError, match="does not fit"):
+        rshmem.atomic_set(i[0], 2**40, peer)
+    with pytest.raises(rshmem.NotSymmetricError):
+        rshmem.atomic_fetch(torch.zeros(1, dtype=torch.int64), peer)
+
+
+def test_signal_set_add_and_wait(sym, me, npes, peer):
+    sig = sym((npes,), rtorch.SIGNAL_DTYPE)
+    rshmem.barrier_all()
+    rshmem.signal_op(sig[me], 41, rshmem.SIGNAL_SET, peer)
+    rshmem.signal_op(sig[me], 1, rshmem.SIGNAL_ADD, peer)
+    sender = (me - 1) % npes
+    assert rshmem.signal_wait_until(sig[sender], rshmem.CMP_EQ, 42) == 42
+    assert rshmem.signal_fetch(sig[sender]) == 42
+    rshmem.barrier_all()
+
+
+def test_putmem_signal_delivers_data_before_signal(sym, me, npes, peer):
+    data = sym((1024,), torch.float32)
+    sig = sym((1,), torch.uint64)
+    rshmem.barrier_all()
+    src = torch.full((1024,), float(me + 1))
+    rshmem.putmem_signal(data, src, None, sig[0], 1, rshmem.SIGNAL_ADD, peer)
+    rshmem.signal_wait_until(sig[0], rshmem.CMP_GE, 1)
+    sender = (me - 1) % npes
+    assert torch.equal(data, torch.full((1024,), float(sender + 1)))
+    rshmem.barrier_all()
+
+
+def test_signal_needs_64bit_word(sym, peer):
+    small = sym((1,), torch.int32)
+    with pytest.raises(rshmem.DTypeError, match="64-bit"):
+        rshmem.signal_op(small[0], 1, rshmem.SIGNAL_SET, peer)
+    big = sym((1,), torch.int64)
+    with pytest.raises(rshmem.InvalidArgumentError, match="signal operation"):
+        rshmem.signal_op(big[0], 1, 77, peer)
+    with pytest.raises(rshmem.InvalidArgumentError, match="comparison"):
+        rshmem.signal_wait_until(big[0], 42, 0)
+
+
+def test_wait_and_test_family(sym, me, npes, peer):
+    flags = sym((4,), torch.int32)
+    rshmem.barrier_all()
+    assert rshmem.test(flags[0], rshmem.CMP_EQ, 0)
+    assert not rshmem.test(flags[0], rshmem.CMP_NE, 0)
+    # the previous PE sets flags 1 and 3 on this PE
+    rshmem.p(flags[1], 5, peer)
+    rshmem.p(flags[3], 5, peer)
+    rshmem.quiet()
+    rshmem.wait_until(flags[3], rshmem.CMP_EQ, 5)
+    rshmem.wait_until_all(flags, rshmem.CMP_EQ, 5, status=[1, 0, 1, 0])
+    assert rshmem.wait_until_any(flags, rshmem.CMP_EQ, 5) in (1, 3)
+    assert sorted(rshmem.wait_until_some(flags, rshmem.CMP_EQ, 5)) == [1, 3]
+    assert rshmem.test_all(flags, rshmem.CMP_GE, 0)
+    assert not rshmem.test_all(flags, rshmem.CMP_EQ, 5)
+    assert rshmem.test_any(flags, rshmem.CMP_GT, 4) in (1, 3)
+    assert sorted(rshmem.test_some(flags, rshmem.CMP_GT, 4)) == [1, 3]
+    assert rshmem.test_some(flags, rshmem.CMP_GT, 4, status=[0, 1, 0, 1]) == []
+    with pytest.raises(rshmem.InvalidArgumentError, match="status"):
+        rshmem.test_all(flags, rshmem.CMP_EQ, 5, status=[0])
+    rshmem.barrier_all()
+
+
+def test_fence_quiet_sync():
+    rshmem.fence()
+    rshmem.quiet()
+    rshmem.sync_all()
+    rshmem.barrier(rshmem.Team.WORLD)
+    rshmem.sync(rshmem.Team.WORLD)
