@@ -104,7 +104,11 @@ def main():
     vec_dest.fill_(-1)
     # The vector this PE sends: 1000 * me + i, so a misplaced element shows whose it was.
     vec_src = torch.arange(VEC, dtype=torch.int32, device=device) + 1000 * me
-    rshmem.barrier_all()  # nobody writes into a peer's tensor before the peer has filled it
+    # Nobody writes into a peer's tensor before the peer has filled it. On GPUs fill_ is only
+    # queued on the stream: wait for it before the (host) barrier.
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    rshmem.barrier_all()
 
     if rshmem.backend() == "cuda":
         shift_kernel[(1,)](dest, vec_dest, vec_src, VEC * 4, num_warps=4)
