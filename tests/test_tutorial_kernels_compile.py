@@ -34,6 +34,9 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
 
+# Compiling needs one process only; under torchrun the other ranks would repeat the same work.
+pytestmark = pytest.mark.single
+
 TARGET = GPUTarget("cuda", 90, 32)
 BUNDLED_BC = ROOT / "python" / "rshmem" / "triton" / "lib" / "libshmem_device.bc"
 
