@@ -230,6 +230,6 @@ mod tests {
         use super::workspace::*;
         assert_eq!((TEAM_TABLE % 16, SPLIT % 8), (0, 0));
         assert_eq!(BYTES, super::MAX_TEAMS * 32 + SPLIT_WORDS * 8);
-        assert!(COLL_WS_BYTES % super::DEFAULT_ALIGN == 0);
+        const { assert!(COLL_WS_BYTES % super::DEFAULT_ALIGN == 0) };
     }
 }

@@ -394,7 +394,10 @@ mod tests {
         let describe = |a: usize| format!("allocation of 64 bytes at heap offset 0, +{}", a - 0x1000);
         let rec = ErrorRecord { flag: ERROR_FLAG_WAIT_TIMEOUT, pe: 1, addr: 0x1008, cmp: 5, expected: 7, seen: 3 };
         let e = record_error(&rec, describe, Some(Duration::from_millis(100)));
-        assert!(matches!(e, Error::WaitTimeout { pe: 1, cmp: ">=", expected: 7, seen: 3, timeout_ms: 100, .. }), "{e:?}");
+        assert!(
+            matches!(e, Error::WaitTimeout { pe: 1, cmp: ">=", expected: 7, seen: 3, timeout_ms: 100, .. }),
+            "{e:?}"
+        );
         let msg = e.to_string();
         assert!(msg.contains("PE 1") && msg.contains("0x1008") && msg.contains("+8") && msg.contains(">= 7"), "{msg}");
         let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 0, addr: 0x1010, cmp: 3, expected: 0, seen: 0 };

@@ -192,20 +192,13 @@ mod tests {
         let start = ptx.find(&format!(".entry {name}(")).unwrap_or_else(|| panic!("no entry {name}"));
         let rest = &ptx[start..];
         let close = rest.find(')').unwrap();
-        rest[..close]
-            .lines()
-            .skip(1)
-            .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
-            .collect()
+        rest[..close].lines().skip(1).filter_map(|l| l.split_whitespace().nth(1).map(str::to_string)).collect()
     }
 
     #[test]
     fn ptx_entries_match_the_launch_code() {
         assert_eq!(entry_params(BARRIER_PTX, "rshmemi_rt_barrier"), [".u32"]);
-        assert_eq!(
-            entry_params(REDUCE_PTX, "rshmemi_rt_reduce"),
-            [".u32", ".u32", ".u32", ".u64", ".u64", ".u64"]
-        );
+        assert_eq!(entry_params(REDUCE_PTX, "rshmemi_rt_reduce"), [".u32", ".u32", ".u32", ".u64", ".u64", ".u64"]);
         // Each module defines the state global the runtime writes, and only its own kernel.
         for ptx in [BARRIER_PTX, REDUCE_PTX] {
             assert!(ptx.contains(".visible .global .align 8 .b8 rshmemi_device_state_d["), "state global");
@@ -222,19 +215,25 @@ mod tests {
 
     #[test]
     fn dtype_and_operator_codes_match_the_kernel_source() {
-        let names = [
-            "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "fp16", "bf16", "fp32", "fp64",
-        ];
+        let names =
+            ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "fp16", "bf16", "fp32", "fp64"];
         for (d, name) in ALL_DTYPES.iter().zip(names) {
             let code = dtype_code(*d);
-            assert!(SOURCE.contains(&format!(" {code} {name} ")) || SOURCE.contains(&format!(" {code} {name}\n")), "{d:?}");
+            assert!(
+                SOURCE.contains(&format!(" {code} {name} ")) || SOURCE.contains(&format!(" {code} {name}\n")),
+                "{d:?}"
+            );
         }
         let mut codes: Vec<i32> = ALL_DTYPES.iter().map(|&d| dtype_code(d)).collect();
         codes.sort();
         assert_eq!(codes, (0..12).collect::<Vec<_>>());
         for op in ALL_REDUCE_OPS {
             let code = op_code(op);
-            assert!(SOURCE.contains(&format!(" {code} {} ", op.name())) || SOURCE.contains(&format!(" {code} {}\n", op.name())), "{op:?}");
+            assert!(
+                SOURCE.contains(&format!(" {code} {} ", op.name()))
+                    || SOURCE.contains(&format!(" {code} {}\n", op.name())),
+                "{op:?}"
+            );
         }
         assert!(SOURCE.contains("#define RSHMEMI_RT_REDUCE_THREADS 512"));
     }

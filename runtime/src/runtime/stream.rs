@@ -103,7 +103,14 @@ impl Runtime {
     /// # References
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/rma.html>
     #[doc(alias = "nvshmemx_putmem_on_stream")]
-    pub unsafe fn putmem_on_stream(&self, dest: usize, source: usize, nbytes: usize, pe: usize, stream: usize) -> Result<()> {
+    pub unsafe fn putmem_on_stream(
+        &self,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+        pe: usize,
+        stream: usize,
+    ) -> Result<()> {
         let Some(gpu) = self.gpu() else {
             // SAFETY: forwarded contract.
             return unsafe { self.putmem(dest, source, nbytes, pe) };
@@ -124,7 +131,14 @@ impl Runtime {
     /// # Safety
     /// `dest` stays writable for `nbytes` until the stream has run the copy; see the module docs.
     #[doc(alias = "nvshmemx_getmem_on_stream")]
-    pub unsafe fn getmem_on_stream(&self, dest: usize, source: usize, nbytes: usize, pe: usize, stream: usize) -> Result<()> {
+    pub unsafe fn getmem_on_stream(
+        &self,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+        pe: usize,
+        stream: usize,
+    ) -> Result<()> {
         let Some(gpu) = self.gpu() else {
             // SAFETY: forwarded contract.
             return unsafe { self.getmem(dest, source, nbytes, pe) };
@@ -187,7 +201,14 @@ impl Runtime {
     /// # Safety
     /// See the module docs.
     #[doc(alias = "nvshmemx_signal_op_on_stream")]
-    pub unsafe fn signal_op_on_stream(&self, sig_addr: usize, signal: u64, op: SignalOp, pe: usize, stream: usize) -> Result<()> {
+    pub unsafe fn signal_op_on_stream(
+        &self,
+        sig_addr: usize,
+        signal: u64,
+        op: SignalOp,
+        pe: usize,
+        stream: usize,
+    ) -> Result<()> {
         let Some(gpu) = self.gpu() else {
             return self.signal_op(sig_addr, signal, op, pe);
         };
@@ -208,7 +229,13 @@ impl Runtime {
     /// # Safety
     /// See the module docs.
     #[doc(alias = "nvshmemx_signal_wait_until_on_stream")]
-    pub unsafe fn signal_wait_until_on_stream(&self, sig_addr: usize, cmp: Cmp, value: u64, stream: usize) -> Result<()> {
+    pub unsafe fn signal_wait_until_on_stream(
+        &self,
+        sig_addr: usize,
+        cmp: Cmp,
+        value: u64,
+        stream: usize,
+    ) -> Result<()> {
         let Some(gpu) = self.gpu() else {
             return self.signal_wait_until(sig_addr, cmp, value).map(drop);
         };

@@ -201,8 +201,6 @@ impl Runtime {
         self.stream_precheck("reduce_on_stream")?;
         // SAFETY: the team was checked; `op` takes `dtype`; `dest` and `source` are this PE's
         // symmetric ranges of `bytes`; the caller vouches for the stream and their lifetime.
-        unsafe {
-            gpu.kernels().reduce(StreamHandle(stream), gpu.state(), team.0, op, dtype, dest, source, nelems)
-        }
+        unsafe { gpu.kernels().reduce(StreamHandle(stream), gpu.state(), team.0, op, dtype, dest, source, nelems) }
     }
 }

@@ -15,8 +15,8 @@
 //! for has landed, and no member can start another barrier of a destroyed team).
 
 use super::{workspace, Runtime};
-use crate::device_state::TeamDesc;
 use crate::consts::{MAX_TEAMS, TEAM_INVALID, TEAM_NODE, TEAM_SAME_MYPE_NODE, TEAM_SHARED, TEAM_WORLD};
+use crate::device_state::TeamDesc;
 use crate::error::{Error, Result};
 
 /// A team handle: the id of a team, valid on its members until `team_destroy`.
