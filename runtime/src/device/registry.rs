@@ -98,8 +98,8 @@ fn write(ctx: &PrimaryContext, module: ModuleHandle, bytes: &[u8]) -> Result<boo
     };
     check_size(module, global.size)?;
     // SAFETY: `global` is the module's device variable of exactly `bytes.len()` bytes (checked
-    // above), in the current context.
-    unsafe { stream::memcpy_htod(global.addr, bytes)? };
+    // above), in `ctx`.
+    unsafe { stream::copy_to_device_sync(ctx, global.addr, bytes)? };
     Ok(true)
 }
 
