@@ -151,9 +151,10 @@ class Series:
         # ranks agree that the series is over before the next one starts).
         try:
             verdicts = self.rec.ctx.gather(mine) if self.rec.ctx is not None else [mine]
-        except Exception as e:  # noqa: BLE001 (the group itself broke: keep what we know)
-            verdicts = [mine, f"could not compare ranks after the series: {short_error(e)}"]
-        errors = [f"rank {r}: {v}" for r, v in enumerate(verdicts) if v]
+            errors = [f"rank {r}: {v}" for r, v in enumerate(verdicts) if v]
+        except Exception as e:  # noqa: BLE001 (the group itself broke: keep what this rank knows)
+            errors = [f"rank {self.rec.rank}: {v}" for v in (mine, "could not compare ranks after the series: "
+                                                               + short_error(e)) if v]
         if errors:
             self.meta["error"] = "; ".join(errors)
         self.rec.data["current"] = None

@@ -105,4 +105,11 @@ def torch_info() -> dict:
         out["triton"] = triton.__version__
     except ImportError:
         pass
+    try:
+        import rshmem
+
+        out["rshmem"] = rshmem.__version__
+        out["rshmem_path"] = str(Path(rshmem.__file__).parent)
+    except Exception as e:  # noqa: BLE001 (not built, or a broken build: record why)
+        out["rshmem"] = f"unavailable ({type(e).__name__}: {e})"
     return out

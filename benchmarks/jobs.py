@@ -11,6 +11,7 @@ import importlib
 from dataclasses import dataclass
 
 SUITES = ("put", "latency", "allgather", "init")
+EXTRA_SUITES = ("selftest",)  # chosen by name only, never part of "all"
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,14 @@ class Job:
     suite: str
     target: str  # "module:function" inside the benchmarks package
     host_ok: bool
-    timeout_s: int  # full run; quick runs get half (at least 60 s)
+    timeout_s: int  # full run; quick runs get half (but at least 60 s, or all of it if less)
     env: tuple = ()  # extra environment variables, (name, value) pairs
+
+    def env_for(self) -> dict:
+        """The job's extra environment, minus the variables the caller has set (theirs win)."""
+        import os
+
+        return {k: v for k, v in self.env if k not in os.environ}
 
     def function(self):
         """The job's entry point (imports its module)."""
@@ -30,7 +37,7 @@ class Job:
         return getattr(importlib.import_module(f"benchmarks.{mod}"), fn)
 
     def time_limit(self, quick: bool) -> int:
-        return max(60, self.timeout_s // 2) if quick else self.timeout_s
+        return max(self.timeout_s // 2, min(self.timeout_s, 60)) if quick else self.timeout_s
 
 
 # NVSHMEM's symmetric heap must hold a 1 GiB source and a 1 GiB destination (2 GiB per rank for
@@ -46,7 +53,15 @@ _MAIN = (
     Job("latency.torch", "latency", "latency_torch:run", False, 120),
     Job("allgather.rshmem", "allgather", "allgather_rshmem:run", True, 240),
     Job("allgather.nccl", "allgather", "allgather_nccl:run", False, 180),
+    Job("allgather.nvshmem", "allgather", "allgather_nvshmem:run", False, 180, _NVSHMEM_ENV),
     Job("allgather.torch", "allgather", "allgather_torch:run", False, 180),
+)
+
+_SELFTEST = (
+    Job("selftest.ok", "selftest", "selftest:ok", True, 60),
+    Job("selftest.series_error", "selftest", "selftest:series_error", True, 60),
+    Job("selftest.crash", "selftest", "selftest:crash", True, 60),
+    Job("selftest.hang", "selftest", "selftest:hang", True, 15),
 )
 
 _INIT = (
@@ -58,7 +73,7 @@ _INIT = (
 
 def all_jobs(init_repeats: int) -> list[Job]:
     """Every job, in run order; each init job appears `init_repeats` times (fresh processes each)."""
-    jobs = list(_MAIN)
+    jobs = list(_MAIN) + list(_SELFTEST)
     for i in range(init_repeats):
         for name, target, host_ok, env in _INIT:
             jobs.append(Job(f"{name}#{i + 1}", "init", target, host_ok, 120, env))
@@ -77,9 +92,9 @@ def select(suite: str, only: list[str] | None, init_repeats: int) -> list[Job]:
     """Jobs of `suite` ('all' or a comma list of suites), narrowed to the names or name prefixes
     in `only` when given."""
     suites = SUITES if suite == "all" else tuple(s.strip() for s in suite.split(","))
-    unknown = [s for s in suites if s not in SUITES]
+    unknown = [s for s in suites if s not in SUITES + EXTRA_SUITES]
     if unknown:
-        raise ValueError(f"unknown suite(s) {unknown}; choose from all, {', '.join(SUITES)}")
+        raise ValueError(f"unknown suite(s) {unknown}; choose from all, {', '.join(SUITES + EXTRA_SUITES)}")
     jobs = [j for j in all_jobs(init_repeats) if j.suite in suites]
     if only:
         jobs = [j for j in jobs if any(j.name == o or j.name.startswith(o + "#") or j.name.startswith(o + ".")
