@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             skipped = f"time budget: {left:.0f} s left of {args.time_budget_s:.0f} s"
         launched, worker = None, {}
         if skipped is None:
-            limit = max(20.0, min(job.time_limit(args.quick), left - 10))
+            limit = max(10.0, min(job.time_limit(args.quick), left - 10))
             argv_w = ["--job", job.name, "--out", str(out), "--backend", backend] + (["--quick"] if args.quick else [])
             jpath = out / "jobs" / f"{job.name}.json"
             if jpath.exists():
