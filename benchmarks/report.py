@@ -24,7 +24,7 @@ def all_series(results: dict) -> list[dict]:
     for name, job in sorted(results.get("jobs", {}).items()):
         for s in job.get("series", []):
             out.append({**s, "job": name})
-    return out
+    return sorted(out, key=lambda s: s.get("impl") != OURS)  # rshmem's columns first, order kept otherwise
 
 
 def pick(series: list[dict], suite: str, kind: str | None = None) -> list[dict]:
@@ -307,24 +307,24 @@ def markdown(results: dict) -> str:
     put = pick(series, "put", "put_bw")
     ag = pick(series, "allgather")
     parts = [
-        "# rshmem benchmarks\n",
+        "# rshmem benchmarks\n\n",
         _meta(results),
         "\nRatio columns (`x`): rshmem / baseline for bandwidth, baseline / rshmem for time; above 1 means "
         f"rshmem is ahead. `{BAD}` marks a value whose bytes did not arrive intact (left out of ratios); "
-        "`—` means not measured. Times are medians (CUDA events after warm-up); see docs/benchmarks.md.\n",
-        "## Jobs\n", _jobs(results),
-        "\n## Targets\n", targets(series),
-        "\n## Put bandwidth, PE 0 -> PE 1 (GB/s)\n",
+        "`—` means not measured. Times are medians (CUDA events after warm-up); see docs/benchmarks.md.\n\n",
+        "## Jobs\n\n", _jobs(results),
+        "\n## Targets\n\n", targets(series),
+        "\n## Put bandwidth, PE 0 -> PE 1 (GB/s)\n\n",
         "Physical reference: about 450 GB/s per direction (18 NVLink4 links).\n\n",
         value_table(put, "bytes", "gbps"), "\n", ratio_tables(put, "bytes", "gbps", "higher"),
-        f"\n## Put: CTAs x warps at {fmt_size(256 * MiB)} (GB/s)\n", sweep_table(pick(series, "put", "cta_sweep")),
-        "\n## Latency (us)\n", op_table(pick(series, "latency"), "median_us", "us"),
-        "\n## All-gather: bus bandwidth (GB/s), bytes per rank\n",
+        f"\n## Put: CTAs x warps at {fmt_size(256 * MiB)} (GB/s)\n\n", sweep_table(pick(series, "put", "cta_sweep")),
+        "\n## Latency (us)\n\n", op_table(pick(series, "latency"), "median_us", "us"),
+        "\n## All-gather: bus bandwidth (GB/s), bytes per rank\n\n",
         value_table(ag, "bytes", "busbw_gbps"), "\n", ratio_tables(ag, "bytes", "busbw_gbps", "higher"),
-        "\n## All-gather: time per call (us), bytes per rank\n",
+        "\n## All-gather: time per call (us), bytes per rank\n\n",
         value_table(ag, "bytes", "median_us"), "\n", ratio_tables(ag, "bytes", "median_us", "lower"),
-        "\n## Start-up (s): until the first symmetric buffer is usable\n", op_table(pick(series, "init"), "s", "s"),
-        "\n## Notes and errors\n", _notes_and_errors(results),
+        "\n## Start-up (s): until the first symmetric buffer is usable\n\n", op_table(pick(series, "init"), "s", "s"),
+        "\n## Notes and errors\n\n", _notes_and_errors(results),
     ]
     return "".join(parts)
 
