@@ -127,7 +127,8 @@ def test_report_targets_use_measured_values_only():
     md = report.markdown(_synthetic())
     assert "| all-gather bus bandwidth, 16 MiB per rank | >= 1.4x NCCL | 350 vs 175 GB/s = 2.00x | met |" in md
     assert "| all-gather time, 1 KiB per rank | <= 10 us | 5.00 us (NCCL 33.0 us) | met |" in md
-    assert "| putmem_signal_block 8 B ping-pong, half round trip | <= 1.5 us | — us | — |" in md
+    assert "| putmem_signal_block 8 B ping-pong, half round trip | <= 1.5 us | — us (NVSHMEM — us) | — |" in md
+    assert "| putmem_block 256 MiB, <= 8 CTAs | >= 300 GB/s | 330 GB/s (NVSHMEM 220) | met |" in md
 
 
 def test_plots_are_written(tmp_path):
