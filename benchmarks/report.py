@@ -320,9 +320,13 @@ def markdown(results: dict) -> str:
         _meta(results),
         "\nRatio columns (`x`): rshmem / baseline for bandwidth, baseline / rshmem for time; above 1 means "
         f"rshmem is ahead. `{BAD}` marks a value whose bytes did not arrive intact (left out of ratios); "
-        "`—` means not measured. Times are medians (CUDA events after warm-up); see docs/benchmarks.md.\n\n",
+        "`—` means not measured. Times are medians (CUDA events after warm-up; host clock on the host backend); "
+        "see docs/benchmarks.md.\n\n",
         "## Jobs\n\n", _jobs(results),
-        "\n## Targets\n\n", targets(series),
+        "\n## Targets\n\n",
+        ("_This run used rshmem's host backend (no GPU): the goals are for 2 GPUs joined by NVLink, so the "
+         "verdicts below mean nothing here._\n\n" if results.get("meta", {}).get("backend") == "host" else ""),
+        targets(series),
         "\n## Put bandwidth, PE 0 -> PE 1 (GB/s)\n\n",
         "Physical reference: about 450 GB/s per direction (18 NVLink4 links).\n\n",
         value_table(put, "bytes", "gbps"), "\n", ratio_tables(put, "bytes", "gbps", "higher"),
