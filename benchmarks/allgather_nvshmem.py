@@ -22,6 +22,6 @@ def run(ctx: Ctx) -> None:
         o, i = out[: ctx.world * n], inp[:n]
         return lambda: api[0].fcollectmem_on_stream(o, i)
 
-    aglib.run_sizes(ctx, bench, "nvshmem", "nvshmemx_fcollectmem_on_stream", go_for, op="NVSHMEM fcollect")
+    aglib.run_sizes(ctx, bench, "nvshmem", "nvshmemx_fcollectmem_on_stream", go_for, op="library fcollect")
     ctx.sync()
     ctx.barrier()

@@ -1,8 +1,8 @@
 """All-gather with rshmem: a push kernel (every rank puts its block into every peer's output
 with putmem_signal_block and waits for the peers' signals; 8 or 32 CTAs per peer), a low-latency
 form for small sizes (one CTA per peer, the signal SET to a launch counter, no barrier), and a
-copy-engine pull (barrier_all_on_stream, getmem_on_stream from every peer, barrier_all_on_stream).
-On the host backend only the pull runs."""
+copy-engine pull (barrier_all_on_stream, getmem_on_stream from every peer, barrier_all_on_stream),
+and the library's own `fcollect_on_stream`. On the host backend only the last two run."""
 from __future__ import annotations
 
 from . import aglib, putlib
@@ -50,6 +50,12 @@ def run(ctx: Ctx) -> None:
 
         aglib.run_sizes(ctx, bench, "rshmem", "pull: getmem_on_stream between two barrier_all_on_stream",
                         pull, op="copy engine pull")
+
+        def fcollect(n):
+            o, i = out[: world * n], inp[:n]
+            return lambda: rtorch.fcollect_on_stream(o, i)
+
+        aglib.run_sizes(ctx, bench, "rshmem", "fcollect_on_stream", fcollect, op="library fcollect")
         ctx.sync()
         ctx.barrier()
     finally:
