@@ -123,10 +123,11 @@ def peer_tensor(t: torch.Tensor, pe: int) -> torch.Tensor:
     addr = getattr(t, "_rshmem_base", None) if t.numel() == 0 else t.data_ptr()
     if addr is None:
         raise NotSymmetricError("this empty tensor was not made by create_symmetric_tensor")
-    remote = _native.ptr(addr, pe)
-    if remote is None:
-        raise UnsupportedError(f"PE {pe} is not reachable by load/store from PE {_native.my_pe()} (not node-local)")
-    return _wrap(remote, _span(t), t.dtype, tuple(t.shape), tuple(t.stride()))
+    span = _span(t)
+    # The whole span must lie in the heap (NotSymmetricError) and `pe` must be reachable by
+    # load/store (UnsupportedError otherwise); `ptr` would answer None for both.
+    remote = _native.translate(addr, span, pe)
+    return _wrap(remote, span, t.dtype, tuple(t.shape), tuple(t.stride()))
 
 
 def create_symmetric_tensors(shape, dtype, rank: int, local_world_size: int) -> list:
