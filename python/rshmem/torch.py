@@ -87,7 +87,7 @@ def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
     nbytes = math.prod(dims) * dtype.itemsize
     # calloc zeroes inside the collective, before any peer can write into this PE's copy; zeroing
     # here afterwards could erase a fast peer's first put.
-    addr = _native.calloc(1, max(nbytes, 1))
+    addr = _core.calloc(1, max(nbytes, 1))
     t = _wrap(addr, nbytes, dtype, dims)
     bisect.insort(_bases, addr)
     _sizes[addr] = max(nbytes, 1)
