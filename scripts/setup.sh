@@ -1,46 +1,68 @@
 #!/usr/bin/env bash
 # One-time setup of a fresh Debian machine for rshmem, shared by the README's commands and CI:
-#   - clang-19 / llvm-19 (the device library's compiler), from apt when missing;
-#   - a virtual environment (.venv, or $RSHMEM_VENV) with torch, triton, numpy, pytest, maturin;
-#   - the rshmem wheel built with maturin and installed into it.
-# Rust (cargo) must already be installed. Re-running is cheap: present pieces are kept.
+#   1. clang-19 / llvm-19 (the device library's compiler), from apt when missing;
+#   2. a virtual environment (.venv, or $RSHMEM_VENV) with torch, triton, numpy, pytest, maturin;
+#   3. the device library triton-lib/build.py -> python/rshmem/triton/lib/libshmem_device.bc
+#      (rebuilt only when a source is newer);
+#   4. the rshmem wheel (maturin, release), checked to contain that bitcode, installed into the venv.
+# Rust (cargo) and Python >= 3.11 must already be installed. Re-running is cheap: present pieces
+# are kept, so a second run only rebuilds what changed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${RSHMEM_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
 PINS=(torch==2.11.0 triton==3.6.0 numpy pytest maturin)
+BC="$ROOT/python/rshmem/triton/lib/libshmem_device.bc"
 
 log() { printf '\n== %s\n' "$*"; }
-
-if ! command -v clang-19 >/dev/null || ! command -v llvm-link-19 >/dev/null; then
-    log "installing clang-19 and llvm-19 (apt)"
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+apt_install() {
+    log "installing $* (apt)"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang-19 llvm-19 >/dev/null
-fi
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+}
 
 command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs) first" >&2; exit 1; }
+if ! command -v clang-19 >/dev/null || ! command -v llvm-link-19 >/dev/null; then
+    apt_install clang-19 llvm-19
+fi
 
 if [ ! -x "$VENV/bin/python" ]; then
+    # Debian's own python3 makes venvs only with python3-venv installed.
+    "$PY" -c "import ensurepip, venv" 2>/dev/null || apt_install python3-venv
     log "creating the virtual environment $VENV"
     "$PY" -m venv "$VENV"
 fi
 if ! "$VENV/bin/python" - <<'PYCHECK' 2>/dev/null
 import importlib.metadata as md
 want = {"torch": "2.11.0", "triton": "3.6.0"}
-assert all(md.version(k) == v for k, v in want.items())
+assert all(md.version(k).split("+")[0] == v for k, v in want.items())
 for name in ("numpy", "pytest", "maturin"):
     md.version(name)
 PYCHECK
 then
     log "installing ${PINS[*]} into $VENV (torch is large: this takes a while the first time)"
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q "${PINS[@]}"
+    "$VENV/bin/python" -m pip install -q --progress-bar off --upgrade pip
+    "$VENV/bin/python" -m pip install -q --progress-bar off "${PINS[@]}"
+fi
+
+if [ ! -f "$BC" ] || [ -n "$(find "$ROOT/triton-lib/src" "$ROOT/triton-lib/include" "$ROOT/triton-lib/build.py" \
+        -newer "$BC" -print -quit)" ]; then
+    log "building the device library (triton-lib/build.py)"
+    "$VENV/bin/python" "$ROOT/triton-lib/build.py"
 fi
 
 log "building and installing the rshmem wheel"
 rm -rf "$ROOT/dist"
-(cd "$ROOT" && "$VENV/bin/maturin" build --release --quiet --out dist --interpreter "$VENV/bin/python")
-"$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$ROOT"/dist/rshmem-*.whl
-"$VENV/bin/python" -c "import rshmem; print('rshmem', rshmem.__version__, 'installed in $VENV')"
+(cd "$ROOT" && "$VENV/bin/python" -m maturin build --release --quiet --out dist --interpreter "$VENV/bin/python")
+WHEEL="$(ls "$ROOT"/dist/rshmem-*.whl)"
+"$VENV/bin/python" - "$WHEEL" <<'PYCHECK'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+need = "rshmem/triton/lib/libshmem_device.bc"
+if need not in names:
+    sys.exit(f"setup.sh: {sys.argv[1]} lacks {need}; check [tool.maturin] include in pyproject.toml")
+PYCHECK
+"$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEEL"
+(cd / && "$VENV/bin/python" -c "import rshmem; print('rshmem', rshmem.__version__, 'installed in $VENV')")

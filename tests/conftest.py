@@ -11,6 +11,8 @@ than there are skip (marker `multi`), tests that start torchrun themselves run o
 process (marker `single`), GPU tests skip where there is no GPU (marker `gpu`).
 """
 
+from __future__ import annotations
+
 import os
 
 import pytest
@@ -46,7 +48,76 @@ def pytest_collection_modifyitems(config, items):
         if "multi" in item.keywords and world < 2:
             item.add_marker(pytest.mark.skip(reason="needs 2 PEs: run under torchrun --nproc-per-node 2"))
         if "single" in item.keywords and UNDER_TORCHRUN:
-            item.add_marker(pytest.mark.skip(reason="runs as one process only (it starts torchrun itself)"))
+            item.add_marker(pytest.mark.skip(reason="runs as one process only (it starts its own PEs, or re-inits alone)"))
+
+
+# Skips that say why the machine cannot run a test (no GPU, one PE where two are needed, two PEs
+# where one is needed). With RSHMEM_TEST_STRICT_SKIPS=1 (CI sets it) any other skip fails the
+# run: a missing tool (clang-19, triton) must not quietly turn tests off.
+EXPECTED_SKIPS = ("GPU", "needs 2 PEs", "runs as one process only")
+_unexpected_skips: list = []
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2])
+        if not any(word in reason for word in EXPECTED_SKIPS):
+            _unexpected_skips.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_collectreport(report):
+    if report.skipped and isinstance(report.longrepr, tuple):  # a module skipped as a whole
+        reason = str(report.longrepr[2])
+        if not any(word in reason for word in EXPECTED_SKIPS):
+            _unexpected_skips.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _unexpected_skips and os.environ.get("RSHMEM_TEST_STRICT_SKIPS") == "1":
+        lines = "\n  ".join(_unexpected_skips)
+        print(f"\nRSHMEM_TEST_STRICT_SKIPS=1 and these tests skipped for a reason other than GPUs or PE count:\n  {lines}")
+        session.exitstatus = 1
+
+
+def free_port() -> int:
+    """A TCP port that was free a moment ago (for a job started by a test)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_pes(code: str, n: int, env: dict | None = None, timeout: float = 120) -> list:
+    """Runs `code` (Python source) as `n` PEs of a new job, the way torchrun would start them
+    (RANK, WORLD_SIZE, MASTER_ADDR/PORT, LOCAL_RANK, ...), without torch; returns one
+    `subprocess.CompletedProcess` per PE (text output). A PE still running at `timeout` is
+    killed and its output ends with "TIMED OUT", so a hang fails the test instead of hanging it."""
+    import subprocess
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "RSHMEM_")) and k not in (
+        "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")}
+    base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n),
+                RSHMEM_BOOTSTRAP_TIMEOUT_S="30", RSHMEM_BACKEND="host", **(env or {}))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for r in range(n)
+    ]
+    import time
+
+    deadline = time.monotonic() + timeout
+    done = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            err += "\nTIMED OUT"
+        done.append(subprocess.CompletedProcess(p.args, p.returncode, out, err))
+    return done
 
 
 def start():

@@ -37,6 +37,28 @@ def test_finalize_is_idempotent_and_reinit_works():
     rshmem.barrier_all()
 
 
+def test_reinit_starts_a_fresh_heap_and_forgets_old_tensors(me, npes, peer):
+    import torch
+
+    import rshmem.torch as rtorch
+
+    old = rtorch.create_symmetric_tensor((16,), torch.int64)
+    rshmem.finalize()  # frees everything, `old` included
+    start()
+    base = rshmem.heap_in_use()
+    t = rtorch.create_symmetric_tensor((16,), torch.int64)  # may get the address `old` had
+    with pytest.raises(rshmem.NotSymmetricError, match="already freed"):
+        rtorch.free_tensor(old)  # a tensor of the previous run is not one of this run
+    assert not t.any()
+    t.fill_(me + 1)
+    rshmem.barrier_all()
+    assert torch.equal(rtorch.peer_tensor(t, peer), torch.full((16,), peer + 1, dtype=torch.int64))
+    rshmem.barrier_all()
+    rtorch.free_tensor(t)
+    assert rshmem.heap_in_use() == base
+    assert (rshmem.my_pe(), rshmem.n_pes()) == (me, npes)
+
+
 CALLS = [
     ("my_pe", lambda: rshmem.my_pe()),
     ("n_pes", lambda: rshmem.n_pes()),

@@ -29,18 +29,23 @@ from ._native import (
 )
 from ._core import (
     Team,
+    align,
     backend,
     barrier,
     barrier_all,
+    calloc,
     fence,
     finalize,
+    free,
     get_unique_id,
     heap_in_use,
     heap_mapped,
     init,
     is_initialized,
+    malloc,
     my_pe,
     n_pes,
+    ptr,
     quiet,
     sync,
     sync_all,
@@ -97,7 +102,6 @@ from .host import (
     wait_until_any,
     wait_until_some,
 )
-from ._native import malloc, calloc, align, free, ptr
 
 __all__ = [
     # errors

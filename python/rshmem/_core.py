@@ -203,6 +203,52 @@ def fence() -> None:
     _native.fence()
 
 
+_ADDRESS_SPACE = 1 << 64
+
+
+def _size_arg(value, what: str) -> int:
+    """`value` as a byte count the runtime takes, else InvalidArgumentError (not the bare
+    TypeError / OverflowError the conversion to a C integer would raise)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        index = getattr(value, "__index__", None)  # numpy integers, 0-d integer tensors
+        if index is None:
+            raise InvalidArgumentError(f"{what} must be an int, not {type(value).__name__}")
+        value = index()
+    if value < 0:
+        raise InvalidArgumentError(f"{what} is {value}; it must be >= 0")
+    if value >= _ADDRESS_SPACE:
+        raise InvalidArgumentError(f"{what} is {value}, more than the address space holds (2**64 bytes)")
+    return value
+
+
+def malloc(size: int) -> int:
+    """Collective: `size` bytes of symmetric memory; returns this PE's address
+    (`nvshmem_malloc`). Every PE must pass the same size (`MismatchError` otherwise)."""
+    return _native.malloc(_size_arg(size, "malloc size"))
+
+
+def calloc(count: int, size: int) -> int:
+    """Collective: `count * size` zeroed bytes of symmetric memory (`nvshmem_calloc`)."""
+    return _native.calloc(_size_arg(count, "calloc count"), _size_arg(size, "calloc size"))
+
+
+def align(alignment: int, size: int) -> int:
+    """Collective: `size` bytes aligned to `alignment`, a power of two (`nvshmem_align`)."""
+    return _native.align(_size_arg(alignment, "alignment"), _size_arg(size, "align size"))
+
+
+def free(addr: int) -> None:
+    """Collective: frees an allocation of `malloc` / `calloc` / `align` (`nvshmem_free`).
+    Every PE must free the same allocation (`MismatchError` otherwise)."""
+    _native.free(_size_arg(addr, "free address"))
+
+
+def ptr(addr: int, pe: int):
+    """The address of symmetric `addr` on `pe` if this PE reaches it by load/store, else None,
+    also for an address outside the heap (`nvshmem_ptr`)."""
+    return _native.ptr(_size_arg(addr, "address"), pe)
+
+
 def heap_in_use() -> int:
     """Bytes of this PE's symmetric heap allocated and not freed."""
     return _native.heap_in_use()

@@ -33,11 +33,15 @@ _CUDA_LATER = "the cuda backend arrives with issue 3"
 # Live allocations made here: sorted base addresses, and base -> size in bytes.
 _bases: list = []
 _sizes: dict = {}
+# Which init the allocations belong to: a tensor kept across finalize + init may have the base
+# address of a new allocation (the new heap can land at the same addresses), and must not free it.
+_run = [0]
 
 
 def _forget_all() -> None:
     _bases.clear()
     _sizes.clear()
+    _run[0] += 1
 
 
 _core._finalize_hooks.append(_forget_all)
@@ -87,11 +91,12 @@ def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
     nbytes = math.prod(dims) * dtype.itemsize
     # calloc zeroes inside the collective, before any peer can write into this PE's copy; zeroing
     # here afterwards could erase a fast peer's first put.
-    addr = _native.calloc(1, max(nbytes, 1))
+    addr = _core.calloc(1, max(nbytes, 1))
     t = _wrap(addr, nbytes, dtype, dims)
     bisect.insort(_bases, addr)
     _sizes[addr] = max(nbytes, 1)
     t._rshmem_base = addr  # free_tensor finds zero-size tensors by this
+    t._rshmem_run = _run[0]
     return t
 
 
@@ -123,10 +128,11 @@ def peer_tensor(t: torch.Tensor, pe: int) -> torch.Tensor:
     addr = getattr(t, "_rshmem_base", None) if t.numel() == 0 else t.data_ptr()
     if addr is None:
         raise NotSymmetricError("this empty tensor was not made by create_symmetric_tensor")
-    remote = _native.ptr(addr, pe)
-    if remote is None:
-        raise UnsupportedError(f"PE {pe} is not reachable by load/store from PE {_native.my_pe()} (not node-local)")
-    return _wrap(remote, _span(t), t.dtype, tuple(t.shape), tuple(t.stride()))
+    span = _span(t)
+    # The whole span must lie in the heap (NotSymmetricError) and `pe` must be reachable by
+    # load/store (UnsupportedError otherwise); `ptr` would answer None for both.
+    remote = _native.translate(addr, span, pe)
+    return _wrap(remote, span, t.dtype, tuple(t.shape), tuple(t.stride()))
 
 
 def create_symmetric_tensors(shape, dtype, rank: int, local_world_size: int) -> list:
@@ -158,7 +164,8 @@ def free_tensor(t: torch.Tensor) -> None:
     if not isinstance(t, torch.Tensor):
         raise InvalidArgumentError(f"free_tensor takes a tensor, not {type(t).__name__}")
     base = getattr(t, "_rshmem_base", None)
-    if base is None or base not in _sizes or (t.numel() and t.data_ptr() != base):
+    stale = getattr(t, "_rshmem_run", None) != _run[0]  # made before the last finalize
+    if base is None or stale or base not in _sizes or (t.numel() and t.data_ptr() != base):
         raise NotSymmetricError(
             "free_tensor takes the tensor returned by create_symmetric_tensor on this PE "
             "(not a view, a peer tensor, or an already freed tensor)"

@@ -1,7 +1,7 @@
 //! Collectives from the host on symmetric memory: broadcast, fcollect, alltoall, reductions.
 //! Every PE of the team must call them with the same arguments.
 
-use crate::dtype::{dtype, reduce_op};
+use crate::dtype::{dtype, reduce_args};
 use crate::error::IntoPy;
 use crate::init::runtime;
 use crate::team::team;
@@ -55,7 +55,7 @@ fn reduce(
     dtype_name: &str,
 ) -> PyResult<()> {
     let rt = runtime("rshmem.reduce()")?;
-    let (op, dt) = (reduce_op(op)?, dtype(dtype_name)?);
+    let (op, dt) = reduce_args(op, dtype_name)?;
     py.detach(|| rt.reduce(team(team_id), op, dest, source, nelems, dt)).py_err()
 }
 

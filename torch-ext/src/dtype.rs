@@ -5,7 +5,7 @@
 
 use crate::error::{new_err, IntoPy};
 use pyo3::prelude::*;
-use rshmem::dtype::{DType, ReduceOp, ALL_DTYPES};
+use rshmem::dtype::{DType, ReduceOp, ALL_DTYPES, SYNC_DTYPES};
 
 /// Every dtype name the runtime takes.
 pub fn names() -> Vec<&'static str> {
@@ -17,7 +17,21 @@ pub fn dtype(name: &str) -> PyResult<DType> {
     DType::parse(name).map_err(|e| new_err("DTypeError", e.to_string()))
 }
 
-/// The reduction called `name` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`).
-pub fn reduce_op(name: &str) -> PyResult<ReduceOp> {
-    ReduceOp::parse(name).py_err()
+/// The dtype of a point-to-point wait or test (`what`, e.g. `"rshmem.wait_until()"`): one of the
+/// runtime's `SYNC_DTYPES`, else a `DTypeError`. The runtime refuses other dtypes too, but as a
+/// plain invalid argument; checking here first gives Python the dtype class.
+pub fn sync_dtype(name: &str, what: &str) -> PyResult<DType> {
+    let dt = dtype(name)?;
+    dt.expect_one_of(what, &SYNC_DTYPES).map_err(|e| new_err("DTypeError", e.to_string()))?;
+    Ok(dt)
+}
+
+/// The reduction called `name` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`)
+/// and the dtype called `dtype_name`; a dtype the reduction does not take (a bitwise reduction
+/// of floats) is a `DTypeError`.
+pub fn reduce_args(name: &str, dtype_name: &str) -> PyResult<(ReduceOp, DType)> {
+    let op = ReduceOp::parse(name).py_err()?;
+    let dt = dtype(dtype_name)?;
+    op.check(dt).map_err(|e| new_err("DTypeError", e.to_string()))?;
+    Ok((op, dt))
 }

@@ -44,6 +44,16 @@ fn ptr(addr: usize, pe: i64) -> PyResult<Option<usize>> {
     rt.ptr(addr, pe).py_err()
 }
 
+/// The address of `[addr, addr+len)` of this PE's heap on `pe`, in this process. Unlike `ptr`,
+/// a range outside the heap is a `NotSymmetricError` and a PE on another host an
+/// `UnsupportedError`, each with a message saying so.
+#[pyfunction]
+fn translate(addr: usize, len: usize, pe: i64) -> PyResult<usize> {
+    let rt = runtime("rshmem.torch.peer_tensor()")?;
+    let pe = pe_arg(&rt, pe)?;
+    rt.heap().translate(addr, len, pe).py_err()
+}
+
 /// Bytes of this PE's heap handed out by the allocator and not yet freed.
 #[pyfunction]
 fn heap_in_use() -> PyResult<usize> {
@@ -63,6 +73,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(align, m)?)?;
     m.add_function(wrap_pyfunction!(free, m)?)?;
     m.add_function(wrap_pyfunction!(ptr, m)?)?;
+    m.add_function(wrap_pyfunction!(translate, m)?)?;
     m.add_function(wrap_pyfunction!(heap_in_use, m)?)?;
     m.add_function(wrap_pyfunction!(heap_mapped, m)?)?;
     Ok(())

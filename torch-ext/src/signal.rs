@@ -7,7 +7,7 @@
 //! `signal_wait_until`, `wait_until*` and `test*`.
 #![allow(unsafe_code)]
 
-use crate::dtype::dtype;
+use crate::dtype::sync_dtype;
 use crate::error::IntoPy;
 use crate::init::{pe_arg, runtime};
 use pyo3::prelude::*;
@@ -65,7 +65,7 @@ fn signal_wait_until(py: Python<'_>, sig_addr: usize, cmp: i32, value: u64) -> P
 #[pyfunction]
 fn wait_until(py: Python<'_>, addr: usize, dtype_name: &str, cmp: i32, value: i128) -> PyResult<()> {
     let rt = runtime("rshmem.wait_until()")?;
-    let (dt, cmp) = (dtype(dtype_name)?, Cmp::from_raw(cmp).py_err()?);
+    let (dt, cmp) = (sync_dtype(dtype_name, "rshmem.wait_until()")?, Cmp::from_raw(cmp).py_err()?);
     py.detach(|| rt.wait_until(addr, dt, cmp, value)).py_err()
 }
 
@@ -73,7 +73,7 @@ fn wait_until(py: Python<'_>, addr: usize, dtype_name: &str, cmp: i32, value: i1
 #[pyfunction]
 fn test(addr: usize, dtype_name: &str, cmp: i32, value: i128) -> PyResult<bool> {
     let rt = runtime("rshmem.test()")?;
-    rt.test(addr, dtype(dtype_name)?, Cmp::from_raw(cmp).py_err()?, value).py_err()
+    rt.test(addr, sync_dtype(dtype_name, "rshmem.test()")?, Cmp::from_raw(cmp).py_err()?, value).py_err()
 }
 
 /// Waits until every element of `addr[..nelems]` not masked by `status` satisfies the comparison.
@@ -89,7 +89,7 @@ fn wait_until_all(
     value: i128,
 ) -> PyResult<()> {
     let rt = runtime("rshmem.wait_until_all()")?;
-    let (dt, cmp) = (dtype(dtype_name)?, Cmp::from_raw(cmp).py_err()?);
+    let (dt, cmp) = (sync_dtype(dtype_name, "rshmem.wait_until_all()")?, Cmp::from_raw(cmp).py_err()?);
     py.detach(|| rt.wait_until_all(addr, nelems, status.as_deref(), dt, cmp, value)).py_err()
 }
 
@@ -106,7 +106,7 @@ fn wait_until_any(
     value: i128,
 ) -> PyResult<Option<usize>> {
     let rt = runtime("rshmem.wait_until_any()")?;
-    let (dt, cmp) = (dtype(dtype_name)?, Cmp::from_raw(cmp).py_err()?);
+    let (dt, cmp) = (sync_dtype(dtype_name, "rshmem.wait_until_any()")?, Cmp::from_raw(cmp).py_err()?);
     py.detach(|| rt.wait_until_any(addr, nelems, status.as_deref(), dt, cmp, value)).py_err()
 }
 
@@ -124,7 +124,7 @@ fn wait_until_some(
     value: i128,
 ) -> PyResult<Vec<usize>> {
     let rt = runtime("rshmem.wait_until_some()")?;
-    let (dt, cmp) = (dtype(dtype_name)?, Cmp::from_raw(cmp).py_err()?);
+    let (dt, cmp) = (sync_dtype(dtype_name, "rshmem.wait_until_some()")?, Cmp::from_raw(cmp).py_err()?);
     py.detach(|| rt.wait_until_some(addr, nelems, status.as_deref(), dt, cmp, value)).py_err()
 }
 
@@ -140,7 +140,7 @@ fn test_all(
     value: i128,
 ) -> PyResult<bool> {
     let rt = runtime("rshmem.test_all()")?;
-    let (dt, cmp) = (dtype(dtype_name)?, Cmp::from_raw(cmp).py_err()?);
+    let (dt, cmp) = (sync_dtype(dtype_name, "rshmem.test_all()")?, Cmp::from_raw(cmp).py_err()?);
     rt.test_all(addr, nelems, status.as_deref(), dt, cmp, value).py_err()
 }
 
@@ -156,7 +156,7 @@ fn test_any(
     value: i128,
 ) -> PyResult<Option<usize>> {
     let rt = runtime("rshmem.test_any()")?;
-    let (dt, cmp) = (dtype(dtype_name)?, Cmp::from_raw(cmp).py_err()?);
+    let (dt, cmp) = (sync_dtype(dtype_name, "rshmem.test_any()")?, Cmp::from_raw(cmp).py_err()?);
     rt.test_any(addr, nelems, status.as_deref(), dt, cmp, value).py_err()
 }
 
@@ -172,7 +172,7 @@ fn test_some(
     value: i128,
 ) -> PyResult<Vec<usize>> {
     let rt = runtime("rshmem.test_some()")?;
-    let (dt, cmp) = (dtype(dtype_name)?, Cmp::from_raw(cmp).py_err()?);
+    let (dt, cmp) = (sync_dtype(dtype_name, "rshmem.test_some()")?, Cmp::from_raw(cmp).py_err()?);
     rt.test_some(addr, nelems, status.as_deref(), dt, cmp, value).py_err()
 }
 

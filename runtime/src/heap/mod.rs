@@ -223,12 +223,14 @@ impl SymmetricHeap {
         agree(group, Call { op: Op::Free, seq: st.calls, a: offset, b: 0 })?;
         match offset {
             agree::NULL => Ok(()),
-            agree::NOT_IN_HEAP => Err(Error::InvalidArgument(format!(
-                "free of {addr:#x}, which is not in the symmetric heap ({:#x}..{:#x}); free only \
-                 addresses that malloc returned",
-                self.my_base(),
-                self.my_base() + self.mapped()
-            ))),
+            // The same error as any other use of memory outside the heap, so callers catch one
+            // class (Python: `NotSymmetricError`) for "not symmetric memory".
+            agree::NOT_IN_HEAP => Err(Error::NotSymmetric {
+                addr,
+                len: 1,
+                heap_lo: self.my_base(),
+                heap_hi: self.my_base() + self.mapped(),
+            }),
             off => lock(&self.alloc).free(off as usize).map(|_| ()),
         }
     }
