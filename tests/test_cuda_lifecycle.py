@@ -4,7 +4,8 @@ Two PEs (under `torchrun --nproc-per-node 2 -m pytest -m gpu`): 10,000 stream ba
 finalize then init again. One process (`pytest -m gpu`, marker `single`): jobs of two plain
 processes started with torchrun's variables, for what must fail cleanly: two PEs on one GPU
 without `RSHMEM_ALLOW_SHARED_GPU=1`, and a peer killed while the other waits in a barrier (on
-the host and on a stream). Each job has a deadline; a hang fails the test.
+the host; and on a stream, where the barrier kernel gives up after `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`
+and `check_device_error` reports it). Each job has a deadline; a hang fails the test.
 """
 
 import sys
@@ -123,7 +124,13 @@ KILL_JOB = textwrap.dedent(
             check = getattr(rshmem._native, "check_device_error", lambda: None)
             stream = torch.cuda.current_stream()
             deadline = time.monotonic() + 60
-            while not stream.query():
+            while True:
+                try:
+                    if stream.query():
+                        break
+                except RuntimeError:  # the barrier kernel trapped: the runtime's record says why
+                    check()
+                    raise
                 check()
                 if time.monotonic() > deadline:
                     print("HUNG: the stream barrier neither finished nor reported an error in 60 s", flush=True)
@@ -180,7 +187,15 @@ def test_a_killed_peer_makes_the_other_fail_not_hang(tmp_path, mode):
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
     ready, go = tmp_path / "ready", tmp_path / "go"
-    job = Job(_script(tmp_path, KILL_JOB, "kill_job.py"), args=(mode, ready, go), CUDA_VISIBLE_DEVICES="0,1")
+    # A barrier kernel cannot hear that a peer died; it gives up after the device wait timeout
+    # and records why (check_device_error). The host barrier must notice the death by itself.
+    wait_ms = "10000" if mode == "stream" else None
+    job = Job(
+        _script(tmp_path, KILL_JOB, "kill_job.py"),
+        args=(mode, ready, go),
+        CUDA_VISIBLE_DEVICES="0,1",
+        RSHMEM_DEBUG_WAIT_TIMEOUT_MS=wait_ms,
+    )
     try:
         if not wait_for_file(ready, timeout=120):
             outs = [job.wait(r, timeout=1)[1] for r in (0, 1)]

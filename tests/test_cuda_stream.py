@@ -196,7 +196,7 @@ def test_signal_op_on_stream_add_and_set(me, peer, left):
     big = (1 << 63) + 5  # above int64: passed as the 64 bits of an unsigned value
     rtorch.signal_op_on_stream(sig[1], big, rshmem.SIGNAL_SET, peer)
     rtorch.signal_wait_until_on_stream(sig[0], rshmem.CMP_EQ, 5 * (left + 1))
-    rtorch.signal_wait_until_on_stream(sig[1], rshmem.CMP_NE, 0)
+    rtorch.signal_wait_until_on_stream(sig[1], rshmem.CMP_EQ, big)
     seen = sig.clone()
     torch.cuda.synchronize()
     assert seen.tolist() == [5 * (left + 1), big - (1 << 64)]
