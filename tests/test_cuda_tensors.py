@@ -108,6 +108,27 @@ def test_create_symmetric_tensors_lists_every_local_pe(me, npes):
     rtorch.free_tensor(ts[me])
 
 
+@pytest.mark.parametrize("via", ["cai", "dlpack"])
+def test_both_view_routes_alias_local_and_peer_memory(me, npes, peer, via):
+    from rshmem import _cuda
+
+    if via == "cai" and not _cuda._HAVE_NUMPY:
+        pytest.skip("torch reads __cuda_array_interface__ through numpy, which is not installed")
+    t = sym((4096,), torch.int32)
+    local = _cuda.device_bytes(t.data_ptr(), 4096 * 4, via=via).view(torch.int32)
+    remote = _cuda.device_bytes(rshmem.ptr(t.data_ptr(), peer), 4096 * 4, via=via).view(torch.int32)
+    assert local.data_ptr() == t.data_ptr() and local.device == dev() and remote.device == dev()
+    local.fill_(me)
+    settle()
+    assert torch.equal(remote, torch.full((4096,), peer, dtype=torch.int32, device=dev()))
+    remote[:10].fill_(100 + me)
+    settle()
+    assert torch.equal(t[:10], torch.full((10,), 100 + (me - 1) % npes, dtype=torch.int32, device=dev()))
+    del local, remote
+    settle()
+    rtorch.free_tensor(t)
+
+
 def test_tensor_outlives_every_python_name_of_its_base(me, peer):
     """A slice keeps the view valid after the tensor it came from is dropped (torch holds the
     exporter, which holds the allocation record)."""

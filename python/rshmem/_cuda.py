@@ -9,8 +9,9 @@ works, fp8 included. torch keeps a reference to that object for as long as any t
 storage, and the object holds the allocation's record, so a tensor stays a valid view while
 Python holds it (until `free_tensor` or `rshmem.finalize()`, which torch cannot know about).
 
-torch reads `__cuda_array_interface__` through numpy; where numpy is missing, the same view is
-made from a DLPack capsule built with ctypes instead (`torch.utils.dlpack.from_dlpack`).
+torch reads `__cuda_array_interface__` through numpy; where numpy is missing (or a torch older
+than 2.6 copies a peer's memory instead of viewing it), the same view is made from a DLPack
+capsule built with ctypes instead (`torch.from_dlpack`).
 
 Streams: `None` is the current torch stream of this PE's GPU, a `torch.cuda.Stream` gives its
 `cuda_stream`, and an int is taken as a raw `CUstream` handle.
@@ -184,29 +185,45 @@ def _dlpack_bytes(ptr: int, nbytes: int, device_type: int, device_id: int, owner
         raise
 
 
+# The route device_bytes takes by default: the CUDA Array Interface where torch can read it
+# (through numpy), else DLPack. Switches to DLPack for good if torch copies instead of viewing.
 _HAVE_NUMPY = importlib.util.find_spec("numpy") is not None
+_route = "cai" if _HAVE_NUMPY else "dlpack"
+
+
+def _is_view(flat: torch.Tensor, ptr: int, nbytes: int, dev: torch.device) -> bool:
+    return flat.data_ptr() == ptr and flat.device == dev and flat.numel() == nbytes and flat.dtype == torch.uint8
 
 
 def device_bytes(ptr: int, nbytes: int, owner=None, via: str | None = None) -> torch.Tensor:
     """A uint8 CUDA tensor of `nbytes` viewing device memory at `ptr` on this PE's GPU.
 
-    `via` picks the route, `"cai"` (`__cuda_array_interface__`, needs numpy) or `"dlpack"`;
-    the default takes the first that this Python has."""
+    `via` picks the route, `"cai"` (`__cuda_array_interface__`, read by torch through numpy) or
+    `"dlpack"`; by default the CUDA Array Interface where it works, else DLPack."""
+    global _route
     dev = device()
-    via = via or ("cai" if _HAVE_NUMPY else "dlpack")
-    if via == "cai":
-        # An explicit device index makes torch build the tensor there without asking the driver
-        # which GPU owns the pointer: a peer's copy (physically on the peer's GPU) is still a
-        # tensor of this GPU, as it must be to be used by kernels launched here.
+    route = via or _route
+    if route == "cai":
+        # Recent torch (2.11 does) builds the tensor on the device given here without asking the
+        # driver which GPU owns the pointer: a peer's copy (physically on the peer's GPU) is still
+        # a tensor of this GPU, as it must be for kernels launched here. Older torch asks, and
+        # then copies a peer's memory over to this GPU, which is no view: DLPack, which names the
+        # device itself, takes over then.
         flat = torch.as_tensor(_HeapBytes(ptr, nbytes, owner), device=dev)
-    elif via == "dlpack":
+        if _is_view(flat, ptr, nbytes, dev) or via == "cai":
+            route = "cai"
+        else:
+            del flat
+            _route = route = "dlpack"
+    if route == "dlpack":
         flat = _dlpack_bytes(ptr, nbytes, _KDL_CUDA, dev.index, owner)
-    else:
+    elif route != "cai":
         raise InvalidArgumentError(f"via must be 'cai' or 'dlpack', not {via!r}")
-    if flat.data_ptr() != ptr or flat.device != dev or flat.numel() != nbytes or flat.dtype != torch.uint8:
+    if not _is_view(flat, ptr, nbytes, dev):
         raise RshmemError(
             f"torch {torch.__version__} copied heap memory instead of viewing it (got {flat.numel()} bytes "
-            f"at {flat.data_ptr():#x} on {flat.device}, wanted {nbytes} at {ptr:#x} on {dev}); please report this"
+            f"at {flat.data_ptr():#x} on {flat.device}, wanted {nbytes} at {ptr:#x} on {dev}) via {route}; "
+            "please report this"
         )
     return flat
 
