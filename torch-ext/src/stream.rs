@@ -13,7 +13,7 @@
 //! synchronously). The GIL is released while a call runs.
 #![allow(unsafe_code)]
 
-use crate::dtype::{dtype as parse_dtype, reduce_op};
+use crate::dtype::{dtype as parse_dtype, reduce_args};
 use crate::error::IntoPy;
 use crate::init::{pe_arg, runtime};
 use crate::team::team as team_of;
@@ -186,7 +186,7 @@ fn reduce_on_stream(
     stream: usize,
 ) -> PyResult<()> {
     let rt = runtime("rshmem.reduce_on_stream()")?;
-    let (op, dt) = (reduce_op(op)?, parse_dtype(dtype)?);
+    let (op, dt) = reduce_args(op, dtype)?;
     // SAFETY: see the file header.
     py.detach(|| unsafe { rt.reduce_on_stream(team_of(team), op, dest, src, nelems, dt, stream) }).py_err()
 }
