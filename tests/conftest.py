@@ -120,7 +120,8 @@ def run_pes(code: str, n: int, env: dict | None = None, timeout: float = 120) ->
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "RSHMEM_")) and k not in (
         "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")}
     base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n),
-                RSHMEM_BOOTSTRAP_TIMEOUT_S="30", RSHMEM_BACKEND="host", **(env or {}))
+                RSHMEM_BOOTSTRAP_TIMEOUT_S="30", RSHMEM_BACKEND="host")
+    base.update(env or {})
     procs = [
         subprocess.Popen([sys.executable, "-c", code], env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

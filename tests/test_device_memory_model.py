@@ -620,7 +620,9 @@ def test_debug_wait_timeout_names_pe_address_and_values(tmp_path):
     job.write_text(DEBUG_WAIT_JOB.format(tests=str(ROOT / "tests")))
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
     env["RSHMEM_DEBUG_WAIT_TIMEOUT_MS"] = "500"
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), env.get("PYTHONPATH", "")])
+    # The job must import the rshmem this test imported (an installed wheel, or python/ with a build).
+    rshmem_parent = os.path.dirname(os.path.dirname(rshmem.__file__))
+    env["PYTHONPATH"] = os.pathsep.join([rshmem_parent, env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
            "--master-port", str(_free_port()), str(job)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
