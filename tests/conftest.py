@@ -5,6 +5,10 @@ Two ways to run them (both on the host backend, no GPU needed):
     pytest tests                                   # one PE
     torchrun --nproc-per-node 2 -m pytest tests    # two PEs
 
+On a GPU machine, `-m gpu` alone (`torchrun --nproc-per-node 2 -m pytest -m gpu tests`) runs the
+session on the cuda backend; `RSHMEM_TEST_BACKEND=cuda|host` forces one. GPU tests that need the
+cuda backend inside a host session take the `cuda_backend` fixture, which switches for a module.
+
 Under torchrun, torch.distributed (gloo) and rshmem are initialized once per session; every rank
 runs the same tests in the same order, so collective calls line up. Tests that need more PEs
 than there are skip (marker `multi`), tests that start torchrun themselves run only as one
@@ -28,6 +32,23 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU per PE (skipped where none is present)")
     config.addinivalue_line("markers", "multi: needs at least 2 PEs (run under torchrun --nproc-per-node 2)")
     config.addinivalue_line("markers", "single: runs only as one process (plain pytest)")
+    SESSION["backend"] = _session_backend(config)
+
+
+def _session_backend(config) -> str:
+    """cuda when asked (RSHMEM_TEST_BACKEND), or when this run selects exactly the GPU tests
+    (`-m gpu`) and every local PE has a GPU; host otherwise (the host tests expect CPU tensors)."""
+    asked = os.environ.get("RSHMEM_TEST_BACKEND")
+    if asked:
+        return asked
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1"))) if UNDER_TORCHRUN else 1
+    if (config.getoption("markexpr", "") or "").strip() == "gpu" and _gpu_count() >= local:
+        return "cuda"
+    return "host"
+
+
+# The backend `start()` uses; pytest_configure settles it.
+SESSION = {"backend": "host"}
 
 
 def _gpu_count() -> int:
@@ -99,7 +120,8 @@ def run_pes(code: str, n: int, env: dict | None = None, timeout: float = 120) ->
     base = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "RSHMEM_")) and k not in (
         "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")}
     base.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n),
-                RSHMEM_BOOTSTRAP_TIMEOUT_S="30", RSHMEM_BACKEND="host", **(env or {}))
+                RSHMEM_BOOTSTRAP_TIMEOUT_S="30", RSHMEM_BACKEND="host")
+    base.update(env or {})
     procs = [
         subprocess.Popen([sys.executable, "-c", code], env={**base, "RANK": str(r), "LOCAL_RANK": str(r)},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -120,16 +142,18 @@ def run_pes(code: str, n: int, env: dict | None = None, timeout: float = 120) ->
     return done
 
 
-def start():
-    """Starts rshmem the way the session does (tests that finalize call this to restart)."""
+def start(backend=None):
+    """Starts rshmem the way the session does (tests that finalize call this to restart);
+    `backend` overrides the session's."""
     import rshmem
 
+    backend = backend or SESSION["backend"]
     if UNDER_TORCHRUN:
         import torch.distributed as dist
 
-        rshmem.init(dist.group.WORLD, backend="host")
+        rshmem.init(dist.group.WORLD, backend=backend)
     else:
-        rshmem.init(backend="host")
+        rshmem.init(backend=backend)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -145,6 +169,22 @@ def rshmem_session():
     rshmem.finalize()
     if UNDER_TORCHRUN:
         dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def cuda_backend():
+    """Runs a module on the cuda backend: restarts rshmem on cuda when the session runs on the
+    host backend, and restores the session's backend after the module."""
+    import rshmem
+
+    switched = not rshmem.is_initialized() or rshmem.backend() != "cuda"
+    if switched:
+        rshmem.finalize()
+        start("cuda")
+    yield
+    if switched:
+        rshmem.finalize()
+        start()
 
 
 @pytest.fixture

@@ -32,3 +32,103 @@ def test_allgather_tutorial_under_torchrun():
     assert "host backend" in out.stdout
     assert "skipped the Triton push-kernel variant" in out.stdout
     assert "pull allgather: correct" in out.stdout
+
+
+# ---------------------------------------------------------------- tutorials 01, 03, 04 and the GPU runs
+# Each tutorial checks its own result and exits non-zero when it is wrong; these tests run them
+# under torchrun and check what they say they checked (and, on the host backend, skipped).
+
+
+def _run_tutorial(script: str, *args: str, nproc: int = 2, host: bool = True) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    if host:
+        env["RSHMEM_BACKEND"] = "host"
+        env["CUDA_VISIBLE_DEVICES"] = ""  # the tutorial's host path, even on a GPU machine
+    else:
+        env.pop("RSHMEM_BACKEND", None)
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+        "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+        str(ROOT / "tutorials" / script), *args,
+    ]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+@pytest.mark.single
+def test_notify_wait_tutorial_on_the_host_backend():
+    out = _run_tutorial("01_notify_wait.py", "--rounds", "20", "--elems", "1000")
+    assert "producer/consumer (host API" in out and "correct (20 messages" in out
+    assert "skipped the Triton kernels" in out
+
+
+@pytest.mark.single
+def test_ring_allreduce_tutorial_on_the_host_backend_3_pes():
+    out = _run_tutorial("03_ring_allreduce.py", "--elems", "30000", nproc=3)
+    assert "over 3 PEs on the host backend" in out
+    assert "ring allreduce (host API" in out and "correct (equal to torch.distributed.all_reduce" in out
+    assert "second call (no reset between calls): correct" in out
+    assert "skipped the Triton kernel" in out
+
+
+@pytest.mark.single
+def test_simple_shift_tutorial_on_the_host_backend_3_pes():
+    out = _run_tutorial("04_simple_shift.py", nproc=3)
+    assert "shift (host API p + putmem, then barrier_all): correct" in out
+    assert "skipped the Triton kernels" in out
+
+
+def _gpus() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:
+        return 0
+
+
+needs_2_gpus = pytest.mark.skipif(_gpus() < 2, reason="needs 2 GPUs (the tutorials' Triton kernels run on 2 PEs)")
+
+
+@pytest.mark.gpu
+@pytest.mark.single
+@needs_2_gpus
+def test_notify_wait_tutorial_on_2_gpus():
+    out = _run_tutorial("01_notify_wait.py", host=False)
+    assert "on the cuda backend" in out
+    assert "producer/consumer (Triton kernels" in out and "correct (50 messages" in out
+    assert "skipped" not in out
+
+
+@pytest.mark.gpu
+@pytest.mark.single
+@needs_2_gpus
+def test_allgather_tutorial_on_2_gpus_runs_both_variants_and_times_them():
+    out = _run_tutorial("02_intra_node_allgather.py", "--M", "2048", "--N", "4096", host=False)
+    assert "on the cuda backend" in out
+    assert "pull allgather: correct" in out and "push allgather: correct" in out
+    assert "times (CUDA events" in out
+    for name in ("rshmem pull", "rshmem push (Triton kernel", "torch.distributed all_gather (nccl)"):
+        assert name in out, out
+    assert "skipped" not in out
+
+
+@pytest.mark.gpu
+@pytest.mark.single
+@needs_2_gpus
+def test_ring_allreduce_tutorial_on_2_gpus():
+    out = _run_tutorial("03_ring_allreduce.py", "--elems", str(1 << 20), host=False)
+    assert "ring allreduce (one Triton kernel" in out and "correct (equal to torch.distributed.all_reduce" in out
+    assert "second call (no reset between calls): correct" in out
+    assert "torch.distributed all_reduce (nccl)" in out
+    assert "skipped" not in out
+
+
+@pytest.mark.gpu
+@pytest.mark.single
+@needs_2_gpus
+def test_simple_shift_tutorial_on_2_gpus():
+    out = _run_tutorial("04_simple_shift.py", host=False)
+    assert "shift (Triton kernels int_p + putmem_block, then barrier_all_block): correct" in out
+    assert "skipped" not in out

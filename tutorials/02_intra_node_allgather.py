@@ -27,14 +27,22 @@ What you learn here:
    reset: "ready for iteration k" is `sig >= k`.
    Before a rank overwrites its rows in iteration k+1, its peers must be done pulling them: a
    barrier at the end of each iteration says so.
-5. Checking against `torch.distributed.all_gather_into_tensor`, the reference.
+5. The *push* pattern (the Triton variant, GPUs only): one Triton kernel in which every rank
+   stores its rows straight into every peer's buffer with `putmem_signal_block`. The grid's
+   CTAs split the rows: CTA c moves slice c to every peer and adds 1 to the peer's signal word
+   for this rank (`SIGNAL_ADD`), released after the data. After call number k, rank p's rows
+   have fully arrived when `sig[p] >= k * n_ctas`; CTA 0 waits for that from every peer (thread
+   0 waits, `tid(0) == 0`), so when the kernel is done the gather is done. SMs do the copy
+   (loads and stores over NVLink), where the pull variant leaves it to the copy engines.
+   Before each call a barrier (`barrier_all_on_stream`) makes sure no peer still reads the rows
+   about to be overwritten.
+6. Checking both against `torch.distributed.all_gather_into_tensor`, the reference.
 
-A second variant, a Triton kernel that *pushes* each rank's rows into every peer with
-`putmem_signal_block`, needs GPUs (the cuda backend) and `rshmem.triton`; without them the
-program says that it skipped it and why.
-
-Times printed are wall-clock medians over `--iters` iterations on this machine; they show the
-shape of the cost, they are not benchmarks (see benchmarks/ for those).
+On the host backend (no GPU) the program runs the pull variant and says that it skipped the push
+kernel and why. On GPUs it prints the time of each variant beside `all_gather_into_tensor`
+(NCCL), measured in the same run with CUDA events: warm-up, then the median of `--iters` calls.
+On the host backend the times are wall-clock medians. Either way they show the shape of the
+cost; they are not benchmarks (see benchmarks/ for those).
 """
 
 from __future__ import annotations
@@ -46,9 +54,13 @@ import time
 
 import torch
 import torch.distributed as dist
+import triton.language as tl
 
 import rshmem
 import rshmem.torch as rtorch
+import rshmem.triton as rt
+from rshmem.triton import libshmem_device as shm
+from rshmem.triton.language import syncthreads, tid
 
 
 def parse_args():
@@ -56,6 +68,8 @@ def parse_args():
     p.add_argument("--M", type=int, default=8192, help="rows of the full matrix (divisible by the world size)")
     p.add_argument("--N", type=int, default=12288, help="columns")
     p.add_argument("--iters", type=int, default=5, help="timed iterations per variant")
+    p.add_argument("--warmup", type=int, default=2, help="untimed iterations before timing")
+    p.add_argument("--push-ctas", type=int, default=32, help="CTAs of the push kernel")
     p.add_argument("--backend", choices=["cuda", "host"], default=None, help="default: cuda if a GPU is present")
     return p.parse_args()
 
@@ -76,6 +90,14 @@ def sync(device):
         torch.cuda.synchronize()
 
 
+def agree(ok: bool, device) -> bool:
+    """True when `ok` holds on every rank (so every rank prints and exits the same way)."""
+    flag = torch.tensor([int(ok)], device=device)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
+
+
+# ------------------------------------------------------------------ the pull (copy-engine) variant
 def pull_allgather(local, full, sig, epoch, rank, world, stream=None):
     """One AllGather by pulling. `full` is the symmetric (M, N) buffer, `sig` the symmetric
     int64 signal array of `world` words, `epoch` this iteration's number (1, 2, ...)."""
@@ -84,9 +106,10 @@ def pull_allgather(local, full, sig, epoch, rank, world, stream=None):
     # a. own rows into the symmetric buffer (a local copy)
     mine.copy_(local)
     # b. "my rows of this epoch are ready" -> element `rank` of every peer's signal array.
-    #    On the host backend the copy above is done when copy_ returns; fence() orders it before
-    #    the signals anyway, which is what a GPU version needs.
-    rshmem.fence()
+    #    On the host backend the copy above is done when copy_ returns, and fence() orders it
+    #    before the signals. On GPUs the stream orders them: the signal runs after the copy.
+    if rshmem.backend() == "host":
+        rshmem.fence()
     for peer in range(world):
         if peer != rank:
             rtorch.signal_op_on_stream(sig[rank], epoch, rshmem.SIGNAL_SET, peer, stream)
@@ -100,14 +123,67 @@ def pull_allgather(local, full, sig, epoch, rank, world, stream=None):
     rtorch.barrier_all_on_stream(stream)
 
 
-def timed(fn, iters, device):
+# ------------------------------------------------------------------ the push (Triton) variant
+@rt.jit
+def push_allgather_kernel(full, local, sig, rows, n_cols, epoch, ELEM_BYTES: tl.constexpr):
+    """CTA c stores slice c of this rank's `rows` rows (`local`) into rows `rank * rows + ...`
+    of `full` on every PE, then adds 1 to `sig[rank]` there. CTA 0 waits until every peer's
+    slices have all arrived here (call number `epoch`: `sig[p] >= epoch * n_ctas`)."""
+    me = shm.my_pe()
+    world = shm.n_pes()
+    c = tl.program_id(0)
+    n_ctas = tl.num_programs(0)
+    per_cta = tl.cdiv(rows, n_ctas)
+    r0 = tl.minimum(c * per_cta, rows)
+    r1 = tl.minimum(r0 + per_cta, rows)
+    row_elems = tl.cast(n_cols, tl.int64)
+    src = local + r0 * row_elems
+    dst = full + (me * rows + r0) * row_elems  # the same offset on every PE: symmetric
+    nbytes = (r1 - r0) * row_elems * ELEM_BYTES
+    # Own rows: a put to myself is a local copy.
+    shm.putmem_block(dst, src, nbytes, me)
+    # Every peer, starting with the next rank so not everyone writes to PE 0 first. Every CTA
+    # signals, even one with no rows left (nbytes 0), so the count per call is n_ctas.
+    for step in range(1, world):
+        peer = (me + step) % world
+        shm.putmem_signal_block(dst, src, nbytes, sig + me, 1, shm.SIGNAL_ADD, peer)
+    if c == 0:
+        if tid(0) == 0:
+            for step in range(1, world):
+                peer = (me + world - step) % world
+                shm.signal_wait_until(sig + peer, shm.CMP_GE, tl.cast(epoch, tl.int64) * n_ctas)
+        syncthreads()
+
+
+def push_allgather(local, full, sig, epoch, n_ctas, stream=None):
+    """One AllGather by pushing: a barrier on the stream (no peer still reads the rows we are
+    about to overwrite), then the push kernel."""
+    rows, n_cols = local.shape
+    rtorch.barrier_all_on_stream(stream)
+    with torch.cuda.stream(stream or torch.cuda.current_stream()):
+        push_allgather_kernel[(n_ctas,)](full, local, sig, rows, n_cols, epoch, ELEM_BYTES=local.element_size(),
+                                         num_warps=16)
+
+
+# ------------------------------------------------------------------ timing and main
+def timed(fn, iters, warmup, device):
+    """Median seconds per call of `fn`: CUDA events on GPUs, wall clock on the host backend."""
+    for _ in range(warmup):
+        fn()
+    sync(device)
     times = []
     for _ in range(iters):
-        sync(device)
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t0)
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
@@ -123,7 +199,7 @@ def main():
     say(f"AllGather of a ({M}, {N}) fp16 matrix over {world} PEs on the {rshmem.backend()} backend "
         f"({rows} rows = {rows * N * 2 / 2**20:.1f} MiB per rank)")
 
-    # this rank's rows: a recognisable pattern (row index + rank), so mistakes show
+    # this rank's rows: a recognisable pattern (random + rank), so mistakes show
     torch.manual_seed(rank)
     local = (torch.randn(rows, N, device=device) + rank).to(torch.float16)
 
@@ -133,6 +209,7 @@ def main():
 
     full = rtorch.create_symmetric_tensor((M, N), torch.float16)
     sig = rtorch.create_symmetric_tensor((world,), rtorch.SIGNAL_DTYPE)
+    sig_push = rtorch.create_symmetric_tensor((world,), rtorch.SIGNAL_DTYPE)
     rshmem.barrier_all()
 
     epoch = 0
@@ -142,27 +219,51 @@ def main():
         epoch += 1
         pull_allgather(local, full, sig, epoch, rank, world)
 
-    one_pull()  # warm-up, also the checked run
-    ok = torch.equal(full, ref)
-    ok_all = torch.tensor([int(ok)], device=device)
-    dist.all_reduce(ok_all, op=dist.ReduceOp.MIN)
-    if not ok_all.item():
+    one_pull()  # the checked run
+    sync(device)
+    if not agree(torch.equal(full, ref), device):
         raise SystemExit(f"rank {rank}: pull allgather differs from torch.distributed.all_gather_into_tensor")
     say("pull allgather: correct (equal to torch.distributed.all_gather_into_tensor on every rank)")
 
     gathered_bytes = (world - 1) * rows * N * 2  # what each rank receives
-    t_pull = timed(one_pull, args.iters, device)
-    t_ref = timed(lambda: dist.all_gather_into_tensor(ref, local), args.iters, device)
-    say(f"  rshmem pull (signal + get per peer): {t_pull * 1e3:8.2f} ms  {gathered_bytes / t_pull / 1e9:6.2f} GB/s received per rank")
-    say(f"  torch.distributed all_gather ({dist.get_backend()}):  {t_ref * 1e3:8.2f} ms  {gathered_bytes / t_ref / 1e9:6.2f} GB/s received per rank")
+    results = [("rshmem pull (signal + get per peer)", timed(one_pull, args.iters, args.warmup, device))]
 
-    if rshmem.backend() != "cuda":
+    on_gpu = rshmem.backend() == "cuda"
+    if on_gpu:
+        # Start from zeros so rows left over from the pull runs cannot hide a push that missed.
+        full.zero_()
+        sync(device)
+        rshmem.barrier_all()
+        push_epoch = 0
+
+        def one_push():
+            nonlocal push_epoch
+            push_epoch += 1
+            push_allgather(local, full, sig_push, push_epoch, args.push_ctas)
+
+        one_push()  # the checked run
+        sync(device)
+        if not agree(torch.equal(full, ref), device):
+            raise SystemExit(f"rank {rank}: push allgather differs from torch.distributed.all_gather_into_tensor")
+        say(f"push allgather: correct (Triton putmem_signal_block kernel, {args.push_ctas} CTAs; equal to "
+            "torch.distributed.all_gather_into_tensor on every rank)")
+        results.append((f"rshmem push (Triton kernel, {args.push_ctas} CTAs)",
+                         timed(one_push, args.iters, args.warmup, device)))
+
+    t_ref = timed(lambda: dist.all_gather_into_tensor(ref, local), args.iters, args.warmup, device)
+    results.append((f"torch.distributed all_gather ({dist.get_backend()})", t_ref))
+    clock = "CUDA events" if on_gpu else "wall clock"
+    say(f"times ({clock}, median of {args.iters} after {args.warmup} warm-up):")
+    for name, t in results:
+        say(f"  {name + ':':45s} {t * 1e3:8.2f} ms  {gathered_bytes / t / 1e9:7.2f} GB/s received per rank")
+
+    if not on_gpu:
         say("skipped the Triton push-kernel variant: it runs a Triton kernel on the GPU that stores "
             "into peers' GPU memory, and this run uses the host backend (no GPU here, or --backend host)")
-    else:
-        say("skipped the Triton push-kernel variant: it arrives with rshmem.triton's putmem_signal_block")
 
+    sync(device)
     rshmem.barrier_all()
+    rtorch.free_tensor(sig_push)
     rtorch.free_tensor(sig)
     rtorch.free_tensor(full)
     rshmem.finalize()

@@ -114,6 +114,10 @@ def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=
     if uid is not None and not isinstance(uid, (bytes, bytearray)):
         raise InvalidArgumentError(f"uid must be the bytes returned by rshmem.get_unique_id(), not {type(uid).__name__}")
     _native.init(bytes(uid) if uid is not None else None, rank, nranks, backend, _device_index(device))
+    if "torch" in sys.modules and _native.backend() == "cuda":
+        from . import _cuda  # torch is loaded already; without it, importing rshmem.torch does this
+
+        _cuda.use_device()  # torch's current device = this PE's GPU, where the heap lives
 
 
 def finalize() -> None:

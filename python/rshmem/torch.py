@@ -7,7 +7,9 @@ node-local peer: writing into it writes the peer's memory.
 
 On the host backend these are CPU tensors over shared memory, built from the address without
 linking libtorch (ctypes buffer -> `torch.frombuffer` as bytes -> `.view(dtype)`), so any torch
-dtype works, fp8 included. The CUDA backend's tensors come later (issue 3).
+dtype works, fp8 included. On the cuda backend they are CUDA tensors of this PE's GPU, built the
+same way through `__cuda_array_interface__` (`rshmem._cuda`), and the `*_on_stream` calls are
+ordered on a torch CUDA stream (default: the current one).
 
 A tensor from here must not be used after `free_tensor(t)` or `rshmem.finalize()`: its memory is
 gone (torch cannot know).
@@ -21,7 +23,7 @@ import math
 
 import torch
 
-from . import _core, _native
+from . import _core, _cuda, _native
 from ._dtypes import check_torch_dtype
 from ._native import InvalidArgumentError, NotInitializedError, NotSymmetricError, UnsupportedError
 
@@ -45,6 +47,14 @@ def _forget_all() -> None:
 
 
 _core._finalize_hooks.append(_forget_all)
+
+
+def _on_cuda() -> bool:
+    return _native.is_initialized() and _native.backend() == "cuda"
+
+
+if _on_cuda():  # rshmem.init ran before torch was imported: make this PE's GPU current now
+    _cuda.use_device()
 
 
 def _host_only(what: str) -> None:
@@ -87,6 +97,8 @@ def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
     every PE must pass the same shape and dtype."""
     check_torch_dtype(dtype)
     dims = _shape(shape)
+    if _on_cuda():
+        return _cuda.create_symmetric_tensor(dims, dtype)
     _host_only("create_symmetric_tensor")
     nbytes = math.prod(dims) * dtype.itemsize
     # calloc zeroes inside the collective, before any peer can write into this PE's copy; zeroing
@@ -122,6 +134,8 @@ def peer_tensor(t: torch.Tensor, pe: int) -> torch.Tensor:
     over `pe`'s memory (`nvshmem_ptr`)."""
     if not isinstance(t, torch.Tensor):
         raise InvalidArgumentError(f"peer_tensor takes a tensor, not {type(t).__name__}")
+    if _on_cuda():
+        return _cuda.peer_tensor(t, pe)
     _host_only("peer_tensor")
     if t.device.type != "cpu":
         raise NotSymmetricError(f"tensor on {t.device} is not a symmetric tensor of the host backend")
@@ -169,6 +183,8 @@ def free_tensor(t: torch.Tensor) -> None:
     frees its own tensor of that allocation; the tensor must not be used afterwards."""
     if not isinstance(t, torch.Tensor):
         raise InvalidArgumentError(f"free_tensor takes a tensor, not {type(t).__name__}")
+    if _on_cuda():
+        return _cuda.free_tensor(t)
     base = getattr(t, "_rshmem_base", None)
     stale = getattr(t, "_rshmem_run", None) != _run[0]  # made before the last finalize
     if base is None or stale or base not in _sizes or (t.numel() and t.data_ptr() != base):
@@ -184,7 +200,8 @@ def free_tensor(t: torch.Tensor) -> None:
 
 # ------------------------------------------------------------------------- on-stream forms
 # On the host backend there is no stream: each call runs to completion before it returns, which
-# is the order a stream would give. The CUDA forms come with the cuda backend.
+# is the order a stream would give. On the cuda backend each call is enqueued on `stream`
+# (`rshmem._cuda`): `None` is the current stream, a `torch.cuda.Stream` or a raw CUstream (int).
 
 
 def _no_stream(stream, what: str) -> None:
@@ -195,18 +212,24 @@ def _no_stream(stream, what: str) -> None:
 
 def barrier_all_on_stream(stream=None) -> None:
     """Collective barrier ordered on `stream` (host backend: a host barrier)."""
+    if _on_cuda():
+        return _cuda.barrier_all_on_stream(stream)
     _no_stream(stream, "barrier_all_on_stream")
     _core.barrier_all()
 
 
 def quiet_on_stream(stream=None) -> None:
     """`quiet` ordered on `stream` (host backend: a host quiet)."""
+    if _on_cuda():
+        return _cuda.quiet_on_stream(stream)
     _no_stream(stream, "quiet_on_stream")
     _core.quiet()
 
 
 def putmem_on_stream(dst, src, pe: int, stream=None) -> None:
     """Copies tensor `src` into symmetric tensor `dst` on `pe`, ordered on `stream`."""
+    if _on_cuda():
+        return _cuda.putmem_on_stream(dst, src, pe, stream)
     from . import host
 
     _no_stream(stream, "putmem_on_stream")
@@ -215,6 +238,8 @@ def putmem_on_stream(dst, src, pe: int, stream=None) -> None:
 
 def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
     """Copies symmetric tensor `src` on `pe` into tensor `dst`, ordered on `stream`."""
+    if _on_cuda():
+        return _cuda.getmem_on_stream(dst, src, pe, stream)
     from . import host
 
     _no_stream(stream, "getmem_on_stream")
@@ -223,6 +248,8 @@ def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
 
 def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=None) -> None:
     """`putmem_signal` of tensor `src` into `dst` on `pe`, ordered on `stream`."""
+    if _on_cuda():
+        return _cuda.putmem_signal_on_stream(dst, src, sig, value, op, pe, stream)
     from . import host
 
     _no_stream(stream, "putmem_signal_on_stream")
@@ -231,6 +258,8 @@ def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=
 
 def signal_op_on_stream(sig, value: int, op: int, pe: int, stream=None) -> None:
     """`signal_op` ordered on `stream`."""
+    if _on_cuda():
+        return _cuda.signal_op_on_stream(sig, value, op, pe, stream)
     from . import host
 
     _no_stream(stream, "signal_op_on_stream")
@@ -239,6 +268,8 @@ def signal_op_on_stream(sig, value: int, op: int, pe: int, stream=None) -> None:
 
 def signal_wait_until_on_stream(sig, cmp: int, value: int, stream=None) -> None:
     """Makes `stream` wait until the local signal compares true (host backend: waits here)."""
+    if _on_cuda():
+        return _cuda.signal_wait_until_on_stream(sig, cmp, value, stream)
     from . import host
 
     _no_stream(stream, "signal_wait_until_on_stream")
@@ -247,6 +278,8 @@ def signal_wait_until_on_stream(sig, cmp: int, value: int, stream=None) -> None:
 
 def broadcast_on_stream(dst, src, root: int, team=_core.Team.WORLD, stream=None) -> None:
     """`broadcast` of symmetric tensors, ordered on `stream`."""
+    if _on_cuda():
+        return _cuda.broadcast_on_stream(dst, src, root, team, stream)
     from . import host
 
     _no_stream(stream, "broadcast_on_stream")
@@ -255,6 +288,8 @@ def broadcast_on_stream(dst, src, root: int, team=_core.Team.WORLD, stream=None)
 
 def fcollect_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
     """`fcollect` of symmetric tensors, ordered on `stream`."""
+    if _on_cuda():
+        return _cuda.fcollect_on_stream(dst, src, team, stream)
     from . import host
 
     _no_stream(stream, "fcollect_on_stream")
@@ -263,6 +298,8 @@ def fcollect_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
 
 def alltoall_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
     """`alltoall` of symmetric tensors, ordered on `stream`."""
+    if _on_cuda():
+        return _cuda.alltoall_on_stream(dst, src, team, stream)
     from . import host
 
     _no_stream(stream, "alltoall_on_stream")
@@ -271,10 +308,20 @@ def alltoall_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
 
 def reduce_on_stream(op: str, dst, src, team=_core.Team.WORLD, stream=None) -> None:
     """Reduction `op` of symmetric tensors, ordered on `stream`."""
+    if _on_cuda():
+        return _cuda.reduce_on_stream(op, dst, src, team, stream)
     from . import host
 
     _no_stream(stream, "reduce_on_stream")
     host.reduce(dst, src, op, team)
+
+
+def barrier_on_stream(team=_core.Team.WORLD, stream=None) -> None:
+    """Collective barrier of `team` ordered on `stream` (host backend: a host barrier)."""
+    if _on_cuda():
+        return _cuda.barrier_on_stream(team, stream)
+    _no_stream(stream, "barrier_on_stream")
+    _core.barrier(team)
 
 
 __all__ = [
@@ -284,6 +331,7 @@ __all__ = [
     "peer_tensor",
     "free_tensor",
     "barrier_all_on_stream",
+    "barrier_on_stream",
     "quiet_on_stream",
     "putmem_on_stream",
     "getmem_on_stream",

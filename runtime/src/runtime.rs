@@ -7,6 +7,8 @@
 //! | file | what |
 //! |---|---|
 //! | `init.rs` | [`InitOptions`], init, finalize, the backend choice |
+//! | `gpu.rs` | the cuda side: GPU selection, the device state and its publication, device error records |
+//! | `kernels.rs` | the runtime's own kernels (barrier, reduction), built from `triton-lib/src/runtime_kernels.cu` |
 //! | `mem.rs` | checked access to symmetric memory (the only place that dereferences heap addresses, with `rma.rs`) |
 //! | `rma.rs` | `putmem` / `getmem` / `p` / `g` |
 //! | `atomic.rs` | remote atomics |
@@ -15,15 +17,21 @@
 //! | `sync.rs` | `fence`, `quiet`, barriers |
 //! | `team.rs` | [`Team`], the team table, `team_*` calls |
 //! | `collective.rs` | broadcast, fcollect, alltoall, reductions |
+//! | `stream.rs` | on-stream puts, gets, signals, waits, quiet, barriers (`*_on_stream`) |
+//! | `stream_collective.rs` | on-stream broadcast, fcollect, alltoall, reductions |
 //!
 //! Semantics follow OpenSHMEM 1.5 and NVSHMEM; each method names its SHMEM equivalent.
 
 mod atomic;
 mod collective;
+mod gpu;
 mod init;
+mod kernels;
 mod mem;
 mod rma;
 mod signal;
+mod stream;
+mod stream_collective;
 mod sync;
 mod team;
 mod wait;
@@ -47,14 +55,25 @@ pub const DEFAULT_ALIGN: usize = 256;
 /// Byte offsets inside the runtime's symmetric workspace (one per PE, same offsets everywhere).
 mod workspace {
     use super::MAX_TEAMS;
-    /// One `u64` barrier counter per team slot.
-    pub const COUNTERS: usize = 0;
+    use crate::device_state::{TeamDesc, BARRIER_WS_BYTES_PER_TEAM};
+    /// Barrier words of every team slot (`DeviceState::barrier_ws`; see `sync.rs`).
+    pub const BARRIER: usize = 0;
+    /// This PE's device team table, `[TeamDesc; MAX_TEAMS]` (`DeviceState::team_table`). In the
+    /// heap because that is device memory on the cuda backend, written by the host runtime
+    /// through the same private stream as its other writes (no copy on the legacy stream,
+    /// which would wait for a kernel spinning in a barrier).
+    pub const TEAM_TABLE: usize = BARRIER + MAX_TEAMS * BARRIER_WS_BYTES_PER_TEAM as usize;
     /// Scratch words of `team_split_strided` (free-slot mask and the arguments).
-    pub const SPLIT: usize = COUNTERS + MAX_TEAMS * 8;
+    pub const SPLIT: usize = TEAM_TABLE + MAX_TEAMS * std::mem::size_of::<TeamDesc>();
     /// Words in the split scratch.
     pub const SPLIT_WORDS: usize = 4;
     /// Total size.
     pub const BYTES: usize = SPLIT + SPLIT_WORDS * 8;
+    /// Bytes of the collective workspace (`DeviceState::coll_ws`), a separate allocation:
+    /// reductions stage one chunk of this size per round of two barriers, so 1 MiB keeps the
+    /// barrier cost small against the copy (about 2 µs of barriers per MiB over NVLink) while
+    /// staying cheap on the host backend.
+    pub const COLL_WS_BYTES: usize = 1 << 20;
 }
 
 /// An initialized PE: the bootstrap, the symmetric heap and the runtime's own state.
@@ -71,6 +90,10 @@ pub struct Runtime {
     teams: Mutex<TeamTable>,
     /// Symmetric address of the runtime workspace (see `workspace`).
     workspace: usize,
+    /// Symmetric address of the collective workspace (`workspace::COLL_WS_BYTES`).
+    coll_ws: usize,
+    /// The cuda side (device state, kernels, error record); `None` on the host backend.
+    gpu: Option<gpu::Gpu>,
     /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.
     wait_timeout: Option<Duration>,
 }
@@ -104,7 +127,7 @@ impl Runtime {
         self.kind
     }
 
-    /// The GPU this PE was asked to use (`InitOptions::device`), if any.
+    /// The ordinal (in this process) of the GPU this PE uses; `None` on the host backend.
     pub fn device(&self) -> Option<i32> {
         self.device
     }
@@ -205,7 +228,8 @@ mod tests {
     #[test]
     fn workspace_layout_fits() {
         use super::workspace::*;
-        assert_eq!(SPLIT % 8, 0);
-        assert_eq!(BYTES, (super::MAX_TEAMS + SPLIT_WORDS) * 8);
+        assert_eq!((TEAM_TABLE % 16, SPLIT % 8), (0, 0));
+        assert_eq!(BYTES, super::MAX_TEAMS * 32 + SPLIT_WORDS * 8);
+        const { assert!(COLL_WS_BYTES % super::DEFAULT_ALIGN == 0) };
     }
 }

@@ -12,12 +12,14 @@ use pyo3::prelude::*;
 
 mod atomic;
 mod collective;
+mod device;
 mod dtype;
 mod error;
 mod init;
 mod memory;
 mod rma;
 mod signal;
+mod stream;
 mod sync;
 mod team;
 
@@ -58,5 +60,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     sync::register(m)?;
     team::register(m)?;
     collective::register(m)?;
+    stream::register(m)?;
+    device::register(m)?;
     Ok(())
 }

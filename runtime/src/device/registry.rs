@@ -8,6 +8,9 @@
 //! state in, and remembers the module, so that a later init can write the new state into every
 //! module loaded so far ([`republish_all`]) and finalize can clear them ([`unpublish_all`]).
 //! Modules without the global (Triton kernels that do not use rshmem) are skipped quietly.
+//!
+//! Modules loaded before init (Triton's load hook runs for every kernel, also before
+//! `rshmem.init()`) are kept with [`defer`] and written by [`publish_pending`] at init.
 #![allow(unsafe_code)]
 
 use crate::device_state::DeviceState;
@@ -57,6 +60,9 @@ impl Registry {
 
 static REGISTRY: Registry = Registry::new();
 
+/// Modules handed over before init, not yet looked at.
+static PENDING: Registry = Registry::new();
+
 fn state_bytes(state: &DeviceState) -> &[u8] {
     // SAFETY: DeviceState is #[repr(C)], contains only integers and integer arrays, and has no
     // padding (asserted in device_state.rs), so all its bytes are initialised; the slice
@@ -92,8 +98,8 @@ fn write(ctx: &PrimaryContext, module: ModuleHandle, bytes: &[u8]) -> Result<boo
     };
     check_size(module, global.size)?;
     // SAFETY: `global` is the module's device variable of exactly `bytes.len()` bytes (checked
-    // above), in the current context.
-    unsafe { stream::memcpy_htod(global.addr, bytes)? };
+    // above), in `ctx`.
+    unsafe { stream::copy_to_device_sync(ctx, global.addr, bytes)? };
     Ok(true)
 }
 
@@ -177,14 +183,66 @@ unsafe fn write_all(ctx: &PrimaryContext, bytes: &[u8]) -> Result<usize> {
     }
 }
 
-/// Forgets `module` (its loader is about to unload it). Returns whether it was remembered.
-pub fn forget(module: ModuleHandle) -> bool {
-    REGISTRY.forget(module)
+/// Keeps `module`, loaded while no runtime is initialized, for [`publish_pending`] at the next
+/// init. Nothing is checked now: there is no context to check it in.
+pub fn defer(module: ModuleHandle) {
+    PENDING.remember(module);
+    tracing::debug!(module = module.0, "module loaded before init; the device state is written at init");
 }
 
-/// Forgets every module.
+/// Writes `state` into every module kept by [`defer`] and remembers those that link the device
+/// library, then empties the pending list. Returns how many were written.
+///
+/// A module the driver refuses (one loaded in another device's context, say) is skipped with
+/// a warning: it cannot run this PE's device code anyway.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a module whose state global has the wrong size (device
+/// library and runtime of different versions), after all others were handled.
+///
+/// # Safety
+/// Every pending module must still be loaded (loaders call [`forget`] before unloading).
+pub unsafe fn publish_pending(ctx: &PrimaryContext, state: &DeviceState) -> Result<usize> {
+    let pending = std::mem::take(&mut *PENDING.lock());
+    let mut first_err = None;
+    let mut n = 0;
+    for m in pending {
+        match write(ctx, m, state_bytes(state)) {
+            Ok(true) => {
+                REGISTRY.remember(m);
+                n += 1;
+            }
+            Ok(false) => {}
+            Err(e @ Error::Driver { .. }) => {
+                tracing::warn!(module = m.0, "a module loaded before init was refused by the driver, skipped: {e}");
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(n),
+    }
+}
+
+/// Forgets `module` (its loader is about to unload it). Returns whether it was remembered
+/// (published, or pending).
+pub fn forget(module: ModuleHandle) -> bool {
+    let pending = PENDING.forget(module);
+    REGISTRY.forget(module) || pending
+}
+
+/// Forgets every module, pending ones included.
 pub fn forget_all() {
     REGISTRY.lock().clear();
+    PENDING.lock().clear();
+}
+
+/// The modules kept by [`defer`] and not yet published.
+pub fn pending() -> Vec<ModuleHandle> {
+    PENDING.snapshot()
 }
 
 /// The remembered modules, in the order they were first published.
@@ -206,6 +264,20 @@ mod tests {
         assert!(r.forget(ModuleHandle(3)));
         assert!(!r.forget(ModuleHandle(3)));
         assert_eq!(r.snapshot(), [ModuleHandle(1)]);
+    }
+
+    #[test]
+    fn modules_loaded_before_init_wait_until_forgotten_or_published() {
+        // No other test of this binary defers modules.
+        defer(ModuleHandle(0x7701));
+        defer(ModuleHandle(0x7702));
+        defer(ModuleHandle(0x7701));
+        assert_eq!(pending(), [ModuleHandle(0x7701), ModuleHandle(0x7702)]);
+        assert!(forget(ModuleHandle(0x7701)));
+        assert!(!forget(ModuleHandle(0x7701)));
+        assert_eq!(pending(), [ModuleHandle(0x7702)]);
+        assert!(forget(ModuleHandle(0x7702)));
+        assert!(pending().is_empty());
     }
 
     #[test]

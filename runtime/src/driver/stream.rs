@@ -220,19 +220,34 @@ pub unsafe fn memcpy_peer_async(
     })
 }
 
-/// `cuMemcpyHtoD_v2`: copies `src` to device address `dst`, synchronously.
+/// Copies `src` to device address `dst` and waits for the copy, on a stream of its own.
+///
+/// Not `cuMemcpyHtoD`: that copy runs in the legacy default stream, which waits for every
+/// kernel queued on blocking streams first, including a kernel spinning in a barrier or a
+/// signal wait that needs this very process to go on (a Triton kernel loaded, and its state
+/// written, between two communicating kernels would deadlock). A non-blocking stream waits for
+/// nothing; the stream is created and destroyed here (a few microseconds), which writes of the
+/// device state at module load can afford.
 ///
 /// # Errors
 /// [`crate::Error::Driver`].
 ///
 /// # Safety
-/// `[dst, dst+src.len())` must be valid device memory of the current context.
-pub unsafe fn memcpy_htod(dst: usize, src: &[u8]) -> Result<()> {
-    // SAFETY: "Copies from host memory to device memory"; `src` is a live slice and the caller
-    // vouches for `dst`.
-    check("cuMemcpyHtoD_v2", unsafe {
-        sys::cuMemcpyHtoD_v2(dst as sys::CUdeviceptr, src.as_ptr().cast(), src.len())
-    })
+/// `[dst, dst+src.len())` must be valid device memory of `ctx`.
+pub unsafe fn copy_to_device_sync(ctx: &PrimaryContext, dst: usize, src: &[u8]) -> Result<()> {
+    ctx.bind()?;
+    let mut raw: sys::CUstream = std::ptr::null_mut();
+    let flags = sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32;
+    // SAFETY: "Creates a stream and returns a handle in phStream"; `raw` is a live local.
+    check("cuStreamCreate", unsafe { sys::cuStreamCreate(&mut raw, flags) })?;
+    let stream = StreamHandle(raw as usize);
+    // SAFETY: the caller vouches for `dst`; `src` is a live slice that outlives the copy, which
+    // is finished when `synchronize` returns, before the slice can go away.
+    let copied =
+        unsafe { memcpy_async(dst, src.as_ptr() as usize, src.len(), stream) }.and_then(|()| synchronize(stream));
+    // SAFETY: destroys the stream created above, once; nothing is queued on it any more.
+    let destroyed = check("cuStreamDestroy_v2", unsafe { sys::cuStreamDestroy_v2(raw) });
+    copied.and(destroyed)
 }
 
 /// `cuStreamWriteValue64_v2`: in stream order, stores `value` at `addr` (8-byte aligned).

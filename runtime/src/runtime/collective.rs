@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 
 impl Runtime {
     /// The team's info and `nelems * dtype.size()`, checked.
-    fn collective_setup(&self, what: &str, team: Team, nelems: usize, dtype: DType) -> Result<(TeamInfo, usize)> {
+    pub(super) fn collective_setup(&self, what: &str, team: Team, nelems: usize, dtype: DType) -> Result<(TeamInfo, usize)> {
         let info = self.teams().get(team)?.clone();
         let bytes = nelems.checked_mul(dtype.size()).ok_or_else(|| {
             Error::InvalidArgument(format!("{what}: {nelems} elements of {dtype} overflow the address space"))
@@ -28,7 +28,7 @@ impl Runtime {
 
     /// Checks that this PE's `len` bytes at `addr` are symmetric (before any barrier, so that
     /// a bad pointer fails on every PE alike instead of leaving peers waiting).
-    fn check_local(&self, addr: usize, len: usize) -> Result<()> {
+    pub(super) fn check_local(&self, addr: usize, len: usize) -> Result<()> {
         if len > 0 {
             self.remote(addr, len, self.my_pe())?;
         }

@@ -24,7 +24,7 @@ impl Runtime {
     }
 
     /// `remote` for a word used atomically, checking its alignment.
-    fn remote_word(&self, addr: usize, width: Width, pe: usize) -> Result<usize> {
+    pub(super) fn remote_word(&self, addr: usize, width: Width, pe: usize) -> Result<usize> {
         let w = width.bytes();
         if addr % w != 0 {
             return Err(Error::InvalidArgument(format!(

@@ -1,16 +1,21 @@
 //! Ordering and barriers: `fence`, `quiet`, `barrier` / `sync` over a team.
 //!
-//! A barrier uses one `u64` counter per team slot in every member's workspace, never reset:
-//! arriving adds 1 to the counter of every member (after `quiet`, so this PE's earlier puts are
-//! visible first), then waits until its own counter reaches the number of arrivals expected so
-//! far (team size times the barriers done; see `team.rs` for why that stays right across team
-//! slots being reused). 10,000 barriers in a row need no reset and cannot confuse epochs: the
-//! counter only grows, and a PE that runs ahead only makes the next target reached sooner.
+//! Host, on-stream and in-kernel barriers share one layout (`DeviceState::barrier_ws`, see
+//! `BARRIER_WS_BYTES_PER_TEAM` and `triton-lib/src/barrier_device.h`), so a PE may meet its
+//! peers' device barriers with a host barrier and the other way round. For team slot `t`, two
+//! `u64` words in every member's workspace: `arrive` (at `16 t`) and `epoch` (at `16 t + 8`).
+//! A barrier takes `e = ++epoch` (own word, atomically: a kernel of this PE may be in a barrier
+//! of the same team at the same time), adds 1 to every member's `arrive` (after `quiet`, so this
+//! PE's earlier puts are visible first), then waits until its own `arrive >= e * size`.
+//! Nothing is reset while the team lives (`team.rs` zeroes the words when a slot gets a new
+//! team): the counters only grow, and a PE that runs ahead only makes the next target reached
+//! sooner, so 10,000 barriers in a row need no extra phase.
 
 use super::wait::Unmet;
 use super::{workspace, Runtime, Team};
 use crate::backend::{AmoOp, Width};
 use crate::consts::Cmp;
+use crate::device_state::BARRIER_WS_BYTES_PER_TEAM;
 use crate::error::Result;
 
 impl Runtime {
@@ -29,9 +34,13 @@ impl Runtime {
     ///
     /// # Errors
     /// When the backend reports an earlier asynchronous failure.
+    ///
+    /// On the cuda backend it also reports a kernel that stopped on an error
+    /// ([`Runtime::check_device_error`]).
     #[doc(alias = "nvshmem_quiet")]
     pub fn quiet(&self) -> Result<()> {
-        self.backend.quiet()
+        self.check_device_error()?;
+        self.backend.quiet().map_err(|e| self.prefer_device_error(e))
     }
 
     /// `quiet`, then waits until every PE of `team` has arrived. Every member must call it.
@@ -77,22 +86,42 @@ impl Runtime {
         self.arrive_and_wait(Team::WORLD, "sync_all")
     }
 
+    /// Symmetric address of the barrier words (`arrive`, then `epoch`) of team slot `slot`.
+    pub(super) fn barrier_words(&self, slot: usize) -> usize {
+        self.workspace + workspace::BARRIER + BARRIER_WS_BYTES_PER_TEAM as usize * slot
+    }
+
     fn arrive_and_wait(&self, team: Team, during: &str) -> Result<()> {
         // Once a PE is dead no barrier can be trusted: the survivors' extra arrivals could
         // stand in for the dead PE's missing one.
         self.boot.health().check(during)?;
-        let (members, target) = self.teams().next_barrier(team)?;
-        let counter = self.workspace + workspace::COUNTERS + 8 * team.0 as usize;
-        for &pe in &members {
-            self.amo(counter, Width::W64, AmoOp::Add(1), pe)?;
-        }
-        self.poll(during, || {
-            let seen = self.load_local(counter, Width::W64)?;
-            Ok(if seen >= target {
-                Ok(())
-            } else {
-                Err(Unmet { addr: counter, cmp: Cmp::Ge, expected: target.into(), seen: seen.into() })
+        self.check_device_error()?;
+        let (members, my_index) = {
+            let t = self.teams();
+            let info = t.get(team)?;
+            (info.members.clone(), info.my_index)
+        };
+        let arrive = self.barrier_words(team.0 as usize);
+        let epoch = arrive + 8;
+        let me = self.my_pe();
+        let run = || -> Result<()> {
+            let e = self.amo(epoch, Width::W64, AmoOp::Add(1), me)?.wrapping_add(1);
+            let target = e.wrapping_mul(members.len() as u64);
+            // Start after ourselves, as the device barrier does, so members spread their first
+            // arrivals instead of all hitting member 0.
+            let n = members.len();
+            for k in 1..=n {
+                self.amo(arrive, Width::W64, AmoOp::Add(1), members[(my_index + k) % n])?;
+            }
+            self.poll(during, || {
+                let seen = self.load_local(arrive, Width::W64)?;
+                Ok(if seen >= target {
+                    Ok(())
+                } else {
+                    Err(Unmet { addr: arrive, cmp: Cmp::Ge, expected: target.into(), seen: seen.into() })
+                })
             })
-        })
+        };
+        run().map_err(|e| self.prefer_device_error(e))
     }
 }

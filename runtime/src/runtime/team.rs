@@ -4,15 +4,19 @@
 //! A team is an ordered list of world PEs. Its id is its slot in the table, the same on every
 //! member: predefined teams take slots 0..4 (the `consts::TEAM_*` values) and a split picks the
 //! lowest slot free on every PE of the parent (see `Runtime::team_split_strided`). The slot also
-//! selects the team's barrier counter in the runtime workspace. Counters are never reset: each PE
-//! keeps, per slot, how many arrivals it has waited for so far (`barrier_target`), and a new team
-//! in a reused slot continues from there. That is sound because only members of a team in a slot
-//! add to each other's counter, members of teams alive at once in one slot are disjoint (the slot
-//! was free on all of them), and a PE's counter is stable once it has left its last barrier of a
-//! team (every arrival it waited for has landed, no more can come).
+//! selects the team's barrier words in the runtime workspace (`arrive`, `epoch`; see `sync.rs`)
+//! and its entry in the device team table, which device code and the runtime's kernels read.
+//!
+//! Barrier words are never reset while a team lives, so their counts assume one team size per
+//! slot. When a split puts a new team into a slot, each member zeroes its own two words before
+//! the split's last parent barrier: members of teams alive at once in one slot are disjoint (the
+//! slot was free on all of them), so nobody else touches those words, and a PE's `arrive` is
+//! stable once it has left its last barrier of the slot's previous team (every arrival it waited
+//! for has landed, and no member can start another barrier of a destroyed team).
 
 use super::{workspace, Runtime};
 use crate::consts::{MAX_TEAMS, TEAM_INVALID, TEAM_NODE, TEAM_SAME_MYPE_NODE, TEAM_SHARED, TEAM_WORLD};
+use crate::device_state::TeamDesc;
 use crate::error::{Error, Result};
 
 /// A team handle: the id of a team, valid on its members until `team_destroy`.
@@ -84,6 +88,29 @@ impl TeamInfo {
     pub fn team_pe(&self, world: usize) -> Option<usize> {
         self.members.iter().position(|&p| p == world)
     }
+
+    /// The team as device code sees it: members `start + i * stride` with `stride >= 1`.
+    /// `None` when the members are not such a sequence (a split with a negative stride, or
+    /// `SHARED` / `NODE` of an irregular layout): device code cannot address that team.
+    pub fn desc(&self) -> Option<TeamDesc> {
+        let start = *self.members.first()?;
+        let stride = match self.members.get(1) {
+            Some(&second) if second > start => second - start,
+            Some(_) => return None,
+            None => 1,
+        };
+        let regular = self.members.iter().enumerate().all(|(i, &p)| p == start + i * stride);
+        let fits = |v: usize| i32::try_from(v).ok();
+        if !regular {
+            return None;
+        }
+        Some(TeamDesc {
+            start: fits(start)?,
+            stride: fits(stride)?,
+            size: fits(self.size())?,
+            my_index: fits(self.my_index)?,
+        })
+    }
 }
 
 /// The members of `team_split_strided(parent, start, stride, size)`, as world PEs.
@@ -121,12 +148,10 @@ pub(crate) fn split_members(parent: &TeamInfo, start: i32, stride: i32, size: i3
         .collect()
 }
 
-/// The live teams of this PE and the barrier bookkeeping of every slot.
+/// The live teams of this PE.
 #[derive(Debug)]
 pub(crate) struct TeamTable {
     slots: Vec<Option<TeamInfo>>,
-    /// Arrivals this PE has waited for, per slot, over all teams ever in that slot.
-    barrier_target: [u64; MAX_TEAMS],
     me: usize,
 }
 
@@ -151,7 +176,7 @@ impl TeamTable {
         for (id, name, members) in defs {
             slots[id as usize] = TeamInfo::new(name.to_string(), members, me);
         }
-        TeamTable { slots, barrier_target: [0; MAX_TEAMS], me }
+        TeamTable { slots, me }
     }
 
     /// The team behind a handle.
@@ -206,16 +231,10 @@ impl TeamTable {
         Ok(())
     }
 
-    /// Starts the next barrier of `team`: returns the team's members and the counter value
-    /// this PE must then wait for.
-    ///
-    /// # Errors
-    /// As [`TeamTable::get`].
-    pub fn next_barrier(&mut self, team: Team) -> Result<(Vec<usize>, u64)> {
-        let members = self.get(team)?.members.clone();
-        let slot = team.0 as usize;
-        self.barrier_target[slot] += members.len() as u64;
-        Ok((members, self.barrier_target[slot]))
+    /// The device table entry of `slot`: the team's [`TeamInfo::desc`], or an unused entry
+    /// (`size == 0`) for a free slot or a team device code cannot address.
+    pub fn desc(&self, slot: usize) -> TeamDesc {
+        self.slots.get(slot).and_then(Option::as_ref).and_then(TeamInfo::desc).unwrap_or_default()
     }
 }
 
@@ -285,40 +304,70 @@ impl Runtime {
             self.read_heap(scratch, pe, &mut buf)?;
             all.push((pe, bytes_to_words(&buf)));
         }
+        let mismatch = all.iter().find(|(_, w)| w[1..] != mine[1..]).copied();
+        let masks: Vec<u64> = all.iter().map(|(_, w)| w[0]).collect();
+        let chosen = match (mismatch, split_members(&pinfo, start, stride, size), common_free_slot(&masks)) {
+            (None, Ok(members), Some(slot)) => Some((members, slot)),
+            _ => None,
+        };
+        // A member zeroes its barrier words of the new slot before the last parent barrier, so
+        // no member can arrive at the new team's first barrier before every member's words
+        // are zero (see the module docs for why nobody else touches them then).
+        if let Some((members, slot)) = &chosen {
+            if members.contains(&self.my_pe()) {
+                self.write_heap(self.barrier_words(*slot), self.my_pe(), &[0u8; 16])?;
+            }
+        }
         self.barrier(parent)?;
-        if let Some((pe, theirs)) = all.iter().find(|(_, w)| w[1..] != mine[1..]) {
+        if let Some((pe, theirs)) = mismatch {
             let show = |w: &[u64; 4]| format!("start={}, stride={}, size={}", w[1] as i64, w[2] as i64, w[3] as i64);
             return Err(Error::Mismatch {
                 what: "team_split_strided arguments",
                 me: self.my_pe(),
-                pe: *pe,
+                pe,
                 mine: show(&mine),
-                theirs: show(theirs),
+                theirs: show(&theirs),
             });
         }
-        let members = split_members(&pinfo, start, stride, size)?;
-        let masks: Vec<u64> = all.iter().map(|(_, w)| w[0]).collect();
-        let slot = common_free_slot(&masks).ok_or_else(|| {
-            Error::InvalidArgument(format!(
+        split_members(&pinfo, start, stride, size)?;
+        let Some((members, slot)) = chosen else {
+            return Err(Error::InvalidArgument(format!(
                 "team_split_strided over {}: no team slot is free on every parent PE (at most {MAX_TEAMS} \
                  teams, predefined ones included); destroy teams that are no longer used",
                 pinfo.name
-            ))
-        })?;
+            )));
+        };
         let name = format!("team {slot} (start {start}, stride {stride}, size {size} of {})", pinfo.name);
         tracing::debug!(pe = self.my_pe(), slot, ?members, "team split");
-        Ok(self.teams().insert(slot, name, members))
+        let team = self.teams().insert(slot, name, members);
+        if team.is_some() {
+            self.write_team_desc(slot)?;
+        }
+        Ok(team)
     }
 
     /// Destroys a team made by [`Runtime::team_split_strided`]; its id may be reused by a later
-    /// split. Every member calls it; outstanding puts of this PE are completed first.
+    /// split. Every member calls it; outstanding puts of this PE are completed first. On the
+    /// cuda backend, work queued on streams that uses the team (`barrier_on_stream`, ...) must
+    /// have run before (synchronize those streams): the slot's barrier words are reused.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a predefined team or one this PE is not in.
     #[doc(alias = "nvshmem_team_destroy")]
     pub fn team_destroy(&self, team: Team) -> Result<()> {
         self.quiet()?;
-        self.teams().destroy(team)
+        self.teams().destroy(team)?;
+        self.write_team_desc(team.0 as usize)
+    }
+
+    /// Writes this PE's device team-table entry of `slot` from the team table.
+    pub(super) fn write_team_desc(&self, slot: usize) -> Result<()> {
+        let d = self.teams().desc(slot);
+        let mut bytes = [0u8; 16];
+        for (chunk, v) in bytes.chunks_exact_mut(4).zip([d.start, d.stride, d.size, d.my_index]) {
+            chunk.copy_from_slice(&v.to_ne_bytes());
+        }
+        self.write_heap(self.workspace + workspace::TEAM_TABLE + 16 * slot, self.my_pe(), &bytes)
     }
 }
 
@@ -410,15 +459,22 @@ mod tests {
     }
 
     #[test]
-    fn barrier_targets_accumulate_per_slot_across_teams() {
-        let mut t = two_nodes(0);
-        assert_eq!(t.next_barrier(Team::WORLD).unwrap().1, 6);
-        assert_eq!(t.next_barrier(Team::WORLD).unwrap().1, 12);
-        assert_eq!(t.next_barrier(Team::NODE).unwrap(), (vec![0, 2, 4], 3));
-        t.insert(4, "x".into(), vec![0, 1]);
-        t.next_barrier(Team(4)).unwrap();
+    fn device_descriptors_of_regular_and_irregular_teams() {
+        let mut t = two_nodes(4);
+        let d = |start, stride, size, my_index| TeamDesc { start, stride, size, my_index };
+        assert_eq!(t.desc(TEAM_WORLD as usize), d(0, 1, 6, 4));
+        assert_eq!(t.desc(TEAM_NODE as usize), d(0, 2, 3, 2));
+        assert_eq!(t.desc(TEAM_SAME_MYPE_NODE as usize), d(4, 1, 2, 0));
+        // Free slot, one-PE team, reversed (negative stride) and irregular teams.
+        assert_eq!(t.desc(7), TeamDesc::default());
+        t.insert(4, "one".into(), vec![4]);
+        assert_eq!(t.desc(4), d(4, 1, 1, 0));
+        t.insert(5, "reversed".into(), vec![5, 4, 3]);
+        assert_eq!(t.desc(5).size, 0);
+        t.insert(6, "irregular".into(), vec![0, 1, 4]);
+        assert_eq!(t.desc(6).size, 0);
         t.destroy(Team(4)).unwrap();
-        t.insert(4, "y".into(), vec![0, 1, 2]);
-        assert_eq!(t.next_barrier(Team(4)).unwrap().1, 2 + 3);
+        assert_eq!(t.desc(4), TeamDesc::default());
+        assert_eq!(t.desc(MAX_TEAMS + 3), TeamDesc::default());
     }
 }

@@ -1,0 +1,80 @@
+"""The all-gather procedure shared by the rshmem, NCCL, NVSHMEM and torch jobs.
+
+Sizes are bytes per rank (each rank contributes `n` bytes; the output holds world * n). Every
+rank runs the collective back to back; a measurement is the slowest rank's median. Bus
+bandwidth (what nccl-tests reports, and what TARGETS.md compares) is (world - 1) * n / time;
+algorithm bandwidth is world * n / time. Rank r's input is filled with the byte (37 r + 11) mod
+251; after the timed calls every rank checks each block of its output, so a wrong result shows
+as `verified: false`.
+"""
+from __future__ import annotations
+
+from .common import GiB, KiB, MiB, Ctx, gbps, pow2_sizes, reps_for, summarize
+
+
+def ag_sizes(ctx: Ctx) -> list[int]:
+    """Bytes per rank: 1 KiB .. 1 GiB (every power of 2; quick: a few), smaller on the host."""
+    if not ctx.cuda:
+        return [KiB, 64 * KiB, MiB] if ctx.quick else pow2_sizes(KiB, 16 * MiB, 4)
+    if ctx.quick:
+        return [KiB, 4 * KiB, 16 * KiB, 64 * KiB, 256 * KiB, MiB, 16 * MiB, 64 * MiB, 256 * MiB]
+    return pow2_sizes(KiB, GiB)
+
+
+def fill_value(rank: int) -> int:
+    return (37 * rank + 11) % 251
+
+
+class AgBench:
+    """Measures an all-gather into `out` (world * max_bytes bytes) from `inp` (max_bytes)."""
+
+    def __init__(self, ctx: Ctx, inp, out, max_bytes: int):
+        self.ctx, self.inp, self.out = ctx, inp, out
+        if inp is not None:
+            inp[:max_bytes].fill_(fill_value(ctx.rank))
+        ctx.sync()
+        ctx.barrier()
+
+    def check(self, out, nbytes: int) -> bool:
+        """Whether block p of `out` holds rank p's fill value, for every rank p."""
+        import torch
+
+        blocks = out[: self.ctx.world * nbytes].view(self.ctx.world, nbytes)
+        want = torch.tensor([fill_value(p) for p in range(self.ctx.world)], dtype=torch.uint8,
+                            device=blocks.device).view(-1, 1)
+        return bool(torch.equal(blocks, want.expand_as(blocks)))
+
+    def measure(self, launch, nbytes: int, result=None) -> dict:
+        """Times `launch()` on every rank; `result()` returns the output to check (default `out`)."""
+        ctx = self.ctx
+        warmup, reps = reps_for(nbytes, ctx.quick)
+        if self.out is not None:
+            self.out[: ctx.world * nbytes].zero_()
+        ctx.sync()
+        ctx.barrier()
+        times = ctx.timer().each(launch, reps, warmup)
+        ctx.sync()
+        ctx.barrier()
+        ok = self.check(result() if result is not None else self.out, nbytes)
+        seen = ctx.gather((times, ok))
+        per_rank = [summarize(t) for t, _ in seen]
+        slowest = max(range(ctx.world), key=lambda r: per_rank[r]["median_us"])
+        point = dict(per_rank[slowest])
+        t = point["median_us"]
+        point.update(bytes=nbytes, slowest_rank=slowest, per_rank_median_us=[p["median_us"] for p in per_rank],
+                     busbw_gbps=gbps((ctx.world - 1) * nbytes, t), algbw_gbps=gbps(ctx.world * nbytes, t),
+                     verified=all(v for _, v in seen))
+        return point
+
+
+def run_sizes(ctx: Ctx, bench: AgBench, impl: str, name: str, launch_for, sizes=None, op: str = "",
+              **params) -> None:
+    """One series over sizes; each point has the bus bandwidth and the time per call (the report
+    shows both). `launch_for(n)` returns `launch` or `(launch, result)`."""
+    sizes = sizes or ag_sizes(ctx)
+    with ctx.rec.series("allgather", name, impl, x="bytes", y="busbw_gbps", better="higher", kind="ag_bw", op=op,
+                        **params) as s:
+        for n in sizes:
+            got = launch_for(n)
+            launch, result = got if isinstance(got, tuple) else (got, None)
+            s.point(**bench.measure(launch, n, result))

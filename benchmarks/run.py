@@ -1,0 +1,170 @@
+"""The benchmarks' entry point (run from the repository root):
+
+    torchrun --nproc-per-node 2 -m benchmarks.run --suite all|put|latency|allgather|init [--quick] --out DIR
+    python -m benchmarks.run --nproc 2 ...            # the same without torchrun
+    python -m benchmarks.run --report-only --out DIR  # rebuild results.md and the plots
+
+Under torchrun, rank 0 drives and the other ranks exit at once: every job (see `jobs.py`) runs in
+a fresh group of `--nproc` processes started by `launch.py`, with a time limit, so a crash, a
+hang or a process-wide setting of one library cannot affect the others. Results go to
+`DIR/results.json` (merged with an existing one unless `--fresh`: a suite run replaces only its
+own jobs), `DIR/results.md` and `DIR/*.png`; per-job data and logs to `DIR/jobs/` and `DIR/logs/`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import env
+
+env.apply()  # before anything else is imported that could initialise a library
+
+from . import jobs as job_table  # noqa: E402
+from . import launch, report  # noqa: E402
+
+_ENV_PREFIXES = ("NCCL_", "NVSHMEM_", "RSHMEM_", "TORCH_SYMM", "TORCH_NCCL", "CUDA_VISIBLE", "TRITON_")
+
+
+def _invocation() -> str:
+    args = " ".join(sys.argv[1:])
+    if "TORCHELASTIC_RUN_ID" in os.environ or "LOCAL_WORLD_SIZE" in os.environ:
+        return f"torchrun --nproc-per-node {os.environ.get('LOCAL_WORLD_SIZE', '?')} -m benchmarks.run {args}"
+    return f"{Path(sys.executable).name} -m benchmarks.run {args}"
+
+
+def _gpu_count() -> int:
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 (no torch or no driver: no GPU)
+        return 0
+
+
+def _load(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _job_record(job, launched: dict | None, worker: dict, skipped: str | None) -> dict:
+    """One job's entry of results.json: the worker's data plus how the launch went."""
+    rec = dict(worker) if worker else {"series": [], "notes": []}
+    rec.update(job=job.name, suite=job.suite)
+    if skipped:
+        rec.update(status="skipped", error=skipped)
+        return rec
+    rec["launch"] = {k: launched[k] for k in ("status", "returncodes", "wall_s", "logs")}
+    wstatus = worker.get("status") if worker else None
+    if launched["status"] == "timeout":
+        during = worker.get("current") if worker else None
+        rec["status"] = "timeout"
+        rec["error"] = f"killed at its time limit after {launched['wall_s']} s" + (
+            f", during series '{during}'" if during else "")
+    elif wstatus == "ok" and launched["status"] == "ok":
+        rec["status"] = "ok"
+    else:
+        rec["status"] = "error"
+        codes = launched["returncodes"]
+        died = ", ".join(f"PE {r} exited with {c}" for r, c in enumerate(codes) if c != 0)
+        rec["error"] = "; ".join(e for e in ((worker.get("error") if worker else None), died or None,
+                                            None if worker else "no results were written") if e)
+    if rec["status"] != "ok":
+        rec["log_tail"] = launched.get("log_tail", "")
+    return rec
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="benchmarks.run", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suite", default="all", help="all, or a comma list of: " + ", ".join(job_table.SUITES)
+                    + " (selftest: the harness's own checks, never part of all)")
+    ap.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
+    ap.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
+    ap.add_argument("--backend", choices=("auto", "cuda", "host"), default="auto",
+                    help="cuda needs one GPU per PE; host runs rshmem's host backend (no GPU; the CUDA-only jobs "
+                         "are skipped). auto: cuda when there are enough GPUs")
+    ap.add_argument("--nproc", type=int, default=None, help="PEs per job (default: torchrun's WORLD_SIZE, else 2)")
+    ap.add_argument("--jobs", default=None, help="comma list of job names or prefixes (e.g. put.rshmem,init.nccl)")
+    ap.add_argument("--time-budget-s", type=float, default=570.0,
+                    help="stop starting jobs when less than this is left of the whole run (default 570)")
+    ap.add_argument("--init-repeats", type=int, default=None, help="fresh-process repeats of each init job "
+                    "(default 3, quick 1)")
+    ap.add_argument("--fresh", action="store_true", help="do not merge with an existing results.json")
+    ap.add_argument("--report-only", action="store_true", help="rebuild results.md and plots from results.json")
+    args = ap.parse_args(argv)
+
+    if "RANK" in os.environ and int(os.environ["RANK"]) != 0:
+        print(f"benchmarks.run: rank {os.environ['RANK']} leaves the driving to rank 0", flush=True)
+        return 0
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "results.json"
+    if args.report_only:
+        written = report.write_all(_load(path), out)
+        print("\n".join(written))
+        return 0
+
+    t_start = time.monotonic()
+    nproc = args.nproc or int(os.environ.get("WORLD_SIZE", "2"))
+    gpus = _gpu_count()
+    backend = args.backend if args.backend != "auto" else ("cuda" if gpus >= nproc else "host")
+    repeats = args.init_repeats if args.init_repeats is not None else (1 if args.quick else 3)
+    only = [s.strip() for s in args.jobs.split(",")] if args.jobs else None
+    selected = job_table.select(args.suite, only, repeats)
+
+    results = {} if args.fresh else _load(path)
+    results.setdefault("jobs", {})
+    results["meta"] = {**env.machine_info(), "command": _invocation(), "argv": sys.argv[1:], "backend": backend,
+                       "nproc": nproc, "gpus_visible": gpus, "quick": args.quick,
+                       "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES)}}
+    if backend == "cuda" and gpus < nproc:
+        print(f"benchmarks.run: --backend cuda with {gpus} GPU(s) for {nproc} PEs; jobs will fail", flush=True)
+
+    def save() -> None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(results, indent=1, default=str))
+        os.replace(tmp, path)
+
+    print(f"benchmarks.run: {len(selected)} job(s), backend {backend}, {nproc} PEs, out {out}", flush=True)
+    for job in selected:
+        left = args.time_budget_s - (time.monotonic() - t_start)
+        skipped = None
+        if backend == "host" and not job.host_ok:
+            skipped = "needs CUDA (host backend run)"
+        elif left < 30:
+            skipped = f"time budget: {left:.0f} s left of {args.time_budget_s:.0f} s"
+        launched, worker = None, {}
+        if skipped is None:
+            limit = max(10.0, min(job.time_limit(args.quick), left - 10))
+            argv_w = ["--job", job.name, "--out", str(out), "--backend", backend] + (["--quick"] if args.quick else [])
+            jpath = out / "jobs" / f"{job.name}.json"
+            if jpath.exists():
+                jpath.unlink()
+            print(f"  {job.name:<20} running (limit {limit:.0f} s) ...", flush=True)
+            launched = launch.run_job(job.name, argv_w, nproc, limit, out, dict(job.env_for()))
+            worker = _load(jpath)
+        rec = _job_record(job, launched, worker, skipped)
+        results["jobs"][job.name] = rec
+        save()
+        bad = sum(1 for s in rec.get("series", []) if s.get("error"))
+        extra = f", {bad} series with errors" if bad else ""
+        wall = f" in {launched['wall_s']} s" if launched else ""
+        print(f"  {job.name:<20} {rec['status']}{wall}{extra}" + (f": {rec.get('error')}" if rec.get("error") else ""),
+              flush=True)
+
+    results["meta"]["run_wall_s"] = round(time.monotonic() - t_start, 1)
+    save()
+    for line in report.write_all(results, out):
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

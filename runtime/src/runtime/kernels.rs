@@ -1,0 +1,261 @@
+//! # Safety
+//! The runtime's own kernels (`triton-lib/src/runtime_kernels.cu`, compiled to PTX by
+//! `build.rs`): loading them into this PE's context, publishing the device state into them,
+//! and launching them on a caller's stream. Each launch passes one pointer per kernel parameter,
+//! to a local of the exact type the kernel declares (`int32_t` -> `i32`, pointers and
+//! `uint64_t` -> `u64`); the tests below check the PTX parameter lists against these launches.
+//! A loaded module is forgotten by the device-state registry before it is unloaded, so no
+//! later republish writes into an unloaded module.
+#![allow(unsafe_code)]
+
+use crate::device::registry;
+use crate::device_state::DeviceState;
+use crate::driver::context::PrimaryContext;
+use crate::driver::module::{self, Function, LaunchDims, LoadedModule};
+use crate::driver::stream::StreamHandle;
+use crate::dtype::{DType, ReduceOp};
+use crate::error::{Error, Result};
+use std::ffi::{c_void, CStr};
+use std::sync::{Arc, Mutex};
+
+/// PTX of `rshmemi_rt_barrier` (built with `-DRSHMEMI_RT_BARRIER`).
+pub(super) const BARRIER_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rt_barrier.ptx"));
+/// PTX of `rshmemi_rt_reduce` (built with `-DRSHMEMI_RT_REDUCE`).
+pub(super) const REDUCE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rt_reduce.ptx"));
+
+const BARRIER: &CStr = c"rshmemi_rt_barrier";
+const REDUCE: &CStr = c"rshmemi_rt_reduce";
+
+/// One warp: lane 0 runs the barrier, the others only wait at the warp sync (the `.cu` file's
+/// launch bounds say 32).
+const BARRIER_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (32, 1, 1), shared_bytes: 0 };
+/// One block of `RSHMEMI_RT_REDUCE_THREADS` threads: the reduction has team barriers inside,
+/// which one block can run; 512 threads keep enough loads in flight over NVLink.
+const REDUCE_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (512, 1, 1), shared_bytes: 0 };
+
+/// The dtype code `rshmemi_rt_reduce` takes (the table in `runtime_kernels.cu`).
+pub(super) fn dtype_code(d: DType) -> i32 {
+    match d {
+        DType::I8 => 0,
+        DType::I16 => 1,
+        DType::I32 => 2,
+        DType::I64 => 3,
+        DType::U8 => 4,
+        DType::U16 => 5,
+        DType::U32 => 6,
+        DType::U64 => 7,
+        DType::F16 => 8,
+        DType::BF16 => 9,
+        DType::F32 => 10,
+        DType::F64 => 11,
+    }
+}
+
+/// The operator code `rshmemi_rt_reduce` takes (`enum rshmemi_op` in `collective_device.h`).
+pub(super) fn op_code(op: ReduceOp) -> i32 {
+    match op {
+        ReduceOp::Sum => 0,
+        ReduceOp::Prod => 1,
+        ReduceOp::Min => 2,
+        ReduceOp::Max => 3,
+        ReduceOp::And => 4,
+        ReduceOp::Or => 5,
+        ReduceOp::Xor => 6,
+    }
+}
+
+/// A runtime kernel module, loaded and published.
+///
+/// Owns the module (through [`LoadedModule`]). Dropping it first removes the module from the
+/// device-state registry, then unloads it.
+#[derive(Debug)]
+struct RtModule {
+    func: Function,
+    module: LoadedModule,
+}
+
+impl RtModule {
+    fn load(ctx: &Arc<PrimaryContext>, ptx: &str, name: &CStr, state: &DeviceState) -> Result<RtModule> {
+        let module = LoadedModule::load_ptx(ctx, ptx)?;
+        let func = module.function(name)?;
+        // SAFETY: the module was loaded into `ctx` just above and stays loaded while this value
+        // lives; Drop forgets it before unloading.
+        let published = unsafe { registry::publish(ctx, module.handle(), state) };
+        let m = RtModule { func, module };
+        if !published? {
+            return Err(Error::InvalidArgument(format!(
+                "the runtime kernel module with {} has no {} global; runtime/build.rs built it \
+                 from a triton-lib that does not define the device state",
+                name.to_string_lossy(),
+                registry::STATE_SYMBOL.to_string_lossy()
+            )));
+        }
+        Ok(m)
+    }
+}
+
+impl Drop for RtModule {
+    fn drop(&mut self) {
+        registry::forget(self.module.handle());
+    }
+}
+
+/// The runtime's kernels in this PE's context: the barrier, loaded at init, and the reduction,
+/// loaded on its first use (its PTX takes the driver a second or two to compile).
+#[derive(Debug)]
+pub(super) struct RuntimeKernels {
+    ctx: Arc<PrimaryContext>,
+    barrier: RtModule,
+    reduce: Mutex<Option<RtModule>>,
+}
+
+impl RuntimeKernels {
+    /// Loads the barrier module into `ctx` and writes `state` into it.
+    ///
+    /// # Errors
+    /// [`Error::Driver`] when the driver rejects the PTX or a call fails.
+    pub(super) fn load(ctx: &Arc<PrimaryContext>, state: &DeviceState) -> Result<RuntimeKernels> {
+        let barrier = RtModule::load(ctx, BARRIER_PTX, BARRIER, state)?;
+        Ok(RuntimeKernels { ctx: ctx.clone(), barrier, reduce: Mutex::new(None) })
+    }
+
+    /// Enqueues a barrier (with quiet) over `team` on `stream`.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this context (or 0). `team` is a team this PE is in whose
+    /// device table entry is written, on every member (otherwise the kernel stops itself with an
+    /// error record, or waits for members that never arrive).
+    pub(super) unsafe fn barrier(&self, stream: StreamHandle, team: i32) -> Result<()> {
+        self.ctx.bind()?;
+        let mut p_team = team;
+        let mut params: [*mut c_void; 1] = [(&mut p_team as *mut i32).cast()];
+        // SAFETY: one pointer to an i32 for `.param .u32` (int32_t team); it outlives the call,
+        // which copies the value; the caller vouches for the stream; the function comes from
+        // our live module of the bound context.
+        unsafe { module::launch(self.barrier.func, BARRIER_DIMS, stream, &mut params) }
+    }
+
+    /// Enqueues `dest[i] = op over team members of source[i]` on `stream`.
+    ///
+    /// # Safety
+    /// As [`RuntimeKernels::barrier`]; `dest` and `source` are valid device addresses of
+    /// `nelems` elements of `dtype` until the kernel has run; `op` takes `dtype`.
+    #[allow(clippy::too_many_arguments)] // one per kernel parameter, plus stream and state
+    pub(super) unsafe fn reduce(
+        &self,
+        stream: StreamHandle,
+        state: &DeviceState,
+        team: i32,
+        op: ReduceOp,
+        dtype: DType,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+    ) -> Result<()> {
+        let mut slot = self.reduce.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(RtModule::load(&self.ctx, REDUCE_PTX, REDUCE, state)?);
+        }
+        let f = slot.as_ref().map(|m| m.func).expect("loaded just above");
+        drop(slot);
+        self.ctx.bind()?;
+        let mut p_team = team;
+        let mut p_op = op_code(op);
+        let mut p_dtype = dtype_code(dtype);
+        let mut p_dest = dest as u64;
+        let mut p_source = source as u64;
+        let mut p_nelems = nelems as u64;
+        let mut params: [*mut c_void; 6] = [
+            (&mut p_team as *mut i32).cast(),
+            (&mut p_op as *mut i32).cast(),
+            (&mut p_dtype as *mut i32).cast(),
+            (&mut p_dest as *mut u64).cast(),
+            (&mut p_source as *mut u64).cast(),
+            (&mut p_nelems as *mut u64).cast(),
+        ];
+        // SAFETY: six pointers matching `.u32, .u32, .u32, .u64, .u64, .u64` (checked by the
+        // tests against the PTX); they outlive the call; the module stays loaded (it is only
+        // dropped with `self`); the caller vouches for the addresses and the stream.
+        unsafe { module::launch(f, REDUCE_DIMS, stream, &mut params) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::{ALL_DTYPES, ALL_REDUCE_OPS};
+
+    const SOURCE: &str = include_str!("../../../triton-lib/src/runtime_kernels.cu");
+
+    /// The parameter types of `.entry name( ... )` in `ptx`.
+    fn entry_params(ptx: &str, name: &str) -> Vec<String> {
+        let start = ptx.find(&format!(".entry {name}(")).unwrap_or_else(|| panic!("no entry {name}"));
+        let rest = &ptx[start..];
+        let close = rest.find(')').unwrap();
+        rest[..close].lines().skip(1).filter_map(|l| l.split_whitespace().nth(1).map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn ptx_entries_match_the_launch_code() {
+        assert_eq!(entry_params(BARRIER_PTX, "rshmemi_rt_barrier"), [".u32"]);
+        assert_eq!(entry_params(REDUCE_PTX, "rshmemi_rt_reduce"), [".u32", ".u32", ".u32", ".u64", ".u64", ".u64"]);
+        // Each module defines the state global the runtime writes, and only its own kernel.
+        for ptx in [BARRIER_PTX, REDUCE_PTX] {
+            assert!(ptx.contains(".visible .global .align 8 .b8 rshmemi_device_state_d["), "state global");
+            assert!(!ptx.contains('\0'));
+        }
+        assert!(!BARRIER_PTX.contains("rshmemi_rt_reduce"));
+        assert!(!REDUCE_PTX.contains(".entry rshmemi_rt_barrier"));
+        // The launch geometry is the one the kernels are bounded to.
+        assert!(BARRIER_PTX.contains(".maxntid 32, 1, 1"));
+        assert!(REDUCE_PTX.contains(&format!(".maxntid {}, 1, 1", REDUCE_DIMS.block.0)));
+        let size = std::mem::size_of::<DeviceState>();
+        assert!(BARRIER_PTX.contains(&format!("rshmemi_device_state_d[{size}]")), "state size {size}");
+    }
+
+    #[test]
+    fn dtype_and_operator_codes_match_the_kernel_source() {
+        let names =
+            ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "fp16", "bf16", "fp32", "fp64"];
+        for (d, name) in ALL_DTYPES.iter().zip(names) {
+            let code = dtype_code(*d);
+            assert!(
+                SOURCE.contains(&format!(" {code} {name} ")) || SOURCE.contains(&format!(" {code} {name}\n")),
+                "{d:?}"
+            );
+        }
+        let mut codes: Vec<i32> = ALL_DTYPES.iter().map(|&d| dtype_code(d)).collect();
+        codes.sort();
+        assert_eq!(codes, (0..12).collect::<Vec<_>>());
+        for op in ALL_REDUCE_OPS {
+            let code = op_code(op);
+            assert!(
+                SOURCE.contains(&format!(" {code} {} ", op.name()))
+                    || SOURCE.contains(&format!(" {code} {}\n", op.name())),
+                "{op:?}"
+            );
+        }
+        assert!(SOURCE.contains("#define RSHMEMI_RT_REDUCE_THREADS 512"));
+    }
+
+    /// Assembles both PTX files for sm_90 with `$RSHMEM_PTXAS` (Triton ships a ptxas).
+    #[test]
+    #[ignore = "needs ptxas: set RSHMEM_PTXAS"]
+    fn ptx_assembles_for_sm90() {
+        let ptxas = std::env::var("RSHMEM_PTXAS").expect("set RSHMEM_PTXAS to a ptxas binary");
+        let dir = std::env::temp_dir().join(format!("rshmem-rt-ptx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, ptx) in [("barrier", BARRIER_PTX), ("reduce", REDUCE_PTX)] {
+            let src = dir.join(format!("{name}.ptx"));
+            std::fs::write(&src, ptx).unwrap();
+            let out = std::process::Command::new(&ptxas)
+                .args(["--gpu-name", "sm_90", "-o"])
+                .arg(dir.join(format!("{name}.cubin")))
+                .arg(&src)
+                .output()
+                .expect("run ptxas");
+            assert!(out.status.success(), "ptxas {name}:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

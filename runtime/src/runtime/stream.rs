@@ -1,0 +1,303 @@
+//! On-stream operations (`*_on_stream`): queued on a caller's CUDA stream (a
+//! `torch.cuda.Stream`'s `cuda_stream`, or 0 for the legacy default stream) and ordered with the
+//! caller's kernels and copies on it; each call returns once the work is queued.
+//!
+//! - puts and gets are copy-engine copies (`cuMemcpyAsync`) between two addresses mapped in this
+//!   process (a node-local peer's heap is mapped in our reservation);
+//! - signals are `cuStreamWriteValue64` (set) or a one-thread kernel (add), queued after the
+//!   data, so the target sees the data once it sees the signal;
+//! - `signal_wait_until_on_stream` is `cuStreamWaitValue64`: later work on the stream waits;
+//! - barriers are the runtime's barrier kernel (`triton-lib/src/runtime_kernels.cu`), which uses
+//!   the same never-reset words as host and in-kernel barriers, so all three interoperate.
+//!
+//! On the host backend there are no streams: each call does the host operation synchronously
+//! and ignores `stream`.
+//!
+//! # Safety
+//! Every function takes a raw stream handle, which must be a live stream of this PE's device's
+//! primary context (or 0), and symmetric memory it touches must stay allocated until the stream
+//! has run the operation (do not `free` it before synchronizing). Puts and gets also take a raw
+//! local address, valid for `nbytes` until the copy has run. So they are all `unsafe fn`.
+#![allow(unsafe_code)]
+
+use super::gpu::Gpu;
+use super::mem::check_disjoint;
+use super::team::TeamInfo;
+use super::{Runtime, Team};
+use crate::backend::cuda::stream_ops;
+use crate::backend::Width;
+use crate::consts::{Cmp, SignalOp};
+use crate::driver::stream::StreamHandle;
+use crate::error::{Error, Result};
+
+fn stream_signal_op(op: SignalOp) -> stream_ops::SignalOp {
+    match op {
+        SignalOp::Set => stream_ops::SignalOp::Set,
+        SignalOp::Add => stream_ops::SignalOp::Add,
+    }
+}
+
+impl Runtime {
+    /// The cuda part, or `None` on the host backend.
+    pub(super) fn gpu(&self) -> Option<&Gpu> {
+        self.gpu.as_ref()
+    }
+
+    /// Checks that nothing already failed (a dead peer, a kernel that stopped) before queueing
+    /// more work that would wait for it.
+    pub(super) fn stream_precheck(&self, during: &str) -> Result<()> {
+        self.boot.health().check(during)?;
+        self.check_device_error()
+    }
+
+    /// The team as on-stream and device code address it (members `start + i * stride`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a team this PE is not in; [`Error::Unsupported`] for a
+    /// team device code cannot address.
+    pub(super) fn device_team(&self, team: Team, what: &str) -> Result<TeamInfo> {
+        let t = self.teams();
+        let info = t.get(team)?.clone();
+        if t.desc(team.0 as usize).size == 0 {
+            return Err(Error::Unsupported(format!(
+                "{what} on {}: its members {:?} are not evenly spaced in ascending order \
+                 (start + i * stride, stride >= 1), which device code and on-stream operations \
+                 need; make the team with a positive stride, or use the host form",
+                info.name, info.members
+            )));
+        }
+        Ok(info)
+    }
+
+    /// Queues a copy of `len` bytes from `src` to `dst` (both already translated).
+    ///
+    /// # Safety
+    /// As the module docs: mapped ranges, live stream.
+    pub(super) unsafe fn queue_copy(&self, gpu: &Gpu, stream: usize, dst: usize, src: usize, len: usize) -> Result<()> {
+        if len == 0 || dst == src {
+            return Ok(());
+        }
+        check_disjoint(dst, src, len)?;
+        // SAFETY: the caller's contract (module docs); the ranges are disjoint.
+        unsafe { gpu.backend.stream_ops().copy(StreamHandle(stream), dst, src, len) }
+    }
+
+    /// Queues a barrier over `team` (all members must queue one) with quiet semantics.
+    ///
+    /// # Safety
+    /// `stream` is live (module docs); the team was checked with [`Runtime::device_team`].
+    pub(super) unsafe fn queue_barrier(&self, gpu: &Gpu, stream: usize, team: Team) -> Result<()> {
+        // SAFETY: forwarded; the team's device entry is written on every member (init / split).
+        unsafe { gpu.kernels().barrier(StreamHandle(stream), team.0) }
+    }
+
+    /// Queues a copy of `nbytes` from local `source` to symmetric `dest` on PE `pe`.
+    ///
+    /// # Errors
+    /// As [`Runtime::putmem`]; [`Error::Driver`].
+    ///
+    /// # Safety
+    /// `source` stays readable for `nbytes` until the stream has run the copy; see the module
+    /// docs for `stream` and `dest`.
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/rma.html>
+    #[doc(alias = "nvshmemx_putmem_on_stream")]
+    pub unsafe fn putmem_on_stream(
+        &self,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+        pe: usize,
+        stream: usize,
+    ) -> Result<()> {
+        let Some(gpu) = self.gpu() else {
+            // SAFETY: forwarded contract.
+            return unsafe { self.putmem(dest, source, nbytes, pe) };
+        };
+        if nbytes == 0 {
+            return self.check_pe(pe);
+        }
+        let d = self.remote(dest, nbytes, pe)?;
+        // SAFETY: `d` is mapped for `nbytes`; the caller vouches for `source` and `stream`.
+        unsafe { self.queue_copy(gpu, stream, d, source, nbytes) }
+    }
+
+    /// Queues a copy of `nbytes` from symmetric `source` on PE `pe` to local `dest`.
+    ///
+    /// # Errors
+    /// As [`Runtime::getmem`]; [`Error::Driver`].
+    ///
+    /// # Safety
+    /// `dest` stays writable for `nbytes` until the stream has run the copy; see the module docs.
+    #[doc(alias = "nvshmemx_getmem_on_stream")]
+    pub unsafe fn getmem_on_stream(
+        &self,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+        pe: usize,
+        stream: usize,
+    ) -> Result<()> {
+        let Some(gpu) = self.gpu() else {
+            // SAFETY: forwarded contract.
+            return unsafe { self.getmem(dest, source, nbytes, pe) };
+        };
+        if nbytes == 0 {
+            return self.check_pe(pe);
+        }
+        let s = self.remote(source, nbytes, pe)?;
+        // SAFETY: `s` is mapped for `nbytes`; the caller vouches for `dest` and `stream`.
+        unsafe { self.queue_copy(gpu, stream, dest, s, nbytes) }
+    }
+
+    /// Queues a put of `nbytes` from local `source` to symmetric `dest` on PE `pe`, then the
+    /// update of the 64-bit signal word `sig_addr` on `pe` (`op` with `signal`), ordered after
+    /// the data at system scope: the target sees the data once it sees the signal.
+    ///
+    /// # Errors
+    /// As [`Runtime::putmem_signal`]; [`Error::Unsupported`] for `SignalOp::Set` on a GPU without
+    /// 64-bit stream memory operations; [`Error::Driver`].
+    ///
+    /// # Safety
+    /// As [`Runtime::putmem_on_stream`].
+    #[doc(alias = "nvshmemx_putmem_signal_on_stream")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn putmem_signal_on_stream(
+        &self,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+        sig_addr: usize,
+        signal: u64,
+        op: SignalOp,
+        pe: usize,
+        stream: usize,
+    ) -> Result<()> {
+        let Some(gpu) = self.gpu() else {
+            // SAFETY: forwarded contract.
+            return unsafe { self.putmem_signal(dest, source, nbytes, sig_addr, signal, op, pe) };
+        };
+        // Check the signal word first so that a bad one fails before any data moves.
+        let sig = self.remote_word(sig_addr, Width::W64, pe)?;
+        if nbytes > 0 {
+            let d = self.remote(dest, nbytes, pe)?;
+            // SAFETY: as in `putmem_on_stream`.
+            unsafe { self.queue_copy(gpu, stream, d, source, nbytes)? };
+        } else {
+            self.check_pe(pe)?;
+        }
+        // SAFETY: `sig` is a mapped, aligned heap word; the caller vouches for the stream.
+        unsafe { gpu.backend.stream_ops().signal(StreamHandle(stream), sig, signal, stream_signal_op(op)) }
+    }
+
+    /// Queues the update of the 64-bit signal word `sig_addr` on PE `pe`, after (and ordered
+    /// after, at system scope) everything queued on `stream` before it.
+    ///
+    /// # Errors
+    /// As [`Runtime::signal_op`]; [`Error::Unsupported`] for `SignalOp::Set` without 64-bit
+    /// stream memory operations; [`Error::Driver`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[doc(alias = "nvshmemx_signal_op_on_stream")]
+    pub unsafe fn signal_op_on_stream(
+        &self,
+        sig_addr: usize,
+        signal: u64,
+        op: SignalOp,
+        pe: usize,
+        stream: usize,
+    ) -> Result<()> {
+        let Some(gpu) = self.gpu() else {
+            return self.signal_op(sig_addr, signal, op, pe);
+        };
+        let sig = self.remote_word(sig_addr, Width::W64, pe)?;
+        // SAFETY: `sig` is a mapped, aligned heap word; the caller vouches for the stream.
+        unsafe { gpu.backend.stream_ops().signal(StreamHandle(stream), sig, signal, stream_signal_op(op)) }
+    }
+
+    /// Makes work queued on `stream` after this call wait until this PE's signal word at
+    /// `sig_addr` compares `cmp` to `value` (`CMP_EQ`, `CMP_GE` or `CMP_GT` on a stream). Data
+    /// put before the matching signal is visible to the stream's later work. On the host backend
+    /// it waits here.
+    ///
+    /// # Errors
+    /// As [`Runtime::signal_wait_until`]; [`Error::Unsupported`] for `CMP_NE`, `CMP_LT`, `CMP_LE`
+    /// (the driver cannot wait for those) and without 64-bit stream memory operations.
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[doc(alias = "nvshmemx_signal_wait_until_on_stream")]
+    pub unsafe fn signal_wait_until_on_stream(
+        &self,
+        sig_addr: usize,
+        cmp: Cmp,
+        value: u64,
+        stream: usize,
+    ) -> Result<()> {
+        let Some(gpu) = self.gpu() else {
+            return self.signal_wait_until(sig_addr, cmp, value).map(drop);
+        };
+        let sig = self.remote_word(sig_addr, Width::W64, self.my_pe())?;
+        // SAFETY: `sig` is this PE's mapped, aligned heap word; the caller vouches for the stream.
+        unsafe { gpu.backend.stream_ops().wait(StreamHandle(stream), sig, cmp, value) }
+    }
+
+    /// Completes, in `stream`'s order, every put, atomic and signal queued before it on the
+    /// stream (by the calls above or by kernels): work queued after it sees them done.
+    ///
+    /// For peers reached by load/store the stream's own ordering already gives this (a copy,
+    /// a memory operation or a kernel finishes, its writes performed, before the next one
+    /// starts), so nothing is queued; the call checks that no peer died and no kernel stopped.
+    ///
+    /// # Errors
+    /// [`Error::PeerDied`]; a recorded device error ([`Runtime::check_device_error`]).
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[doc(alias = "nvshmemx_quiet_on_stream")]
+    pub unsafe fn quiet_on_stream(&self, stream: usize) -> Result<()> {
+        let _ = stream;
+        if self.gpu().is_none() {
+            return self.quiet();
+        }
+        self.stream_precheck("quiet_on_stream")
+    }
+
+    /// Queues a barrier over all PEs on `stream`: every PE's work queued before it (including
+    /// puts to this PE) is complete and visible before any PE's stream continues. Every PE must
+    /// call it.
+    ///
+    /// # Errors
+    /// As [`Runtime::barrier_on_stream`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[doc(alias = "nvshmemx_barrier_all_on_stream")]
+    pub unsafe fn barrier_all_on_stream(&self, stream: usize) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.barrier_on_stream(Team::WORLD, stream) }
+    }
+
+    /// Queues a barrier over `team` on `stream` (a one-warp kernel). Every member must call it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a team this PE is not in; [`Error::Unsupported`] for a team
+    /// that device code cannot address; [`Error::PeerDied`]; a recorded device error;
+    /// [`Error::Driver`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[doc(alias = "nvshmemx_barrier_on_stream")]
+    #[doc(alias = "nvshmemx_team_sync_on_stream")]
+    pub unsafe fn barrier_on_stream(&self, team: Team, stream: usize) -> Result<()> {
+        let Some(gpu) = self.gpu() else {
+            return self.barrier(team);
+        };
+        self.device_team(team, "barrier_on_stream")?;
+        self.stream_precheck("barrier_on_stream")?;
+        // SAFETY: the team was checked; the caller vouches for the stream.
+        unsafe { self.queue_barrier(gpu, stream, team) }
+    }
+}

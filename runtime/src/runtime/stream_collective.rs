@@ -1,0 +1,206 @@
+//! Collectives on a stream: broadcast, fcollect, alltoall, reductions (`*_on_stream`).
+//!
+//! Data collectives are "barrier kernel, pull copies, barrier kernel" queued on the caller's
+//! stream: after the first barrier every member's source is ready, each PE's copy engine pulls
+//! what it needs from its peers' sources (mapped in this process) into its own destination,
+//! and the second barrier keeps a peer from changing its source while others still read it.
+//! A reduction is one kernel (`rshmemi_rt_reduce`) that stages chunks of the source in the
+//! collective workspace and combines every member's chunk in team order, with team barriers
+//! inside; `dest` may equal `source`.
+//!
+//! Every member must call them with the same arguments, in the same order as its other
+//! collectives of the team. On the host backend they are the host collectives.
+//!
+//! # Safety
+//! As `stream.rs`: `stream` is a live stream of this PE's context (or 0), and the symmetric
+//! buffers stay allocated until the stream has run the collective.
+#![allow(unsafe_code)]
+
+use super::{Runtime, Team};
+use crate::driver::stream::StreamHandle;
+use crate::dtype::{DType, ReduceOp};
+use crate::error::Result;
+
+impl Runtime {
+    /// Copies `nelems` elements from `source` on team PE `root` into `dest` on every member, in
+    /// `stream`'s order. Collective over `team`.
+    ///
+    /// # Errors
+    /// As [`Runtime::broadcast`]; [`crate::Error::Unsupported`] for a team device code cannot
+    /// address; [`crate::Error::Driver`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[doc(alias = "nvshmemx_broadcast_on_stream")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn broadcast_on_stream(
+        &self,
+        team: Team,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        root: i32,
+        dtype: DType,
+        stream: usize,
+    ) -> Result<()> {
+        let Some(gpu) = self.gpu() else {
+            return self.broadcast(team, dest, source, nelems, root, dtype);
+        };
+        let (_, bytes) = self.collective_setup("broadcast_on_stream", team, nelems, dtype)?;
+        let info = self.device_team(team, "broadcast_on_stream")?;
+        let root_pe = info.world_pe(root.into())?;
+        self.check_local(dest, bytes)?;
+        self.check_local(source, bytes)?;
+        let (d, s) = if bytes > 0 {
+            (self.remote(dest, bytes, self.my_pe())?, self.remote(source, bytes, root_pe)?)
+        } else {
+            (0, 0)
+        };
+        self.stream_precheck("broadcast_on_stream")?;
+        // SAFETY: the team was checked; `d` / `s` are mapped for `bytes`; the caller vouches for
+        // the stream and for the buffers living until it has run.
+        unsafe {
+            self.queue_barrier(gpu, stream, team)?;
+            self.queue_copy(gpu, stream, d, s, bytes)?;
+            self.queue_barrier(gpu, stream, team)
+        }
+    }
+
+    /// Concatenates every member's `nelems` elements at `source` into `dest` on every member,
+    /// in team order, in `stream`'s order. Collective over `team`.
+    ///
+    /// # Errors
+    /// As [`Runtime::broadcast_on_stream`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[doc(alias = "nvshmemx_fcollect_on_stream")]
+    pub unsafe fn fcollect_on_stream(
+        &self,
+        team: Team,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        dtype: DType,
+        stream: usize,
+    ) -> Result<()> {
+        let Some(gpu) = self.gpu() else {
+            return self.fcollect(team, dest, source, nelems, dtype);
+        };
+        let (_, bytes) = self.collective_setup("fcollect_on_stream", team, nelems, dtype)?;
+        let info = self.device_team(team, "fcollect_on_stream")?;
+        self.check_local(dest, bytes * info.size())?;
+        self.check_local(source, bytes)?;
+        let copies = info
+            .members
+            .iter()
+            .enumerate()
+            .filter(|_| bytes > 0)
+            .map(|(j, &pe)| Ok((self.remote(dest + j * bytes, bytes, self.my_pe())?, self.remote(source, bytes, pe)?)))
+            .collect::<Result<Vec<_>>>()?;
+        self.stream_precheck("fcollect_on_stream")?;
+        // SAFETY: as in `broadcast_on_stream`.
+        unsafe { self.queue_pulls(gpu, stream, team, &copies, bytes) }
+    }
+
+    /// Exchanges blocks of `nelems` elements: block `i` of member `j`'s `source` lands in block
+    /// `j` of member `i`'s `dest`, in `stream`'s order. Collective over `team`.
+    ///
+    /// # Errors
+    /// As [`Runtime::broadcast_on_stream`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[doc(alias = "nvshmemx_alltoall_on_stream")]
+    pub unsafe fn alltoall_on_stream(
+        &self,
+        team: Team,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        dtype: DType,
+        stream: usize,
+    ) -> Result<()> {
+        let Some(gpu) = self.gpu() else {
+            return self.alltoall(team, dest, source, nelems, dtype);
+        };
+        let (_, bytes) = self.collective_setup("alltoall_on_stream", team, nelems, dtype)?;
+        let info = self.device_team(team, "alltoall_on_stream")?;
+        self.check_local(dest, bytes * info.size())?;
+        self.check_local(source, bytes * info.size())?;
+        let me = info.my_index;
+        let copies = info
+            .members
+            .iter()
+            .enumerate()
+            .filter(|_| bytes > 0)
+            .map(|(j, &pe)| {
+                Ok((self.remote(dest + j * bytes, bytes, self.my_pe())?, self.remote(source + me * bytes, bytes, pe)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.stream_precheck("alltoall_on_stream")?;
+        // SAFETY: as in `broadcast_on_stream`.
+        unsafe { self.queue_pulls(gpu, stream, team, &copies, bytes) }
+    }
+
+    /// Barrier, the copies `(dst, src)` of `bytes` each, barrier.
+    ///
+    /// # Safety
+    /// As `queue_copy` and `queue_barrier`.
+    unsafe fn queue_pulls(
+        &self,
+        gpu: &super::gpu::Gpu,
+        stream: usize,
+        team: Team,
+        copies: &[(usize, usize)],
+        bytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe {
+            self.queue_barrier(gpu, stream, team)?;
+            for &(d, s) in copies {
+                self.queue_copy(gpu, stream, d, s, bytes)?;
+            }
+            self.queue_barrier(gpu, stream, team)
+        }
+    }
+
+    /// Combines every member's `nelems` elements at `source` with `op` into `dest` on every
+    /// member, in `stream`'s order; `dest` may be `source`. Floating-point results are the same
+    /// on every member (team order); fp16/bf16 are combined in fp32. Collective over `team`.
+    ///
+    /// # Errors
+    /// As [`Runtime::reduce`]; [`crate::Error::Unsupported`] for a team device code cannot
+    /// address; [`crate::Error::Driver`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[doc(alias = "nvshmemx_sum_reduce_on_stream")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn reduce_on_stream(
+        &self,
+        team: Team,
+        op: ReduceOp,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        dtype: DType,
+        stream: usize,
+    ) -> Result<()> {
+        let Some(gpu) = self.gpu() else {
+            return self.reduce(team, op, dest, source, nelems, dtype);
+        };
+        op.check(dtype)?;
+        let (_, bytes) = self.collective_setup("reduce_on_stream", team, nelems, dtype)?;
+        self.device_team(team, "reduce_on_stream")?;
+        self.check_local(dest, bytes)?;
+        self.check_local(source, bytes)?;
+        if nelems == 0 {
+            return Ok(());
+        }
+        self.stream_precheck("reduce_on_stream")?;
+        // SAFETY: the team was checked; `op` takes `dtype`; `dest` and `source` are this PE's
+        // symmetric ranges of `bytes`; the caller vouches for the stream and their lifetime.
+        unsafe { gpu.kernels().reduce(StreamHandle(stream), gpu.state(), team.0, op, dtype, dest, source, nelems) }
+    }
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Builds .gpu/, everything the GPU machine needs that it cannot build itself (it has no Rust,
+# no clang and no internet), for scripts/gpu_check.sh:
+#   .gpu/rshmem-*.whl   the abi3 wheel (release), with the device bitcode
+#                       rshmem/triton/lib/libshmem_device.bc inside;
+#   .gpu/bin/cuda*      the Rust GPU test binaries (`cargo test -p rshmem --no-run`), stripped;
+#   .gpu/MANIFEST       commit, date and sizes.
+# tests/, tutorials/ and benchmarks/ are tracked files and travel with the tree. .gpu/ is git-
+# ignored: hand it over as an ignored path (the device tool's `carry: [".gpu"]`, 64 MiB at most).
+#
+# Run here (the build machine): bash scripts/build_gpu_bundle.sh
+# Needs cargo, clang-19/llvm-19 (triton-lib/build.py) and maturin (PYTHON's, or on PATH).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+PY="${PYTHON:-$(command -v python3)}"
+if [ -x "$(dirname "$PY")/maturin" ]; then MATURIN="$(dirname "$PY")/maturin"; else MATURIN="$(command -v maturin || true)"; fi
+[ -n "$MATURIN" ] || { echo "maturin not found (pip install maturin, or set PYTHON to a venv that has it)" >&2; exit 1; }
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+BUNDLE="$ROOT/.gpu"
+BC_IN_WHEEL="rshmem/triton/lib/libshmem_device.bc"
+log() { printf '\n== %s\n' "$*"; }
+
+rm -rf "$BUNDLE"
+mkdir -p "$BUNDLE/bin"
+
+log "device library (triton-lib/build.py)"
+"$PY" triton-lib/build.py
+BC="$ROOT/python/$BC_IN_WHEEL"
+[ -f "$BC" ] || { echo "triton-lib/build.py did not write $BC" >&2; exit 1; }
+
+log "abi3 wheel (maturin, release)"
+"$MATURIN" build --release --quiet --out "$BUNDLE" --interpreter "$PY"
+WHEEL="$(ls "$BUNDLE"/rshmem-*.whl)"
+
+# The bitcode is a build output, ignored by git, and maturin leaves ignored files out of the
+# wheel; put it in (with its RECORD line) when it is missing.
+"$PY" - "$WHEEL" "$BC" "$BC_IN_WHEEL" <<'PYADD'
+import base64, hashlib, os, sys, zipfile
+wheel, bc, arcname = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z:
+    names = z.namelist()
+    if arcname in names:
+        print(f"{arcname}: already in the wheel")
+        sys.exit(0)
+    entries = [(i, z.read(i.filename)) for i in z.infolist()]
+data = open(bc, "rb").read()
+digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+tmp = wheel + ".tmp"
+with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
+    for info, body in entries:
+        if info.filename.endswith(".dist-info/RECORD"):
+            body = body.decode().rstrip("\n") + f"\n{arcname},sha256={digest},{len(data)}\n"
+            record = (info, body.encode())
+            continue
+        out.writestr(info, body)
+    out.writestr(arcname, data)
+    out.writestr(record[0], record[1])  # RECORD stays the last entry
+os.replace(tmp, wheel)
+print(f"{arcname}: added to {os.path.basename(wheel)} ({len(data)} bytes)")
+PYADD
+
+log "Rust GPU test binaries (cargo test -p rshmem --no-run)"
+CARGO_LOG="$(mktemp)"
+if ! cargo test -p rshmem --no-run --message-format=json 2>"$CARGO_LOG" | "$PY" -c '
+import json, shutil, sys
+dest = sys.argv[1]
+found = []
+for line in sys.stdin:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    target = msg.get("target") or {}
+    exe = msg.get("executable")
+    if msg.get("reason") == "compiler-artifact" and exe and "test" in target.get("kind", []) \
+            and target.get("name", "").startswith("cuda"):
+        shutil.copy2(exe, f"{dest}/{target['"'"'name'"'"']}")
+        found.append(target["name"])
+if not found:
+    sys.exit("no cuda* test target was built: is runtime/tests/cuda.rs there?")
+print("copied:", " ".join(sorted(found)))
+' "$BUNDLE/bin"; then
+    tail -n 60 "$CARGO_LOG" >&2
+    exit 1
+fi
+rm -f "$CARGO_LOG"
+# Debug info is most of a test binary's size, and the bundle travels under a 64 MiB limit.
+for b in "$BUNDLE"/bin/*; do strip --strip-debug "$b"; done
+
+{
+    echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.gpu' || echo ' (with uncommitted changes)')"
+    echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
+    (cd "$BUNDLE" && find . -type f ! -name MANIFEST -printf '%P %s\n' | sort)
+} > "$BUNDLE/MANIFEST"
+cat "$BUNDLE/MANIFEST"
+TOTAL=$(du -sb "$BUNDLE" | cut -f1)
+echo "bundle: $((TOTAL / 1024 / 1024)) MiB in $BUNDLE"
+if [ "$TOTAL" -gt $((60 * 1024 * 1024)) ]; then
+    echo "warning: over 60 MiB; the device tool carries 64 MiB in all" >&2
+fi

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# The GPU suite, on the GPU machine (2 GPUs; Python with torch and triton; no Rust, no internet),
+# from the bundle that scripts/build_gpu_bundle.sh made here (.gpu/, carried as an ignored path):
+#
+#   bash scripts/gpu_check.sh [STEP...]      default: every step, in this order
+#
+#   env        versions, GPUs, topology (always runs first)
+#   pytest2    torchrun --nproc-per-node 2 -m pytest -m gpu -x tests   (the 2-PE GPU tests)
+#   pytest1    pytest -m gpu -x tests   (one process: the GPU tests that start their own jobs)
+#   rust       every .gpu/bin/cuda* test binary with --ignored --test-threads=1
+#   tutorials  every tutorials/NN_*.py under torchrun --nproc-per-node 2
+#
+# The wheel is installed with `pip install --no-deps --target /tmp/site` and found through
+# PYTHONPATH (again only when the wheel changed). Logs go under $OUT/gpu-check (or
+# /tmp/rshmem-gpu-check): one file per step and summary.txt. Each step has a deadline
+# (GPU_CHECK_TIMEOUT seconds, default 480 per step and 300 per binary / tutorial), so a hang
+# fails its step instead of the whole call; the exit status is the number of failed steps.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+LOGS="${OUT:-/tmp/rshmem-gpu-check}/gpu-check"
+SITE="${RSHMEM_SITE:-/tmp/site}"
+mkdir -p "$LOGS"
+SUMMARY="$LOGS/summary.txt"
+: > "$SUMMARY"
+
+if [ -z "${PYTHON:-}" ]; then
+    for cand in /opt/torch/.venv/bin/python python3 python; do
+        if command -v "$cand" >/dev/null 2>&1 && "$cand" -c "import torch, triton" 2>/dev/null; then
+            PYTHON="$(command -v "$cand")"
+            break
+        fi
+    done
+fi
+[ -n "${PYTHON:-}" ] || { echo "no Python with torch and triton found; set PYTHON" | tee -a "$SUMMARY"; exit 1; }
+
+# Multicast objects are off on this machine (NVLS): NCCL, NVSHMEM and torch must not try them.
+export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
+export PYTHONFAULTHANDLER=1
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/rshmem-triton-cache}"
+FAILED=0
+
+# run_step NAME TIMEOUT CMD...: runs CMD with a deadline, output to the console and NAME.log.
+run_step() {
+    local name="$1" limit="$2"
+    shift 2
+    local started=$SECONDS code
+    printf '\n==== %s: %s\n' "$name" "$*" | tee -a "$LOGS/$name.log"
+    timeout -k 15 "$limit" "$@" 2>&1 | tee -a "$LOGS/$name.log"
+    code=${PIPESTATUS[0]}
+    local took=$((SECONDS - started))
+    if [ "$code" -eq 0 ]; then
+        echo "PASS  $name  (${took} s)" | tee -a "$SUMMARY"
+    else
+        [ "$code" -eq 124 ] && echo "      $name ran past its ${limit} s deadline" | tee -a "$SUMMARY"
+        echo "FAIL  $name  (exit $code, ${took} s)  log: $LOGS/$name.log" | tee -a "$SUMMARY"
+        FAILED=$((FAILED + 1))
+    fi
+    return 0
+}
+
+free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# torchrun with 2 processes on a free port (an array: `timeout` cannot run a shell function).
+torchrun2() { TORCHRUN2=("$PYTHON" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$(free_port)"); }
+
+install_wheel() {
+    local wheel
+    wheel="$(ls "$ROOT"/.gpu/rshmem-*.whl 2>/dev/null | head -n 1)"
+    if [ -z "$wheel" ]; then
+        echo "FAIL  install  (no .gpu/rshmem-*.whl: run scripts/build_gpu_bundle.sh on the build machine and carry .gpu)" \
+            | tee -a "$SUMMARY"
+        exit 1
+    fi
+    local sum
+    sum="$(sha256sum "$wheel" | cut -d' ' -f1)"
+    if [ "$(cat "$SITE/.rshmem-wheel-sha256" 2>/dev/null)" != "$sum" ]; then
+        rm -rf "$SITE"
+        "$PYTHON" -m pip install --quiet --no-deps --no-index --target "$SITE" "$wheel" >"$LOGS/install.log" 2>&1 \
+            || { cat "$LOGS/install.log"; echo "FAIL  install  (pip)" | tee -a "$SUMMARY"; exit 1; }
+        echo "$sum" > "$SITE/.rshmem-wheel-sha256"
+    fi
+    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+    echo "rshmem from $wheel ($(cat "$ROOT/.gpu/MANIFEST" 2>/dev/null | head -n 1))" | tee -a "$SUMMARY"
+}
+
+step_env() {
+    {
+        echo "python: $PYTHON"
+        "$PYTHON" -c 'import sys, torch, triton, importlib.util as u
+print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)
+print("gpus", torch.cuda.device_count(), [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())])
+print("numpy", "present" if u.find_spec("numpy") else "absent (rshmem._cuda uses its DLPack path)")
+import rshmem; print("rshmem", rshmem.__version__, "from", rshmem.__file__)
+import rshmem.triton as rt; print("device bitcode", rt.bitcode_path())'
+        nvidia-smi -L
+        nvidia-smi topo -m
+    } 2>&1 | tee "$LOGS/env.log"
+}
+
+step_pytest2() {
+    local t="${GPU_CHECK_TIMEOUT:-480}"
+    torchrun2
+    run_step pytest-2pe "$t" "${TORCHRUN2[@]}" --log-dir "$LOGS/pytest-2pe-ranks" --tee 3 \
+        -m pytest -m gpu ${GPU_CHECK_X--x} -q -rs -p no:cacheprovider -o faulthandler_timeout=240 tests
+}
+
+step_pytest1() {
+    local t="${GPU_CHECK_TIMEOUT:-480}"
+    run_step pytest-1pe "$t" "$PYTHON" -m pytest -m gpu ${GPU_CHECK_X--x} -q -rs -p no:cacheprovider -o faulthandler_timeout=240 tests
+}
+
+step_rust() {
+    local t="${GPU_CHECK_TIMEOUT:-300}" found=0 b
+    for b in "$ROOT"/.gpu/bin/cuda*; do
+        [ -x "$b" ] || continue
+        found=1
+        run_step "rust-$(basename "$b")" "$t" "$b" --ignored --test-threads=1
+    done
+    if [ "$found" -eq 0 ]; then
+        echo "FAIL  rust  (no test binary in .gpu/bin)" | tee -a "$SUMMARY"
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+step_tutorials() {
+    local t="${GPU_CHECK_TIMEOUT:-300}" f found=0
+    for f in "$ROOT"/tutorials/[0-9]*.py; do
+        [ -f "$f" ] || continue
+        found=1
+        torchrun2
+        run_step "tutorial-$(basename "$f" .py)" "$t" "${TORCHRUN2[@]}" "$f"
+    done
+    [ "$found" -eq 1 ] || echo "(no tutorials)" | tee -a "$SUMMARY"
+}
+
+STEPS=("$@")
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(pytest2 pytest1 rust tutorials)
+install_wheel
+step_env
+for s in "${STEPS[@]}"; do
+    case "$s" in
+        env) ;;
+        pytest2 | pytest1 | rust | tutorials) "step_$s" ;;
+        *) echo "unknown step '$s' (steps: env pytest2 pytest1 rust tutorials)" | tee -a "$SUMMARY"; FAILED=$((FAILED + 1)) ;;
+    esac
+done
+printf '\n==== summary (%s)\n' "$SUMMARY"
+cat "$SUMMARY"
+exit "$FAILED"

@@ -1,0 +1,176 @@
+"""Every Triton kernel of the tutorials and of the memory-model tests compiles to an sm_90 cubin,
+with the device library linked, on a machine without a GPU.
+
+The GPU runs of those kernels need 2 GPUs; this test is what CI can prove everywhere: the
+kernels trace (argument types match the bindings), link against ``libshmem_device.bc`` and lower
+to SASS, and every library call is inlined (a call left in the PTX means a binding's types differ
+from the C definition's). Each kernel is compiled with the argument types its program launches it
+with, including Triton's specialization of an integer argument equal to 1 into a constant.
+
+A kernel added to a tutorial or to tests/test_device_memory_model.py without a row in ``CASES``
+fails ``test_every_kernel_has_a_case``.
+
+Needs triton and either a built ``libshmem_device.bc`` or clang-19 to build it; skips otherwise.
+Run: ``PYTHONPATH=python python -m pytest tests/test_tutorial_kernels_compile.py -q``.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+triton = pytest.importorskip("triton", reason="triton is not installed")
+pytest.importorskip("torch", reason="torch is not installed")
+
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+from triton.runtime.jit import JITFunction  # noqa: E402
+
+# Compiling needs one process only; under torchrun the other ranks would repeat the same work.
+pytestmark = pytest.mark.single
+
+TARGET = GPUTarget("cuda", 90, 32)
+BUNDLED_BC = ROOT / "python" / "rshmem" / "triton" / "lib" / "libshmem_device.bc"
+
+TUTORIALS = {
+    "01": "tutorials/01_notify_wait.py",
+    "02": "tutorials/02_intra_node_allgather.py",
+    "03": "tutorials/03_ring_allreduce.py",
+    "04": "tutorials/04_simple_shift.py",
+}
+MEMORY_MODEL = "mm"  # tests/test_device_memory_model.py
+
+# (module, kernel, signature, constexprs, num_warps). Signatures follow the launches: tensors as
+# pointers of their dtype, Python ints as i32, an int equal to 1 as a constexpr.
+_MM_PTRS = {"buf": "*i32", "src": "*i32", "sig": "*i64", "ack": "*i64", "errors": "*i32"}
+CASES = [
+    ("01", "producer_kernel", {"slot": "*fp32", "messages": "*fp32", "ready": "*i64", "free": "*i64",
+                               "n_elems": "i32", "rounds": "i32", "consumer": "constexpr"}, {"consumer": 1}, 4),
+    ("01", "producer_kernel", {"slot": "*fp32", "messages": "*fp32", "ready": "*i64", "free": "*i64",
+                               "n_elems": "i32", "rounds": "constexpr", "consumer": "i32"}, {"rounds": 1}, 4),
+    ("01", "consumer_kernel", {"slot": "*fp32", "received": "*fp32", "ready": "*i64", "free": "*i64",
+                               "n_elems": "i32", "rounds": "i32", "producer": "i32", "BLOCK": "constexpr"},
+     {"BLOCK": 1024}, 4),
+    ("02", "push_allgather_kernel", {"full": "*fp16", "local": "*fp16", "sig": "*i64", "rows": "i32",
+                                     "n_cols": "i32", "epoch": "constexpr", "ELEM_BYTES": "constexpr"},
+     {"epoch": 1, "ELEM_BYTES": 2}, 16),
+    ("02", "push_allgather_kernel", {"full": "*fp16", "local": "*fp16", "sig": "*i64", "rows": "i32",
+                                     "n_cols": "i32", "epoch": "i32", "ELEM_BYTES": "constexpr"},
+     {"ELEM_BYTES": 2}, 16),
+    ("03", "ring_allreduce_kernel", {"x": "*fp32", "out": "*fp32", "recv": "*fp32", "sig": "*i64", "seg_elems": "i32",
+                                     "chunk_elems": "i32", "epoch": "i32", "ELEM_BYTES": "constexpr",
+                                     "BLOCK": "constexpr"}, {"ELEM_BYTES": 4, "BLOCK": 2048}, 8),
+    ("03", "ring_allreduce_kernel", {"x": "*fp32", "out": "*fp32", "recv": "*fp32", "sig": "*i64", "seg_elems": "i32",
+                                     "chunk_elems": "i32", "epoch": "constexpr", "ELEM_BYTES": "constexpr",
+                                     "BLOCK": "constexpr"}, {"epoch": 1, "ELEM_BYTES": 4, "BLOCK": 2048}, 8),
+    ("04", "shift_kernel", {"dest": "*i32", "vec_dest": "*i32", "vec_src": "*i32", "vec_bytes": "i32"}, {}, 4),
+    ("04", "barrier_kernel", {}, {}, 4),
+]
+for _form in ("putmem_signal", "putmem_signal_nbi", "putmem_signal_warp", "putmem_signal_nbi_warp",
+              "putmem_signal_block", "putmem_signal_nbi_block"):
+    CASES.append((MEMORY_MODEL, "signal_then_data_kernel", {**_MM_PTRS, "n_elems": "i32", "rounds": "i32",
+                                                            "FORM": "constexpr", "BLOCK": "constexpr"},
+                  {"FORM": _form, "BLOCK": 4096}, 4))
+for _wait, _flag in (("signal_wait_until", "*i64"), ("wait_until_int64", "*i64"), ("wait_until_int32", "*i32")):
+    CASES.append((MEMORY_MODEL, "acquire_kernel", {"buf": "*i32", "src": "*i32", "flag": _flag, "ack": "*i64",
+                                                   "errors": "*i32", "bad_seen": "*i32", "n_elems": "i32",
+                                                   "rounds": "i32", "WAIT": "constexpr", "BLOCK": "constexpr"},
+                  {"WAIT": _wait, "BLOCK": 4096}, 4))
+for _first in ("putmem", "p", "atomic_add", "atomic_set"):
+    CASES.append((MEMORY_MODEL, "fence_kernel", {"data": "*i64", "src": "*i64", "flag": "*i64", "errors": "*i32",
+                                                 "rounds": "i32", "FIRST": "constexpr"}, {"FIRST": _first}, 1))
+for _op in ("putmem", "putmem_nbi", "putmem_nbi_warp", "putmem_nbi_block", "int_p", "atomic_add", "signal_op"):
+    CASES.append((MEMORY_MODEL, "quiet_kernel", {"buf": "*i32", "src": "*i32", "ctr": "*i64", "sigw": "*i64",
+                                                 "flag": "*i64", "ack": "*i64", "errors": "*i32", "n_elems": "i32",
+                                                 "rounds": "i32", "OP": "constexpr", "BLOCK": "constexpr"},
+                  {"OP": _op, "BLOCK": 4096}, 4))
+for _scope in ("thread", "warp", "block"):
+    CASES.append((MEMORY_MODEL, "barrier_quiet_kernel", {"buf": "*i32", "src": "*i32", "errors": "*i32",
+                                                         "n_elems": "i32", "rounds": "i32", "SCOPE": "constexpr",
+                                                         "BLOCK": "constexpr"}, {"SCOPE": _scope, "BLOCK": 4096}, 4))
+    CASES.append((MEMORY_MODEL, "arrival_kernel", {"ctr": "*i64", "errors": "*i32", "iters": "i32",
+                                                   "SCOPE": "constexpr"}, {"SCOPE": _scope}, 4))
+CASES += [
+    (MEMORY_MODEL, "stress_kernel", {"inbox": "*u8", "outbox": "*u8", "sizes": "*i32", "offsets": "*i32", "sig": "*i64",
+                                     "ack": "*i64", "errors": "*i32", "rounds": "i32", "BLOCK": "constexpr"},
+     {"BLOCK": 4096}, 4),
+    (MEMORY_MODEL, "unmatched_wait_kernel", {"sig": "*i64", "WHICH": "constexpr"}, {"WHICH": 2}, 4),
+]
+
+
+def _case_id(case) -> str:
+    module, kernel, _sig, constexprs, _warps = case
+    extra = ",".join(f"{k}={v}" for k, v in constexprs.items() if k not in ("BLOCK", "ELEM_BYTES"))
+    return f"{module}.{kernel}" + (f"[{extra}]" if extra else "")
+
+
+_modules: dict = {}
+
+
+def load(module: str):
+    """The tutorial (by number) or the memory-model test module, imported once."""
+    if module not in _modules:
+        if module == MEMORY_MODEL:
+            sys.path.insert(0, str(ROOT / "tests"))
+            _modules[module] = importlib.import_module("test_device_memory_model")
+        else:
+            path = ROOT / TUTORIALS[module]
+            spec = importlib.util.spec_from_file_location(f"rshmem_tutorial_{module}", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)  # main() runs only under __main__
+            _modules[module] = mod
+    return _modules[module]
+
+
+def _sources_newer_than(path: Path) -> bool:
+    lib = ROOT / "triton-lib"
+    srcs = list((lib / "src").iterdir()) + list((lib / "include" / "rshmem").iterdir())
+    return any(s.stat().st_mtime > path.stat().st_mtime for s in srcs)
+
+
+@pytest.fixture(scope="module")
+def bitcode(tmp_path_factory) -> str:
+    """The device library: $RSHMEM_DEVICE_BC, else the source tree's copy if it is up to date,
+    else a fresh build with clang-19."""
+    import rshmem.triton as rt
+
+    if os.environ.get("RSHMEM_DEVICE_BC"):
+        return str(rt.bitcode_path())
+    if BUNDLED_BC.is_file() and not _sources_newer_than(BUNDLED_BC):
+        return str(BUNDLED_BC)
+    if shutil.which("clang-19") is None:
+        pytest.skip("no up-to-date libshmem_device.bc and no clang-19 to build it")
+    out = tmp_path_factory.mktemp("device-lib")
+    subprocess.run([sys.executable, str(ROOT / "triton-lib" / "build.py"), "--out-dir", str(out),
+                    "--python-out", str(BUNDLED_BC)], check=True)
+    return str(BUNDLED_BC)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_kernel_compiles_to_sm90_cubin(case, bitcode):
+    module, kernel, signature, constexprs, num_warps = case
+    fn = getattr(load(module), kernel)
+    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    compiled = triton.compile(src, target=TARGET,
+                              options={"extern_libs": (("libshmem_device", bitcode),), "num_warps": num_warps})
+    assert compiled.asm["cubin"], f"{_case_id(case)}: no cubin"
+    assert not re.search(r"\bcall(\.uni)?\b", compiled.asm["ptx"]), \
+        f"{_case_id(case)}: a library call was not inlined (binding and C signature differ?)"
+
+
+@pytest.mark.parametrize("module", [*TUTORIALS, MEMORY_MODEL])
+def test_every_kernel_has_a_case(module):
+    mod = load(module)
+    kernels = {name for name, obj in vars(mod).items()
+               if isinstance(obj, JITFunction) and getattr(obj.fn, "__module__", None) == mod.__name__}
+    covered = {kernel for m, kernel, *_ in CASES if m == module}
+    assert kernels, f"{module}: no Triton kernels found"
+    assert kernels <= covered, f"{module}: kernels without a compile case: {sorted(kernels - covered)}"

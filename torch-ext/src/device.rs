@@ -1,0 +1,53 @@
+//! # Safety
+//! `device_init_module` receives a `CUmodule` as an integer from Triton's
+//! `kernel_load_end_hook`, which hands over each module right after loading it in the current
+//! device's primary context (the one the runtime uses) and never unloads it while the process
+//! runs. That is the promise `Runtime::publish_module` and `registry::defer` ask for; other
+//! callers passing raw integers take it on themselves.
+//!
+//! The GPU a PE uses, module initialization (writing the device state into kernels that link
+//! the device library) and errors recorded by kernels.
+#![allow(unsafe_code)]
+
+use crate::error::IntoPy;
+use crate::init::runtime;
+use pyo3::prelude::*;
+use rshmem::device::registry;
+use rshmem::driver::module::ModuleHandle;
+
+/// The ordinal of the GPU this PE uses, or `None` on the host backend.
+#[pyfunction]
+fn device_ordinal() -> PyResult<Option<i32>> {
+    Ok(runtime("rshmem.device_ordinal()")?.device())
+}
+
+/// Writes the device state into the CUDA module `handle` (`nvshmemx_cumodule_init`); call it
+/// for every loaded module. Returns `True` when the module links the device library and was
+/// initialized, `False` (quietly) for other modules, on the host backend, and before
+/// `rshmem.init()`, when the module is kept and initialized by `init`.
+#[pyfunction]
+fn device_init_module(py: Python<'_>, handle: usize) -> PyResult<bool> {
+    let Ok(rt) = runtime("rshmem.device_init_module()") else {
+        // SAFETY: see the file header (a live module of the primary context, never unloaded).
+        registry::defer(ModuleHandle(handle));
+        return Ok(false);
+    };
+    // SAFETY: see the file header.
+    py.detach(|| unsafe { rt.publish_module(handle) }).py_err()
+}
+
+/// Raises the error a kernel of this PE recorded before it stopped (a wait past
+/// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS` names the PE, the allocation and offset, the expected and last
+/// seen values); does nothing when there is none.
+#[pyfunction]
+fn check_device_error() -> PyResult<()> {
+    runtime("rshmem.check_device_error()")?.check_device_error().py_err()
+}
+
+/// Adds this file's functions.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(device_ordinal, m)?)?;
+    m.add_function(wrap_pyfunction!(device_init_module, m)?)?;
+    m.add_function(wrap_pyfunction!(check_device_error, m)?)?;
+    Ok(())
+}

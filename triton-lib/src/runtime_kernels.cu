@@ -1,0 +1,145 @@
+// rshmem's runtime kernels: what the host runtime launches on a caller's stream for the
+// `*_on_stream` operations that need a GPU thread (barriers, reductions).
+//
+// Built by runtime/build.rs with clang-19 into PTX that the runtime embeds, loads into its
+// context at init (cuModuleLoadData) and publishes the device state into, like any module that
+// links the device library. The kernels reuse the device library's headers, so a barrier on a
+// stream, a barrier in a Triton kernel and a barrier from the host runtime all use the same
+// never-reset words (barrier_device.h) and interoperate.
+//
+// Launch configurations (runtime/src/runtime/kernels.rs must match):
+//   rshmemi_rt_barrier: 1 block of 32 threads (one warp; lane 0 runs the barrier).
+//   rshmemi_rt_reduce:  1 block of RSHMEMI_RT_REDUCE_THREADS threads.
+//
+// build.rs compiles this file twice: with -DRSHMEMI_RT_BARRIER (the barrier, a few hundred
+// lines of PTX, loaded at every init) and with -DRSHMEMI_RT_REDUCE (72 operator/dtype pairs,
+// loaded on first use, because the driver JIT-compiles PTX at load time).
+#include "collective_device.h"
+
+// The module's own copy of the state (see libshmem_device.cu).
+__device__ __attribute__((used)) rshmemi_device_state_t rshmemi_device_state_d;
+
+#define RSHMEMI_RT_REDUCE_THREADS 512
+// What CUDA's __launch_bounds__ expands to (the CUDA headers are not used here).
+#define RSHMEMI_LAUNCH_BOUNDS(N) __attribute__((launch_bounds(N)))
+
+#ifdef RSHMEMI_RT_BARRIER
+// Barrier (with quiet) over `team`: every earlier operation of the stream and of this PE's
+// kernels is visible to the team before any member's stream continues.
+extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(32) rshmemi_rt_barrier(int32_t team) {
+  rshmemi_team_barrier(team, true, RSHMEMI_WARP);
+}
+#endif  // RSHMEMI_RT_BARRIER
+
+#ifdef RSHMEMI_RT_REDUCE
+
+// Element type codes passed by the host (runtime/src/runtime/kernels.rs, `dtype_code`):
+//   0 int8   1 int16   2 int32   3 int64   4 uint8   5 uint16   6 uint32   7 uint64
+//   8 fp16   9 bf16   10 fp32   11 fp64
+// Operator codes follow `enum rshmemi_op` (collective_device.h):
+//   0 sum   1 prod   2 min   3 max   4 and   5 or   6 xor
+//
+// The reduction is the device library's algorithm (collective_device.h, rshmemi_reduce): stage
+// a chunk of `source` in this PE's coll_ws, barrier, combine every member's staged chunk in team
+// order (so every PE computes the same floating-point result), barrier. The copy and the barrier
+// are kept out of line here, once each: inlined into all 72 (op, dtype) pairs they made the PTX
+// megabytes long, and the driver compiles the PTX when the module is loaded.
+
+// Reports a bad argument (ERROR_FLAG_BAD_ARGUMENT) and stops the kernel; out of line, once.
+static __device__ __attribute__((noinline)) void rshmemi_rt_fail_arg(const void* addr, uint64_t value) {
+  rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, addr, value, 0, 0);
+}
+
+static __device__ __attribute__((noinline)) void rshmemi_rt_stage(void* ws, const void* src, size_t n) {
+  rshmemi_copy(ws, src, n, rshmemi_tid(), rshmemi_nthreads());
+}
+
+static __device__ __attribute__((noinline)) void rshmemi_rt_team_barrier(int32_t team) {
+  rshmemi_team_barrier(team, true, RSHMEMI_BLOCK);
+}
+
+// The team of a reduction, after checking (once, out of line) that this PE is a member and
+// reaches every member's copy of `ws` by load/store; stops the kernel otherwise.
+static __device__ __attribute__((noinline)) rshmemi_team_desc_t rshmemi_rt_reduce_team(int32_t team, const void* ws) {
+  const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
+  for (int i = 0; i < t.size; ++i) rshmemi_remote_or_fail(ws, rshmemi_team_member(&t, i));
+  return t;
+}
+
+// Combines element e of every member's staged chunk (each reachable: rshmemi_rt_reduce_team).
+template <int OP, typename T>
+RSHMEMI_DEV T rshmemi_rt_combine(const rshmemi_team_desc_t* t, const T* ws, size_t e) {
+  typedef rshmemi_conv<T> C;
+  typedef typename C::acc A;
+  A acc = C::widen(((const T*)rshmemi_remote_ptr(ws, rshmemi_team_member(t, 0)))[e]);
+  _Pragma("unroll 1") for (int i = 1; i < t->size; ++i) {
+    const T* peer = (const T*)rshmemi_remote_ptr(ws, rshmemi_team_member(t, i));
+    acc = rshmemi_combine<OP, A>::f(acc, C::widen(peer[e]));
+  }
+  return C::narrow(acc);
+}
+
+template <int OP, typename T>
+RSHMEMI_DEV void rshmemi_rt_reduce_impl(int32_t team, T* dest, const T* source, size_t nelems) {
+  const rshmemi_device_state_t* s = rshmemi_state();
+  const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T));
+  T* ws = (T*)(uintptr_t)s->coll_ws;
+  if (ws == 0 || chunk == 0) rshmemi_rt_fail_arg(dest, s->coll_ws_size);
+  const rshmemi_team_desc_t t = rshmemi_rt_reduce_team(team, ws);
+  const uint32_t lane = rshmemi_tid(), nlanes = rshmemi_nthreads();
+  for (size_t off = 0; off < nelems; off += chunk) {
+    const size_t m = nelems - off < chunk ? nelems - off : chunk;
+    rshmemi_syncthreads();
+    rshmemi_rt_stage(ws, source + off, m * sizeof(T));
+    rshmemi_rt_team_barrier(team);  // every member's chunk is staged
+    _Pragma("unroll 1") for (size_t e = lane; e < m; e += nlanes) dest[off + e] = rshmemi_rt_combine<OP, T>(&t, ws, e);
+    rshmemi_rt_team_barrier(team);  // nobody restages before everyone has read
+  }
+}
+
+template <int OP>
+RSHMEMI_DEV void rshmemi_rt_reduce_typed(int32_t team, int32_t dtype, void* dest, const void* source, uint64_t n) {
+#define RSHMEMI_RT_CASE(CODE, T)                                                 \
+  case CODE:                                                                     \
+    rshmemi_rt_reduce_impl<OP, T>(team, (T*)dest, (const T*)source, (size_t)n);  \
+    return;
+  switch (dtype) {
+    RSHMEMI_RT_CASE(0, int8_t)
+    RSHMEMI_RT_CASE(1, int16_t)
+    RSHMEMI_RT_CASE(2, int32_t)
+    RSHMEMI_RT_CASE(3, int64_t)
+    RSHMEMI_RT_CASE(4, uint8_t)
+    RSHMEMI_RT_CASE(5, uint16_t)
+    RSHMEMI_RT_CASE(6, uint32_t)
+    RSHMEMI_RT_CASE(7, uint64_t)
+    default: break;
+  }
+  if constexpr (OP < RSHMEMI_AND) {
+    switch (dtype) {
+      RSHMEMI_RT_CASE(8, _Float16)
+      RSHMEMI_RT_CASE(9, __bf16)
+      RSHMEMI_RT_CASE(10, float)
+      RSHMEMI_RT_CASE(11, double)
+      default: break;
+    }
+  }
+#undef RSHMEMI_RT_CASE
+  // The host validates the pair first; reaching this is a runtime bug, reported, not ignored.
+  rshmemi_rt_fail_arg(dest, (uint64_t)(int64_t)dtype);
+}
+
+// dest[i] = op over the team's source[i], staged through coll_ws (dest may equal source).
+extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_REDUCE_THREADS)
+    rshmemi_rt_reduce(int32_t team, int32_t op, int32_t dtype, void* dest, const void* source, uint64_t nelems) {
+  switch (op) {
+    case RSHMEMI_SUM: rshmemi_rt_reduce_typed<RSHMEMI_SUM>(team, dtype, dest, source, nelems); return;
+    case RSHMEMI_PROD: rshmemi_rt_reduce_typed<RSHMEMI_PROD>(team, dtype, dest, source, nelems); return;
+    case RSHMEMI_MIN: rshmemi_rt_reduce_typed<RSHMEMI_MIN>(team, dtype, dest, source, nelems); return;
+    case RSHMEMI_MAX: rshmemi_rt_reduce_typed<RSHMEMI_MAX>(team, dtype, dest, source, nelems); return;
+    case RSHMEMI_AND: rshmemi_rt_reduce_typed<RSHMEMI_AND>(team, dtype, dest, source, nelems); return;
+    case RSHMEMI_OR: rshmemi_rt_reduce_typed<RSHMEMI_OR>(team, dtype, dest, source, nelems); return;
+    case RSHMEMI_XOR: rshmemi_rt_reduce_typed<RSHMEMI_XOR>(team, dtype, dest, source, nelems); return;
+    default: rshmemi_rt_fail_arg(dest, (uint64_t)(int64_t)op);
+  }
+}
+#endif  // RSHMEMI_RT_REDUCE
