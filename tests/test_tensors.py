@@ -132,6 +132,11 @@ def test_double_free_and_view_free_raise():
     t = rtorch.create_symmetric_tensor((8,), torch.float32)
     with pytest.raises(rshmem.NotSymmetricError, match="not a view"):
         rtorch.free_tensor(t[2:])
+    view = t[2:]
     rtorch.free_tensor(t)
     with pytest.raises(rshmem.NotSymmetricError, match="already freed"):
         rtorch.free_tensor(t)
+    for gone in (t, view):  # the memory of a freed tensor is not symmetric memory any more
+        with pytest.raises(rshmem.NotSymmetricError, match="freed already"):
+            rtorch.peer_tensor(gone, rshmem.my_pe())
+

@@ -143,6 +143,12 @@ def peer_tensor(t: torch.Tensor, pe: int) -> torch.Tensor:
     if addr is None:
         raise NotSymmetricError("this empty tensor was not made by create_symmetric_tensor")
     span = _span(t)
+    base = _allocation_of(addr)
+    if base is None or addr + span > base + _sizes[base]:
+        raise NotSymmetricError(
+            f"the tensor at {addr:#x} (+{span} bytes) is not inside a live tensor of create_symmetric_tensor "
+            "(ordinary memory, or freed already): peer_tensor takes symmetric tensors and views of them"
+        )
     # The whole span must lie in the heap (NotSymmetricError) and `pe` must be reachable by
     # load/store (UnsupportedError otherwise); `ptr` would answer None for both.
     remote = _native.translate(addr, span, pe)
