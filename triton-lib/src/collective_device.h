@@ -25,7 +25,7 @@ RSHMEMI_DEV void rshmemi_broadcastmem(int team, void* dest, const void* source, 
   if (t.my_index == root && nbytes != 0) {
     for (int i = 0; i < t.size; ++i) {
       const int pe = rshmemi_team_member(&t, (t.my_index + i) % t.size);
-      rshmemi_copy(rshmemi_remote_or_fail(dest, pe), source, nbytes, rshmemi_lane(scope), rshmemi_nlanes(scope));
+      rshmemi_copy(rshmemi_peer_or_fail(dest, pe), source, nbytes, rshmemi_lane(scope), rshmemi_nlanes(scope));
     }
   }
   rshmemi_team_barrier(team, true, scope);
@@ -39,7 +39,7 @@ RSHMEMI_DEV void rshmemi_fcollectmem(int team, void* dest, const void* source, s
     char* slot = (char*)dest + (size_t)t.my_index * nbytes;
     for (int i = 0; i < t.size; ++i) {
       const int pe = rshmemi_team_member(&t, (t.my_index + i) % t.size);
-      rshmemi_copy(rshmemi_remote_or_fail(slot, pe), source, nbytes, rshmemi_lane(scope), rshmemi_nlanes(scope));
+      rshmemi_copy(rshmemi_peer_or_fail(slot, pe), source, nbytes, rshmemi_lane(scope), rshmemi_nlanes(scope));
     }
   }
   rshmemi_team_barrier(team, true, scope);
@@ -54,7 +54,7 @@ RSHMEMI_DEV void rshmemi_alltoallmem(int team, void* dest, const void* source, s
     for (int i = 0; i < t.size; ++i) {
       const int j = (t.my_index + i) % t.size;
       const int pe = rshmemi_team_member(&t, j);
-      rshmemi_copy(rshmemi_remote_or_fail(slot, pe), (const char*)source + (size_t)j * nbytes, nbytes,
+      rshmemi_copy(rshmemi_peer_or_fail(slot, pe), (const char*)source + (size_t)j * nbytes, nbytes,
                    rshmemi_lane(scope), rshmemi_nlanes(scope));
     }
   }
@@ -120,9 +120,9 @@ RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelem
     rshmemi_copy(ws, source + off, m * sizeof(T), lane, nlanes);
     rshmemi_team_barrier(team, true, scope);  // every member's chunk is staged
     for (size_t e = lane; e < m; e += nlanes) {
-      A acc = C::widen(((const T*)rshmemi_remote_or_fail(ws, rshmemi_team_member(&t, 0)))[e]);
+      A acc = C::widen(((const T*)rshmemi_peer_or_fail(ws, rshmemi_team_member(&t, 0)))[e]);
       for (int i = 1; i < t.size; ++i) {
-        const T* peer = (const T*)rshmemi_remote_or_fail(ws, rshmemi_team_member(&t, i));
+        const T* peer = (const T*)rshmemi_peer_or_fail(ws, rshmemi_team_member(&t, i));
         acc = rshmemi_combine<OP, A>::f(acc, C::widen(peer[e]));
       }
       dest[off + e] = C::narrow(acc);

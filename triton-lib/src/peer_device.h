@@ -1,11 +1,10 @@
-// Address translation for the latency-critical paths: signals, barriers, single-element RMA and
-// atomics.
-//
-// Same result as rshmemi_remote_ptr (rma_device.h): the address of symmetric `p` on `pe`, or null
-// when `pe` is out of range or unreachable by load/store or `p` is outside this PE's heap slot.
-// The difference is the shape of the code: rshmemi_remote_ptr tests each condition before the
-// next load, so the loads form a chain of dependent round trips; after a wait (whose acquire
-// loads invalidate L1) each link is an L2 access. Here every state load is issued up front,
+// Address translation: the address of symmetric `p` on `pe`, or null when `pe` is out of range or
+// unreachable by load/store or `p` is outside this PE's heap slot. A symmetric address of this PE
+// lies in this PE's heap slot; the same object on `pe` is at the same offset in `pe`'s slot,
+// which this process has mapped too:
+//   remote = heap_base + pe_slot[pe] * heap_stride + (p - (heap_base + pe_slot[my_pe] * heap_stride)).
+// Testing each condition before the next load would chain dependent round trips (after a wait,
+// whose acquire loads invalidate L1, each link is an L2 access). Here every state load is issued up front,
 // unconditionally (the table index is masked into range; RSHMEM_MAX_PES is a power of two), with
 // invariant loads (device.h), and the conditions are combined afterwards.
 #ifndef RSHMEM_PEER_DEVICE_H
@@ -39,7 +38,7 @@ RSHMEMI_DEV rshmemi_peer_map rshmemi_peer(int pe) {
   return m;
 }
 
-// `p` translated through `m`, or null (as rshmemi_remote_ptr).
+// `p` translated through `m`, or null .
 RSHMEMI_DEV void* rshmemi_peer_apply(const rshmemi_peer_map& m, const void* p) {
   const uint64_t off = (uint64_t)(uintptr_t)p - m.mine;  // wraps to a huge value below the slot
   const uint64_t r = m.theirs + off;
@@ -49,7 +48,7 @@ RSHMEMI_DEV void* rshmemi_peer_apply(const rshmemi_peer_map& m, const void* p) {
 RSHMEMI_DEV void* rshmemi_peer_ptr(const void* p, int pe) { return rshmemi_peer_apply(rshmemi_peer(pe), p); }
 
 // rshmemi_peer_ptr, stopping the kernel (ERROR_FLAG_BAD_ADDRESS, same record as
-// rshmemi_remote_or_fail) when it is null.
+// the other translators) when it is null.
 RSHMEMI_DEV void* rshmemi_peer_or_fail(const void* p, int pe) {
   void* r = rshmemi_peer_ptr(p, pe);
   if (r == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ADDRESS, p, (uint64_t)(int64_t)pe, 0, 0);

@@ -1,8 +1,5 @@
-// Address translation and data movement by load/store.
+// Data movement by load/store (addresses translated by peer_device.h).
 //
-// A symmetric address `p` of this PE lies in this PE's heap slot; the same object on PE `pe`
-// is at the same offset in `pe`'s slot, which this process has mapped too:
-//   remote = heap_base + pe_slot[pe] * heap_stride + (p - (heap_base + pe_slot[my_pe] * heap_stride)).
 // Copies are weak loads and stores, 16 bytes per access when the source and destination are
 // congruent modulo 16 (else 8, 4, 1), spread over the threads of the calling group (copy loops:
 // copy_device.h), or for block-scope puts with RSHMEM_COPY_STRATEGY=2 bulk copies issued by one
@@ -11,28 +8,8 @@
 #ifndef RSHMEM_RMA_DEVICE_H
 #define RSHMEM_RMA_DEVICE_H
 
-#include "poll_device.h"
 #include "copy_device.h"
-
-// The address of symmetric `p` on `pe`, or null when `pe` is not reachable by load/store or
-// `p` is not inside this PE's heap slot.
-RSHMEMI_DEV void* rshmemi_remote_ptr(const void* p, int pe) {
-  const rshmemi_device_state_t* s = rshmemi_state();
-  if (pe < 0 || pe >= s->n_pes || pe >= RSHMEM_MAX_PES || s->my_slot < 0) return 0;
-  const int slot = s->pe_slot[pe];
-  if (slot < 0) return 0;
-  const uint64_t mine = s->heap_base + (uint64_t)s->my_slot * s->heap_stride;
-  const uint64_t off = (uint64_t)(uintptr_t)p - mine;  // wraps to a huge value below the slot
-  if (off >= s->heap_bound) return 0;
-  return (void*)(uintptr_t)(s->heap_base + (uint64_t)slot * s->heap_stride + off);
-}
-
-// rshmemi_remote_ptr, stopping the kernel (ERROR_FLAG_BAD_ADDRESS) when it is null.
-RSHMEMI_DEV void* rshmemi_remote_or_fail(const void* p, int pe) {
-  void* r = rshmemi_remote_ptr(p, pe);
-  if (r == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ADDRESS, p, (uint64_t)(int64_t)pe, 0, 0);
-  return r;
-}
+#include "peer_device.h"
 
 #if RSHMEM_COPY_STRATEGY == 2
 // The bulk path's staging buffers: static shared memory of every kernel that calls a
@@ -85,13 +62,13 @@ RSHMEMI_DEV void rshmemi_group_sync(int scope) {
 // whole transfer is done so `source` may be reused by any thread (trailing sync).
 RSHMEMI_DEV void rshmemi_putmem(void* dest, const void* source, size_t n, int pe, int scope) {
   rshmemi_group_sync(scope);
-  if (n != 0) rshmemi_copy(rshmemi_remote_or_fail(dest, pe), source, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
+  if (n != 0) rshmemi_copy(rshmemi_peer_or_fail(dest, pe), source, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
   rshmemi_group_sync(scope);
 }
 
 RSHMEMI_DEV void rshmemi_getmem(void* dest, const void* source, size_t n, int pe, int scope) {
   rshmemi_group_sync(scope);
-  if (n != 0) rshmemi_copy(dest, rshmemi_remote_or_fail(source, pe), n, rshmemi_lane(scope), rshmemi_nlanes(scope));
+  if (n != 0) rshmemi_copy(dest, rshmemi_peer_or_fail(source, pe), n, rshmemi_lane(scope), rshmemi_nlanes(scope));
   rshmemi_group_sync(scope);
 }
 

@@ -62,7 +62,7 @@ static __device__ __attribute__((noinline)) void rshmemi_rt_team_barrier(int32_t
 // reaches every member's copy of `ws` by load/store; stops the kernel otherwise.
 static __device__ __attribute__((noinline)) rshmemi_team_desc_t rshmemi_rt_reduce_team(int32_t team, const void* ws) {
   const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
-  for (int i = 0; i < t.size; ++i) rshmemi_remote_or_fail(ws, rshmemi_team_member(&t, i));
+  for (int i = 0; i < t.size; ++i) rshmemi_peer_or_fail(ws, rshmemi_team_member(&t, i));
   return t;
 }
 
@@ -71,9 +71,9 @@ template <int OP, typename T>
 RSHMEMI_DEV T rshmemi_rt_combine(const rshmemi_team_desc_t* t, const T* ws, size_t e) {
   typedef rshmemi_conv<T> C;
   typedef typename C::acc A;
-  A acc = C::widen(((const T*)rshmemi_remote_ptr(ws, rshmemi_team_member(t, 0)))[e]);
+  A acc = C::widen(((const T*)rshmemi_peer_ptr(ws, rshmemi_team_member(t, 0)))[e]);
   _Pragma("unroll 1") for (int i = 1; i < t->size; ++i) {
-    const T* peer = (const T*)rshmemi_remote_ptr(ws, rshmemi_team_member(t, i));
+    const T* peer = (const T*)rshmemi_peer_ptr(ws, rshmemi_team_member(t, i));
     acc = rshmemi_combine<OP, A>::f(acc, C::widen(peer[e]));
   }
   return C::narrow(acc);
