@@ -78,8 +78,6 @@ def test_signal_value_wraps_to_64_bits():
 def test_host_backend_has_no_device_ordinal():
     if rshmem.backend() != "host":
         pytest.skip("this session runs on the cuda backend")
-    if not hasattr(rshmem._native, "device_ordinal"):
-        pytest.skip("this build of rshmem._native has no device_ordinal yet")
     with pytest.raises(rshmem.UnsupportedError, match="host backend"):
         _cuda.ordinal()
 
