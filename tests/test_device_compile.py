@@ -107,8 +107,15 @@ def test_fence_and_quiet_instructions(bitcode):
 
 
 def test_barrier_uses_remote_release_adds_and_acquire_wait(bitcode):
-    ptx = _ptx("barrier_all_block", bitcode)
-    assert "red.release.sys.add.u64" in ptx and "ld.acquire.sys" in ptx and "fence.sc.sys" in ptx
+    # Each arriving thread issues one fence (sc for a barrier: quiet; acq_rel for a sync) and then
+    # relaxed system-scope adds: fence + strong write is a release pattern, so the adds release.
+    for row, fence, other in (("barrier_all_block", "fence.sc.sys", "fence.acq_rel.sys"),
+                              ("sync_all_block", "fence.acq_rel.sys", "fence.sc.sys")):
+        ptx = _ptx(row, bitcode)
+        red = ptx.find("red.relaxed.sys.add.u64")
+        assert red >= 0 and "ld.acquire.sys" in ptx, row
+        assert 0 <= ptx.find(fence) < red, f"{row}: {fence} must come before the adds"
+        assert other not in ptx, row
 
 
 def test_state_global_survives_linking(bitcode):

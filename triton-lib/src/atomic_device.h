@@ -55,6 +55,11 @@ RSHMEMI_DEV void rshmemi_relaxed_st_sys_u32(void* p, uint32_t v) {
 RSHMEMI_DEV void rshmemi_red_add_release_sys_u64(void* p, uint64_t v) {
   asm volatile("red.release.sys.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+// Relaxed: for a caller that has just issued a fence itself (fence + strong write is a release
+// pattern), so a loop of these pays for one fence instead of one per reduction.
+RSHMEMI_DEV void rshmemi_relaxed_red_add_sys_u64(void* p, uint64_t v) {
+  asm volatile("red.relaxed.sys.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 
 // ---- read-modify-write atomics (atom), relaxed at system scope ----
 // SHMEM atomics are unordered with respect to other operations except through fence/quiet, as

@@ -3,40 +3,82 @@
 // For team t, two 64-bit words at barrier_ws + 16*t on every member: `arrive` (offset 0) and
 // `epoch` (offset 8). A barrier does e = ++epoch (own PE only), adds 1 with release semantics to
 // every member's `arrive`, then waits with acquire until its own `arrive >= e * size`. Nothing is
-// reset, so back-to-back barriers need no extra phase, and the host runtime's barriers use the
-// same words. Several CTAs of one PE may enter the same team barrier concurrently: each takes its
-// own epoch and the counts add up, as long as every PE enters it equally often.
+// reset, so back-to-back barriers need no extra phase, and the host runtime's barriers
+// (runtime/src/runtime/sync.rs) and the on-stream barrier kernel (runtime_kernels.cu) use the
+// same words the same way. Several CTAs of one PE may enter the same team barrier concurrently:
+// each takes its own epoch and the counts add up, as long as every PE enters it equally often.
+//
+// Latency: the arrivals go out in parallel, member i's from thread i of the group (thread scope:
+// one loop), each after ONE fence per issuing thread rather than one release per add. A release
+// add is MEMBAR.ALL.SYS + RED in SASS, and a second MEMBAR waits until the previous add to a
+// peer has been acknowledged over NVLink, so a serial loop of release adds from one thread
+// costs a round trip per member.
 #ifndef RSHMEM_BARRIER_DEVICE_H
 #define RSHMEM_BARRIER_DEVICE_H
 
 #include "signal_device.h"
 #include "team_device.h"
 
-// Thread scope. `quiet`: barrier (complete all earlier operations) rather than sync.
-RSHMEMI_DEV void rshmemi_team_barrier_thread(int team, bool quiet) {
+// The team descriptor; TEAM_WORLD from the state with invariant loads (device.h).
+RSHMEMI_DEV bool rshmemi_barrier_team(int team, rshmemi_team_desc_t* t) {
+  if (team != RSHMEM_TEAM_WORLD) return rshmemi_team_get(team, t);
   const rshmemi_device_state_t* s = rshmemi_state();
-  rshmemi_team_desc_t t;
-  if (!rshmemi_team_get(team, &t) || t.my_index < 0 || s->barrier_ws == 0) {
-    rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, (const void*)(uintptr_t)s->barrier_ws, (uint64_t)(int64_t)team, 0, 0);
-  }
-  if (quiet) rshmemi_fence_sc_sys();
-  else rshmemi_fence_acq_rel_sys();
-  uint64_t* arrive = (uint64_t*)(uintptr_t)(s->barrier_ws + RSHMEM_BARRIER_WS_BYTES_PER_TEAM * (uint64_t)team);
-  uint64_t* epoch = arrive + 1;
-  const uint64_t e = rshmemi_relaxed_atom_add_u64(epoch, 1) + 1;
-  for (int i = 0; i < t.size; ++i) {
-    // Start after ourselves so the members do not all hit member 0 first.
-    const int pe = rshmemi_team_member(&t, (t.my_index + 1 + i) % t.size);
-    rshmemi_red_add_release_sys_u64(rshmemi_remote_or_fail(arrive, pe), 1);
-  }
-  rshmemi_wait_until<uint64_t>(arrive, RSHMEM_CMP_GE, e * (uint64_t)t.size);
+  t->start = 0;
+  t->stride = 1;
+  t->size = rshmemi_state_i32(&s->n_pes);
+  t->my_index = rshmemi_state_i32(&s->my_pe);
+  return t->size > 0;
 }
 
-// Any scope: the group synchronizes, its first thread runs the barrier, the group synchronizes
-// again, so every thread's earlier operations are covered and every thread sees the others'.
+// The world PE that the i-th add goes to: members in order starting after ourselves, so the
+// members do not all hit member 0 first.
+RSHMEMI_DEV int rshmemi_barrier_target(const rshmemi_team_desc_t* t, uint32_t i) {
+  return rshmemi_team_member(t, (int)(((uint32_t)t->my_index + 1 + i) % (uint32_t)t->size));
+}
+
+// Any scope (thread: the calling thread does all of it). `quiet`: barrier (complete all earlier
+// operations: fence.sc.sys) rather than sync (fence.acq_rel.sys).
+//
+// Ordering: the leading group sync makes every thread's earlier operations precede, in causality
+// order, the fence of each thread that then adds to an `arrive` word (bar.sync synchronizes the
+// group's threads; causality order is transitive). A fence followed by a strong write (the
+// relaxed red.sys) is a release pattern, so every member that acquires its `arrive` after our
+// add sees all of it; the adds to one `arrive` word are atomics, so an acquire that reads a later
+// add's result still synchronizes with ours (observation order runs through atomics). The first
+// thread's acquire wait, then the trailing group sync, give every thread of the group what the
+// other members released.
 RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) {
+  const rshmemi_device_state_t* s = rshmemi_state();
+  rshmemi_team_desc_t t;
+  const bool ok = rshmemi_barrier_team(team, &t);
+  const uint64_t ws = rshmemi_state_u64(&s->barrier_ws);
+  if (!ok || t.my_index < 0 || ws == 0) {
+    rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, (const void*)(uintptr_t)ws, (uint64_t)(int64_t)team, 0, 0);
+  }
+  uint64_t* arrive = (uint64_t*)(uintptr_t)(ws + RSHMEM_BARRIER_WS_BYTES_PER_TEAM * (uint64_t)team);
+  uint64_t* epoch = arrive + 1;
+  const uint32_t lane = rshmemi_lane(scope);
+  const uint32_t nlanes = rshmemi_nlanes(scope);
+  const uint32_t size = (uint32_t)t.size;
+  // This thread's first target is translated before the sync, so its state loads overlap it.
+  uint64_t* first = 0;
+  if (lane < size) {
+    first = (uint64_t*)rshmemi_peer_or_fail(arrive, rshmemi_barrier_target(&t, lane));
+  }
   rshmemi_group_sync(scope);
-  if (rshmemi_lane(scope) == 0) rshmemi_team_barrier_thread(team, quiet);
+  if (lane < size) {
+    if (quiet) rshmemi_fence_sc_sys();
+    else rshmemi_fence_acq_rel_sys();
+    rshmemi_relaxed_red_add_sys_u64(first, 1);
+    for (uint32_t i = lane + nlanes; i < size; i += nlanes) {
+      rshmemi_relaxed_red_add_sys_u64(rshmemi_peer_or_fail(arrive, rshmemi_barrier_target(&t, i)), 1);
+    }
+  }
+  if (lane == 0) {
+    // After this thread's adds, so the fence above does not wait for this atomic too.
+    const uint64_t e = rshmemi_relaxed_atom_add_u64(epoch, 1) + 1;
+    rshmemi_wait_until<uint64_t>(arrive, RSHMEM_CMP_GE, e * (uint64_t)size);
+  }
   rshmemi_group_sync(scope);
 }
 

@@ -32,6 +32,18 @@ extern "C" __device__ rshmemi_device_state_t rshmemi_device_state_d;
 
 RSHMEMI_DEV const rshmemi_device_state_t* rshmemi_state() { return &rshmemi_device_state_d; }
 
+// Loads of state fields on latency-critical paths (signals, waits, barriers, single-element RMA).
+// The state does not change while a kernel runs (the runtime writes it between launches), so
+// these are `ld.global.nc` loads that LLVM marks invariant: unlike a plain `s->field`, they are
+// not reloaded after every inline-asm "memory" clobber (each acquire / release / fence is one),
+// they may be hoisted out of a kernel's loop and merged with each other, and none of them waits
+// on a branch over another. Reading a field that the runtime may change during a kernel (none
+// today) would need a plain load instead.
+RSHMEMI_DEV int32_t rshmemi_state_i32(const int32_t* field) { return __nvvm_ldg_i(field); }
+RSHMEMI_DEV uint64_t rshmemi_state_u64(const uint64_t* field) {
+  return (uint64_t)__nvvm_ldg_ull((const unsigned long long*)field);
+}
+
 // Thread geometry (x is the only axis Triton uses; all three are offered for CUDA C++ users).
 RSHMEMI_DEV uint32_t rshmemi_tid() {
   return __nvvm_read_ptx_sreg_tid_x() +

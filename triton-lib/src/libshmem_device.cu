@@ -20,11 +20,11 @@ RSHMEM_EXPORT int32_t rshmem_team_n_pes(int32_t team) { return rshmemi_team_n_pe
 RSHMEM_EXPORT int32_t rshmem_team_translate_pe(int32_t src_team, int32_t pe, int32_t dest_team) {
   return rshmemi_team_translate_pe(src_team, pe, dest_team);
 }
-RSHMEM_EXPORT void* rshmem_ptr(const void* ptr, int32_t pe) { return rshmemi_remote_ptr(ptr, pe); }
+RSHMEM_EXPORT void* rshmem_ptr(const void* ptr, int32_t pe) { return rshmemi_peer_ptr(ptr, pe); }
 
 // ---------------------------------------------------------------- typed RMA
 RSHMEM_EXPORT int32_t rshmem_int_p(int32_t* dest, int32_t value, int32_t pe) {
-  *(int32_t*)rshmemi_remote_or_fail(dest, pe) = value;
+  *(int32_t*)rshmemi_peer_or_fail(dest, pe) = value;
   return 0;
 }
 
@@ -60,10 +60,10 @@ RSHMEM_EXPORT int32_t rshmem_int_p(int32_t* dest, int32_t value, int32_t pe) {
 
 #define RSHMEMI_TYPED_RMA(N, T)                                                                              \
   RSHMEM_EXPORT int32_t rshmem_##N##_p(T* dest, T value, int32_t pe) {                                       \
-    *(T*)rshmemi_remote_or_fail(dest, pe) = value;                                                           \
+    *(T*)rshmemi_peer_or_fail(dest, pe) = value;                                                           \
     return 0;                                                                                                \
   }                                                                                                          \
-  RSHMEM_EXPORT T rshmem_##N##_g(const T* source, int32_t pe) { return *(const T*)rshmemi_remote_or_fail(source, pe); } \
+  RSHMEM_EXPORT T rshmem_##N##_g(const T* source, int32_t pe) { return *(const T*)rshmemi_peer_or_fail(source, pe); } \
   RSHMEM_EXPORT int32_t rshmem_##N##_put(T* dest, const T* source, uint64_t nelems, int32_t pe) {            \
     rshmemi_putmem(dest, source, nelems * sizeof(T), pe, RSHMEMI_THREAD);                                    \
     return 0;                                                                                                \
@@ -171,24 +171,24 @@ RSHMEMI_BARRIER_TEAM(rshmemx_team_sync_block, false, RSHMEMI_BLOCK)
 #define RSHMEMI_AMO(N, T)                                                                                       \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch(T* ptr, int32_t pe) {                                               \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_ld_sys((const B*)rshmemi_remote_or_fail(ptr, pe));                                \
+    return (T)rshmemi_relaxed_ld_sys((const B*)rshmemi_peer_or_fail(ptr, pe));                                \
   }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmem_##N##_atomic_set(T* ptr, T value, int32_t pe) {                                  \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    rshmemi_relaxed_st_sys((B*)rshmemi_remote_or_fail(ptr, pe), (B)value);                                      \
+    rshmemi_relaxed_st_sys((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                                      \
     return 0;                                                                                                   \
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_swap(T* ptr, T value, int32_t pe) {                                       \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_exch((B*)rshmemi_remote_or_fail(ptr, pe), (B)value);                         \
+    return (T)rshmemi_relaxed_atom_exch((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                         \
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_compare_swap(T* ptr, T cond, T value, int32_t pe) {                       \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_cas((B*)rshmemi_remote_or_fail(ptr, pe), (B)cond, (B)value);                 \
+    return (T)rshmemi_relaxed_atom_cas((B*)rshmemi_peer_or_fail(ptr, pe), (B)cond, (B)value);                 \
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_add(T* ptr, T value, int32_t pe) {                                  \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_add((B*)rshmemi_remote_or_fail(ptr, pe), (B)value);                          \
+    return (T)rshmemi_relaxed_atom_add((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                          \
   }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmem_##N##_atomic_add(T* ptr, T value, int32_t pe) {                                  \
     rshmem_##N##_atomic_fetch_add(ptr, value, pe);                                                              \
@@ -201,7 +201,7 @@ RSHMEMI_BARRIER_TEAM(rshmemx_team_sync_block, false, RSHMEMI_BLOCK)
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_and(T* ptr, T value, int32_t pe) {                                  \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_and((B*)rshmemi_remote_or_fail(ptr, pe), (B)value);                          \
+    return (T)rshmemi_relaxed_atom_and((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                          \
   }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmem_##N##_atomic_and(T* ptr, T value, int32_t pe) {                                  \
     rshmem_##N##_atomic_fetch_and(ptr, value, pe);                                                              \
@@ -209,7 +209,7 @@ RSHMEMI_BARRIER_TEAM(rshmemx_team_sync_block, false, RSHMEMI_BLOCK)
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_or(T* ptr, T value, int32_t pe) {                                   \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_or((B*)rshmemi_remote_or_fail(ptr, pe), (B)value);                           \
+    return (T)rshmemi_relaxed_atom_or((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                           \
   }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmem_##N##_atomic_or(T* ptr, T value, int32_t pe) {                                   \
     rshmem_##N##_atomic_fetch_or(ptr, value, pe);                                                               \
@@ -217,7 +217,7 @@ RSHMEMI_BARRIER_TEAM(rshmemx_team_sync_block, false, RSHMEMI_BLOCK)
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_xor(T* ptr, T value, int32_t pe) {                                  \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_xor((B*)rshmemi_remote_or_fail(ptr, pe), (B)value);                          \
+    return (T)rshmemi_relaxed_atom_xor((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                          \
   }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmem_##N##_atomic_xor(T* ptr, T value, int32_t pe) {                                  \
     rshmem_##N##_atomic_fetch_xor(ptr, value, pe);                                                              \

@@ -48,22 +48,37 @@ RSHMEMI_DEV T rshmemi_load_acquire(const T* p) {
   return (T)rshmemi_ld_acquire_sys((const B*)p);
 }
 
+// Whether the timeout clock is due for a look on poll number `i` (1, 2, ...): every 64th poll,
+// so a debug run does not pay a %globaltimer read per poll either.
+RSHMEMI_DEV bool rshmemi_timer_due(uint32_t i) { return (i & 63u) == 0; }
+
+// The debug timeout (0 = none), read once per wait with an invariant load (device.h).
+RSHMEMI_DEV uint64_t rshmemi_wait_timeout() { return rshmemi_state_u64(&rshmemi_state()->debug_wait_timeout_ns); }
+
 // Spins until `*p <cmp> target`; returns the value that satisfied it. Acquire: memory written
 // before the release that produced this value is visible after return. Thread scope.
+//
+// Every poll is an acquire load and the returned value is the one that acquire load read, so
+// the synchronization is with the writer of the returned value (polling relaxed and re-reading
+// with acquire could return a value that no acquire read saw). Without a timeout the loop is
+// only load, compare, branch; with one, the clock is read every 64th poll.
 template <typename T>
 RSHMEMI_DEV T rshmemi_wait_until(const T* p, int cmp, T target) {
-  const uint64_t timeout = rshmemi_state()->debug_wait_timeout_ns;
-  uint64_t start = 0;
-  for (;;) {
-    const T v = rshmemi_load_acquire(p);
+  const uint64_t timeout = rshmemi_wait_timeout();
+  T v = rshmemi_load_acquire(p);
+  if (rshmemi_compare(v, cmp, target)) return v;
+  if (timeout == 0) {
+    do {
+      v = rshmemi_load_acquire(p);
+    } while (!rshmemi_compare(v, cmp, target));
+    return v;
+  }
+  const uint64_t start = rshmemi_globaltimer();
+  for (uint32_t i = 1;; ++i) {
+    v = rshmemi_load_acquire(p);
     if (rshmemi_compare(v, cmp, target)) return v;
-    if (timeout != 0) {
-      const uint64_t now = rshmemi_globaltimer();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > timeout) {
-        rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, p, (uint64_t)(int64_t)cmp, (uint64_t)target, (uint64_t)v);
-      }
+    if (rshmemi_timer_due(i) && rshmemi_globaltimer() - start > timeout) {
+      rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, p, (uint64_t)(int64_t)cmp, (uint64_t)target, (uint64_t)v);
     }
   }
 }
@@ -103,19 +118,22 @@ RSHMEMI_DEV int64_t rshmemi_test_some(const T* ivars, size_t n, const int32_t* s
 // as rshmemi_wait_until (the record names the first array element).
 template <typename T, typename R, typename F>
 RSHMEMI_DEV R rshmemi_wait_vector(const T* ivars, int cmp, T target, F test, R none) {
-  const uint64_t timeout = rshmemi_state()->debug_wait_timeout_ns;
-  uint64_t start = 0;
-  for (;;) {
-    const R r = test();
+  const uint64_t timeout = rshmemi_wait_timeout();
+  R r = test();
+  if (r != none) return r;
+  if (timeout == 0) {
+    do {
+      r = test();
+    } while (r == none);
+    return r;
+  }
+  const uint64_t start = rshmemi_globaltimer();
+  for (uint32_t i = 1;; ++i) {
+    r = test();
     if (r != none) return r;
-    if (timeout != 0) {
-      const uint64_t now = rshmemi_globaltimer();
-      if (start == 0) {
-        start = now;
-      } else if (now - start > timeout) {
-        rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, ivars, (uint64_t)(int64_t)cmp, (uint64_t)target,
-                     (uint64_t)rshmemi_load_acquire(ivars));
-      }
+    if (rshmemi_timer_due(i) && rshmemi_globaltimer() - start > timeout) {
+      rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, ivars, (uint64_t)(int64_t)cmp, (uint64_t)target,
+                   (uint64_t)rshmemi_load_acquire(ivars));
     }
   }
 }

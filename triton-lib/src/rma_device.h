@@ -3,14 +3,16 @@
 // A symmetric address `p` of this PE lies in this PE's heap slot; the same object on PE `pe`
 // is at the same offset in `pe`'s slot, which this process has mapped too:
 //   remote = heap_base + pe_slot[pe] * heap_stride + (p - (heap_base + pe_slot[my_pe] * heap_stride)).
-// Copies are plain (weak) loads and stores, 16 bytes per access when the source and
-// destination are congruent modulo 16 (else 8, 4, 1), spread over the threads of the calling
-// group. They complete before the call returns; ordering toward other PEs comes from
+// Copies are weak loads and stores, 16 bytes per access when the source and destination are
+// congruent modulo 16 (else 8, 4, 1), spread over the threads of the calling group (copy loops:
+// copy_device.h), or for block-scope puts with RSHMEM_COPY_STRATEGY=2 bulk copies issued by one
+// thread. They complete before the call returns; ordering toward other PEs comes from
 // fence/quiet/signal/barrier.
 #ifndef RSHMEM_RMA_DEVICE_H
 #define RSHMEM_RMA_DEVICE_H
 
 #include "poll_device.h"
+#include "copy_device.h"
 
 // The address of symmetric `p` on `pe`, or null when `pe` is not reachable by load/store or
 // `p` is not inside this PE's heap slot.
@@ -32,47 +34,36 @@ RSHMEMI_DEV void* rshmemi_remote_or_fail(const void* p, int pe) {
   return r;
 }
 
-struct __attribute__((aligned(16))) rshmemi_v16 {
-  uint64_t lo, hi;
-};
+#if RSHMEM_COPY_STRATEGY == 2
+// The bulk path's staging buffers: static shared memory of every kernel that calls a
+// block-scope copy (see copy_device.h for the launch-limit caveat).
+static __shared__ __attribute__((aligned(128))) char rshmemi_bulk_buf[RSHMEM_BULK_STAGES * RSHMEM_BULK_CHUNK];
+static __shared__ uint64_t rshmemi_bulk_bars[RSHMEM_BULK_STAGES];
+#endif
 
-// Copies `count` elements of V, element i by thread (i mod nlanes) of the group. Four loads
-// are issued before their stores so each thread keeps several requests in flight.
-template <typename V>
-RSHMEMI_DEV void rshmemi_copy_elems(V* d, const V* s, size_t count, uint32_t lane, uint32_t nlanes) {
-  size_t i = lane;
-  const size_t step = nlanes;
-  for (; i + 3 * step < count; i += 4 * step) {
-    const V a = s[i], b = s[i + step], c = s[i + 2 * step], e = s[i + 3 * step];
-    d[i] = a;
-    d[i + step] = b;
-    d[i + 2 * step] = c;
-    d[i + 3 * step] = e;
-  }
-  for (; i < count; i += step) d[i] = s[i];
-}
-
-// Copies n bytes with the widest access the relative alignment allows. Called by every thread
-// of a group of `nlanes` threads (1 = thread scope), each with its own `lane`.
+// Copies n bytes with the widest access the relative alignment allows, spread over a group of
+// `nlanes` threads (1 = thread scope), each calling with its own `lane`; every thread of the
+// group calls it with the same arguments. The loop is chosen at compile time by
+// RSHMEM_COPY_STRATEGY (copy_device.h). With strategy 2, a group that is the whole block (block
+// scope, or warp scope in a one-warp block) copies large congruent global buffers with bulk
+// copies: each thread fences its earlier global stores toward the async proxy, the block
+// synchronizes, and thread 0 streams the body while the others copy head and tail. On return
+// this thread's part is done; the caller's trailing group sync completes the whole copy.
 RSHMEMI_DEV void rshmemi_copy(void* dst, const void* src, size_t n, uint32_t lane, uint32_t nlanes) {
-  char* d = (char*)dst;
-  const char* s = (const char*)src;
-  const uintptr_t diff = (uintptr_t)d ^ (uintptr_t)s;
-  const size_t w = (diff & 15) == 0 ? 16 : (diff & 7) == 0 ? 8 : (diff & 3) == 0 ? 4 : 1;
-  size_t head = (w - ((uintptr_t)d & (w - 1))) & (w - 1);
-  if (head > n) head = n;
-  rshmemi_copy_elems((uint8_t*)d, (const uint8_t*)s, head, lane, nlanes);
-  const size_t nv = (n - head) / w;
-  char* dv = d + head;
-  const char* sv = s + head;
-  switch (w) {
-    case 16: rshmemi_copy_elems((rshmemi_v16*)dv, (const rshmemi_v16*)sv, nv, lane, nlanes); break;
-    case 8: rshmemi_copy_elems((uint64_t*)dv, (const uint64_t*)sv, nv, lane, nlanes); break;
-    case 4: rshmemi_copy_elems((uint32_t*)dv, (const uint32_t*)sv, nv, lane, nlanes); break;
-    default: rshmemi_copy_elems((uint8_t*)dv, (const uint8_t*)sv, nv, lane, nlanes); break;
+#if RSHMEM_COPY_STRATEGY == 0
+  rshmemi_copy_legacy(dst, src, n, lane, nlanes);
+#else
+#if RSHMEM_COPY_STRATEGY == 2
+  if (nlanes > 1 && nlanes == rshmemi_nthreads() && n >= (size_t)RSHMEM_BULK_MIN_BYTES) {
+    rshmemi_fence_proxy_async_global();
+    rshmemi_syncthreads();
+    rshmemi_copy_bulk_block<RSHMEM_BULK_STAGES, RSHMEM_BULK_CHUNK, RSHMEM_COPY_UNROLL>(
+        dst, src, n, lane, nlanes, rshmemi_bulk_buf, rshmemi_bulk_bars);
+    return;
   }
-  const size_t done = head + nv * w;
-  rshmemi_copy_elems((uint8_t*)(d + done), (const uint8_t*)(s + done), n - done, lane, nlanes);
+#endif
+  rshmemi_copy_unrolled<RSHMEM_COPY_UNROLL>(dst, src, n, lane, nlanes);
+#endif
 }
 
 // ---- calling groups: thread, warp, block ----
