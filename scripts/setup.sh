@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-time setup of a fresh Debian machine for rshmem, shared by the README's commands and CI:
 #   1. clang-19 / llvm-19 (the device library's compiler), from apt when missing;
-#   2. a virtual environment (.venv, or $RSHMEM_VENV) with torch, triton, numpy, pytest, maturin;
+#   2. a virtual environment (.venv, or $RSHMEM_VENV) with torch, triton, numpy, pytest, maturin
+#      and matplotlib (the benchmarks' plots);
 #   3. the device library triton-lib/build.py -> python/rshmem/triton/lib/libshmem_device.bc
 #      (rebuilt only when a source is newer);
 #   4. the rshmem wheel (maturin, release), checked to contain that bitcode, installed into the venv.
@@ -12,7 +13,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${RSHMEM_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
-PINS=(torch==2.11.0 triton==3.6.0 numpy pytest maturin)
+PINS=(torch==2.11.0 triton==3.6.0 numpy pytest maturin matplotlib)
 BC="$ROOT/python/rshmem/triton/lib/libshmem_device.bc"
 
 log() { printf '\n== %s\n' "$*"; }
@@ -38,7 +39,7 @@ if ! "$VENV/bin/python" - <<'PYCHECK' 2>/dev/null
 import importlib.metadata as md
 want = {"torch": "2.11.0", "triton": "3.6.0"}
 assert all(md.version(k).split("+")[0] == v for k, v in want.items())
-for name in ("numpy", "pytest", "maturin"):
+for name in ("numpy", "pytest", "maturin", "matplotlib"):
     md.version(name)
 PYCHECK
 then
