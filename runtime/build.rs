@@ -14,11 +14,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Oldest architecture the PTX targets: sm_70 (Volta) has every instruction the device library
-/// uses (`fence.sc.sys`, `.sem` qualifiers, `bar.warp.sync`), with PTX ISA 7.0; the driver
-/// compiles it for any newer GPU.
-const ARCH: &str = "sm_70";
-const PTX_FEATURE: &str = "+ptx70";
+/// Oldest architecture the PTX targets: sm_80 (A100), with PTX ISA 8.0 (CUDA 12.0 drivers and
+/// newer). The copy loops use cache-eviction qualifiers (`ld.global.L1::no_allocate`, PTX ISA
+/// 7.4); PTX 7.0 made the driver refuse the module (CUDA_ERROR_INVALID_PTX, seen on H200).
+/// The driver compiles the PTX for any newer GPU.
+const ARCH: &str = "sm_80";
+const PTX_FEATURE: &str = "+ptx80";
 
 /// (macro that selects the kernels, output file).
 const PARTS: [(&str, &str); 2] = [("RSHMEMI_RT_BARRIER", "rt_barrier.ptx"), ("RSHMEMI_RT_REDUCE", "rt_reduce.ptx")];
