@@ -141,5 +141,6 @@ def test_exception_hierarchy():
     assert issubclass(rshmem.TimeoutError, TimeoutError)
     for name in rshmem.__all__:
         obj = getattr(rshmem, name)
-        if isinstance(obj, type) and issubclass(obj, BaseException):
+        if isinstance(obj, type) and issubclass(obj, BaseException) and not issubclass(obj, Warning):
             assert issubclass(obj, rshmem.RshmemError), name
+    assert issubclass(rshmem.LiveTensorsWarning, RuntimeWarning)
