@@ -43,7 +43,8 @@ def test_reinit_starts_a_fresh_heap_and_forgets_old_tensors(me, npes, peer):
     import rshmem.torch as rtorch
 
     old = rtorch.create_symmetric_tensor((16,), torch.int64)
-    rshmem.finalize()  # frees everything, `old` included
+    with pytest.warns(rshmem.LiveTensorsWarning, match=r"1 symmetric tensor\(s\) \(128 bytes\)"):
+        rshmem.finalize()  # frees everything, `old` included
     start()
     base = rshmem.heap_in_use()
     t = rtorch.create_symmetric_tensor((16,), torch.int64)  # may get the address `old` had
@@ -141,5 +142,6 @@ def test_exception_hierarchy():
     assert issubclass(rshmem.TimeoutError, TimeoutError)
     for name in rshmem.__all__:
         obj = getattr(rshmem, name)
-        if isinstance(obj, type) and issubclass(obj, BaseException):
+        if isinstance(obj, type) and issubclass(obj, BaseException) and not issubclass(obj, Warning):
             assert issubclass(obj, rshmem.RshmemError), name
+    assert issubclass(rshmem.LiveTensorsWarning, RuntimeWarning)

@@ -28,6 +28,7 @@ from ._native import (
     __version__,
 )
 from ._core import (
+    LiveTensorsWarning,
     Team,
     align,
     backend,
@@ -121,6 +122,7 @@ __all__ = [
     "UnsupportedError",
     "OsError",
     "DriverError",
+    "LiveTensorsWarning",
     # setup and queries
     "__version__",
     "init",

@@ -10,17 +10,32 @@ made on PE 0 by `get_unique_id()`, plus its rank and the PE count. Who hands the
 4. torchrun / mpirun variables (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`): the runtime
    reads them itself and PE 0 listens on `MASTER_PORT + 1` (or `RSHMEM_BOOTSTRAP_PORT`).
 5. none of these: one PE.
+
+At interpreter exit a job still running is finalized (an `atexit` handler registered by `init`),
+so a program that never calls `finalize` exits cleanly; see `finalize` and `init`.
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
 import os
 import sys
+import warnings
 
 from . import _native
 from ._native import InvalidArgumentError
 
-_finalize_hooks = []  # called before the runtime stops (rshmem.torch forgets its tensors)
+# Called before the runtime stops: rshmem.torch and rshmem._cuda forget their tensors there, and
+# each hook returns (count, bytes) of the tensors it forgot that Python still references.
+_finalize_hooks = []
+_log = logging.getLogger("rshmem")
+_atexit_registered = [False]
+
+
+class LiveTensorsWarning(RuntimeWarning):
+    """Warned by `finalize` when symmetric tensors made by `rshmem.torch` are still referenced:
+    their memory is freed with the heap, and using them afterwards is an error."""
 
 
 class Team(int):
@@ -99,6 +114,14 @@ def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=
     `backend` is `"cuda"` or `"host"` (default: `RSHMEM_BACKEND`, else cuda when a GPU is
     visible); `device` is the GPU of this PE (int, `"cuda:N"` or `torch.device`). See the module
     docstring for how the PEs are found. Raises `AlreadyInitializedError` when already running.
+
+    rshmem's bootstrap is its own TCP connection between the PEs: once `init` has returned, the
+    torch.distributed group (or MPI communicator) that handed the unique id around is no longer
+    needed, and `torch.distributed.destroy_process_group()` may run before or after `finalize`.
+    A process that exits without `finalize` is finalized at interpreter exit (`atexit`): like
+    `finalize` this waits for the other PEs, at most `RSHMEM_BOOTSTRAP_TIMEOUT_S`; an error there
+    (a peer already gone) is logged as a warning on the `rshmem` logger, and this PE's resources
+    are released anyway.
     """
     given = [uid is not None, rank is not None, nranks is not None]
     if any(given) and not all(given):
@@ -114,6 +137,9 @@ def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=
     if uid is not None and not isinstance(uid, (bytes, bytearray)):
         raise InvalidArgumentError(f"uid must be the bytes returned by rshmem.get_unique_id(), not {type(uid).__name__}")
     _native.init(bytes(uid) if uid is not None else None, rank, nranks, backend, _device_index(device))
+    if not _atexit_registered[0]:
+        atexit.register(_finalize_at_exit)
+        _atexit_registered[0] = True
     if "torch" in sys.modules and _native.backend() == "cuda":
         from . import _cuda  # torch is loaded already; without it, importing rshmem.torch does this
 
@@ -122,12 +148,47 @@ def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=
 
 def finalize() -> None:
     """Collective: frees every symmetric allocation and stops rshmem (`nvshmem_finalize`).
-    Calling it when rshmem is not running does nothing."""
+    Calling it when rshmem is not running does nothing.
+
+    Symmetric tensors of `rshmem.torch` that Python still references are freed too: one
+    `LiveTensorsWarning` says how many and how many bytes, and `free_tensor` / `peer_tensor` on
+    them raise `NotSymmetricError` afterwards (reading them is undefined: their memory is gone).
+    """
+    _finalize(warn_live=True)
+
+
+def _finalize(warn_live: bool) -> None:
     if not _native.is_initialized():
         return
+    count = nbytes = 0
     for hook in list(_finalize_hooks):
-        hook()
+        n, b = hook() or (0, 0)
+        count, nbytes = count + n, nbytes + b
     _native.finalize()
+    # Warned only now: with warnings turned into errors, raising before the runtime stopped would
+    # leave it running with its tensors already forgotten.
+    if warn_live and count:
+        warnings.warn(
+            f"rshmem.finalize(): {count} symmetric tensor(s) ({nbytes} bytes) are still alive; their memory "
+            "is freed now and any further use of them is an error (free_tensor them before finalize)",
+            LiveTensorsWarning,
+            stacklevel=3,
+        )
+
+
+def _finalize_at_exit() -> None:
+    """atexit: finalizes a job the program left running. Never raises: a peer may already be gone
+    (PeerDiedError, or TimeoutError after RSHMEM_BOOTSTRAP_TIMEOUT_S), and the runtime releases
+    this PE's resources whether the collective part succeeds or not."""
+    if not _native.is_initialized():
+        return
+    _log.info("rshmem: finalizing at interpreter exit (the program did not call rshmem.finalize())")
+    try:
+        # No LiveTensorsWarning here: every tensor dies with the interpreter anyway.
+        _finalize(warn_live=False)
+    except Exception as e:  # noqa: BLE001 - an exit handler must not raise
+        _log.warning("rshmem: finalize at interpreter exit failed (%s: %s); this PE left the job without "
+                     "its peers agreeing", type(e).__name__, e)
 
 
 def is_initialized() -> bool:

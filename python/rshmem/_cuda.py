@@ -24,6 +24,7 @@ import ctypes
 import importlib.util
 import math
 import operator
+import weakref
 
 import torch
 
@@ -90,10 +91,11 @@ class _Allocation:
     """One symmetric allocation made here: its base address, size, and whether it is still live.
     Every tensor over it (local or peer view) keeps this record alive through its storage."""
 
-    __slots__ = ("base", "nbytes", "alive")
+    __slots__ = ("base", "nbytes", "alive", "tensor")
 
     def __init__(self, base: int, nbytes: int):
         self.base, self.nbytes, self.alive = base, nbytes, True
+        self.tensor = None  # weak reference to the tensor create_symmetric_tensor returned
 
 
 class _HeapBytes:
@@ -243,14 +245,18 @@ _bases: list = []
 _allocs: dict = {}
 
 
-def _forget_all() -> None:
+def _forget_all() -> tuple:
+    """Marks every allocation freed (finalize frees the heap); returns (count, bytes) of the
+    tensors create_symmetric_tensor returned that are still referenced."""
     if _native.backend() == "cuda" and torch.cuda.is_initialized():
         # Kernels still queued may touch the heap that finalize is about to unmap.
         torch.cuda.synchronize(ordinal())
+    alive = [r for r in _allocs.values() if r.tensor is not None and r.tensor() is not None]
     for record in _allocs.values():
         record.alive = False
     _bases.clear()
     _allocs.clear()
+    return len(alive), sum(r.nbytes for r in alive)
 
 
 _core._finalize_hooks.append(_forget_all)
@@ -285,6 +291,7 @@ def create_symmetric_tensor(dims: tuple, dtype) -> torch.Tensor:
     _allocs[base] = record
     t._rshmem_base = base  # free_tensor finds zero-size tensors by this
     t._rshmem_alloc = record
+    record.tensor = weakref.ref(t)
     return t
 
 

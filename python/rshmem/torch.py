@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import math
+import weakref
 
 import torch
 
@@ -32,18 +33,26 @@ SIGNAL_DTYPE = torch.int64
 
 _CUDA_LATER = "the cuda backend arrives with issue 3"
 
-# Live allocations made here: sorted base addresses, and base -> size in bytes.
+# Live allocations made here: sorted base addresses, base -> size in bytes, and base -> a weak
+# reference to the tensor create_symmetric_tensor returned (finalize counts those still alive).
 _bases: list = []
 _sizes: dict = {}
+_tensors: dict = {}
 # Which init the allocations belong to: a tensor kept across finalize + init may have the base
 # address of a new allocation (the new heap can land at the same addresses), and must not free it.
 _run = [0]
 
 
-def _forget_all() -> None:
+def _forget_all() -> tuple:
+    """Forgets every allocation (finalize frees the heap); returns (count, bytes) of the tensors
+    still referenced. The new run number makes free_tensor / peer_tensor refuse them."""
+    alive = [base for base, ref in _tensors.items() if ref() is not None]
+    found = (len(alive), sum(_sizes[base] for base in alive))
     _bases.clear()
     _sizes.clear()
+    _tensors.clear()
     _run[0] += 1
+    return found
 
 
 _core._finalize_hooks.append(_forget_all)
@@ -107,6 +116,7 @@ def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
     t = _wrap(addr, nbytes, dtype, dims)
     bisect.insort(_bases, addr)
     _sizes[addr] = max(nbytes, 1)
+    _tensors[addr] = weakref.ref(t)
     t._rshmem_base = addr  # free_tensor finds zero-size tensors by this
     t._rshmem_run = _run[0]
     return t
@@ -139,6 +149,8 @@ def peer_tensor(t: torch.Tensor, pe: int) -> torch.Tensor:
     _host_only("peer_tensor")
     if t.device.type != "cpu":
         raise NotSymmetricError(f"tensor on {t.device} is not a symmetric tensor of the host backend")
+    if getattr(t, "_rshmem_run", _run[0]) != _run[0]:  # its heap may be a new one at the same address
+        raise NotSymmetricError("this tensor was freed by rshmem.finalize(); allocate a new tensor")
     addr = getattr(t, "_rshmem_base", None) if t.numel() == 0 else t.data_ptr()
     if addr is None:
         raise NotSymmetricError("this empty tensor was not made by create_symmetric_tensor")
@@ -194,6 +206,7 @@ def free_tensor(t: torch.Tensor) -> None:
         )
     _native.free(base)
     del _sizes[base]
+    del _tensors[base]
     _bases.remove(base)
     t._rshmem_base = None
 
