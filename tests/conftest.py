@@ -188,6 +188,25 @@ def cuda_backend():
 
 
 @pytest.fixture
+def sym():
+    """`sym(shape, dtype)` makes a symmetric tensor; the test's tensors are freed at teardown
+    (after a barrier, so no peer still uses them), newest first."""
+    import rshmem
+    import rshmem.torch as rtorch
+
+    made = []
+
+    def make(shape, dtype):
+        made.append(rtorch.create_symmetric_tensor(shape, dtype))
+        return made[-1]
+
+    yield make
+    rshmem.barrier_all()
+    for t in reversed(made):
+        rtorch.free_tensor(t)
+
+
+@pytest.fixture
 def me():
     import rshmem
 

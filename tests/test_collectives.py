@@ -8,7 +8,6 @@ import pytest
 import torch
 
 import rshmem
-import rshmem.torch as rtorch
 
 DTYPES = [torch.int8, torch.int32, torch.int64, torch.uint8, torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
@@ -16,20 +15,6 @@ DTYPES = [torch.int8, torch.int32, torch.int64, torch.uint8, torch.float16, torc
 def source_of(pe, n, dtype):
     # small integers: exact in every dtype, sums and products included
     return (torch.arange(n) % 5 + pe + 1).to(dtype)
-
-
-@pytest.fixture
-def sym():
-    made = []
-
-    def make(shape, dtype):
-        made.append(rtorch.create_symmetric_tensor(shape, dtype))
-        return made[-1]
-
-    yield make
-    rshmem.barrier_all()
-    for t in reversed(made):
-        rtorch.free_tensor(t)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -16,20 +16,6 @@ import rshmem.torch as rtorch
 from conftest import run_pes
 
 
-@pytest.fixture
-def sym():
-    made = []
-
-    def make(shape, dtype):
-        made.append(rtorch.create_symmetric_tensor(shape, dtype))
-        return made[-1]
-
-    yield make
-    rshmem.barrier_all()
-    for t in reversed(made):
-        rtorch.free_tensor(t)
-
-
 # ------------------------------------------------------------------------------ PE out of range
 
 

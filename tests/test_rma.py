@@ -12,20 +12,6 @@ TYPED = [
 ]
 
 
-@pytest.fixture
-def sym():
-    made = []
-
-    def make(shape, dtype):
-        made.append(rtorch.create_symmetric_tensor(shape, dtype))
-        return made[-1]
-
-    yield make
-    rshmem.barrier_all()
-    for t in reversed(made):
-        rtorch.free_tensor(t)
-
-
 def test_put_get_roundtrip(sym, me, peer):
     dst = sym((64,), torch.float32)
     src = torch.arange(64, dtype=torch.float32) + 100 * me

@@ -123,6 +123,10 @@ def load(module: str):
             _modules[module] = importlib.import_module("test_device_memory_model")
         else:
             path = ROOT / TUTORIALS[module]
+            # The tutorials import their shared helpers (`from _common import ...`) from their own
+            # folder, which a script run puts on sys.path; loading them by path does not.
+            if str(path.parent) not in sys.path:
+                sys.path.insert(0, str(path.parent))
             spec = importlib.util.spec_from_file_location(f"rshmem_tutorial_{module}", path)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)  # main() runs only under __main__

@@ -48,7 +48,6 @@ cost; they are not benchmarks (see benchmarks/ for those).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
@@ -62,6 +61,8 @@ import rshmem.triton as rt
 from rshmem.triton import libshmem_device as shm
 from rshmem.triton.language import syncthreads, tid
 
+from _common import agree, setup
+
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -74,27 +75,9 @@ def parse_args():
     return p.parse_args()
 
 
-def setup(backend: str | None):
-    """torch.distributed first (nccl on GPUs, gloo otherwise), then rshmem on the same group."""
-    use_gpu = torch.cuda.is_available() if backend is None else backend == "cuda"
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if use_gpu:
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if use_gpu else "gloo")
-    rshmem.init(dist.group.WORLD, backend="cuda" if use_gpu else "host", device=local_rank if use_gpu else None)
-    return torch.device("cuda", local_rank) if use_gpu else torch.device("cpu")
-
-
 def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
-
-
-def agree(ok: bool, device) -> bool:
-    """True when `ok` holds on every rank (so every rank prints and exits the same way)."""
-    flag = torch.tensor([int(ok)], device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())
 
 
 # ------------------------------------------------------------------ the pull (copy-engine) variant

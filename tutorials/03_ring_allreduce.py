@@ -48,7 +48,6 @@ On the host backend (no GPU) the same ring runs through the host API (``rshmem.p
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import time
 
@@ -61,6 +60,8 @@ import rshmem.torch as rtorch
 import rshmem.triton as rt
 from rshmem.triton import libshmem_device as shm
 from rshmem.triton.language import syncthreads, tid
+
+from _common import agree, setup
 
 MAX_CTAS = 128  # signal words are allocated for this many CTAs
 
@@ -139,24 +140,6 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3, help="untimed iterations before timing (GPU)")
     p.add_argument("--backend", choices=["cuda", "host"], default=None, help="default: cuda if a GPU is present")
     return p.parse_args()
-
-
-def setup(backend: str | None):
-    """torch.distributed first (nccl on GPUs, gloo otherwise), then rshmem on the same group."""
-    use_gpu = torch.cuda.is_available() if backend is None else backend == "cuda"
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if use_gpu:
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if use_gpu else "gloo")
-    rshmem.init(dist.group.WORLD, backend="cuda" if use_gpu else "host", device=local_rank if use_gpu else None)
-    return torch.device("cuda", local_rank) if use_gpu else torch.device("cpu")
-
-
-def agree(ok: bool, device) -> bool:
-    """True when `ok` holds on every rank (so every rank prints and exits the same way)."""
-    flag = torch.tensor([int(ok)], device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())
 
 
 def kernel_allreduce(x, out, recv, sig, epoch, n_ctas):

@@ -35,7 +35,6 @@ kernels and why.
 from __future__ import annotations
 
 import argparse
-import os
 
 import torch
 import torch.distributed as dist
@@ -45,6 +44,8 @@ import rshmem.torch as rtorch
 import rshmem.triton as rt
 from rshmem.triton import libshmem_device as shm
 from rshmem.triton.language import tid
+
+from _common import agree, setup
 
 VEC = 64  # elements of the shifted vector
 
@@ -69,24 +70,6 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--backend", choices=["cuda", "host"], default=None, help="default: cuda if a GPU is present")
     return p.parse_args()
-
-
-def setup(backend: str | None):
-    """torch.distributed first (nccl on GPUs, gloo otherwise), then rshmem on the same group."""
-    use_gpu = torch.cuda.is_available() if backend is None else backend == "cuda"
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if use_gpu:
-        torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl" if use_gpu else "gloo")
-    rshmem.init(dist.group.WORLD, backend="cuda" if use_gpu else "host", device=local_rank if use_gpu else None)
-    return torch.device("cuda", local_rank) if use_gpu else torch.device("cpu")
-
-
-def agree(ok: bool, device) -> bool:
-    """True when `ok` holds on every rank (so every rank prints and exits the same way)."""
-    flag = torch.tensor([int(ok)], device=device)
-    dist.all_reduce(flag, op=dist.ReduceOp.MIN)
-    return bool(flag.item())
 
 
 def main():

@@ -3,26 +3,11 @@
 
 mod common;
 
+use common::rng::Rng;
 use common::Pes;
 use half::{bf16, f16};
 use rshmem::dtype::{DType, Element, ReduceOp, ALL_REDUCE_OPS};
 use rshmem::runtime::{InitOptions, Runtime, Team};
-
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 /// What the reference needs from an element type.
 trait TestElem: Element {

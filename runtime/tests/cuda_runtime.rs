@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::rng::Rng;
 use common::Pes;
 use half::bf16;
 use rshmem::backend::{AmoOp, BackendKind, Width};
@@ -37,30 +38,6 @@ fn stream_of(rt: &Runtime) -> (Arc<PrimaryContext>, Stream) {
     let ctx = PrimaryContext::retain(Device::get(ordinal).unwrap()).unwrap();
     let s = Stream::new(&ctx).unwrap();
     (ctx, s)
-}
-
-/// splitmix64: deterministic data, seeded per PE and per case.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut v = Vec::with_capacity(n + 8);
-        while v.len() < n {
-            v.extend_from_slice(&self.next().to_ne_bytes());
-        }
-        v.truncate(n);
-        v
-    }
 }
 
 /// `nelems` values of `dtype` for PE `pe` in case `case`: any bits for integers, small exact

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::rng::Rng;
 use common::Pes;
 use half::{bf16, f16};
 use rshmem::backend::{AmoOp, Width};
@@ -14,28 +15,9 @@ fn init() -> Runtime {
     Runtime::init(InitOptions::default()).expect("init")
 }
 
-/// splitmix64: deterministic data, seeded per PE and per case.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x1234_5678)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        let mut v = Vec::with_capacity(n + 8);
-        while v.len() < n {
-            v.extend_from_slice(&self.next().to_ne_bytes());
-        }
-        v.truncate(n);
-        v
-    }
+/// This file's data generator (its own salt, so its data differs from the other files').
+fn rng(seed: u64) -> Rng {
+    Rng::salted(seed, 0x1234_5678)
 }
 
 /// Reads `len` bytes of this PE's symmetric memory.
@@ -114,17 +96,17 @@ fn putmem_getmem_sizes() {
         let prev = (pe + n - 1) % n;
         for (case, size) in [1usize, 3, 8, 100, 4096, 65_537, 1 << 20, MAX].into_iter().enumerate() {
             let seed = |p: usize| (case as u64) << 8 | p as u64;
-            let mine = Rng::new(seed(pe)).bytes(size);
+            let mine = rng(seed(pe)).bytes(size);
             // Write into the next PE's inbox; expose our data for gets.
             // SAFETY: `mine` is a live buffer of `size` bytes.
             unsafe { rt.putmem(inbox, mine.as_ptr() as usize, size, next) }.unwrap();
             unsafe { rt.putmem(exposed, mine.as_ptr() as usize, size, pe) }.unwrap();
             rt.barrier_all().unwrap();
-            assert!(local_bytes(&rt, inbox, size) == Rng::new(seed(prev)).bytes(size), "put of {size} bytes");
+            assert!(local_bytes(&rt, inbox, size) == rng(seed(prev)).bytes(size), "put of {size} bytes");
             let mut got = vec![0u8; size];
             // SAFETY: `got` is a live buffer of `size` bytes.
             unsafe { rt.getmem(got.as_mut_ptr() as usize, exposed, size, next) }.unwrap();
-            assert!(got == Rng::new(seed(next)).bytes(size), "get of {size} bytes");
+            assert!(got == rng(seed(next)).bytes(size), "get of {size} bytes");
             rt.barrier_all().unwrap();
             // Unaligned offsets inside an allocation.
             if (3..MAX).contains(&size) {
@@ -132,7 +114,7 @@ fn putmem_getmem_sizes() {
             }
             rt.barrier_all().unwrap();
             if (3..MAX).contains(&size) {
-                assert!(local_bytes(&rt, inbox + 1, size - 2) == Rng::new(seed(prev)).bytes(size)[..size - 2]);
+                assert!(local_bytes(&rt, inbox + 1, size - 2) == rng(seed(prev)).bytes(size)[..size - 2]);
             }
             rt.barrier_all().unwrap();
         }
@@ -153,7 +135,7 @@ fn bits<T: Element>(v: T) -> Vec<u8> {
 /// slot of every PE back with `g`.
 fn p_and_g<T: Element>(rt: &Runtime, buf: usize) {
     let (me, n, size) = (rt.my_pe(), rt.n_pes(), T::DTYPE.size());
-    let value = |p: usize| T::read_ne(&Rng::new(p as u64 * 31 + size as u64).bytes(size));
+    let value = |p: usize| T::read_ne(&rng(p as u64 * 31 + size as u64).bytes(size));
     for target in 0..n {
         rt.p(buf + me * size, value(me), target).unwrap();
     }

@@ -13,6 +13,8 @@
 //! a hang fails the test instead of hanging CI). In a child, `run` calls the body.
 #![allow(dead_code)]
 
+pub mod rng;
+
 use std::io::Read;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
