@@ -34,32 +34,14 @@ log "abi3 wheel (maturin, release)"
 "$MATURIN" build --release --quiet --out "$BUNDLE" --interpreter "$PY"
 WHEEL="$(ls "$BUNDLE"/rshmem-*.whl)"
 
-# The bitcode is a build output, ignored by git, and maturin leaves ignored files out of the
-# wheel; put it in (with its RECORD line) when it is missing.
-"$PY" - "$WHEEL" "$BC" "$BC_IN_WHEEL" <<'PYADD'
-import base64, hashlib, os, sys, zipfile
-wheel, bc, arcname = sys.argv[1:]
-with zipfile.ZipFile(wheel) as z:
-    names = z.namelist()
-    if arcname in names:
-        print(f"{arcname}: already in the wheel")
-        sys.exit(0)
-    entries = [(i, z.read(i.filename)) for i in z.infolist()]
-data = open(bc, "rb").read()
-digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-tmp = wheel + ".tmp"
-with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as out:
-    for info, body in entries:
-        if info.filename.endswith(".dist-info/RECORD"):
-            body = body.decode().rstrip("\n") + f"\n{arcname},sha256={digest},{len(data)}\n"
-            record = (info, body.encode())
-            continue
-        out.writestr(info, body)
-    out.writestr(arcname, data)
-    out.writestr(record[0], record[1])  # RECORD stays the last entry
-os.replace(tmp, wheel)
-print(f"{arcname}: added to {os.path.basename(wheel)} ({len(data)} bytes)")
-PYADD
+# pyproject.toml's [tool.maturin] include puts the (git-ignored) bitcode in the wheel; check it.
+"$PY" - "$WHEEL" "$BC_IN_WHEEL" <<'PYCHECK'
+import sys, zipfile
+wheel, need = sys.argv[1:]
+if need not in zipfile.ZipFile(wheel).namelist():
+    sys.exit(f"build_gpu_bundle.sh: {wheel} lacks {need}; check [tool.maturin] include in pyproject.toml")
+print(f"{need}: in the wheel")
+PYCHECK
 
 log "Rust GPU test binaries (cargo test -p rshmem --no-run)"
 CARGO_LOG="$(mktemp)"
