@@ -1,5 +1,6 @@
 """All-gather with NCCL: `torch.distributed.all_gather_into_tensor` (eager, on the default
-process group's NCCL backend; the first call, which creates the communicator, is warm-up)."""
+process group's NCCL backend; the first call, which creates the communicator, is warm-up), and
+the same captured in a CUDA graph."""
 from __future__ import annotations
 
 from . import aglib
@@ -21,5 +22,6 @@ def run(ctx: Ctx) -> None:
         return lambda: dist.all_gather_into_tensor(o, i)
 
     aglib.run_sizes(ctx, bench, "nccl", "NCCL all_gather_into_tensor", go_for, op="NCCL")
+    aglib.run_graph_sizes(ctx, bench, "nccl", "NCCL all_gather_into_tensor", go_for, op="NCCL")
     ctx.sync()
     ctx.barrier()

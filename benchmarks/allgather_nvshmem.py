@@ -1,5 +1,6 @@
 """All-gather with NVSHMEM 3.4.5: the host API's `nvshmemx_fcollectmem_on_stream` on
-NVSHMEM_TEAM_WORLD (ctypes on the library torch's NVSHMEM backend loaded)."""
+NVSHMEM_TEAM_WORLD (ctypes on the library torch's NVSHMEM backend loaded), eager and captured in a
+CUDA graph."""
 from __future__ import annotations
 
 from . import aglib, symm
@@ -23,5 +24,6 @@ def run(ctx: Ctx) -> None:
         return lambda: api[0].fcollectmem_on_stream(o, i)
 
     aglib.run_sizes(ctx, bench, "nvshmem", "nvshmemx_fcollectmem_on_stream", go_for, op="library fcollect")
+    aglib.run_graph_sizes(ctx, bench, "nvshmem", "nvshmemx_fcollectmem_on_stream", go_for, op="library fcollect")
     ctx.sync()
     ctx.barrier()

@@ -2,7 +2,10 @@
 with putmem_signal_block and waits for the peers' signals; 8 or 32 CTAs per peer), a low-latency
 form for small sizes (one CTA per peer, the signal SET to a launch counter, no barrier), and a
 copy-engine pull (barrier_all_on_stream, getmem_on_stream from every peer, barrier_all_on_stream),
-and the library's own `fcollect_on_stream`. On the host backend only the last two run."""
+and the library's own `fcollect_on_stream` (up to 256 KiB per rank one kernel that stages the
+data in the peers' workspace with a flag per slice and no barrier; the pull above it), eager and
+captured in a CUDA graph. On the host backend only the pull and the eager
+`fcollect_on_stream` run."""
 from __future__ import annotations
 
 from . import aglib, putlib
@@ -56,6 +59,7 @@ def run(ctx: Ctx) -> None:
             return lambda: rtorch.fcollect_on_stream(o, i)
 
         aglib.run_sizes(ctx, bench, "rshmem", "fcollect_on_stream", fcollect, op="library fcollect")
+        aglib.run_graph_sizes(ctx, bench, "rshmem", "fcollect_on_stream", fcollect, op="library fcollect")
         ctx.sync()
         ctx.barrier()
     finally:

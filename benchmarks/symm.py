@@ -21,7 +21,15 @@ def start(ctx: Ctx, backend: str) -> str:
         raise RuntimeError("torch.distributed._symmetric_memory.is_nvshmem_available() is False: this torch "
                            "build or machine has no NVSHMEM (pip package nvidia-nvshmem-cu13)")
     torch.empty(1, device=ctx.device)
-    symm_mem.set_backend(backend)
+    # torch registers its default CUDA-tensor backend directly, and only the others as
+    # selectable: `set_backend("CUDA")` on a process whose default is already "CUDA" raises
+    # "SymmetricMemory does not find allocation backend CUDA" (torch 2.11). So select only when
+    # another backend is in place.
+    if symm_mem.get_backend(ctx.device) != backend:
+        symm_mem.set_backend(backend)
+    got = symm_mem.get_backend(ctx.device)
+    if got != backend:
+        raise RuntimeError(f"torch symmetric memory uses backend {got!r} after asking for {backend!r}")
     ctx.rec.note(f"torch symmetric memory backend {backend}")
     return dist.group.WORLD.group_name
 

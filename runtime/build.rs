@@ -22,7 +22,11 @@ const ARCH: &str = "sm_80";
 const PTX_FEATURE: &str = "+ptx80";
 
 /// (macro that selects the kernels, output file).
-const PARTS: [(&str, &str); 2] = [("RSHMEMI_RT_BARRIER", "rt_barrier.ptx"), ("RSHMEMI_RT_REDUCE", "rt_reduce.ptx")];
+const PARTS: [(&str, &str); 3] = [
+    ("RSHMEMI_RT_BARRIER", "rt_barrier.ptx"),
+    ("RSHMEMI_RT_FCOLLECT", "rt_fcollect.ptx"),
+    ("RSHMEMI_RT_REDUCE", "rt_reduce.ptx"),
+];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));

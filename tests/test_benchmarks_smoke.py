@@ -98,6 +98,13 @@ def _synthetic() -> dict:
                 [{"bytes": 16 * MiB, "busbw_gbps": 175.0, "median_us": 96.0, "verified": True},
                  {"bytes": KiB, "busbw_gbps": 0.03, "median_us": 33.0, "verified": True}], y="busbw_gbps",
                 kind="ag_bw"),
+        # Graph series pair with graph series only: an eager baseline never faces a graph.
+        _series("allgather", "fcollect, CUDA graph", "rshmem",
+                [{"bytes": KiB, "busbw_gbps": 0.3, "median_us": 4.0, "verified": True}], y="busbw_gbps",
+                kind="ag_bw", launch="graph"),
+        _series("allgather", "NCCL, CUDA graph", "nccl",
+                [{"bytes": KiB, "busbw_gbps": 0.1, "median_us": 12.0, "verified": True}], y="busbw_gbps",
+                kind="ag_bw", launch="graph"),
     ]
     init = [_series("init", "a", "rshmem", [{"op": "startup", "s": v}], x="op", y="s", better="lower", op="startup")
             for v in (0.5, 0.7, 0.6)]
@@ -119,6 +126,12 @@ def test_report_ratios_follow_the_better_direction():
     assert "| ping | 1.00 | 2.00 | 2.00x |" in md
     # all-gather: bandwidth 350 / 175 and time 33 / 5
     assert "2.00x" in md and "6.60x" in md
+    # graph against graph (12 / 4), and no table puts a graph beside an eager series
+    assert "| 1 KiB | 4.00 | 12.0 | 3.00x |" in md
+    assert "8.25x" not in md and "1.00x |" not in md.split("vs each baseline** (median_us)")[-1].split("##")[0]
+    for block in md.split("**rshmem `")[1:]:
+        head = block.split("\n\n")[1].splitlines()[0]
+        assert ("CUDA graph" in head.split("|")[2]) == ("CUDA graph" in head.split("|")[3]), head
     # repeated init runs merge into a median (0.6 of three), and 3.0 / 0.6 = 5x
     assert "0.60 (n=3)" in md and "5.00x" in md
 
@@ -126,7 +139,8 @@ def test_report_ratios_follow_the_better_direction():
 def test_report_targets_use_measured_values_only():
     md = report.markdown(_synthetic())
     assert "| all-gather bus bandwidth, 16 MiB per rank | >= 1.4x NCCL | 350 vs 175 GB/s = 2.00x | met |" in md
-    assert "| all-gather time, 1 KiB per rank | <= 10 us | 5.00 us (NCCL 33.0 us) | met |" in md
+    assert "| all-gather time, 1 KiB per rank (eager calls) | <= 10 us | 5.00 us (NCCL 33.0 us) | met |" in md
+    assert "| all-gather time, 1 KiB per rank (CUDA graph) | <= 10 us | 4.00 us (NCCL 12.0 us) | met |" in md
     assert "| putmem_signal_block 8 B ping-pong, half round trip | <= 1.5 us | — us (NVSHMEM — us) | — |" in md
     assert "| putmem_block 256 MiB, <= 8 CTAs | >= 300 GB/s | 330 GB/s (NVSHMEM 220) | met |" in md
 

@@ -250,6 +250,54 @@ def test_fcollect_on_stream(me, npes, n, dtype):
     free(dst, src)
 
 
+FCOLLECT_MAX = 256 << 10  # the largest fcollect per PE of the staged (world) and one-block (team) kernels
+
+
+def _fcollect_rounds(me, npes, sizes, team=rshmem.Team.WORLD):
+    """fcollect_on_stream of `sizes[r]` bytes per PE in round r, back to back, with a GPU reader
+    of `dst` and a new source between rounds and no other synchronization: a PE that wrote
+    round r + 1 into a peer's `dst` (or staging slot) before the peer's reader of round r ran
+    would change the peer's sums."""
+    top = max(sizes)
+    src = sym((top,), torch.uint8)
+    dst = sym((npes * top,), torch.uint8)
+    sums = torch.zeros((len(sizes), npes), dtype=torch.int64, device=dev())
+    for r, n in enumerate(sizes):
+        src[:n].fill_((7 * r + 3 * me + 1) % 251)
+        rtorch.fcollect_on_stream(dst[: npes * n], src[:n], team)
+        sums[r] = dst[: npes * n].view(npes, n).sum(dim=1, dtype=torch.int64)
+    got = sums.cpu()
+    want = torch.tensor([[n * ((7 * r + 3 * p + 1) % 251) for p in range(npes)] for r, n in enumerate(sizes)])
+    assert torch.equal(got, want), (got != want).nonzero()[:5].tolist()
+    free(dst, src)
+
+
+@pytest.mark.parametrize("n", [1, 4097, FCOLLECT_MAX, FCOLLECT_MAX + 1], ids=ids)
+def test_fcollect_on_stream_back_to_back(me, npes, n):
+    """Each form of fcollect_on_stream on TEAM_WORLD: staged (up to 256 KiB per PE; 1 byte
+    leaves 7 of its 8 blocks without data) and the copy-engine pull above."""
+    _fcollect_rounds(me, npes, [n] * 64)
+
+
+def test_fcollect_on_stream_sizes_change_between_calls(me, npes):
+    """The staged form's slots are reused every other call whatever the sizes; each call here
+    changes the size (and with it every block's slice), and some cross to the pull form."""
+    sizes = [1024, FCOLLECT_MAX, 16, 100_000, FCOLLECT_MAX + 4096, 3, 65536, 17, FCOLLECT_MAX, 1] * 6
+    _fcollect_rounds(me, npes, sizes)
+
+
+@pytest.mark.parametrize("n", [1, 4097, FCOLLECT_MAX, FCOLLECT_MAX + 1], ids=ids)
+def test_fcollect_on_stream_team(me, npes, n):
+    """On a team other than TEAM_WORLD (a copy of it): the one-block push kernel between team
+    barriers up to 256 KiB per PE, the pull above."""
+    team = rshmem.team_split_strided(rshmem.Team.WORLD, 0, 1, npes)
+    try:
+        _fcollect_rounds(me, npes, [n] * 32, team)
+    finally:
+        settle()
+        rshmem.team_destroy(team)
+
+
 @pytest.mark.parametrize("block", [1, 4099, 1 << 20])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int16], ids=str)
 def test_alltoall_on_stream(me, npes, block, dtype):

@@ -62,11 +62,18 @@ def use_device() -> None:
         torch.cuda.set_device(wanted)
 
 
+# torch's current stream as a raw handle without building a torch.cuda.Stream object (what
+# Triton's launcher reads too); a call on a latency path pays for that object otherwise.
+_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+    lambda idx: int(torch.cuda.current_stream(idx).cuda_stream)
+)
+
+
 def stream_handle(stream) -> int:
     """The raw `CUstream` of `stream`: None -> torch's current stream on this PE's GPU, a
     `torch.cuda.Stream` (or anything with `.cuda_stream`) -> its handle, an int -> itself."""
     if stream is None:
-        return int(torch.cuda.current_stream(ordinal()).cuda_stream)
+        return _current_raw_stream(ordinal())
     if isinstance(stream, int) and not isinstance(stream, bool):
         if stream < 0:
             raise InvalidArgumentError(f"stream handle {stream} is negative; pass a CUstream (an int >= 0)")

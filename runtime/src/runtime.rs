@@ -74,6 +74,27 @@ mod workspace {
     /// barrier cost small against the copy (about 2 µs of barriers per MiB over NVLink) while
     /// staying cheap on the host backend.
     pub const COLL_WS_BYTES: usize = 1 << 20;
+
+    /// The staged fcollect's workspace (`rshmemi_rt_fcollect_staged` in runtime_kernels.cu),
+    /// a separate allocation on the cuda backend: `[u64; STAGED_BLOCKS]` epochs, then
+    /// `[u64; n_pes * STAGED_BLOCKS]` flags, then two parities of `n_pes` slots of
+    /// `STAGED_SLOT_BYTES`.
+    pub mod staged {
+        /// Blocks of every staged fcollect launch (the kernel needs the same count in every call).
+        pub const BLOCKS: usize = 8;
+        /// Largest fcollect per PE that goes through the staging slots.
+        pub const SLOT_BYTES: usize = 256 << 10;
+        /// Offset of the flags.
+        pub const FLAGS: usize = BLOCKS * 8;
+        /// Offset of the staging slots for `n_pes` PEs (256-byte aligned).
+        pub const fn staging(n_pes: usize) -> usize {
+            (FLAGS + n_pes * BLOCKS * 8).next_multiple_of(256)
+        }
+        /// Total size for `n_pes` PEs.
+        pub const fn bytes(n_pes: usize) -> usize {
+            staging(n_pes) + 2 * n_pes * SLOT_BYTES
+        }
+    }
 }
 
 /// An initialized PE: the bootstrap, the symmetric heap and the runtime's own state.
@@ -92,6 +113,9 @@ pub struct Runtime {
     workspace: usize,
     /// Symmetric address of the collective workspace (`workspace::COLL_WS_BYTES`).
     coll_ws: usize,
+    /// Symmetric address of the staged fcollect's workspace (`workspace::staged`); 0 on the
+    /// host backend.
+    staged_ws: usize,
     /// The cuda side (device state, kernels, error record); `None` on the host backend.
     gpu: Option<gpu::Gpu>,
     /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.

@@ -1,5 +1,5 @@
 // rshmem's runtime kernels: what the host runtime launches on a caller's stream for the
-// `*_on_stream` operations that need a GPU thread (barriers, reductions).
+// `*_on_stream` operations that need a GPU thread (barriers, small fcollects, reductions).
 //
 // Built by runtime/build.rs with clang-19 into PTX that the runtime embeds, loads into its
 // context at init (cuModuleLoadData) and publishes the device state into, like any module that
@@ -9,17 +9,23 @@
 //
 // Launch configurations (runtime/src/runtime/kernels.rs must match):
 //   rshmemi_rt_barrier: 1 block of 32 threads (one warp; lane 0 runs the barrier).
+//   rshmemi_rt_fcollect: 1 block of RSHMEMI_RT_FCOLLECT_THREADS threads.
+//   rshmemi_rt_fcollect_staged: any number of blocks (the same on every PE and in every call) of
+//                               RSHMEMI_RT_FCOLLECT_THREADS threads.
 //   rshmemi_rt_reduce:  1 block of RSHMEMI_RT_REDUCE_THREADS threads.
 //
-// build.rs compiles this file twice: with -DRSHMEMI_RT_BARRIER (the barrier, a few hundred
-// lines of PTX, loaded at every init) and with -DRSHMEMI_RT_REDUCE (72 operator/dtype pairs,
-// loaded on first use, because the driver JIT-compiles PTX at load time).
+// build.rs compiles this file three times: with -DRSHMEMI_RT_BARRIER (the barrier, a few
+// hundred lines of PTX, loaded at every init), with -DRSHMEMI_RT_FCOLLECT (the small-fcollect
+// kernels, whose copy loops make thousands of lines) and with -DRSHMEMI_RT_REDUCE (72
+// operator/dtype pairs). The last two are loaded on first use, because the driver JIT-compiles
+// PTX at load time (about a second for the fcollect module, measured with ptxas).
 #include "collective_device.h"
 
 // The module's own copy of the state (see libshmem_device.cu).
 __device__ __attribute__((used)) rshmemi_device_state_t rshmemi_device_state_d;
 
 #define RSHMEMI_RT_REDUCE_THREADS 512
+#define RSHMEMI_RT_FCOLLECT_THREADS 512
 // What CUDA's __launch_bounds__ expands to (the CUDA headers are not used here).
 #define RSHMEMI_LAUNCH_BOUNDS(N) __attribute__((launch_bounds(N)))
 
@@ -30,6 +36,80 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(32) rshmemi_rt_barrier(int32_t 
   rshmemi_team_barrier(team, true, RSHMEMI_WARP);
 }
 #endif  // RSHMEMI_RT_BARRIER
+
+#ifdef RSHMEMI_RT_FCOLLECT
+// One copy loop, out of line: inlined at each of its call sites it multiplies the PTX the
+// driver compiles at load time.
+static __device__ __attribute__((noinline)) void rshmemi_rt_copy(void* dst, const void* src, size_t n) {
+  rshmemi_copy(dst, src, n, rshmemi_tid(), rshmemi_nthreads());
+}
+// fcollect of small blocks as ONE launch: team barrier, this block stores `source` into every
+// member's `dest` over NVLink, team barrier (collective_device.h). The copy-engine form (barrier
+// kernel, one copy per member, barrier kernel) costs a launch or a copy command per step, which
+// is most of a small all-gather's time. One block only: the team barrier counts arrivals per
+// PE, so two blocks of one PE could pass it on each other's arrivals before a peer's stream
+// reached the collective (and its `dest` were free to overwrite).
+extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
+    rshmemi_rt_fcollect(int32_t team, void* dest, const void* source, uint64_t nbytes) {
+  rshmemi_fcollectmem(team, dest, source, (size_t)nbytes, RSHMEMI_BLOCK);
+}
+
+// fcollect over TEAM_WORLD of up to `slot_bytes` per PE, without barriers: every block pushes its
+// slice of `source` into a staging slot on every peer, flags the slice there, waits for every
+// peer's flag for the same slice, and copies the staged slices into `dest` locally. A barrier
+// round trip before the pushes is what this saves: a peer's `dest` may still be read by that
+// peer's earlier work, but its staging slot may not.
+//
+// Workspace (the runtime's, zeroed at init; `b` = block, `nb` = blocks, `np` = PEs):
+//   epochs[b]                 calls block b has run on this PE (only block b touches it);
+//   flags[src * nb + b]       the epoch of the last slice b that PE src staged here;
+//   staging[(parity * np + src) * slot_bytes + ...]   slices staged here by PE src.
+// Every PE runs every call with all `nb` blocks, so epochs[b] is the same call count on every PE
+// and for every block, and call e uses parity e % 2. Why a slot is free when call e writes it:
+// the writing block waited, in call e - 1, for the reader's block-b flag of call e - 1, which
+// the reader raises inside its kernel of call e - 1; that kernel started after the reader's
+// kernel of call e - 2, the last one to read parity e % 2, had finished (stream order).
+extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
+    rshmemi_rt_fcollect_staged(uint64_t* epochs, uint64_t* flags, char* staging, uint64_t slot_bytes, char* dest,
+                               const char* source, uint64_t nbytes) {
+  const rshmemi_device_state_t* s = rshmemi_state();
+  const int me = rshmemi_state_i32(&s->my_pe);
+  const int np = rshmemi_state_i32(&s->n_pes);
+  const uint32_t b = __nvvm_read_ptx_sreg_ctaid_x(), nb = __nvvm_read_ptx_sreg_nctaid_x();
+  const uint32_t tid = rshmemi_tid();
+  if (nbytes > slot_bytes) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, dest, nbytes, 0, 0);
+  // This block's slice: 16-byte multiples, so the vector copies stay aligned when the ends are.
+  const uint64_t chunk = ((nbytes + nb - 1) / nb + 15) & ~(uint64_t)15;
+  const uint64_t lo = (uint64_t)b * chunk < nbytes ? (uint64_t)b * chunk : nbytes;
+  const uint64_t len = (nbytes - lo < chunk ? nbytes - lo : chunk);
+
+  __shared__ uint64_t epoch_s;
+  if (tid == 0) {
+    epoch_s = epochs[b] + 1;
+    epochs[b] = epoch_s;
+  }
+  rshmemi_syncthreads();
+  const uint64_t e = epoch_s;
+  char* slot = staging + (uint64_t)((e & 1) * np + me) * slot_bytes + lo;
+  for (int i = 1; i < np; ++i) {
+    const int pe = (me + i) % np;
+    rshmemi_rt_copy(rshmemi_peer_or_fail(slot, pe), source + lo, len);
+  }
+  rshmemi_rt_copy(dest + (uint64_t)me * nbytes + lo, source + lo, len);
+  // After the block sync, one release per peer covers every thread's stores (signal_device.h).
+  rshmemi_syncthreads();
+  if (tid < (uint32_t)np && (int)tid != me) {
+    rshmemi_st_release_sys_u64((uint64_t*)rshmemi_peer_or_fail(flags + (uint64_t)me * nb + b, (int)tid), e);
+    rshmemi_wait_until<uint64_t>(flags + (uint64_t)tid * nb + b, RSHMEM_CMP_GE, e);
+  }
+  rshmemi_syncthreads();
+  for (int src = 0; src < np; ++src) {
+    if (src == me) continue;
+    rshmemi_rt_copy(dest + (uint64_t)src * nbytes + lo, staging + (uint64_t)((e & 1) * np + src) * slot_bytes + lo,
+                    len);
+  }
+}
+#endif  // RSHMEMI_RT_FCOLLECT
 
 #ifdef RSHMEMI_RT_REDUCE
 

@@ -81,6 +81,10 @@ impl Runtime {
         let heap = SymmetricHeap::new(backend.clone(), &boot, env.symmetric_size, env.heap_growth)?;
         let ws = heap.calloc(&boot, 1, workspace::BYTES)?;
         let coll_ws = heap.malloc(&boot, workspace::COLL_WS_BYTES, DEFAULT_ALIGN)?;
+        let staged_ws = match kind {
+            BackendKind::Cuda => heap.calloc(&boot, 1, workspace::staged::bytes(nranks))?,
+            BackendKind::Host => 0,
+        };
         let reachable: Vec<bool> = (0..nranks).map(|pe| load_store[pe] && heap.ptr(ws, pe).is_some()).collect();
         let teams = TeamTable::new(rank, &boot.node().node_of, &reachable);
         let wait_timeout = env.debug_wait_timeout_ms.map(Duration::from_millis);
@@ -93,6 +97,7 @@ impl Runtime {
             teams: Mutex::new(teams),
             workspace: ws,
             coll_ws,
+            staged_ws,
             gpu: None,
             wait_timeout,
         };
@@ -142,7 +147,8 @@ impl Runtime {
         self.check_device_error()?;
         self.barrier_all()?;
         self.unpublish_device_state()?;
-        let Runtime { boot, heap, workspace, coll_ws, gpu, .. } = self;
+        let Runtime { boot, heap, workspace, coll_ws, staged_ws, gpu, .. } = self;
+        heap.free(&boot, staged_ws)?;
         heap.free(&boot, coll_ws)?;
         heap.free(&boot, workspace)?;
         drop(gpu);

@@ -20,11 +20,15 @@ use std::sync::{Arc, Mutex};
 
 /// PTX of `rshmemi_rt_barrier` (built with `-DRSHMEMI_RT_BARRIER`).
 pub(super) const BARRIER_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rt_barrier.ptx"));
+/// PTX of `rshmemi_rt_fcollect` and `rshmemi_rt_fcollect_staged` (`-DRSHMEMI_RT_FCOLLECT`).
+pub(super) const FCOLLECT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rt_fcollect.ptx"));
 /// PTX of `rshmemi_rt_reduce` (built with `-DRSHMEMI_RT_REDUCE`).
 pub(super) const REDUCE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rt_reduce.ptx"));
 
 const BARRIER: &CStr = c"rshmemi_rt_barrier";
 const REDUCE: &CStr = c"rshmemi_rt_reduce";
+const FCOLLECT: &CStr = c"rshmemi_rt_fcollect";
+const FCOLLECT_STAGED: &CStr = c"rshmemi_rt_fcollect_staged";
 
 /// One warp: lane 0 runs the barrier, the others only wait at the warp sync (the `.cu` file's
 /// launch bounds say 32).
@@ -32,6 +36,8 @@ const BARRIER_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (32, 1, 1)
 /// One block of `RSHMEMI_RT_REDUCE_THREADS` threads: the reduction has team barriers inside,
 /// which one block can run; 512 threads keep enough loads in flight over NVLink.
 const REDUCE_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (512, 1, 1), shared_bytes: 0 };
+/// One block (`RSHMEMI_RT_FCOLLECT_THREADS`): see the kernel for why not more.
+const FCOLLECT_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (512, 1, 1), shared_bytes: 0 };
 
 /// The dtype code `rshmemi_rt_reduce` takes (the table in `runtime_kernels.cu`).
 pub(super) fn dtype_code(d: DType) -> i32 {
@@ -100,12 +106,15 @@ impl Drop for RtModule {
     }
 }
 
-/// The runtime's kernels in this PE's context: the barrier, loaded at init, and the reduction,
-/// loaded on its first use (its PTX takes the driver a second or two to compile).
+/// The runtime's kernels in this PE's context: the barrier, loaded at init, and the small
+/// fcollects and the reduction, each loaded on its first use (the driver takes about a second
+/// to compile either module's PTX).
 #[derive(Debug)]
 pub(super) struct RuntimeKernels {
     ctx: Arc<PrimaryContext>,
     barrier: RtModule,
+    /// `rshmemi_rt_fcollect_staged` (the module's `func`) and `rshmemi_rt_fcollect`.
+    fcollect: Mutex<Option<(RtModule, Function)>>,
     reduce: Mutex<Option<RtModule>>,
 }
 
@@ -116,7 +125,19 @@ impl RuntimeKernels {
     /// [`Error::Driver`] when the driver rejects the PTX or a call fails.
     pub(super) fn load(ctx: &Arc<PrimaryContext>, state: &DeviceState) -> Result<RuntimeKernels> {
         let barrier = RtModule::load(ctx, BARRIER_PTX, BARRIER, state)?;
-        Ok(RuntimeKernels { ctx: ctx.clone(), barrier, reduce: Mutex::new(None) })
+        Ok(RuntimeKernels { ctx: ctx.clone(), barrier, fcollect: Mutex::new(None), reduce: Mutex::new(None) })
+    }
+
+    /// (`rshmemi_rt_fcollect_staged`, `rshmemi_rt_fcollect`), loading their module first if needed.
+    fn fcollect_functions(&self, state: &DeviceState) -> Result<(Function, Function)> {
+        let mut slot = self.fcollect.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            let m = RtModule::load(&self.ctx, FCOLLECT_PTX, FCOLLECT_STAGED, state)?;
+            let one_block = m.module.function(FCOLLECT)?;
+            *slot = Some((m, one_block));
+        }
+        let (m, one_block) = slot.as_ref().expect("loaded just above");
+        Ok((m.func, *one_block))
     }
 
     /// Enqueues a barrier (with quiet) over `team` on `stream`.
@@ -133,6 +154,83 @@ impl RuntimeKernels {
         // which copies the value; the caller vouches for the stream; the function comes from
         // our live module of the bound context.
         unsafe { module::launch(self.barrier.func, BARRIER_DIMS, stream, &mut params) }
+    }
+
+    /// Enqueues an fcollect of `nbytes` per member over `team` as one kernel (barrier, stores
+    /// into every member's `dest`, barrier).
+    ///
+    /// # Safety
+    /// As [`RuntimeKernels::barrier`]; `dest` (team size x `nbytes`) and `source` (`nbytes`) are
+    /// this PE's symmetric addresses, mapped on every member, until the kernel has run.
+    pub(super) unsafe fn fcollect(
+        &self,
+        stream: StreamHandle,
+        state: &DeviceState,
+        team: i32,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+    ) -> Result<()> {
+        let (_, f) = self.fcollect_functions(state)?;
+        self.ctx.bind()?;
+        let mut p_team = team;
+        let mut p_dest = dest as u64;
+        let mut p_source = source as u64;
+        let mut p_nbytes = nbytes as u64;
+        let mut params: [*mut c_void; 4] = [
+            (&mut p_team as *mut i32).cast(),
+            (&mut p_dest as *mut u64).cast(),
+            (&mut p_source as *mut u64).cast(),
+            (&mut p_nbytes as *mut u64).cast(),
+        ];
+        // SAFETY: four pointers matching `.u32, .u64, .u64, .u64` (checked against the PTX by
+        // the tests); they outlive the call; the function belongs to our live module; the caller
+        // vouches for the addresses and the stream.
+        unsafe { module::launch(f, FCOLLECT_DIMS, stream, &mut params) }
+    }
+
+    /// Enqueues a TEAM_WORLD fcollect of `nbytes` per PE through the staging slots of the
+    /// workspace at `ws` (`workspace::staged`), with `workspace::staged::BLOCKS` blocks.
+    ///
+    /// # Safety
+    /// As [`RuntimeKernels::fcollect`] for the world team; `ws` is this PE's staged workspace
+    /// (zeroed at init, used by nothing else) for the job's `n_pes`; `nbytes` is at most
+    /// `workspace::staged::SLOT_BYTES`.
+    #[allow(clippy::too_many_arguments)] // one per kernel parameter, plus stream
+    pub(super) unsafe fn fcollect_staged(
+        &self,
+        stream: StreamHandle,
+        state: &DeviceState,
+        ws: usize,
+        n_pes: usize,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+    ) -> Result<()> {
+        use super::workspace::staged;
+        let (f, _) = self.fcollect_functions(state)?;
+        self.ctx.bind()?;
+        let mut p_epochs = ws as u64;
+        let mut p_flags = (ws + staged::FLAGS) as u64;
+        let mut p_staging = (ws + staged::staging(n_pes)) as u64;
+        let mut p_slot = staged::SLOT_BYTES as u64;
+        let mut p_dest = dest as u64;
+        let mut p_source = source as u64;
+        let mut p_nbytes = nbytes as u64;
+        let mut params: [*mut c_void; 7] = [
+            (&mut p_epochs as *mut u64).cast(),
+            (&mut p_flags as *mut u64).cast(),
+            (&mut p_staging as *mut u64).cast(),
+            (&mut p_slot as *mut u64).cast(),
+            (&mut p_dest as *mut u64).cast(),
+            (&mut p_source as *mut u64).cast(),
+            (&mut p_nbytes as *mut u64).cast(),
+        ];
+        let dims = LaunchDims { grid: (staged::BLOCKS as u32, 1, 1), ..FCOLLECT_DIMS };
+        // SAFETY: seven pointers matching seven `.u64` parameters (checked against the PTX by
+        // the tests); they outlive the call; the function belongs to our live module; the caller
+        // vouches for the workspace, the addresses and the stream.
+        unsafe { module::launch(f, dims, stream, &mut params) }
     }
 
     /// Enqueues `dest[i] = op over team members of source[i]` on `stream`.
@@ -198,9 +296,11 @@ mod tests {
     #[test]
     fn ptx_entries_match_the_launch_code() {
         assert_eq!(entry_params(BARRIER_PTX, "rshmemi_rt_barrier"), [".u32"]);
+        assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect"), [".u32", ".u64", ".u64", ".u64"]);
+        assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect_staged"), [".u64"; 7]);
         assert_eq!(entry_params(REDUCE_PTX, "rshmemi_rt_reduce"), [".u32", ".u32", ".u32", ".u64", ".u64", ".u64"]);
         // Each module defines the state global the runtime writes, and only its own kernel.
-        for ptx in [BARRIER_PTX, REDUCE_PTX] {
+        for ptx in [BARRIER_PTX, FCOLLECT_PTX, REDUCE_PTX] {
             assert!(ptx.contains(".visible .global .align 8 .b8 rshmemi_device_state_d["), "state global");
             assert!(!ptx.contains('\0'));
         }
@@ -208,6 +308,8 @@ mod tests {
         assert!(!REDUCE_PTX.contains(".entry rshmemi_rt_barrier"));
         // The launch geometry is the one the kernels are bounded to.
         assert!(BARRIER_PTX.contains(".maxntid 32, 1, 1"));
+        assert!(FCOLLECT_PTX.contains(&format!(".maxntid {}, 1, 1", FCOLLECT_DIMS.block.0)));
+        assert!(!BARRIER_PTX.contains("rshmemi_rt_fcollect") && !REDUCE_PTX.contains(".entry rshmemi_rt_fcollect"));
         assert!(REDUCE_PTX.contains(&format!(".maxntid {}, 1, 1", REDUCE_DIMS.block.0)));
         let size = std::mem::size_of::<DeviceState>();
         assert!(BARRIER_PTX.contains(&format!("rshmemi_device_state_d[{size}]")), "state size {size}");
@@ -236,6 +338,7 @@ mod tests {
             );
         }
         assert!(SOURCE.contains("#define RSHMEMI_RT_REDUCE_THREADS 512"));
+        assert!(SOURCE.contains("#define RSHMEMI_RT_FCOLLECT_THREADS 512"));
     }
 
     /// Assembles both PTX files for sm_90 with `$RSHMEM_PTXAS` (Triton ships a ptxas).
@@ -245,7 +348,7 @@ mod tests {
         let ptxas = std::env::var("RSHMEM_PTXAS").expect("set RSHMEM_PTXAS to a ptxas binary");
         let dir = std::env::temp_dir().join(format!("rshmem-rt-ptx-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        for (name, ptx) in [("barrier", BARRIER_PTX), ("reduce", REDUCE_PTX)] {
+        for (name, ptx) in [("barrier", BARRIER_PTX), ("fcollect", FCOLLECT_PTX), ("reduce", REDUCE_PTX)] {
             let src = dir.join(format!("{name}.ptx"));
             std::fs::write(&src, ptx).unwrap();
             let out = std::process::Command::new(&ptxas)

@@ -4,6 +4,9 @@
 //! stream: after the first barrier every member's source is ready, each PE's copy engine pulls
 //! what it needs from its peers' sources (mapped in this process) into its own destination,
 //! and the second barrier keeps a peer from changing its source while others still read it.
+//! A small fcollect is one kernel instead: on TEAM_WORLD it stages the data in the peers'
+//! workspace with a flag per slice and no barrier; on other teams it pushes between the same
+//! two barriers (see [`FCOLLECT_PUSH_MAX_BYTES`]).
 //! A reduction is one kernel (`rshmemi_rt_reduce`) that stages chunks of the source in the
 //! collective workspace and combines every member's chunk in team order, with team barriers
 //! inside; `dest` may equal `source`.
@@ -16,10 +19,19 @@
 //! buffers stay allocated until the stream has run the collective.
 #![allow(unsafe_code)]
 
-use super::{Runtime, Team};
+use super::{workspace, Runtime, Team};
 use crate::driver::stream::StreamHandle;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::Result;
+
+/// Up to this many bytes per member, an fcollect on a team other than TEAM_WORLD is one kernel
+/// that pushes over NVLink between two team barriers (`rshmemi_rt_fcollect`); above it, the copy
+/// engine pulls between two barrier kernels. The push kernel is one block, so its bandwidth is
+/// one SM's; the pull pays two kernel launches and a copy command per member, which dominate up
+/// to a few hundred KiB (`benchmarks.run --suite allgather` measures both). TEAM_WORLD
+/// fcollects up to `workspace::staged::SLOT_BYTES` go through staging slots instead, with no
+/// barrier (`rshmemi_rt_fcollect_staged`).
+pub const FCOLLECT_PUSH_MAX_BYTES: usize = 256 << 10;
 
 impl Runtime {
     /// Copies `nelems` elements from `source` on team PE `root` into `dest` on every member, in
@@ -91,6 +103,29 @@ impl Runtime {
         let info = self.device_team(team, "fcollect_on_stream")?;
         self.check_local(dest, bytes * info.size())?;
         self.check_local(source, bytes)?;
+        if bytes > 0 && bytes <= workspace::staged::SLOT_BYTES && team == Team::WORLD && self.staged_ws != 0 {
+            self.stream_precheck("fcollect_on_stream")?;
+            // SAFETY: as below, for the world team; the staged workspace was zeroed at init and
+            // only this kernel uses it; `bytes` fits a slot.
+            return unsafe {
+                gpu.kernels().fcollect_staged(
+                    StreamHandle(stream),
+                    gpu.state(),
+                    self.staged_ws,
+                    self.n_pes(),
+                    dest,
+                    source,
+                    bytes,
+                )
+            };
+        }
+        if bytes > 0 && bytes <= FCOLLECT_PUSH_MAX_BYTES {
+            self.stream_precheck("fcollect_on_stream")?;
+            // SAFETY: the team was checked; `dest` / `source` are this PE's symmetric ranges
+            // (check_local), mapped on every member; the caller vouches for the stream and for
+            // the buffers living until it has run.
+            return unsafe { gpu.kernels().fcollect(StreamHandle(stream), gpu.state(), team.0, dest, source, bytes) };
+        }
         let copies = info
             .members
             .iter()
