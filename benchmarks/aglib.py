@@ -86,6 +86,28 @@ class AgBench:
         return point
 
 
+def note_host_cost(ctx: Ctx, what: str, launch, nbytes: int, calls: int = 2000) -> None:
+    """Notes how long the CPU takes to issue one eager `launch()` (back to back, no sync) beside
+    the wall time per call once the GPU has finished them: equal numbers mean the calls are
+    limited by the CPU, not by the GPU."""
+    import time
+
+    for _ in range(20):
+        launch()
+    ctx.sync()
+    ctx.barrier()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        launch()
+    t1 = time.perf_counter()
+    ctx.sync()
+    t2 = time.perf_counter()
+    per = ctx.gather(((t1 - t0) / calls * 1e6, (t2 - t0) / calls * 1e6))
+    host, wall = max(p[0] for p in per), max(p[1] for p in per)
+    ctx.rec.note(f"{what}, {nbytes} B per rank, {calls} eager calls: the CPU issues one in {host:.1f} us; "
+                 f"{wall:.1f} us per call until the GPU is done (slowest rank)")
+
+
 def graphed(ctx: Ctx, call, calls: int = GRAPH_CALLS):
     """`calls` back-to-back `call()`s captured in one CUDA graph; returns its replay. `call` runs
     once eagerly first (on every rank, a collective), so lazy set-up is not captured."""

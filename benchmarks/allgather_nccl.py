@@ -4,7 +4,7 @@ the same captured in a CUDA graph."""
 from __future__ import annotations
 
 from . import aglib
-from .common import Ctx
+from .common import KiB, Ctx
 
 
 def run(ctx: Ctx) -> None:
@@ -23,5 +23,6 @@ def run(ctx: Ctx) -> None:
 
     aglib.run_sizes(ctx, bench, "nccl", "NCCL all_gather_into_tensor", go_for, op="NCCL")
     aglib.run_graph_sizes(ctx, bench, "nccl", "NCCL all_gather_into_tensor", go_for, op="NCCL")
+    aglib.note_host_cost(ctx, "NCCL all_gather_into_tensor", go_for(KiB), KiB)
     ctx.sync()
     ctx.barrier()

@@ -60,6 +60,8 @@ def run(ctx: Ctx) -> None:
 
         aglib.run_sizes(ctx, bench, "rshmem", "fcollect_on_stream", fcollect, op="library fcollect")
         aglib.run_graph_sizes(ctx, bench, "rshmem", "fcollect_on_stream", fcollect, op="library fcollect")
+        if ctx.cuda:
+            aglib.note_host_cost(ctx, "rshmem fcollect_on_stream", fcollect(KiB), KiB)
         ctx.sync()
         ctx.barrier()
     finally:
@@ -101,3 +103,5 @@ def _push(ctx: Ctx, bench: aglib.AgBench, rtorch, inp, out, sizes: list[int]) ->
     aglib.run_sizes(ctx, bench, "rshmem", "low latency: 1 CTA per peer, signal SET, no barrier", low_latency,
                     sizes=[n for n in sizes if n <= LL_MAX], op="SM push low latency", warps=LL_WARPS)
     ctx.rec.note(f"low-latency all-gather measured up to {LL_MAX // KiB} KiB per rank")
+    aglib.note_host_cost(ctx, "rshmem Triton low-latency push kernel (a Triton launch from Python)", low_latency(KiB),
+                         KiB)

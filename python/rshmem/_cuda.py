@@ -367,12 +367,14 @@ def _gpu(t, what: str) -> int:
     """The address of contiguous CUDA tensor `t` on this PE's GPU."""
     if not isinstance(t, torch.Tensor):
         raise InvalidArgumentError(f"{what} must be a torch tensor, not {type(t).__name__}")
-    if t.device.type != "cuda":
+    # `is_cuda` / `get_device()` rather than `t.device`: on the on-stream latency path, building
+    # a torch.device object per tensor is a measurable part of a call.
+    if not t.is_cuda:
         raise InvalidArgumentError(
             f"{what} is a tensor on {t.device}, but rshmem runs on the cuda backend: pass CUDA tensors "
             f"(e.g. {what}.to('cuda:{ordinal()}'))"
         )
-    if t.device.index != ordinal():
+    if t.get_device() != ordinal():
         raise InvalidArgumentError(f"{what} is on {t.device}, but this PE's GPU is cuda:{ordinal()}")
     if not t.is_contiguous():
         raise InvalidArgumentError(f"{what} must be contiguous (call .contiguous() first)")

@@ -95,13 +95,16 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
     const int pe = (me + i) % np;
     rshmemi_rt_copy(rshmemi_peer_or_fail(slot, pe), source + lo, len);
   }
-  rshmemi_rt_copy(dest + (uint64_t)me * nbytes + lo, source + lo, len);
   // After the block sync, one release per peer covers every thread's stores (signal_device.h).
   rshmemi_syncthreads();
-  if (tid < (uint32_t)np && (int)tid != me) {
+  const bool flagger = tid < (uint32_t)np && (int)tid != me;
+  if (flagger) {
     rshmemi_st_release_sys_u64((uint64_t*)rshmemi_peer_or_fail(flags + (uint64_t)me * nb + b, (int)tid), e);
-    rshmemi_wait_until<uint64_t>(flags + (uint64_t)tid * nb + b, RSHMEM_CMP_GE, e);
   }
+  // Our own block while the flags travel: after the releases, so their fences do not wait for
+  // these stores too.
+  rshmemi_rt_copy(dest + (uint64_t)me * nbytes + lo, source + lo, len);
+  if (flagger) rshmemi_wait_until<uint64_t>(flags + (uint64_t)tid * nb + b, RSHMEM_CMP_GE, e);
   rshmemi_syncthreads();
   for (int src = 0; src < np; ++src) {
     if (src == me) continue;
