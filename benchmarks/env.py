@@ -51,15 +51,16 @@ def _dist_version(name: str) -> str | None:
 
 
 def git_commit() -> str | None:
-    """HEAD of the repository the benchmarks run from, with '+dirty' when the tree has changes;
-    without git, the commit the GPU bundle's wheel was built from."""
+    """The commit the GPU bundle's wheel was built from (.gpu/MANIFEST, written by
+    scripts/build_gpu_bundle.sh) where there is one: the GPU machine's copy of the tree may carry
+    a stale .git. Otherwise HEAD, with '+dirty' when the tree has changes."""
+    manifest = ROOT / ".gpu" / "MANIFEST"
+    first = manifest.read_text().splitlines()[:1] if manifest.is_file() else []
+    if first and first[0].startswith("commit "):
+        return first[0].removeprefix("commit ").strip() + " (.gpu/MANIFEST)"
     head = _run(["git", "-C", str(ROOT), "rev-parse", "HEAD"])
     if head is None:
-        # The GPU machine gets the tree without .git; scripts/build_gpu_bundle.sh wrote the
-        # commit its wheel was built from.
-        manifest = ROOT / ".gpu" / "MANIFEST"
-        first = manifest.read_text().splitlines()[:1] if manifest.is_file() else []
-        return first[0].removeprefix("commit ").strip() + " (from .gpu/MANIFEST)" if first else None
+        return None
     dirty = _run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"])
     return head + ("+dirty" if dirty else "")
 
