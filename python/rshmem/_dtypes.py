@@ -37,11 +37,19 @@ def _torch_name(dtype) -> str | None:
     return None
 
 
+# dtypes already named (torch dtypes are hashable singletons): every on-stream call names one.
+_NAMED: dict = {}
+
+
 def runtime_name(dtype) -> str:
     """The runtime name of `dtype` (a torch dtype, a numpy dtype or a runtime name string).
 
     Raises `rshmem.DTypeError` naming the dtypes that are accepted.
     """
+    try:
+        return _NAMED[dtype]
+    except (KeyError, TypeError):
+        pass
     if isinstance(dtype, str):
         name = dtype
     else:
@@ -49,6 +57,10 @@ def runtime_name(dtype) -> str:
         # dtypes carry `.name`, numpy scalar types `__name__`; numpy itself is never imported.
         name = _torch_name(dtype) or getattr(dtype, "name", None) or getattr(dtype, "__name__", None)
     if isinstance(name, str) and name in RUNTIME_DTYPES:
+        try:
+            _NAMED[dtype] = name
+        except TypeError:  # an unhashable dtype-like object: named each time
+            pass
         return name
     raise DTypeError(
         f"dtype {dtype!r} is not one rshmem operations take; use one of "
