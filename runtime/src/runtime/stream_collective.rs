@@ -103,8 +103,8 @@ impl Runtime {
         let info = self.device_team(team, "fcollect_on_stream")?;
         self.check_local(dest, bytes * info.size())?;
         self.check_local(source, bytes)?;
+        self.stream_precheck("fcollect_on_stream")?;
         if bytes > 0 && bytes <= workspace::staged::SLOT_BYTES && team == Team::WORLD && self.staged_ws != 0 {
-            self.stream_precheck("fcollect_on_stream")?;
             // SAFETY: as below, for the world team; the staged workspace was zeroed at init and
             // only this kernel uses it; `bytes` fits a slot.
             return unsafe {
@@ -120,7 +120,6 @@ impl Runtime {
             };
         }
         if bytes > 0 && bytes <= FCOLLECT_PUSH_MAX_BYTES {
-            self.stream_precheck("fcollect_on_stream")?;
             // SAFETY: the team was checked; `dest` / `source` are this PE's symmetric ranges
             // (check_local), mapped on every member; the caller vouches for the stream and for
             // the buffers living until it has run.
@@ -133,7 +132,6 @@ impl Runtime {
             .filter(|_| bytes > 0)
             .map(|(j, &pe)| Ok((self.remote(dest + j * bytes, bytes, self.my_pe())?, self.remote(source, bytes, pe)?)))
             .collect::<Result<Vec<_>>>()?;
-        self.stream_precheck("fcollect_on_stream")?;
         // SAFETY: as in `broadcast_on_stream`.
         unsafe { self.queue_pulls(gpu, stream, team, &copies, bytes) }
     }
