@@ -6,7 +6,8 @@ mod common;
 use common::{Exit, Pes};
 use rshmem::bootstrap::{Bootstrap, UniqueId};
 use rshmem::Error;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -235,10 +236,11 @@ fn fd_passing(name: &'static str, n: usize) {
                     assert!(fd.is_none());
                     continue;
                 }
-                let mut g = std::fs::File::from(fd.expect("a descriptor from every peer"));
-                g.seek(SeekFrom::Start(0)).unwrap();
+                let g = std::fs::File::from(fd.expect("a descriptor from every peer"));
+                // A positional read: every receiver of a descriptor shares one file offset with
+                // the sender and the other receivers, so seek + read races between PEs.
                 let mut word = [0u8; 8];
-                g.read_exact(&mut word).unwrap();
+                g.read_exact_at(&mut word, 0).unwrap();
                 assert_eq!(
                     u64::from_le_bytes(word),
                     q as u64 * 100 + round,
