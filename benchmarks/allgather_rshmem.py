@@ -23,7 +23,7 @@ def run(ctx: Ctx) -> None:
     import rshmem
     import rshmem.torch as rtorch
 
-    rshmem.init(ctx.cpu_group, backend=ctx.backend, device=ctx.local_rank if ctx.cuda else None)
+    rshmem.init(ctx.cpu_group, backend=ctx.backend, device=ctx.device.index if ctx.cuda else None)
     try:
         sizes = aglib.ag_sizes(ctx)
         top = max(sizes)

@@ -207,12 +207,13 @@ class Ctx:
     job: str
     rank: int
     world: int
-    local_rank: int
+    local_rank: int  # this PE's GPU ordinal (rshmem's rule: rshmem.torch.device()); local rank on host
     quick: bool
     backend: str  # "cuda" or "host"
     rec: Recorder
     cpu_group: object = None  # a gloo group for barriers and object exchange
     options: dict = field(default_factory=dict)
+    shared_gpu: bool = False  # several PEs on one GPU (RSHMEM_ALLOW_SHARED_GPU=1): timings mean nothing
 
     @property
     def cuda(self) -> bool:

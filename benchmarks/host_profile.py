@@ -38,10 +38,9 @@ def main() -> None:
     import rshmem.torch as rtorch
     from rshmem import _cuda, _native
 
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
+    torch.cuda.set_device(rtorch.device())
     dist.init_process_group("gloo")
-    rshmem.init(dist.group.WORLD, backend="cuda", device=local)
+    rshmem.init(dist.group.WORLD, backend="cuda")
     world, n = dist.get_world_size(), args.bytes
     src = rtorch.create_symmetric_tensor((n,), torch.uint8)
     dst = rtorch.create_symmetric_tensor((world * n,), torch.uint8)

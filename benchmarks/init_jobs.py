@@ -43,7 +43,7 @@ def rshmem(ctx: Ctx) -> None:
 
     _ready(ctx)
     t0 = time.perf_counter()
-    lib.init(ctx.cpu_group, backend=ctx.backend, device=ctx.local_rank if ctx.cuda else None)
+    lib.init(ctx.cpu_group, backend=ctx.backend, device=ctx.device.index if ctx.cuda else None)
     t1 = time.perf_counter()
     rtorch.create_symmetric_tensor((FIRST_BYTES,), torch.uint8)
     ctx.sync()

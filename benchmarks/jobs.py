@@ -24,6 +24,12 @@ class Job:
     host_ok: bool
     timeout_s: int  # full run; quick runs get half (but at least 60 s, or all of it if less)
     env: tuple = ()  # extra environment variables, (name, value) pairs
+    nccl: bool = False  # uses NCCL between the PEs, which refuses two ranks on one GPU
+
+    @property
+    def library(self) -> str:
+        """The library measured: the part of the name after the suite ('rshmem', 'nccl', ...)."""
+        return self.name.split(".", 1)[1].split("#")[0]
 
     def env_for(self) -> dict:
         """The job's extra environment, minus the variables the caller has set (theirs win)."""
@@ -53,7 +59,7 @@ _MAIN = (
     Job("latency.nvshmem", "latency", "latency_nvshmem:run", False, 150),
     Job("latency.torch", "latency", "latency_torch:run", False, 120),
     Job("allgather.rshmem", "allgather", "allgather_rshmem:run", True, 240),
-    Job("allgather.nccl", "allgather", "allgather_nccl:run", False, 180),
+    Job("allgather.nccl", "allgather", "allgather_nccl:run", False, 180, nccl=True),
     Job("allgather.nvshmem", "allgather", "allgather_nvshmem:run", False, 180, _NVSHMEM_ENV),
     Job("allgather.torch", "allgather", "allgather_torch:run", False, 180),
 )
@@ -77,7 +83,7 @@ def all_jobs(init_repeats: int) -> list[Job]:
     jobs = list(_MAIN) + list(_SELFTEST)
     for i in range(init_repeats):
         for name, target, host_ok, env in _INIT:
-            jobs.append(Job(f"{name}#{i + 1}", "init", target, host_ok, 120, env))
+            jobs.append(Job(f"{name}#{i + 1}", "init", target, host_ok, 120, env, nccl=name == "init.nccl"))
     return jobs
 
 

@@ -338,6 +338,9 @@ def markdown(results: dict) -> str:
         "\n## Targets\n\n",
         ("_This run used rshmem's host backend (no GPU): the goals are for 2 GPUs joined by NVLink, so the "
          "verdicts below mean nothing here._\n\n" if results.get("meta", {}).get("backend") == "host" else ""),
+        ("_This run's PEs shared one GPU (RSHMEM_ALLOW_SHARED_GPU=1): every transfer was checked, but the times "
+         "and verdicts below mean nothing for speed, and baselines that cannot share a GPU (NCCL) did not "
+         "run._\n\n" if results.get("meta", {}).get("shared_gpu") else ""),
         targets(series),
         "\n## Put bandwidth, PE 0 -> PE 1 (GB/s)\n\n",
         "Physical reference: about 450 GB/s per direction (18 NVLink4 links).\n\n",

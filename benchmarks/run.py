@@ -36,6 +36,31 @@ def _invocation() -> str:
     return f"{Path(sys.executable).name} -m benchmarks.run {args}"
 
 
+NOT_RUNNABLE = "not runnable (shared GPU)"
+SHARED_NCCL = ("not runnable with several PEs on one GPU: NCCL refuses two ranks on one device "
+               "(ncclInvalidUsage); run on a GPU per PE")
+
+
+def skip_reason(job, backend: str, shared: bool, left_s: float, budget_s: float) -> str | None:
+    """Why `job` does not run in this run, or None."""
+    if backend == "host" and not job.host_ok:
+        return "needs CUDA (host backend run)"
+    if shared and job.nccl:
+        return SHARED_NCCL
+    if left_s < 30:
+        return f"time budget: {left_s:.0f} s left of {budget_s:.0f} s"
+    return None
+
+
+def shared_gpu_verdict(job, rec: dict, shared: bool) -> dict:
+    """On a shared GPU, a baseline that cannot run with several ranks on one GPU (NCCL, and any
+    other library's job that failed there) is recorded as not runnable, not as a failure of the
+    run; rshmem's own jobs must pass there like anywhere."""
+    if shared and (rec.get("error") == SHARED_NCCL or (rec["status"] != "ok" and job.library != "rshmem")):
+        rec["status"] = NOT_RUNNABLE
+    return rec
+
+
 def _gpu_count() -> int:
     try:
         import torch
@@ -87,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     ap.add_argument("--out", default="bench-out", help="output folder (default bench-out)")
     ap.add_argument("--backend", choices=("auto", "cuda", "host"), default="auto",
-                    help="cuda needs one GPU per PE; host runs rshmem's host backend (no GPU; the CUDA-only jobs "
-                         "are skipped). auto: cuda when there are enough GPUs")
+                    help="cuda: one GPU per PE, or PEs sharing fewer GPUs (RSHMEM_ALLOW_SHARED_GPU=1 is set; "
+                         "timings then mean nothing for speed, and NCCL baselines cannot run); host runs rshmem's "
+                         "host backend (no GPU; the CUDA-only jobs are skipped). auto: cuda when a GPU is present")
     ap.add_argument("--nproc", type=int, default=None, help="PEs per job (default: torchrun's WORLD_SIZE, else 2)")
     ap.add_argument("--jobs", default=None, help="comma list of job names or prefixes (e.g. put.rshmem,init.nccl)")
     ap.add_argument("--time-budget-s", type=float, default=570.0,
@@ -114,7 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.monotonic()
     nproc = args.nproc or int(os.environ.get("WORLD_SIZE", "2"))
     gpus = _gpu_count()
-    backend = args.backend if args.backend != "auto" else ("cuda" if gpus >= nproc else "host")
+    backend = args.backend if args.backend != "auto" else ("cuda" if gpus >= 1 else "host")
+    shared = backend == "cuda" and 0 < gpus < nproc
+    if shared:
+        os.environ["RSHMEM_ALLOW_SHARED_GPU"] = "1"  # every job's processes inherit it (launch.child_env)
     repeats = args.init_repeats if args.init_repeats is not None else (1 if args.quick else 3)
     only = [s.strip() for s in args.jobs.split(",")] if args.jobs else None
     selected = job_table.select(args.suite, only, repeats)
@@ -122,10 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     results = {} if args.fresh else _load(path)
     results.setdefault("jobs", {})
     results["meta"] = {**env.machine_info(), "command": _invocation(), "argv": sys.argv[1:], "backend": backend,
-                       "nproc": nproc, "gpus_visible": gpus, "quick": args.quick,
+                       "nproc": nproc, "gpus_visible": gpus, "shared_gpu": shared, "quick": args.quick,
                        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith(_ENV_PREFIXES)}}
-    if backend == "cuda" and gpus < nproc:
-        print(f"benchmarks.run: --backend cuda with {gpus} GPU(s) for {nproc} PEs; jobs will fail", flush=True)
+    if shared:
+        print(f"benchmarks.run: {nproc} PEs share {gpus} GPU(s) (RSHMEM_ALLOW_SHARED_GPU=1): results are checked, "
+              "but timings mean nothing for speed; NCCL baselines cannot run (NCCL refuses two ranks on one GPU)",
+              flush=True)
+    elif backend == "cuda" and gpus == 0:
+        print("benchmarks.run: --backend cuda with no GPU visible; jobs will fail", flush=True)
 
     def save() -> None:
         tmp = path.with_suffix(".tmp")
@@ -135,11 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"benchmarks.run: {len(selected)} job(s), backend {backend}, {nproc} PEs, out {out}", flush=True)
     for job in selected:
         left = args.time_budget_s - (time.monotonic() - t_start)
-        skipped = None
-        if backend == "host" and not job.host_ok:
-            skipped = "needs CUDA (host backend run)"
-        elif left < 30:
-            skipped = f"time budget: {left:.0f} s left of {args.time_budget_s:.0f} s"
+        skipped = skip_reason(job, backend, shared, left, args.time_budget_s)
         launched, worker = None, {}
         if skipped is None:
             limit = max(10.0, min(job.time_limit(args.quick), left - 10))
@@ -150,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {job.name:<20} running (limit {limit:.0f} s) ...", flush=True)
             launched = launch.run_job(job.name, argv_w, nproc, limit, out, dict(job.env_for()))
             worker = _load(jpath)
-        rec = _job_record(job, launched, worker, skipped)
+        rec = shared_gpu_verdict(job, _job_record(job, launched, worker, skipped), shared)
         results["jobs"][job.name] = rec
         save()
         bad = sum(1 for s in rec.get("series", []) if s.get("error"))

@@ -2,9 +2,10 @@
 
     python -m benchmarks.worker --job put.rshmem --out DIR --backend cuda [--quick] [--opt K=V]
 
-Sets the NVLS variables first, picks the GPU (LOCAL_RANK), starts torch.distributed (CUDA:
-"cpu:gloo,cuda:nccl", so NCCL starts only if a job uses it; host: "gloo") plus a gloo group for
-barriers, runs the job and writes `DIR/jobs/<job>.json` (rank 0). The process ends with
+Sets the NVLS variables first, picks the GPU by rshmem's rule (`rshmem.torch.device()`: one per
+PE, or shared round-robin under RSHMEM_ALLOW_SHARED_GPU=1), starts torch.distributed (a GPU per
+PE: "cpu:gloo,cuda:nccl", so NCCL starts only if a job uses it; a shared GPU or the host backend:
+"gloo", as NCCL refuses two ranks on one GPU) plus a gloo group for barriers, runs the job and writes `DIR/jobs/<job>.json` (rank 0). The process ends with
 `os._exit`, so no library's teardown can hang a finished job.
 """
 from __future__ import annotations
@@ -59,17 +60,24 @@ def main(argv: list[str] | None = None) -> int:
         import torch
         import torch.distributed as dist
 
+        shared = False
         if args.backend == "cuda":
-            torch.cuda.set_device(local)
+            import rshmem.torch as rtorch
+
+            dev = rtorch.device()
+            torch.cuda.set_device(dev)
+            local, shared = dev.index, rtorch.gpu_shared()
         timeout = datetime.timedelta(seconds=args.pg_timeout_s)
-        dist.init_process_group(backend="cpu:gloo,cuda:nccl" if args.backend == "cuda" else "gloo",
+        dist.init_process_group(backend="cpu:gloo,cuda:nccl" if args.backend == "cuda" and not shared else "gloo",
                                 timeout=timeout)
-        cpu_group = dist.new_group(backend="gloo", timeout=timeout) if args.backend == "cuda" else dist.group.WORLD
+        cpu_group = dist.new_group(backend="gloo", timeout=timeout) if args.backend == "cuda" and not shared \
+            else dist.group.WORLD
         ctx = Ctx(job=args.job, rank=rank, world=world, local_rank=local, quick=args.quick, backend=args.backend,
-                  rec=rec, cpu_group=cpu_group, options=_options(args.opt))
+                  rec=rec, cpu_group=cpu_group, options=_options(args.opt), shared_gpu=shared)
         rec.ctx = ctx
         rec.data["env"] = env.torch_info()
         rec.data["world"] = world
+        rec.data["shared_gpu"] = shared
         job.function()(ctx)
         rec.data["status"] = "ok"
     except BaseException as e:  # noqa: BLE001 (record any failure, then exit non-zero)

@@ -10,6 +10,11 @@
 #   rust       every .gpu/bin/cuda* test binary with --ignored --test-threads=1
 #   tutorials  every tutorials/NN_*.py under torchrun --nproc-per-node 2
 #
+# On a machine with fewer GPUs than PEs (one GPU), every step runs with RSHMEM_ALLOW_SHARED_GPU=1:
+# the 2 PEs share the GPU, tests that need distinct GPUs skip with their reason. A pytest or Rust
+# step that ran no test at all fails (a step where everything skipped proved nothing), and the
+# summary prints each step's counts.
+#
 # The wheel is installed with `pip install --no-deps --target /tmp/site` and found through
 # PYTHONPATH (again only when the wheel changed). Logs go under $OUT/gpu-check (or
 # /tmp/rshmem-gpu-check): one file per step and summary.txt. Each step has a deadline
@@ -41,20 +46,52 @@ export PYTHONFAULTHANDLER=1
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/rshmem-triton-cache}"
 FAILED=0
 
-# run_step NAME TIMEOUT CMD...: runs CMD with a deadline, output to the console and NAME.log.
+# counts KIND LOG: "N passed, N failed, N skipped" from a pytest (per rank under torchrun) or
+# Rust test log; empty when the log holds no result line.
+counts() {
+    "$PYTHON" - "$1" "$2" <<'PYCOUNT'
+import re, sys
+kind, text = sys.argv[1], open(sys.argv[2], errors="replace").read()
+if kind == "rust":
+    got = re.findall(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", text)
+    if got:
+        p, f, i = (sum(int(g[k]) for g in got) for k in range(3))
+        print(f"{p} passed, {f} failed, {i} ignored")
+    sys.exit()
+# pytest: the last summary line of each rank ("[default0]:== 3 passed, 2 skipped in 1.2s ==").
+last = {}
+for line in text.splitlines():
+    m = re.match(r"^(\[\w+\]:)?\s*=*\s*((\d+ \w+,? ?)+)(in [0-9.]+s)", line)
+    if m and re.search(r"\d+ (passed|failed|skipped|error)", m.group(2)):
+        last[m.group(1) or ""] = m.group(2).strip().rstrip(",")
+print("; ".join(f"{k.strip('[]:') or 'pytest'}: {v}" for k, v in sorted(last.items())))
+PYCOUNT
+}
+
+# run_step NAME TIMEOUT KIND CMD...: runs CMD with a deadline, output to the console and NAME.log.
+# KIND (pytest, rust or plain) says how to count what ran: a pytest or Rust step that ran no
+# test fails.
 run_step() {
-    local name="$1" limit="$2"
-    shift 2
+    local name="$1" limit="$2" kind="$3"
+    shift 3
     local started=$SECONDS code
     printf '\n==== %s: %s\n' "$name" "$*" | tee -a "$LOGS/$name.log"
     timeout -k 15 "$limit" "$@" 2>&1 | tee -a "$LOGS/$name.log"
     code=${PIPESTATUS[0]}
-    local took=$((SECONDS - started))
+    local took=$((SECONDS - started)) got=""
+    if [ "$kind" != plain ]; then
+        got="$(counts "$kind" "$LOGS/$name.log")"
+        if [ "$code" -eq 0 ] && ! echo "$got" | grep -qE '(^|[ :])[1-9][0-9]* passed'; then
+            echo "      $name ran no test (${got:-no result line}): a step where nothing ran proves nothing" \
+                | tee -a "$SUMMARY"
+            code=99
+        fi
+    fi
     if [ "$code" -eq 0 ]; then
-        echo "PASS  $name  (${took} s)" | tee -a "$SUMMARY"
+        echo "PASS  $name  (${took} s)${got:+  [$got]}" | tee -a "$SUMMARY"
     else
         [ "$code" -eq 124 ] && echo "      $name ran past its ${limit} s deadline" | tee -a "$SUMMARY"
-        echo "FAIL  $name  (exit $code, ${took} s)  log: $LOGS/$name.log" | tee -a "$SUMMARY"
+        echo "FAIL  $name  (exit $code, ${took} s)${got:+  [$got]}  log: $LOGS/$name.log" | tee -a "$SUMMARY"
         FAILED=$((FAILED + 1))
     fi
     return 0
@@ -102,13 +139,13 @@ import rshmem.triton as rt; print("device bitcode", rt.bitcode_path())'
 step_pytest2() {
     local t="${GPU_CHECK_TIMEOUT:-480}"
     torchrun2
-    run_step pytest-2pe "$t" "${TORCHRUN2[@]}" --log-dir "$LOGS/pytest-2pe-ranks" --tee 3 \
+    run_step pytest-2pe "$t" pytest "${TORCHRUN2[@]}" --log-dir "$LOGS/pytest-2pe-ranks" --tee 3 \
         -m pytest -m gpu ${GPU_CHECK_X--x} -q -rs -p no:cacheprovider -o faulthandler_timeout=240 tests
 }
 
 step_pytest1() {
     local t="${GPU_CHECK_TIMEOUT:-480}"
-    run_step pytest-1pe "$t" "$PYTHON" -m pytest -m gpu ${GPU_CHECK_X--x} -q -rs -p no:cacheprovider -o faulthandler_timeout=240 tests
+    run_step pytest-1pe "$t" pytest "$PYTHON" -m pytest -m gpu ${GPU_CHECK_X--x} -q -rs -p no:cacheprovider -o faulthandler_timeout=240 tests
 }
 
 step_rust() {
@@ -116,7 +153,7 @@ step_rust() {
     for b in "$ROOT"/.gpu/bin/cuda*; do
         [ -x "$b" ] || continue
         found=1
-        run_step "rust-$(basename "$b")" "$t" "$b" --ignored --test-threads=1
+        run_step "rust-$(basename "$b")" "$t" rust "$b" --ignored --test-threads=1
     done
     if [ "$found" -eq 0 ]; then
         echo "FAIL  rust  (no test binary in .gpu/bin)" | tee -a "$SUMMARY"
@@ -130,10 +167,20 @@ step_tutorials() {
         [ -f "$f" ] || continue
         found=1
         torchrun2
-        run_step "tutorial-$(basename "$f" .py)" "$t" "${TORCHRUN2[@]}" "$f"
+        # Without the run's opt-in: a tutorial opts in to a shared GPU by itself, and says so.
+        run_step "tutorial-$(basename "$f" .py)" "$t" plain env -u RSHMEM_ALLOW_SHARED_GPU "${TORCHRUN2[@]}" "$f"
     done
     [ "$found" -eq 1 ] || echo "(no tutorials)" | tee -a "$SUMMARY"
 }
+
+GPUS="$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)"
+if [ "$GPUS" -lt 2 ] && [ -z "${RSHMEM_ALLOW_SHARED_GPU:-}" ]; then
+    # One GPU: the 2-PE steps share it. Tutorials opt in by themselves (and say so); the tests
+    # and the Rust binaries read this.
+    export RSHMEM_ALLOW_SHARED_GPU=1
+    echo "$GPUS GPU(s): 2 PEs share one (RSHMEM_ALLOW_SHARED_GPU=1); tests that need distinct GPUs skip" \
+        | tee -a "$SUMMARY"
+fi
 
 STEPS=("$@")
 [ ${#STEPS[@]} -gt 0 ] || STEPS=(pytest2 pytest1 rust tutorials)

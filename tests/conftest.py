@@ -29,7 +29,10 @@ os.environ.setdefault("RSHMEM_DEBUG_WAIT_TIMEOUT_MS", "60000")
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "gpu: needs a CUDA GPU per PE (skipped where none is present)")
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU per PE, or one GPU that the PEs share under "
+                            "RSHMEM_ALLOW_SHARED_GPU=1 (skipped where there is none)")
+    config.addinivalue_line("markers", "distinct_gpus(n=2): needs n different GPUs (peer links, per-GPU "
+                            "speed); skipped on a shared GPU with the reason")
     config.addinivalue_line("markers", "multi: needs at least 2 PEs (run under torchrun --nproc-per-node 2)")
     config.addinivalue_line("markers", "single: runs only as one process (plain pytest)")
     SESSION["backend"] = _session_backend(config)
@@ -42,9 +45,19 @@ def _session_backend(config) -> str:
     if asked:
         return asked
     local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1"))) if UNDER_TORCHRUN else 1
-    if (config.getoption("markexpr", "") or "").strip() == "gpu" and _gpu_count() >= local:
+    if (config.getoption("markexpr", "") or "").strip() == "gpu" and _gpus_for(local):
         return "cuda"
     return "host"
+
+
+def shared_gpu_allowed() -> bool:
+    return os.environ.get("RSHMEM_ALLOW_SHARED_GPU", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _gpus_for(pes: int) -> bool:
+    """Whether `pes` PEs of this host can run on the cuda backend: a GPU each, or a shared one."""
+    gpus = _gpu_count()
+    return gpus >= pes or (gpus >= 1 and shared_gpu_allowed())
 
 
 # The backend `start()` uses; pytest_configure settles it.
@@ -64,8 +77,16 @@ def pytest_collection_modifyitems(config, items):
     world = int(os.environ.get("WORLD_SIZE", "1")) if UNDER_TORCHRUN else 1
     gpus = _gpu_count()
     for item in items:
-        if "gpu" in item.keywords and gpus < world:
-            item.add_marker(pytest.mark.skip(reason=f"needs {world} CUDA GPU(s), {gpus} present"))
+        if "gpu" in item.keywords and not _gpus_for(world):
+            why = f"needs {world} CUDA GPU(s), {gpus} present"
+            if gpus:
+                why += " (RSHMEM_ALLOW_SHARED_GPU=1 lets the PEs share them)"
+            item.add_marker(pytest.mark.skip(reason=why))
+        distinct = item.get_closest_marker("distinct_gpus")
+        if distinct is not None:
+            n = distinct.kwargs.get("n", max(world, 2))
+            if gpus < n:
+                item.add_marker(pytest.mark.skip(reason=f"needs {n} distinct CUDA GPUs, {gpus} present"))
         if "multi" in item.keywords and world < 2:
             item.add_marker(pytest.mark.skip(reason="needs 2 PEs: run under torchrun --nproc-per-node 2"))
         if "single" in item.keywords and UNDER_TORCHRUN:
@@ -148,6 +169,11 @@ def start(backend=None):
     import rshmem
 
     backend = backend or SESSION["backend"]
+    if backend == "cuda":
+        import torch
+        import rshmem.torch as rtorch
+
+        torch.cuda.set_device(rtorch.device())  # what a program does before init: the rule's GPU
     if UNDER_TORCHRUN:
         import torch.distributed as dist
 

@@ -112,7 +112,9 @@ def free_port() -> int:
 def job_env(rank: int, world: int, port: int, **extra) -> dict:
     """The environment torchrun would give rank `rank` (plus `extra`; None removes a variable),
     without this test run's own launcher and RSHMEM_* variables."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHELASTIC_", "RSHMEM_"))}
+    # The run's opt-in to a shared GPU carries over: on one GPU the job's PEs share it too.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TORCHELASTIC_", "RSHMEM_")) or k == "RSHMEM_ALLOW_SHARED_GPU"}
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK"):
         env.pop(k, None)
     env.update(

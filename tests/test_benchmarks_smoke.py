@@ -221,3 +221,21 @@ def test_nvshmem_benchmark_kernels_compile_for_sm90():
         pytest.skip(rows[0]["error"])
     bad = [r for r in rows if not r["ok"]]
     assert not bad, bad
+
+
+def test_shared_gpu_runs_report_baselines_that_cannot_share_as_not_runnable():
+    """Issue 10: with PEs sharing one GPU, NCCL jobs do not start and other baselines that fail
+    there are 'not runnable', while a failing rshmem job stays a failure."""
+    from benchmarks import jobs as table
+    from benchmarks.run import NOT_RUNNABLE, SHARED_NCCL, shared_gpu_verdict, skip_reason
+
+    nccl, nvshmem, mine = table.find("allgather.nccl"), table.find("allgather.nvshmem"), table.find("put.rshmem")
+    assert skip_reason(nccl, "cuda", True, 500, 570) == SHARED_NCCL
+    assert skip_reason(table.find("init.nccl#1"), "cuda", True, 500, 570) == SHARED_NCCL
+    assert skip_reason(nccl, "cuda", False, 500, 570) is None
+    assert skip_reason(nvshmem, "cuda", True, 500, 570) is None
+    assert shared_gpu_verdict(nccl, {"status": "skipped", "error": SHARED_NCCL}, True)["status"] == NOT_RUNNABLE
+    assert shared_gpu_verdict(nvshmem, {"status": "error", "error": "x"}, True)["status"] == NOT_RUNNABLE
+    assert shared_gpu_verdict(nvshmem, {"status": "error", "error": "x"}, False)["status"] == "error"
+    assert shared_gpu_verdict(mine, {"status": "error", "error": "x"}, True)["status"] == "error"
+    assert shared_gpu_verdict(mine, {"status": "ok"}, True)["status"] == "ok"

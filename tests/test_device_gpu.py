@@ -32,7 +32,7 @@ from rshmem.triton import libshmem_device as shm  # noqa: E402
 
 @pytest.fixture(scope="module", autouse=True)
 def pe():
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(rtorch.device())
     if not rshmem.is_initialized():
         rshmem.init(backend="cuda")
     rt.install_load_hook()

@@ -51,7 +51,7 @@ from rshmem.triton import libshmem_device as shm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = int(os.environ.get("WORLD_SIZE", "1"))
-GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+from conftest import _gpus_for  # noqa: E402
 
 # 2-PE tests: conftest skips `gpu` without a GPU per PE and `multi` below 2 PEs.
 two_gpu_pes = [pytest.mark.gpu, pytest.mark.multi]
@@ -379,19 +379,17 @@ def unmatched_wait_kernel(sig, WHICH: tl.constexpr):
 def pe():
     """rshmem on the cuda backend for this module; the session's host-backend rshmem (see
     conftest.py) is restored afterwards."""
-    if GPUS == 0 or WORLD < 2:
-        pytest.skip("needs 2 PEs with a GPU each")
+    if not _gpus_for(WORLD) or WORLD < 2:
+        pytest.skip("needs 2 PEs with a GPU each, or one GPU shared under RSHMEM_ALLOW_SHARED_GPU=1")
     import torch.distributed as dist
-
-    local = int(os.environ.get("LOCAL_RANK", "0"))
-    torch.cuda.set_device(local)
     restore = None
     if rshmem.is_initialized() and rshmem.backend() != "cuda":
         restore = rshmem.backend()
         rshmem.finalize()
     if not rshmem.is_initialized():
         group = dist.group.WORLD if dist.is_available() and dist.is_initialized() else None
-        rshmem.init(group, backend="cuda", device=local)
+        torch.cuda.set_device(rtorch.device())
+        rshmem.init(group, backend="cuda")
     rt.install_load_hook()
     yield rshmem.my_pe()
     torch.cuda.synchronize()
@@ -581,10 +579,9 @@ DEBUG_WAIT_JOB = textwrap.dedent('''
     import rshmem, rshmem.torch as rtorch, rshmem.triton as rt
     from test_device_memory_model import unmatched_wait_kernel
 
-    local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
+    torch.cuda.set_device(rtorch.device())
     dist.init_process_group("gloo")
-    rshmem.init(dist.group.WORLD, backend="cuda", device=local)
+    rshmem.init(dist.group.WORLD, backend="cuda")
     sig = rtorch.create_symmetric_tensor((4,), torch.int64)   # an allocation of 32 bytes
     sig[2] = 3                                                # the "last seen" value
     torch.cuda.synchronize()
@@ -614,7 +611,7 @@ def _free_port() -> int:
 
 @pytest.mark.gpu
 @pytest.mark.single
-@pytest.mark.skipif(GPUS < 2, reason="needs 2 GPUs (it starts a 2-PE torchrun job)")
+@pytest.mark.skipif(not _gpus_for(2), reason="needs 2 GPUs, or 1 with RSHMEM_ALLOW_SHARED_GPU=1 (it starts a 2-PE job)")
 def test_debug_wait_timeout_names_pe_address_and_values(tmp_path):
     job = tmp_path / "unmatched_wait.py"
     job.write_text(DEBUG_WAIT_JOB.format(tests=str(ROOT / "tests")))

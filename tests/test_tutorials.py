@@ -46,6 +46,7 @@ def _run_tutorial(script: str, *args: str, nproc: int = 2, host: bool = True) ->
         env["CUDA_VISIBLE_DEVICES"] = ""  # the tutorial's host path, even on a GPU machine
     else:
         env.pop("RSHMEM_BACKEND", None)
+        env.pop("RSHMEM_ALLOW_SHARED_GPU", None)  # a tutorial opts in to a shared GPU by itself
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
         "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
@@ -88,14 +89,25 @@ def _gpus() -> int:
         return 0
 
 
-needs_2_gpus = pytest.mark.skipif(_gpus() < 2, reason="needs 2 GPUs (the tutorials' Triton kernels run on 2 PEs)")
+# On one GPU the tutorials opt in to sharing it (2 PEs, torch.distributed on gloo) and say so.
+needs_gpu = pytest.mark.skipif(_gpus() < 1, reason="needs a CUDA GPU (the tutorials' Triton kernels)")
+SHARED = 0 < _gpus() < 2
+DIST = "gloo" if SHARED else "nccl"
+
+
+def _says_how_gpus_are_used(out: str) -> None:
+    if SHARED:
+        assert "note: 2 PEs share 1 GPU(s)" in out and "mean nothing for speed" in out, out
+    else:
+        assert "share" not in out, out
 
 
 @pytest.mark.gpu
 @pytest.mark.single
-@needs_2_gpus
-def test_notify_wait_tutorial_on_2_gpus():
+@needs_gpu
+def test_notify_wait_tutorial_on_gpus():
     out = _run_tutorial("01_notify_wait.py", host=False)
+    _says_how_gpus_are_used(out)
     assert "on the cuda backend" in out
     assert "producer/consumer (Triton kernels" in out and "correct (50 messages" in out
     assert "skipped" not in out
@@ -103,32 +115,35 @@ def test_notify_wait_tutorial_on_2_gpus():
 
 @pytest.mark.gpu
 @pytest.mark.single
-@needs_2_gpus
-def test_allgather_tutorial_on_2_gpus_runs_both_variants_and_times_them():
+@needs_gpu
+def test_allgather_tutorial_on_gpus_runs_both_variants_and_times_them():
     out = _run_tutorial("02_intra_node_allgather.py", "--M", "2048", "--N", "4096", host=False)
+    _says_how_gpus_are_used(out)
     assert "on the cuda backend" in out
     assert "pull allgather: correct" in out and "push allgather: correct" in out
     assert "times (CUDA events" in out
-    for name in ("rshmem pull", "rshmem push (Triton kernel", "torch.distributed all_gather (nccl)"):
+    for name in ("rshmem pull", "rshmem push (Triton kernel", f"torch.distributed all_gather ({DIST})"):
         assert name in out, out
     assert "skipped" not in out
 
 
 @pytest.mark.gpu
 @pytest.mark.single
-@needs_2_gpus
-def test_ring_allreduce_tutorial_on_2_gpus():
+@needs_gpu
+def test_ring_allreduce_tutorial_on_gpus():
     out = _run_tutorial("03_ring_allreduce.py", "--elems", str(1 << 20), host=False)
+    _says_how_gpus_are_used(out)
     assert "ring allreduce (one Triton kernel" in out and "correct (equal to torch.distributed.all_reduce" in out
     assert "second call (no reset between calls): correct" in out
-    assert "torch.distributed all_reduce (nccl)" in out
+    assert f"torch.distributed all_reduce ({DIST})" in out
     assert "skipped" not in out
 
 
 @pytest.mark.gpu
 @pytest.mark.single
-@needs_2_gpus
-def test_simple_shift_tutorial_on_2_gpus():
+@needs_gpu
+def test_simple_shift_tutorial_on_gpus():
     out = _run_tutorial("04_simple_shift.py", host=False)
+    _says_how_gpus_are_used(out)
     assert "shift (Triton kernels int_p + putmem_block, then barrier_all_block): correct" in out
     assert "skipped" not in out

@@ -61,7 +61,7 @@ import rshmem.triton as rt
 from rshmem.triton import libshmem_device as shm
 from rshmem.triton.language import syncthreads, tid
 
-from _common import agree, setup
+from _common import agree, reference, setup, timing_caveat
 
 
 def parse_args():
@@ -188,7 +188,7 @@ def main():
 
     # the reference: torch.distributed's all_gather
     ref = torch.empty(M, N, dtype=torch.float16, device=device)
-    dist.all_gather_into_tensor(ref, local)
+    reference(dist.all_gather_into_tensor, ref, local)
 
     full = rtorch.create_symmetric_tensor((M, N), torch.float16)
     sig = rtorch.create_symmetric_tensor((world,), rtorch.SIGNAL_DTYPE)
@@ -233,10 +233,10 @@ def main():
         results.append((f"rshmem push (Triton kernel, {args.push_ctas} CTAs)",
                          timed(one_push, args.iters, args.warmup, device)))
 
-    t_ref = timed(lambda: dist.all_gather_into_tensor(ref, local), args.iters, args.warmup, device)
+    t_ref = timed(lambda: reference(dist.all_gather_into_tensor, ref, local), args.iters, args.warmup, device)
     results.append((f"torch.distributed all_gather ({dist.get_backend()})", t_ref))
     clock = "CUDA events" if on_gpu else "wall clock"
-    say(f"times ({clock}, median of {args.iters} after {args.warmup} warm-up):")
+    say(f"times ({clock}, median of {args.iters} after {args.warmup} warm-up){timing_caveat()}:")
     for name, t in results:
         say(f"  {name + ':':45s} {t * 1e3:8.2f} ms  {gathered_bytes / t / 1e9:7.2f} GB/s received per rank")
 

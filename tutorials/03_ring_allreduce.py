@@ -61,7 +61,7 @@ import rshmem.triton as rt
 from rshmem.triton import libshmem_device as shm
 from rshmem.triton.language import syncthreads, tid
 
-from _common import agree, setup
+from _common import agree, reference, setup, timing_caveat
 
 MAX_CTAS = 128  # signal words are allocated for this many CTAs
 
@@ -207,7 +207,7 @@ def main():
     gen = torch.Generator().manual_seed(1234 + me)
     x = torch.randint(-1000, 1000, (n,), generator=gen).to(torch.float32).to(device)
     ref = x.clone()
-    dist.all_reduce(ref)
+    reference(dist.all_reduce, ref)
 
     slots = max(2 * (world - 1), 1)
     recv = rtorch.create_symmetric_tensor((slots, seg), torch.float32)
@@ -252,12 +252,12 @@ def main():
     if on_gpu:
         t_ring = timed(one_call, args.iters, args.warmup)
         scratch = x.clone()
-        t_ref = timed(lambda: dist.all_reduce(scratch), args.iters, args.warmup)
+        t_ref = timed(lambda: reference(dist.all_reduce, scratch), args.iters, args.warmup)
         moved = 2 * (world - 1) * seg * 4  # bytes each rank sends
-        say(f"times (CUDA events, median of {args.iters} after {args.warmup} warm-up):")
+        say(f"times (CUDA events, median of {args.iters} after {args.warmup} warm-up){timing_caveat()}:")
         say(f"  {'rshmem ring kernel (barrier + kernel):':45s} {t_ring * 1e3:8.3f} ms  "
             f"{moved / t_ring / 1e9:7.2f} GB/s sent per rank")
-        say(f"  {'torch.distributed all_reduce (nccl):':45s} {t_ref * 1e3:8.3f} ms  "
+        say(f"  {f'torch.distributed all_reduce ({dist.get_backend()}):':45s} {t_ref * 1e3:8.3f} ms  "
             f"{moved / t_ref / 1e9:7.2f} GB/s sent per rank (same count)")
     else:
         say("skipped the Triton kernel (ring_allreduce_kernel): it moves data between GPUs from the GPU, and "

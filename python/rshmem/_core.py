@@ -115,6 +115,13 @@ def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=
     visible); `device` is the GPU of this PE (int, `"cuda:N"` or `torch.device`). See the module
     docstring for how the PEs are found. Raises `AlreadyInitializedError` when already running.
 
+    Without `device`, the GPU follows one rule (`rshmem.torch.device()` gives it, before init
+    too): one GPU per PE by its rank on the host (`LOCAL_RANK`); with fewer GPUs than PEs on the
+    host, `RSHMEM_ALLOW_SHARED_GPU=1` makes the PEs share them round-robin, and without it init
+    raises `InvalidArgumentError` naming both counts. init never changes a device the program
+    chose: when torch's current CUDA device is already set to another GPU, it raises instead;
+    when none was chosen yet, this PE's GPU becomes torch's current device.
+
     rshmem's bootstrap is its own TCP connection between the PEs: once `init` has returned, the
     torch.distributed group (or MPI communicator) that handed the unique id around is no longer
     needed, and `torch.distributed.destroy_process_group()` may run before or after `finalize`.
@@ -136,13 +143,18 @@ def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=
             uid, rank, nranks = get_unique_id(), 0, 1
     if uid is not None and not isinstance(uid, (bytes, bytearray)):
         raise InvalidArgumentError(f"uid must be the bytes returned by rshmem.get_unique_id(), not {type(uid).__name__}")
-    _native.init(bytes(uid) if uid is not None else None, rank, nranks, backend, _device_index(device))
+    index = _device_index(device)
+    if "torch" in sys.modules:
+        from . import _cuda  # torch is loaded already; without it, importing rshmem.torch does this
+
+        if _cuda.cuda_wanted(backend):
+            # Checked before joining, so every PE fails alike and none waits for the others.
+            _cuda.check_current_device(index)
+    _native.init(bytes(uid) if uid is not None else None, rank, nranks, backend, index)
     if not _atexit_registered[0]:
         atexit.register(_finalize_at_exit)
         _atexit_registered[0] = True
     if "torch" in sys.modules and _native.backend() == "cuda":
-        from . import _cuda  # torch is loaded already; without it, importing rshmem.torch does this
-
         _cuda.use_device()  # torch's current device = this PE's GPU, where the heap lives
 
 

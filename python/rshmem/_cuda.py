@@ -24,6 +24,7 @@ import ctypes
 import importlib.util
 import math
 import operator
+import os
 import weakref
 
 import torch
@@ -55,11 +56,45 @@ def device() -> torch.device:
 
 
 def use_device() -> None:
-    """Makes this PE's GPU torch's current device (called right after `rshmem.init` on cuda), so
-    plain `device="cuda"` tensors and the current stream are on the GPU the heap lives on."""
+    """Makes this PE's GPU torch's current device right after `rshmem.init` on cuda, when the
+    program has not chosen one yet (torch's CUDA state is not initialized), so plain
+    `device="cuda"` tensors and the current stream are on the GPU the heap lives on. A device the
+    program chose is never changed: `rshmem.init` has checked that it is this PE's GPU."""
     wanted = ordinal()
-    if torch.cuda.current_device() != wanted:
+    if not torch.cuda.is_initialized():
+        _core._log.info("rshmem: torch's current CUDA device set to cuda:%d, this PE's GPU", wanted)
         torch.cuda.set_device(wanted)
+
+
+def cuda_wanted(backend=None) -> bool:
+    """Before init: whether `rshmem.init(backend=backend)` will start the cuda backend (`backend`,
+    else RSHMEM_BACKEND, else whether a GPU is visible)."""
+    asked = (backend or os.environ.get("RSHMEM_BACKEND", "")).strip().lower()
+    if asked:
+        return asked == "cuda"
+    return torch.cuda.is_available()
+
+
+def planned(requested=None) -> tuple:
+    """Before init: (ordinal, PEs of this host sharing it) by rshmem's rule; (0, 1) for a process
+    that no launcher numbered (a lone PE, or init numbers the host's PEs itself)."""
+    return _native.plan_device(torch.cuda.device_count(), requested) or (0, 1)
+
+
+def check_current_device(requested=None) -> None:
+    """Before init: raises what init would raise about the GPU (too few GPUs without the opt-in,
+    a bad `requested` ordinal), and raises when the program already made another GPU torch's
+    current device than the one this PE will use (its tensors and streams would be elsewhere)."""
+    plan = _native.plan_device(torch.cuda.device_count(), requested)
+    if plan is None or not torch.cuda.is_initialized():
+        return
+    current, mine = torch.cuda.current_device(), plan[0]
+    if current != mine:
+        raise InvalidArgumentError(
+            f"torch's current CUDA device is cuda:{current}, but this PE's GPU is cuda:{mine} (rshmem's rule: "
+            "one GPU per PE by local rank, shared round-robin with RSHMEM_ALLOW_SHARED_GPU=1). Call "
+            "torch.cuda.set_device(rshmem.torch.device()) before making CUDA tensors, or pass "
+            f"device={current} to rshmem.init to use cuda:{current}")
 
 
 # torch's current stream as a raw handle without building a torch.cuda.Stream object (what

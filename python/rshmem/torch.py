@@ -66,6 +66,42 @@ if _on_cuda():  # rshmem.init ran before torch was imported: make this PE's GPU 
     _cuda.use_device()
 
 
+def device() -> torch.device:
+    """This PE's torch device, before or after `rshmem.init`: its GPU on the cuda backend (one
+    GPU per PE by local rank; round-robin when `RSHMEM_ALLOW_SHARED_GPU=1` lets fewer GPUs serve
+    more PEs), `cpu` on the host backend. Scripts use it instead of computing the device from
+    `LOCAL_RANK`::
+
+        torch.cuda.set_device(rshmem.torch.device())   # before init, where CUDA is used
+
+    Before init it applies the same rule as `init` to the launcher's variables (`LOCAL_RANK`,
+    `LOCAL_WORLD_SIZE`, or Open MPI's / MPICH's / Slurm's) and raises `InvalidArgumentError`
+    where `init` would (more PEs than GPUs on the host without the opt-in, naming both counts).
+    """
+    if _native.is_initialized():
+        return _cuda.device() if _native.backend() == "cuda" else torch.device("cpu")
+    if not _cuda.cuda_wanted():
+        return torch.device("cpu")
+    return torch.device("cuda", _cuda.planned()[0])
+
+
+def gpu_shared() -> bool:
+    """Whether other PEs of this host use this PE's GPU (only with `RSHMEM_ALLOW_SHARED_GPU=1`).
+    Results stay correct on a shared GPU, but its timings mean nothing for speed, and
+    torch.distributed must use gloo there (`dist_backend()`). Before init: by the rule."""
+    if _native.is_initialized():
+        return _native.gpu_sharers() > 1
+    return _cuda.cuda_wanted() and _cuda.planned()[1] > 1
+
+
+def dist_backend() -> str:
+    """The torch.distributed backend that works beside rshmem on this PE: `"nccl"` with a GPU of
+    its own, `"gloo"` on a shared GPU (NCCL refuses two ranks on one GPU) or without a GPU."""
+    if device().type != "cuda" or gpu_shared():
+        return "gloo"
+    return "nccl"
+
+
 def _host_only(what: str) -> None:
     if not _native.is_initialized():
         raise NotInitializedError(f"rshmem is not initialized: call rshmem.init() before rshmem.torch.{what}()")
@@ -339,6 +375,9 @@ def barrier_on_stream(team=_core.Team.WORLD, stream=None) -> None:
 
 __all__ = [
     "SIGNAL_DTYPE",
+    "device",
+    "gpu_shared",
+    "dist_backend",
     "create_symmetric_tensor",
     "create_symmetric_tensors",
     "peer_tensor",

@@ -108,6 +108,8 @@ pub struct Runtime {
     backend: Arc<dyn MemoryBackend>,
     kind: BackendKind,
     device: Option<i32>,
+    /// Node-local PEs on this PE's GPU, itself included (1: a GPU of its own; 0: host backend).
+    gpu_sharers: usize,
     teams: Mutex<TeamTable>,
     /// Symmetric address of the runtime workspace (see `workspace`).
     workspace: usize,
@@ -154,6 +156,12 @@ impl Runtime {
     /// The ordinal (in this process) of the GPU this PE uses; `None` on the host backend.
     pub fn device(&self) -> Option<i32> {
         self.device
+    }
+
+    /// How many PEs of this host use this PE's GPU, this one included: 1 for a GPU of its own,
+    /// more when `RSHMEM_ALLOW_SHARED_GPU=1` let PEs share it, 0 on the host backend.
+    pub fn gpu_sharers(&self) -> usize {
+        self.gpu_sharers
     }
 
     /// The symmetric heap.

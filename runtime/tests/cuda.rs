@@ -1,7 +1,7 @@
 //! GPU tests of the cuda backend, the driver layer and device-state publication.
 //!
-//! They need two GPUs joined by NVLink (one for `device_state_*`) and are `#[ignore]`d; run
-//! them on a GPU machine with
+//! They need two GPUs joined by NVLink, or one GPU that the two PEs share under
+//! `RSHMEM_ALLOW_SHARED_GPU=1` (one for `device_state_*`), and are `#[ignore]`d; run them on a GPU machine with
 //! `cargo test -p rshmem --test cuda -- --ignored --test-threads=1`.
 //!
 //! The two-PE tests start one process per PE through `common::Pes` with `RSHMEM_BACKEND=cuda`.
@@ -112,7 +112,9 @@ fn backend(pe: usize, link: &Link) -> CudaBackend {
     assert_eq!(std::env::var("RSHMEM_BACKEND").as_deref(), Ok("cuda"));
     let info = context::init().expect("CUDA driver");
     assert!(info.version >= context::MIN_DRIVER_VERSION);
-    let dev = select::select(pe, None, false).unwrap();
+    // On a machine with one GPU the two PEs share it when the run opts in, as the runtime does.
+    let allow = std::env::var("RSHMEM_ALLOW_SHARED_GPU").as_deref() == Ok("1");
+    let dev = select::select(select::LocalPlace { rank: pe, size: 2 }, None, allow).unwrap();
     let mine = select::DeviceIdentity::of(dev).unwrap();
     // Exchange identities: uuid bytes as two u64 words, then the ordinal.
     let words = |id: &select::DeviceIdentity| {
@@ -128,7 +130,7 @@ fn backend(pe: usize, link: &Link) -> CudaBackend {
     uuid[8..].copy_from_slice(&w1.to_le_bytes());
     let theirs = select::DeviceIdentity { uuid, ordinal: ord as u32, pci_bus_id: String::new() };
     let node = vec![(pe, mine.clone()), (1 - pe, theirs.clone())];
-    select::check_distinct(&node, pe, false).expect("each PE on its own GPU");
+    select::check_distinct(&node, pe, allow).expect("each PE on its own GPU (or RSHMEM_ALLOW_SHARED_GPU=1)");
     let reach = select::reachability(dev, &[theirs]).unwrap();
     assert!(reach[0].load_store && reach[0].verified, "GPUs not peer-accessible: {reach:?}");
     CudaBackend::new(dev, &select::access_devices(&reach)).unwrap()
@@ -217,7 +219,7 @@ const COUNTER64: usize = FLAG + 64;
 const COUNTER32: usize = FLAG + 128;
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn two_pes_share_chunks_and_see_each_others_writes_and_atomics() {
     Pes::new("two_pes_share_chunks_and_see_each_others_writes_and_atomics", 2)
         .env("RSHMEM_BACKEND", "cuda")
@@ -280,7 +282,7 @@ fn two_pes_share_chunks_and_see_each_others_writes_and_atomics() {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn copies_from_1_byte_to_1_gib_reach_the_peer_both_ways() {
     Pes::new("copies_from_1_byte_to_1_gib_reach_the_peer_both_ways", 2)
         .env("RSHMEM_BACKEND", "cuda")
@@ -326,7 +328,7 @@ fn copies_from_1_byte_to_1_gib_reach_the_peer_both_ways() {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn on_stream_put_signal_and_wait_order_data_before_signal() {
     Pes::new("on_stream_put_signal_and_wait_order_data_before_signal", 2)
         .env("RSHMEM_BACKEND", "cuda")
@@ -382,9 +384,9 @@ fn module_with_state_global(bytes: usize) -> String {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn device_state_is_published_only_into_modules_that_link_the_library() {
-    let dev = select::select(0, None, true).unwrap();
+    let dev = select::select(select::LocalPlace { rank: 0, size: 1 }, None, true).unwrap();
     let b = CudaBackend::new(dev, &[]).unwrap();
     let ctx = b.context();
     let size = std::mem::size_of::<DeviceState>();

@@ -3,7 +3,8 @@
 //! shared-GPU check, device error records, and (printed, not asserted) put bandwidth and
 //! barrier latency on a stream.
 //!
-//! They need two GPUs joined by NVLink and are `#[ignore]`d. The binary embeds everything it
+//! They need two GPUs joined by NVLink, or one that the two PEs share (`RSHMEM_ALLOW_SHARED_GPU=1`),
+//! and are `#[ignore]`d. The binary embeds everything it
 //! needs (the runtime's PTX included), so it can be built here and run on the GPU machine:
 //! `cargo test -p rshmem --test cuda_runtime --no-run`, copy the binary, then
 //! `./cuda_runtime-<hash> --ignored --test-threads=1 --nocapture`.
@@ -74,12 +75,15 @@ fn get(rt: &Runtime, addr: usize, len: usize, pe: usize) -> Vec<u8> {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn init_on_cuda_host_rma_and_atomics_on_device_memory() {
     two_pes("init_on_cuda_host_rma_and_atomics_on_device_memory").run(|pe, n| {
         let rt = init();
         assert_eq!(rt.backend_kind(), BackendKind::Cuda);
-        assert_eq!(rt.device(), Some(pe as i32), "LOCAL_RANK picks the GPU");
+        // LOCAL_RANK picks the GPU; round-robin on fewer GPUs (RSHMEM_ALLOW_SHARED_GPU=1).
+        let gpus = rshmem::driver::context::device_count().unwrap();
+        assert_eq!(rt.device(), Some((pe % gpus) as i32), "LOCAL_RANK picks the GPU");
+        assert_eq!(rt.gpu_sharers(), if gpus < 2 { 2 } else { 1 });
         let s = rt.device_state().expect("a device state on cuda");
         assert_eq!((s.magic, s.my_pe, s.n_pes, s.node_size), (DEVICE_STATE_MAGIC, pe as i32, 2, 2));
         assert_eq!(&s.pe_slot[..3], &[0, 1, -1]);
@@ -121,7 +125,7 @@ fn init_on_cuda_host_rma_and_atomics_on_device_memory() {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn on_stream_put_get_signal_wait_and_barriers() {
     two_pes("on_stream_put_get_signal_wait_and_barriers").run(|pe, _n| {
         let rt = init();
@@ -262,7 +266,7 @@ fn check_collectives(rt: &Runtime, s: usize, st: &Stream, dtype: DType, nelems: 
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn collectives_on_stream_match_the_reference() {
     two_pes("collectives_on_stream_match_the_reference").run(|_pe, _n| {
         let rt = init();
@@ -291,7 +295,7 @@ fn collectives_on_stream_match_the_reference() {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn heap_grows_over_ten_allocations_and_keeps_data() {
     two_pes("heap_grows_over_ten_allocations_and_keeps_data").env("RSHMEM_HEAP_GROWTH", "2M").run(|pe, _n| {
         let rt = init();
@@ -322,7 +326,7 @@ fn heap_grows_over_ten_allocations_and_keeps_data() {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn finalize_then_init_again_in_one_process() {
     two_pes("finalize_then_init_again_in_one_process").run(|pe, _n| {
         for round in 0..3u64 {
@@ -343,9 +347,12 @@ fn finalize_then_init_again_in_one_process() {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn two_pes_on_one_gpu_are_refused_without_the_opt_in() {
-    two_pes("two_pes_on_one_gpu_are_refused_without_the_opt_in").env("CUDA_VISIBLE_DEVICES", "0").run(|_pe, _n| {
+    two_pes("two_pes_on_one_gpu_are_refused_without_the_opt_in")
+        .env("CUDA_VISIBLE_DEVICES", "0")
+        .env("RSHMEM_ALLOW_SHARED_GPU", "0")
+        .run(|_pe, _n| {
         let err = Runtime::init(InitOptions::default()).expect_err("two PEs on GPU 0 must be refused");
         let msg = err.to_string();
         assert!(msg.contains("same GPU") && msg.contains("RSHMEM_ALLOW_SHARED_GPU=1"), "{msg}");
@@ -354,7 +361,7 @@ fn two_pes_on_one_gpu_are_refused_without_the_opt_in() {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn two_pes_on_one_gpu_work_with_the_opt_in() {
     two_pes("two_pes_on_one_gpu_work_with_the_opt_in")
         .env("CUDA_VISIBLE_DEVICES", "0")
@@ -372,7 +379,7 @@ fn two_pes_on_one_gpu_work_with_the_opt_in() {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn a_stream_barrier_past_the_debug_timeout_reports_pe_address_and_values() {
     two_pes("a_stream_barrier_past_the_debug_timeout_reports_pe_address_and_values")
         .env("RSHMEM_DEBUG_WAIT_TIMEOUT_MS", "300")
@@ -402,7 +409,7 @@ fn a_stream_barrier_past_the_debug_timeout_reports_pe_address_and_values() {
 }
 
 #[test]
-#[ignore = "needs 2 GPUs joined by NVLink"]
+#[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn measure_put_bandwidth_and_barrier_latency_on_stream() {
     let report = std::env::temp_dir().join(format!("rshmem-cuda-measure-{}", std::process::id()));
     let report_path = report.to_string_lossy().into_owned();

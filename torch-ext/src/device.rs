@@ -13,12 +13,45 @@ use crate::error::IntoPy;
 use crate::init::runtime;
 use pyo3::prelude::*;
 use rshmem::device::registry;
+use rshmem::device::select::{self, LocalPlace, Visible};
+use rshmem::env::Env;
 use rshmem::driver::module::ModuleHandle;
 
 /// The ordinal of the GPU this PE uses, or `None` on the host backend.
 #[pyfunction]
 fn device_ordinal() -> PyResult<Option<i32>> {
     Ok(runtime("rshmem.device_ordinal()")?.device())
+}
+
+/// How many PEs of this host use this PE's GPU, this one included (1: a GPU of its own; more:
+/// shared under `RSHMEM_ALLOW_SHARED_GPU=1`; 0 on the host backend).
+#[pyfunction]
+fn gpu_sharers() -> PyResult<usize> {
+    Ok(runtime("rshmem.gpu_sharers()")?.gpu_sharers())
+}
+
+/// Before or after init: `(ordinal, sharers)` that rshmem's rule gives this process when it
+/// sees `visible` GPUs (`select::choose_ordinal`, from the launcher's variables, `requested`,
+/// `CUDA_VISIBLE_DEVICES` and `RSHMEM_ALLOW_SHARED_GPU` as they are now); `sharers` counts the
+/// PEs of this host that the rule puts on that GPU. `None` when neither a launcher variable nor
+/// `requested` is there (init then numbers the PEs of a host itself). Raises what `init` would.
+#[pyfunction]
+#[pyo3(signature = (visible, requested=None))]
+fn plan_device(visible: usize, requested: Option<usize>) -> PyResult<Option<(usize, usize)>> {
+    let env = Env::from_process().py_err()?;
+    let place = match (LocalPlace::from_env().py_err()?, requested) {
+        (Some(p), _) => p,
+        (None, Some(_)) => LocalPlace { rank: 0, size: 1 },
+        (None, None) => return Ok(None),
+    };
+    let vis = Visible::new(visible, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
+    let ordinal = select::choose_ordinal(place, vis, requested, env.allow_shared_gpu).py_err()?;
+    let sharers = if requested.is_some() || vis.one_per_process || place.size <= vis.count {
+        1
+    } else {
+        (0..place.size).filter(|r| r % vis.count == ordinal).count()
+    };
+    Ok(Some((ordinal, sharers)))
 }
 
 /// Writes the device state into the CUDA module `handle` (`nvshmemx_cumodule_init`); call it
@@ -47,6 +80,8 @@ fn check_device_error() -> PyResult<()> {
 /// Adds this file's functions.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device_ordinal, m)?)?;
+    m.add_function(wrap_pyfunction!(gpu_sharers, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_device, m)?)?;
     m.add_function(wrap_pyfunction!(device_init_module, m)?)?;
     m.add_function(wrap_pyfunction!(check_device_error, m)?)?;
     Ok(())

@@ -25,31 +25,34 @@ _owns_process_group = False
 
 
 def initialize_distributed(seed=None):
-    """Initializes torch.distributed from the torchrun environment (nccl when GPUs are present,
-    else gloo), seeds the random generators, then starts rshmem on that group. Returns the
-    process group (the WORLD group)."""
+    """Initializes torch.distributed from the torchrun environment, seeds the random generators,
+    then starts rshmem on that group. Returns the process group (the WORLD group).
+
+    The GPU is rshmem's choice for this PE (`rshmem.torch.device()`): one per PE, or shared
+    round-robin under `RSHMEM_ALLOW_SHARED_GPU=1`; torch.distributed uses NCCL with a GPU per
+    PE, gloo on a shared GPU or without one (`rshmem.torch.dist_backend()`)."""
     global _owns_process_group
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    use_gpu = torch.cuda.is_available()
-    if use_gpu:
-        torch.cuda.set_device(local_rank)
+    device = rtorch.device()
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
     if not dist.is_initialized():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")
+        backend = rtorch.dist_backend()
         dist.init_process_group(
-            backend="nccl" if use_gpu else "gloo",
+            backend=backend,
             rank=rank,
             world_size=world,
-            device_id=torch.device("cuda", local_rank) if use_gpu else None,
+            device_id=device if backend == "nccl" else None,
         )
         _owns_process_group = True
     if seed is not None:
         random.seed(seed + rank)
         torch.manual_seed(seed + rank)
     if not rshmem.is_initialized():
-        rshmem.init(dist.group.WORLD, device=local_rank if use_gpu else None)
+        rshmem.init(dist.group.WORLD)
     return dist.group.WORLD
 
 

@@ -77,14 +77,99 @@ impl DeviceIdentity {
     }
 }
 
-/// The ordinal a PE should use: `requested` when given, else `local_rank`, else 0 when the
-/// process sees exactly one GPU. With `allow_shared`, `local_rank` wraps around the visible
-/// devices (several PEs per GPU, for tests on small machines).
+/// Where this PE sits among the PEs of its host, as its launcher describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalPlace {
+    /// This PE's index among the PEs of its host (`LOCAL_RANK`).
+    pub rank: usize,
+    /// How many PEs its host runs (`LOCAL_WORLD_SIZE`).
+    pub size: usize,
+}
+
+/// The launchers' variables for a PE's index and count on its host: torchrun, Open MPI, MPICH
+/// (Hydra), Slurm. The first pair found wins; a missing count is taken as `rank + 1`.
+const LOCAL_VARS: [(&str, &str); 4] = [
+    ("LOCAL_RANK", "LOCAL_WORLD_SIZE"),
+    ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+];
+
+impl LocalPlace {
+    /// From the launcher's environment, read through `lookup`; `None` when no launcher variable
+    /// is set (a lone process, or a launcher that names none).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a variable that is not a non-negative integer.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<LocalPlace>> {
+        let parse = |var: &'static str, v: String| -> Result<usize> {
+            v.trim().parse().map_err(|_| Error::Config {
+                var,
+                value: v.clone(),
+                reason: "expected a non-negative integer (set by the launcher)".into(),
+            })
+        };
+        for (rank_var, size_var) in LOCAL_VARS {
+            if let Some(r) = lookup(rank_var) {
+                let rank = parse(rank_var, r)?;
+                let size = match lookup(size_var) {
+                    Some(s) => parse(size_var, s)?,
+                    None => rank + 1,
+                };
+                return Ok(Some(LocalPlace { rank, size: size.max(rank + 1) }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// [`LocalPlace::from_lookup`] on the process environment.
+    ///
+    /// # Errors
+    /// As [`LocalPlace::from_lookup`].
+    pub fn from_env() -> Result<Option<LocalPlace>> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+}
+
+/// What a process sees of the GPUs: how many, and whether its launcher gave it exactly one of
+/// its own (`CUDA_VISIBLE_DEVICES` naming a single device, as Slurm's `--gpus-per-task=1` or a
+/// per-rank wrapper does), in which case ordinal 0 of every PE may be a different GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Visible {
+    /// Devices this process sees.
+    pub count: usize,
+    /// `CUDA_VISIBLE_DEVICES` names exactly one device.
+    pub one_per_process: bool,
+}
+
+impl Visible {
+    /// `count` devices, with `cuda_visible_devices` as the process's `CUDA_VISIBLE_DEVICES`.
+    pub fn new(count: usize, cuda_visible_devices: Option<&str>) -> Visible {
+        let named = cuda_visible_devices
+            .map(|v| v.split(',').filter(|d| !d.trim().is_empty()).count())
+            .unwrap_or(0);
+        Visible { count, one_per_process: count == 1 && named == 1 }
+    }
+}
+
+/// The rule every entry point applies to pick a PE's GPU (`rshmem.init`, `rshmem.torch.device()`
+/// before init, the tutorials, the benchmarks, the tests):
+///
+/// 1. `requested` (an ordinal the program passed) when given;
+/// 2. one PE per GPU when the host has no more PEs than the process sees GPUs: the PE's local
+///    rank;
+/// 3. ordinal 0 when the launcher gave each process a GPU of its own ([`Visible::one_per_process`]):
+///    init then checks by UUID that no two PEs really share one;
+/// 4. fewer GPUs than PEs on the host: with `allow_shared` (`RSHMEM_ALLOW_SHARED_GPU=1`) the PEs
+///    share the GPUs round-robin (local rank modulo the GPU count); without it, an error naming
+///    both counts and the variable.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] naming the values and what to do when no device fits.
-pub fn choose_ordinal(local_rank: usize, requested: Option<usize>, visible: usize, allow_shared: bool) -> Result<usize> {
-    if visible == 0 {
+/// [`Error::Unsupported`] when no GPU is visible; [`Error::InvalidArgument`] naming the values
+/// and what to do for a bad `requested` ordinal or too few GPUs without the opt-in.
+pub fn choose_ordinal(place: LocalPlace, visible: Visible, requested: Option<usize>, allow_shared: bool) -> Result<usize> {
+    let n = visible.count;
+    if n == 0 {
         return Err(Error::Unsupported(
             "no CUDA device is visible to this process (check CUDA_VISIBLE_DEVICES); use \
              RSHMEM_BACKEND=host to run without a GPU"
@@ -92,40 +177,47 @@ pub fn choose_ordinal(local_rank: usize, requested: Option<usize>, visible: usiz
         ));
     }
     if let Some(d) = requested {
-        if d >= visible {
+        if d >= n {
             return Err(Error::InvalidArgument(format!(
-                "device {d} was requested but this process sees {visible} CUDA device(s) \
-                 (0..{visible}); pass a device below {visible} or check CUDA_VISIBLE_DEVICES"
+                "device {d} was requested but this process sees {n} CUDA device(s) \
+                 (0..{n}); pass a device below {n} or check CUDA_VISIBLE_DEVICES"
             )));
         }
         return Ok(d);
     }
-    if local_rank < visible {
-        return Ok(local_rank);
+    if place.size <= n && place.rank < n {
+        return Ok(place.rank);
     }
-    if visible == 1 {
+    if visible.one_per_process {
         return Ok(0);
     }
     if allow_shared {
-        return Ok(local_rank % visible);
+        return Ok(place.rank % n);
     }
-    Err(Error::InvalidArgument(format!(
-        "LOCAL_RANK={local_rank} but this process sees only {visible} CUDA devices: start at most \
-         one PE per GPU (torchrun --nproc-per-node {visible}), pass device=..., or set \
-         RSHMEM_ALLOW_SHARED_GPU=1 to put several PEs on one GPU"
-    )))
+    Err(Error::InvalidArgument(shared_gpu_advice(place.size, n)))
+}
+
+/// The message for a host with more PEs than GPUs, without the opt-in.
+pub fn shared_gpu_advice(pes: usize, gpus: usize) -> String {
+    format!(
+        "this host runs {pes} PEs but {gpus} CUDA GPU(s) are visible: rshmem gives each PE its own \
+         GPU unless told otherwise. Start at most {gpus} PE(s) per host (torchrun --nproc-per-node \
+         {gpus}), or set RSHMEM_ALLOW_SHARED_GPU=1 to let PEs share GPUs round-robin (correct, but \
+         timings then mean nothing for speed, and torch.distributed must use gloo: NCCL refuses \
+         two ranks on one GPU)"
+    )
 }
 
 /// Picks this PE's device (see [`choose_ordinal`]) after initialising the driver.
 ///
 /// # Errors
 /// As [`context::init`] and [`choose_ordinal`].
-pub fn select(local_rank: usize, requested: Option<usize>, allow_shared: bool) -> Result<Device> {
+pub fn select(place: LocalPlace, requested: Option<usize>, allow_shared: bool) -> Result<Device> {
     context::init()?;
-    let visible = context::device_count()?;
-    let ordinal = choose_ordinal(local_rank, requested, visible, allow_shared)?;
+    let visible = Visible::new(context::device_count()?, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
+    let ordinal = choose_ordinal(place, visible, requested, allow_shared)?;
     let device = Device::get(ordinal)?;
-    tracing::debug!(local_rank, ordinal, "selected CUDA device");
+    tracing::debug!(local_rank = place.rank, local_size = place.size, ordinal, "selected CUDA device");
     Ok(device)
 }
 
@@ -145,14 +237,16 @@ pub fn check_distinct(node: &[(usize, DeviceIdentity)], me: usize, allow_shared:
         return Err(Error::InvalidArgument(format!("PE {me} is missing from the node-local device list")));
     };
     if let Some((other, theirs)) = node.iter().find(|(pe, id)| *pe != me && id.uuid == mine.uuid) {
+        let mut gpus: Vec<[u8; 16]> = node.iter().map(|(_, id)| id.uuid).collect();
+        gpus.sort_unstable();
+        gpus.dedup();
         return Err(Error::InvalidArgument(format!(
-            "PE {me} (device {}) and PE {other} (device {}) use the same GPU {} at {}: rshmem runs \
-             one PE per GPU; give each PE its own GPU (LOCAL_RANK, CUDA_VISIBLE_DEVICES or \
-             device=...), or set RSHMEM_ALLOW_SHARED_GPU=1 to allow sharing (for tests)",
+            "PE {me} (device {}) and PE {other} (device {}) use the same GPU {} at {}. {}",
             mine.ordinal,
             theirs.ordinal,
             mine.uuid_string(),
-            mine.pci_bus_id
+            mine.pci_bus_id,
+            shared_gpu_advice(node.len(), gpus.len())
         )));
     }
     Ok(())
@@ -236,18 +330,72 @@ mod tests {
         DeviceIdentity { uuid: [n; 16], ordinal, pci_bus_id: format!("0000:{n:02x}:00.0") }
     }
 
+    fn at(rank: usize, size: usize) -> LocalPlace {
+        LocalPlace { rank, size }
+    }
+
+    fn gpus(count: usize) -> Visible {
+        Visible::new(count, None)
+    }
+
+    /// The rule for 1, 2 and 4 PEs on 1, 2 and 8 GPUs, with and without the opt-in: every PE
+    /// gets a GPU, distinct while there are enough, round-robin when shared, an error otherwise.
     #[test]
-    fn ordinal_follows_request_then_local_rank() {
-        assert_eq!(choose_ordinal(1, None, 2, false).unwrap(), 1);
-        assert_eq!(choose_ordinal(1, Some(0), 2, false).unwrap(), 0);
-        // One visible GPU per process (CUDA_VISIBLE_DEVICES set by the launcher).
-        assert_eq!(choose_ordinal(5, None, 1, false).unwrap(), 0);
-        assert_eq!(choose_ordinal(3, None, 2, true).unwrap(), 1);
-        let e = choose_ordinal(2, None, 2, false).unwrap_err().to_string();
-        assert!(e.contains("LOCAL_RANK=2") && e.contains("RSHMEM_ALLOW_SHARED_GPU=1"), "{e}");
-        let e = choose_ordinal(0, Some(4), 2, false).unwrap_err().to_string();
+    fn pe_to_gpu_rule_over_pes_and_gpus() {
+        for pes in [1usize, 2, 4] {
+            for n in [1usize, 2, 8] {
+                for allow in [false, true] {
+                    let got: Vec<Result<usize>> = (0..pes).map(|r| choose_ordinal(at(r, pes), gpus(n), None, allow)).collect();
+                    if pes <= n {
+                        let ords: Vec<usize> = got.into_iter().map(|g| g.unwrap()).collect();
+                        assert_eq!(ords, (0..pes).collect::<Vec<_>>(), "{pes} PEs on {n} GPUs");
+                    } else if allow {
+                        let ords: Vec<usize> = got.into_iter().map(|g| g.unwrap()).collect();
+                        assert_eq!(ords, (0..pes).map(|r| r % n).collect::<Vec<_>>(), "{pes} PEs shared on {n} GPUs");
+                    } else {
+                        for g in got {
+                            let e = g.unwrap_err().to_string();
+                            assert!(e.contains(&format!("runs {pes} PEs but {n} CUDA GPU(s)")), "{e}");
+                            assert!(e.contains("RSHMEM_ALLOW_SHARED_GPU=1"), "{e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn requested_device_and_one_gpu_per_process() {
+        assert_eq!(choose_ordinal(at(1, 2), gpus(2), Some(0), false).unwrap(), 0);
+        let e = choose_ordinal(at(0, 1), gpus(2), Some(4), false).unwrap_err().to_string();
         assert!(e.contains("device 4") && e.contains("2 CUDA device"), "{e}");
-        assert!(matches!(choose_ordinal(0, None, 0, false), Err(Error::Unsupported(_))));
+        // The launcher gave each process its own GPU: ordinal 0 everywhere, checked by UUID later.
+        let own = Visible::new(1, Some("3"));
+        assert!(own.one_per_process);
+        assert_eq!(choose_ordinal(at(5, 8), own, None, false).unwrap(), 0);
+        // One GPU and no per-process split: sharing needs the opt-in.
+        assert!(!Visible::new(1, Some("0,1")).one_per_process);
+        assert!(choose_ordinal(at(1, 2), Visible::new(1, None), None, false).is_err());
+        assert!(matches!(choose_ordinal(at(0, 1), gpus(0), None, false), Err(Error::Unsupported(_))));
+    }
+
+    #[test]
+    fn local_place_from_launcher_variables() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        assert_eq!(LocalPlace::from_lookup(env(&[])).unwrap(), None);
+        assert_eq!(
+            LocalPlace::from_lookup(env(&[("LOCAL_RANK", "1"), ("LOCAL_WORLD_SIZE", "4")])).unwrap(),
+            Some(at(1, 4))
+        );
+        assert_eq!(
+            LocalPlace::from_lookup(env(&[("OMPI_COMM_WORLD_LOCAL_RANK", "2"), ("OMPI_COMM_WORLD_LOCAL_SIZE", "3")])).unwrap(),
+            Some(at(2, 3))
+        );
+        // A count missing or below the rank is at least rank + 1.
+        assert_eq!(LocalPlace::from_lookup(env(&[("LOCAL_RANK", "3")])).unwrap(), Some(at(3, 4)));
+        assert!(matches!(LocalPlace::from_lookup(env(&[("LOCAL_RANK", "x")])), Err(Error::Config { .. })));
     }
 
     #[test]
@@ -256,7 +404,7 @@ mod tests {
         assert!(check_distinct(&node, 5, false).is_ok());
         let e = check_distinct(&node, 4, false).unwrap_err().to_string();
         assert!(e.contains("PE 4") && e.contains("PE 6"), "{e}");
-        assert!(e.contains("RSHMEM_ALLOW_SHARED_GPU=1"), "{e}");
+        assert!(e.contains("RSHMEM_ALLOW_SHARED_GPU=1") && e.contains("runs 3 PEs but 2 CUDA GPU(s)"), "{e}");
         assert!(e.contains("GPU-01010101-0101-0101-0101-010101010101"), "{e}");
         assert!(check_distinct(&node, 4, true).is_ok());
         assert!(check_distinct(&node, 9, false).is_err());

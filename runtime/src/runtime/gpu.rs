@@ -11,7 +11,7 @@ use crate::backend::cuda::CudaBackend;
 use crate::bootstrap::Bootstrap;
 use crate::consts::Cmp;
 use crate::device::registry;
-use crate::device::select::{self, DeviceIdentity};
+use crate::device::select::{self, DeviceIdentity, LocalPlace};
 use crate::device_state::{
     DeviceState, ErrorRecord, DEVICE_FLAG_ALL_REACHABLE, ERROR_FLAG_BAD_ADDRESS, ERROR_FLAG_BAD_ARGUMENT,
     ERROR_FLAG_WAIT_TIMEOUT, MAX_PES, PE_NOT_REACHABLE,
@@ -32,22 +32,18 @@ pub(super) struct OpenedGpu {
     /// Per world PE: whether this PE's GPU reaches that PE's GPU by load/store (false for PEs on
     /// other hosts).
     pub load_store: Vec<bool>,
+    /// How many node-local PEs (this one included) use this PE's GPU: 1 unless the GPU is shared.
+    pub sharers: usize,
 }
 
-/// The device ordinal to ask for when `InitOptions::device` is not given: `LOCAL_RANK` when
-/// set, else this PE's index among the PEs of its host (0 for a lone PE).
-fn local_rank(boot: &Bootstrap) -> Result<usize> {
-    match std::env::var("LOCAL_RANK") {
-        Ok(v) => v.trim().parse().map_err(|_| Error::Config {
-            var: "LOCAL_RANK",
-            value: v.clone(),
-            reason: "expected a non-negative integer (torchrun sets it)".into(),
-        }),
-        Err(_) => Ok(boot.node().local_index),
-    }
+/// This PE's place on its host: the launcher's variables (`LOCAL_RANK`, ...) when set, else its
+/// index among the PEs the bootstrap found on its host.
+fn local_place(boot: &Bootstrap) -> Result<LocalPlace> {
+    let node = boot.node();
+    Ok(LocalPlace::from_env()?.unwrap_or(LocalPlace { rank: node.local_index, size: node.local_pes.len() }))
 }
 
-/// Collective over all PEs: each selects its GPU (`requested`, else [`local_rank`]), the
+/// Collective over all PEs: each selects its GPU (`requested`, else by [`select::choose_ordinal`]'s rule), the
 /// node-local PEs exchange their GPUs' identities, refuse two PEs on one GPU unless
 /// `allow_shared`, work out who reaches whom, and open the cuda backend with access for every
 /// reachable peer GPU visible here. A PE that fails makes every PE fail with an error naming it.
@@ -64,8 +60,8 @@ pub(super) fn open(boot: &Bootstrap, requested: Option<i32>, allow_shared: bool)
             })
         })
         .transpose()?;
-    let mine = local_rank(boot)
-        .and_then(|lr| select::select(lr, requested, allow_shared))
+    let mine = local_place(boot)
+        .and_then(|place| select::select(place, requested, allow_shared))
         .and_then(|dev| Ok((dev, DeviceIdentity::of(dev)?)));
     // Everyone learns whether everyone got a GPU, so a failure is an error on every PE rather
     // than a hang in the next collective.
@@ -103,13 +99,18 @@ pub(super) fn open(boot: &Bootstrap, requested: Option<i32>, allow_shared: bool)
         }
     }
     let ids: Vec<DeviceIdentity> = node.iter().map(|(_, id)| id.clone()).collect();
+    let my_uuid = node.iter().find(|(pe, _)| *pe == me).map(|(_, id)| id.uuid);
+    let sharers = ids.iter().filter(|id| Some(id.uuid) == my_uuid).count().max(1);
+    if sharers > 1 {
+        tracing::info!(sharers, "this PE's GPU is shared by {sharers} PEs (RSHMEM_ALLOW_SHARED_GPU=1)");
+    }
     let reach = select::reachability(device, &ids)?;
     let mut load_store = vec![false; boot.nranks()];
     for ((pe, _), r) in node.iter().zip(&reach) {
         load_store[*pe] = r.load_store;
     }
     let backend = Arc::new(CudaBackend::new(device, &select::access_devices(&reach))?);
-    Ok(OpenedGpu { backend, ordinal: device.ordinal() as i32, load_store })
+    Ok(OpenedGpu { backend, ordinal: device.ordinal() as i32, load_store, sharers })
 }
 
 /// Everything the device state is made of, gathered by init.

@@ -66,16 +66,16 @@ impl Runtime {
         let boot = Bootstrap::connect(&uid, rank, nranks, env.bootstrap_timeout)?;
         let kind = choose_backend(opts.backend, env.backend.as_deref(), gpu_visible)?;
         agree_on_backend(&boot, kind)?;
-        let (backend, cuda, device, load_store): (Arc<dyn MemoryBackend>, Option<Arc<CudaBackend>>, _, _) = match kind {
+        let (backend, cuda, device, load_store, gpu_sharers): (Arc<dyn MemoryBackend>, Option<Arc<CudaBackend>>, _, _, _) = match kind {
             BackendKind::Host => {
                 if let Some(d) = opts.device {
                     tracing::debug!(device = d, "host backend: device ordinal ignored");
                 }
-                (Arc::new(HostBackend::new()), None, None, vec![true; nranks])
+                (Arc::new(HostBackend::new()), None, None, vec![true; nranks], 0)
             }
             BackendKind::Cuda => {
                 let g = gpu::open(&boot, opts.device, env.allow_shared_gpu)?;
-                (g.backend.clone(), Some(g.backend), Some(g.ordinal), g.load_store)
+                (g.backend.clone(), Some(g.backend), Some(g.ordinal), g.load_store, g.sharers)
             }
         };
         let heap = SymmetricHeap::new(backend.clone(), &boot, env.symmetric_size, env.heap_growth)?;
@@ -94,6 +94,7 @@ impl Runtime {
             backend,
             kind,
             device,
+            gpu_sharers,
             teams: Mutex::new(teams),
             workspace: ws,
             coll_ws,
