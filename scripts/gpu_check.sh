@@ -140,12 +140,12 @@ step_pytest2() {
     local t="${GPU_CHECK_TIMEOUT:-480}"
     torchrun2
     run_step pytest-2pe "$t" pytest "${TORCHRUN2[@]}" --log-dir "$LOGS/pytest-2pe-ranks" --tee 3 \
-        -m pytest -m gpu ${GPU_CHECK_X--x} -q -rs -p no:cacheprovider -o faulthandler_timeout=240 tests
+        -m pytest -m gpu ${GPU_CHECK_X--x} -q -rs -p no:cacheprovider -o faulthandler_timeout=240 --durations=15 tests
 }
 
 step_pytest1() {
     local t="${GPU_CHECK_TIMEOUT:-480}"
-    run_step pytest-1pe "$t" pytest "$PYTHON" -m pytest -m gpu ${GPU_CHECK_X--x} -q -rs -p no:cacheprovider -o faulthandler_timeout=240 tests
+    run_step pytest-1pe "$t" pytest "$PYTHON" -m pytest -m gpu ${GPU_CHECK_X--x} -q -rs -p no:cacheprovider -o faulthandler_timeout=240 --durations=15 tests
 }
 
 step_rust() {

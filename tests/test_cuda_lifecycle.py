@@ -98,6 +98,22 @@ INIT_JOB = textwrap.dedent(
     """
 )
 
+WRONG_DEVICE_JOB = textwrap.dedent(
+    """
+    import os
+    import torch
+    import rshmem
+    torch.cuda.set_device(1 - int(os.environ["LOCAL_RANK"]))  # the other PE's GPU
+    try:
+        rshmem.init(backend="cuda")
+    except rshmem.InvalidArgumentError as e:
+        print(f"RAISED InvalidArgumentError: {e}", flush=True)
+    else:
+        print("STARTED on", torch.cuda.current_device(), flush=True)
+        rshmem.finalize()
+    """
+)
+
 KILL_JOB = textwrap.dedent(
     """
     import os, sys, time
@@ -176,6 +192,23 @@ def test_two_pes_on_one_gpu_with_opt_in_work(tmp_path):
         for rank in (0, 1):
             code, out = job.wait(rank, timeout=120)
             assert code == 0 and "INIT_OK data_ok=True" in out, f"rank {rank} exited with {code}:\n{out}"
+    finally:
+        job.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.single
+@pytest.mark.distinct_gpus
+def test_issue_10_init_refuses_a_torch_device_that_is_not_the_pes_gpu(tmp_path):
+    """init never changes the device the program chose: it names both and says what to do."""
+    job = Job(_script(tmp_path, WRONG_DEVICE_JOB, "wrong_device_job.py"), CUDA_VISIBLE_DEVICES="0,1")
+    try:
+        for rank in (0, 1):
+            code, out = job.wait(rank, timeout=120)
+            assert code == 0, f"rank {rank} exited with {code}:\n{out}"
+            want = f"torch's current CUDA device is cuda:{1 - rank}, but this PE's GPU is cuda:{rank}"
+            assert "RAISED InvalidArgumentError" in out and want in out, out
+            assert "torch.cuda.set_device(rshmem.torch.device())" in out, out
     finally:
         job.close()
 

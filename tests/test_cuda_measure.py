@@ -14,7 +14,7 @@ import torch
 import rshmem.torch as rtorch
 from cuda_util import dev, rand, same_bits, settle, sym
 
-pytestmark = [pytest.mark.gpu, pytest.mark.multi]
+pytestmark = [pytest.mark.gpu, pytest.mark.multi, pytest.mark.distinct_gpus]  # speed over NVLink: meaningless on a shared GPU
 
 MIB = 1 << 20
 
