@@ -16,6 +16,10 @@ PING_BYTES = 8
 
 
 def iters(ctx: Ctx) -> int:
+    # On a shared GPU each half round trip waits for the GPU to switch processes (milliseconds):
+    # a few iterations measure it.
+    if ctx.shared_gpu:
+        return 20
     return 2000 if ctx.quick else 10000
 
 
@@ -46,7 +50,7 @@ def on_stream(ctx: Ctx, name: str, impl: str, op: str, call, divide: float = 1.0
     """A series of one point: per-call microseconds of `call()` run back to back by every PE
     (it must be collective or paired so every PE makes the same calls), divided by `divide`."""
     with ctx.rec.series("latency", name, impl, x="op", y="median_us", better="lower", op=op) as s:
-        calls = 50 if ctx.quick else 200
+        calls = 10 if ctx.shared_gpu else 50 if ctx.quick else 200
         ctx.barrier()
         vals = [v / divide for v in ctx.timer().batched(call, calls, rounds(ctx), warmup=10)]
         ctx.sync()
