@@ -46,9 +46,10 @@ static __device__ __attribute__((noinline)) void rshmemi_rt_copy(void* dst, cons
 // fcollect of small blocks as ONE launch: team barrier, this block stores `source` into every
 // member's `dest` over NVLink, team barrier (collective_device.h). The copy-engine form (barrier
 // kernel, one copy per member, barrier kernel) costs a launch or a copy command per step, which
-// is most of a small all-gather's time. One block only: the team barrier counts arrivals per
-// PE, so two blocks of one PE could pass it on each other's arrivals before a peer's stream
-// reached the collective (and its `dest` were free to overwrite).
+// is most of a small all-gather's time. One block only: each block's barrier would be an
+// instance of its own (barrier_device.h), so the first barrier of one block could complete
+// while another block of a peer had not yet reached the collective (and that peer's `dest`
+// were not yet free to overwrite).
 extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
     rshmemi_rt_fcollect(int32_t team, void* dest, const void* source, uint64_t nbytes) {
   rshmemi_fcollectmem(team, dest, source, (size_t)nbytes, RSHMEMI_BLOCK);
@@ -123,7 +124,8 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
 //   0 sum   1 prod   2 min   3 max   4 and   5 or   6 xor
 //
 // The reduction is the device library's algorithm (collective_device.h, rshmemi_reduce): stage
-// a chunk of `source` in this PE's coll_ws, barrier, combine every member's staged chunk in team
+// a chunk of `source` in this PE's part of coll_ws for the team (rshmemi_team_ws), barrier,
+// combine every member's staged chunk in team
 // order (so every PE computes the same floating-point result), barrier. The copy and the barrier
 // are kept out of line here, once each: inlined into all 72 (op, dtype) pairs they made the PTX
 // megabytes long, and the driver compiles the PTX when the module is loaded.
@@ -166,7 +168,7 @@ template <int OP, typename T>
 RSHMEMI_DEV void rshmemi_rt_reduce_impl(int32_t team, T* dest, const T* source, size_t nelems) {
   const rshmemi_device_state_t* s = rshmemi_state();
   const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T));
-  T* ws = (T*)(uintptr_t)s->coll_ws;
+  T* ws = (T*)rshmemi_team_ws(team);
   if (ws == 0 || chunk == 0) rshmemi_rt_fail_arg(dest, s->coll_ws_size);
   const rshmemi_team_desc_t t = rshmemi_rt_reduce_team(team, ws);
   const uint32_t lane = rshmemi_tid(), nlanes = rshmemi_nthreads();
