@@ -84,6 +84,11 @@ impl TeamInfo {
         })
     }
 
+    /// The first member (a world PE) for which `reaches` is false, if any.
+    pub fn first_unreachable(&self, reaches: impl Fn(usize) -> bool) -> Option<usize> {
+        self.members.iter().copied().find(|&pe| !reaches(pe))
+    }
+
     /// Team PE of world PE `world`, if a member.
     pub fn team_pe(&self, world: usize) -> Option<usize> {
         self.members.iter().position(|&p| p == world)
@@ -462,6 +467,16 @@ mod tests {
         let full: Vec<u64> = vec![0xf];
         assert_eq!(common_free_slot(&full), None);
         other.destroy(Team(5)).unwrap_err();
+    }
+
+    #[test]
+    fn issue_11_a_member_on_another_host_is_found_before_any_kernel_runs() {
+        // PEs 1, 3, 5 live on the other host (two_nodes): device code cannot reach them.
+        let t = two_nodes(0);
+        let reaches = |pe: usize| pe % 2 == 0;
+        assert_eq!(t.get(Team::WORLD).unwrap().first_unreachable(reaches), Some(1));
+        assert_eq!(t.get(Team::NODE).unwrap().first_unreachable(reaches), None);
+        assert_eq!(t.get(Team::SAME_MYPE_NODE).unwrap().first_unreachable(reaches), Some(1));
     }
 
     #[test]
