@@ -107,7 +107,8 @@ mod workspace {
 ///
 /// `Send + Sync`: methods take `&self`. Collective methods must be called by every PE of the
 /// team in the same order; calling collectives of one team from two threads at once is not
-/// supported (as in SHMEM).
+/// supported (as in SHMEM), except barriers: a PE's barrier instances of one team run one after
+/// another whoever calls them (docs/memory-model.md, "Barriers").
 pub struct Runtime {
     boot: Bootstrap,
     heap: SymmetricHeap,
