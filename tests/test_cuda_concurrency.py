@@ -149,21 +149,6 @@ def test_issue_11_stream_barriers_on_two_streams_match_in_call_order(me, peer, l
     free(dst)
 
 
-def test_issue_11_team_split_after_a_queued_stream_barrier(me, npes):
-    """A split's host barriers come after this PE's queued stream barrier: PE 0 must not read
-    PE 1's arguments before PE 1 wrote them (stale ones mismatch, or the split hangs)."""
-    side = side_stream()
-    delay(side)
-    rtorch.barrier_all_on_stream(side)
-    if me == 1:
-        time.sleep(HOST_PAUSE)
-    team = rshmem.team_split_strided(rshmem.Team.WORLD, 0, 1, 1)
-    assert (team is not None) == (me == 0)
-    settle()
-    if team is not None:
-        rshmem.team_destroy(team)
-
-
 # ------------------------------------------------------------------ 2: a workspace per team
 
 
@@ -261,3 +246,23 @@ def test_issue_11_local_tensor_dropped_before_the_stream_ran(me, peer, left, op)
         assert int(sig.item()) == 1
     del other
     free(remote, sig)
+
+
+# --------------------------------------------------------- 1: team_split_strided (runs last)
+
+
+def test_issue_11_team_split_after_a_queued_stream_barrier(me, npes):
+    """A split's host barriers come after this PE's queued stream barrier: PE 0 must not read
+    PE 1's arguments before PE 1 wrote them (stale ones mismatch, or the split hangs). Last in
+    the file: without the fix PE 0 fails with a mismatch and PE 1 with a timeout, which leaves the
+    job's barrier counts inconsistent for any test after it."""
+    side = side_stream()
+    delay(side)
+    rtorch.barrier_all_on_stream(side)
+    if me == 1:
+        time.sleep(HOST_PAUSE)
+    team = rshmem.team_split_strided(rshmem.Team.WORLD, 0, 1, 1)
+    assert (team is not None) == (me == 0)
+    settle()
+    if team is not None:
+        rshmem.team_destroy(team)
