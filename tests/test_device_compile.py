@@ -123,6 +123,85 @@ def test_state_global_survives_linking(bitcode):
     assert re.search(r"\.visible \.global \.align 8 \.b8 rshmemi_device_state_d\[(\d+)\]", ptx)
 
 
+# ---------------------------------------------------------------- issue 11: strong p / g
+# A weak (plain) global access: `st.u32`, `ld.global.f64`, ... without .relaxed/.acquire/.release/
+# .volatile. Parameter, shared, constant and non-coherent loads are other state spaces or the
+# invariant state loads of device.h; the device state global itself (the error record's address)
+# is read weakly on the failure path only.
+_WEAK_STORE = re.compile(r"^\s*(@%p\d+\s+)?st(\.global)?\.[usbf]\d+\s", re.M)
+_WEAK_LOAD = re.compile(r"^\s*(@%p\d+\s+)?ld(\.global)?\.[usbf]\d+\s+[^,]+,\s*\[(?!rshmemi_device_state_d)", re.M)
+
+ALL_DTYPES = list(DTYPE_SIG)
+
+
+@triton.jit
+def _p_of_g_every_dtype(p_int8, p_int16, p_int32, p_int64, p_uint8, p_uint16, p_uint32, p_uint64, p_fp16,
+                        p_bf16, p_fp32, p_fp64, pe):
+    # Every element moves by g then p only, so every global access of the kernel is theirs.
+    libshmem_device.p(p_int8, libshmem_device.g(p_int8, pe), pe)
+    libshmem_device.p(p_int16, libshmem_device.g(p_int16, pe), pe)
+    libshmem_device.p(p_int32, libshmem_device.g(p_int32, pe), pe)
+    libshmem_device.p(p_int64, libshmem_device.g(p_int64, pe), pe)
+    libshmem_device.p(p_uint8, libshmem_device.g(p_uint8, pe), pe)
+    libshmem_device.p(p_uint16, libshmem_device.g(p_uint16, pe), pe)
+    libshmem_device.p(p_uint32, libshmem_device.g(p_uint32, pe), pe)
+    libshmem_device.p(p_uint64, libshmem_device.g(p_uint64, pe), pe)
+    libshmem_device.p(p_fp16, libshmem_device.g(p_fp16, pe), pe)
+    libshmem_device.p(p_bf16, libshmem_device.g(p_bf16, pe), pe)
+    libshmem_device.p(p_fp32, libshmem_device.g(p_fp32, pe), pe)
+    libshmem_device.p(p_fp64, libshmem_device.g(p_fp64, pe), pe)
+
+
+@triton.jit
+def _release_by_fence_and_int_p(flag, pe):
+    libshmem_device.fence()
+    libshmem_device.int_p(flag, 1, pe)
+
+
+@triton.jit
+def _poll_with_g(flag, pe):
+    v = libshmem_device.g(flag, pe)
+    while v == 0:
+        v = libshmem_device.g(flag, pe)
+    libshmem_device.p(flag, v + 1, pe)
+
+
+def _loops(ptx: str) -> list:
+    """The bodies of the PTX's loops: the text from a label to a later branch back to it."""
+    bodies = []
+    for m in re.finditer(r"\bbra(\.uni)?\s+(\$L\w+);", ptx):
+        label = ptx.find(m.group(2) + ":")
+        if 0 <= label < m.start():
+            bodies.append(ptx[label:m.end()])
+    return bodies
+
+
+def test_issue_11_p_and_g_are_strong_system_scope_accesses(bitcode):
+    sig = {"p_" + t: DTYPE_SIG[t] for t in ALL_DTYPES}
+    sig["pe"] = "i32"
+    ptx = compile_kernel(_p_of_g_every_dtype, sig, bitcode).asm["ptx"]
+    assert not _WEAK_STORE.findall(ptx), "p stored with a plain (weak) store"
+    assert not _WEAK_LOAD.findall(ptx), "g loaded with a plain (weak) load"
+    for bits in (8, 16, 32, 64):
+        assert f"st.relaxed.sys.b{bits} " in ptx, f"no strong {bits}-bit store"
+        assert f"ld.relaxed.sys.b{bits} " in ptx, f"no strong {bits}-bit load"
+
+
+def test_issue_11_fence_then_int_p_is_a_release_pattern(bitcode):
+    ptx = compile_kernel(_release_by_fence_and_int_p, {"flag": "*i32", "pe": "i32"}, bitcode).asm["ptx"]
+    fence = ptx.find("fence.acq_rel.sys")
+    flag_store = ptx.find("st.relaxed.sys.b32", fence)
+    # fence.acq_rel + a strong store = a release pattern (PTX ISA, memory consistency model).
+    assert 0 <= fence < flag_store, "int_p after fence must be a strong store"
+    assert not _WEAK_STORE.findall(ptx), "int_p stored with a plain (weak) store"
+
+
+def test_issue_11_a_loop_polling_g_loads_on_every_iteration(bitcode):
+    ptx = compile_kernel(_poll_with_g, {"flag": "*i32", "pe": "i32"}, bitcode).asm["ptx"]
+    assert any("ld.relaxed.sys.b32" in body for body in _loops(ptx)), "the load of g left the polling loop"
+    assert not _WEAK_LOAD.findall(ptx)
+
+
 @triton.jit
 def _wrong_signal_dtype(buf, pe):
     libshmem_device.putmem_signal_block(buf, buf, 16, buf, 1, libshmem_device.SIGNAL_SET, pe)

@@ -1,5 +1,5 @@
-"""Every Triton kernel of the tutorials and of the memory-model tests compiles to an sm_90 cubin,
-with the device library linked, on a machine without a GPU.
+"""Every Triton kernel of the tutorials and of the GPU tests (memory model, concurrency) compiles
+to an sm_90 cubin, with the device library linked, on a machine without a GPU.
 
 The GPU runs of those kernels need 2 GPUs; this test is what CI can prove everywhere: the
 kernels trace (argument types match the bindings), link against ``libshmem_device.bc`` and lower
@@ -7,8 +7,8 @@ to SASS, and every library call is inlined (a call left in the PTX means a bindi
 from the C definition's). Each kernel is compiled with the argument types its program launches it
 with, including Triton's specialization of an integer argument equal to 1 into a constant.
 
-A kernel added to a tutorial or to tests/test_device_memory_model.py without a row in ``CASES``
-fails ``test_every_kernel_has_a_case``.
+A kernel added to a tutorial, tests/test_device_memory_model.py or tests/test_cuda_concurrency.py
+without a row in ``CASES`` fails ``test_every_kernel_has_a_case``.
 
 Needs triton and either a built ``libshmem_device.bc`` or clang-19 to build it; skips otherwise.
 Run: ``PYTHONPATH=python python -m pytest tests/test_tutorial_kernels_compile.py -q``.
@@ -47,6 +47,8 @@ TUTORIALS = {
     "04": "tutorials/04_simple_shift.py",
 }
 MEMORY_MODEL = "mm"  # tests/test_device_memory_model.py
+CONCURRENCY = "conc"  # tests/test_cuda_concurrency.py
+TEST_MODULES = {MEMORY_MODEL: "test_device_memory_model", CONCURRENCY: "test_cuda_concurrency"}
 
 # (module, kernel, signature, constexprs, num_warps). Signatures follow the launches: tensors as
 # pointers of their dtype, Python ints as i32, an int equal to 1 as a constexpr.
@@ -103,6 +105,7 @@ CASES += [
                                      "ack": "*i64", "errors": "*i32", "rounds": "i32", "BLOCK": "constexpr"},
      {"BLOCK": 4096}, 4),
     (MEMORY_MODEL, "unmatched_wait_kernel", {"sig": "*i64", "WHICH": "constexpr"}, {"WHICH": 2}, 4),
+    (CONCURRENCY, "two_cta_barrier_kernel", {"flag": "*i32", "out": "*i32", "delay_ns": "i32"}, {}, 4),
 ]
 
 
@@ -116,11 +119,11 @@ _modules: dict = {}
 
 
 def load(module: str):
-    """The tutorial (by number) or the memory-model test module, imported once."""
+    """The tutorial (by number) or the test module, imported once."""
     if module not in _modules:
-        if module == MEMORY_MODEL:
+        if module in TEST_MODULES:
             sys.path.insert(0, str(ROOT / "tests"))
-            _modules[module] = importlib.import_module("test_device_memory_model")
+            _modules[module] = importlib.import_module(TEST_MODULES[module])
         else:
             path = ROOT / TUTORIALS[module]
             # The tutorials import their shared helpers (`from _common import ...`) from their own
@@ -170,7 +173,7 @@ def test_kernel_compiles_to_sm90_cubin(case, bitcode):
         f"{_case_id(case)}: a library call was not inlined (binding and C signature differ?)"
 
 
-@pytest.mark.parametrize("module", [*TUTORIALS, MEMORY_MODEL])
+@pytest.mark.parametrize("module", [*TUTORIALS, *TEST_MODULES])
 def test_every_kernel_has_a_case(module):
     mod = load(module)
     kernels = {name for name, obj in vars(mod).items()

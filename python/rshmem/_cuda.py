@@ -15,6 +15,13 @@ capsule built with ctypes instead (`torch.from_dlpack`).
 
 Streams: `None` is the current torch stream of this PE's GPU, a `torch.cuda.Stream` gives its
 `cuda_stream`, and an int is taken as a raw `CUstream` handle.
+
+Lifetimes: an on-stream call returns once its work is queued, so a local tensor it reads or
+writes (the source of a put, the destination of a get) is marked used by that stream
+(`Tensor.record_stream`): if Python drops the tensor before the stream has run the copy, torch's
+caching allocator keeps its memory from any new tensor until then. Symmetric tensors need no
+mark: their memory is the heap's, freed only by `free_tensor` / `finalize`, which synchronize
+the GPU first.
 """
 
 from __future__ import annotations
@@ -456,13 +463,35 @@ def _typed(dst: torch.Tensor, src: torch.Tensor, call: str) -> str:
 # ------------------------------------------------------------------------------ on-stream API
 
 
+def _torch_stream(stream, handle: int):
+    """`stream` (an argument of an on-stream call, `handle` its raw CUstream) as a torch stream
+    object, which `Tensor.record_stream` needs."""
+    if isinstance(stream, torch.cuda.Stream):
+        return stream
+    if stream is None:
+        return torch.cuda.current_stream(ordinal())
+    if handle == 0:
+        return torch.cuda.default_stream(ordinal())
+    return torch.cuda.ExternalStream(handle, device=device())
+
+
+def _used_by_stream(t: torch.Tensor, stream, handle: int) -> None:
+    """Keeps local tensor `t`'s memory from being reused before the work just queued on the
+    stream has run (see the module docs). Symmetric tensors are skipped: heap memory, which
+    torch's allocator never hands out."""
+    if getattr(t, "_rshmem_alloc", None) is None and t.numel():
+        t.record_stream(_torch_stream(stream, handle))
+
+
 def putmem_on_stream(dst, src, pe: int, stream=None) -> None:
     """Copies all of local `src` into symmetric `dst` on `pe`, ordered on `stream`."""
     call = "putmem_on_stream"
     d, s = _gpu(dst, "dst"), _gpu(src, "src")
     _same_dtype(dst, src, call)
     _fits(src.numel(), dst.numel(), "dst", "elements", call)
-    _native.putmem_on_stream(d, s, _nbytes(src), _pe(pe), stream_handle(stream))
+    handle = stream_handle(stream)
+    _native.putmem_on_stream(d, s, _nbytes(src), _pe(pe), handle)
+    _used_by_stream(src, stream, handle)
 
 
 def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
@@ -471,7 +500,9 @@ def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
     d, s = _gpu(dst, "dst"), _gpu(src, "src")
     _same_dtype(dst, src, call)
     _fits(dst.numel(), src.numel(), "src", "elements", call)
-    _native.getmem_on_stream(d, s, _nbytes(dst), _pe(pe), stream_handle(stream))
+    handle = stream_handle(stream)
+    _native.getmem_on_stream(d, s, _nbytes(dst), _pe(pe), handle)
+    _used_by_stream(dst, stream, handle)
 
 
 def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=None) -> None:
@@ -481,7 +512,9 @@ def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=
     d, s, g = _gpu(dst, "dst"), _gpu(src, "src"), _sig(sig, call)
     _same_dtype(dst, src, call)
     _fits(src.numel(), dst.numel(), "dst", "elements", call)
-    _native.putmem_signal_on_stream(d, s, _nbytes(src), g, _u64(value, call), int(op), _pe(pe), stream_handle(stream))
+    handle = stream_handle(stream)
+    _native.putmem_signal_on_stream(d, s, _nbytes(src), g, _u64(value, call), int(op), _pe(pe), handle)
+    _used_by_stream(src, stream, handle)
 
 
 def signal_op_on_stream(sig, value: int, op: int, pe: int, stream=None) -> None:

@@ -8,7 +8,8 @@
 //! |---|---|
 //! | `init.rs` | [`InitOptions`], init, finalize, the backend choice |
 //! | `gpu.rs` | the cuda side: GPU selection, the device state and its publication, device error records |
-//! | `kernels.rs` | the runtime's own kernels (barrier, reduction), built from `triton-lib/src/runtime_kernels.cu` |
+//! | `kernels.rs` | the runtime's own kernels (barrier, fcollect, reduction), built from `triton-lib/src/runtime_kernels.cu`, all loaded at init |
+//! | `barrier_order.rs` | host barriers ordered after the barrier kernels this PE queued on streams |
 //! | `mem.rs` | checked access to symmetric memory (the only place that dereferences heap addresses, with `rma.rs`) |
 //! | `rma.rs` | `putmem` / `getmem` / `p` / `g` |
 //! | `atomic.rs` | remote atomics |
@@ -23,6 +24,7 @@
 //! Semantics follow OpenSHMEM 1.5 and NVSHMEM; each method names its SHMEM equivalent.
 
 mod atomic;
+mod barrier_order;
 mod collective;
 mod gpu;
 mod init;
@@ -69,11 +71,15 @@ mod workspace {
     pub const SPLIT_WORDS: usize = 4;
     /// Total size.
     pub const BYTES: usize = SPLIT + SPLIT_WORDS * 8;
-    /// Bytes of the collective workspace (`DeviceState::coll_ws`), a separate allocation:
-    /// reductions stage one chunk of this size per round of two barriers, so 1 MiB keeps the
-    /// barrier cost small against the copy (about 2 µs of barriers per MiB over NVLink) while
-    /// staying cheap on the host backend.
-    pub const COLL_WS_BYTES: usize = 1 << 20;
+    /// Bytes of each team slot's part of the collective workspace (`DeviceState::coll_ws`):
+    /// device reductions stage one chunk of this size per round of two team barriers, in their
+    /// team's part, so reductions of different teams may run at once (two streams, or an
+    /// on-stream reduction beside a Triton `*_reduce_block`). 128 KiB per slot keeps the whole
+    /// at 4 MiB, which even a small `RSHMEM_SYMMETRIC_SIZE` affords; a reduction of more than
+    /// 128 KiB per PE pays about 4 µs of barriers per chunk over NVLink.
+    pub const COLL_WS_BYTES_PER_TEAM: usize = 128 << 10;
+    /// Bytes of the collective workspace, a separate allocation: one part per team slot.
+    pub const COLL_WS_BYTES: usize = MAX_TEAMS * COLL_WS_BYTES_PER_TEAM;
 
     /// The staged fcollect's workspace (`rshmemi_rt_fcollect_staged` in runtime_kernels.cu),
     /// a separate allocation on the cuda backend: `[u64; STAGED_BLOCKS]` epochs, then
@@ -101,7 +107,8 @@ mod workspace {
 ///
 /// `Send + Sync`: methods take `&self`. Collective methods must be called by every PE of the
 /// team in the same order; calling collectives of one team from two threads at once is not
-/// supported (as in SHMEM).
+/// supported (as in SHMEM), except barriers: a PE's barrier instances of one team run one after
+/// another whoever calls them (docs/memory-model.md, "Barriers").
 pub struct Runtime {
     boot: Bootstrap,
     heap: SymmetricHeap,
@@ -113,7 +120,8 @@ pub struct Runtime {
     teams: Mutex<TeamTable>,
     /// Symmetric address of the runtime workspace (see `workspace`).
     workspace: usize,
-    /// Symmetric address of the collective workspace (`workspace::COLL_WS_BYTES`).
+    /// Symmetric address of the collective workspace (`workspace::COLL_WS_BYTES`, one part of
+    /// `workspace::COLL_WS_BYTES_PER_TEAM` per team slot).
     coll_ws: usize,
     /// Symmetric address of the staged fcollect's workspace (`workspace::staged`); 0 on the
     /// host backend.
@@ -261,7 +269,7 @@ mod tests {
     fn workspace_layout_fits() {
         use super::workspace::*;
         assert_eq!((TEAM_TABLE % 16, SPLIT % 8), (0, 0));
-        assert_eq!(BYTES, super::MAX_TEAMS * 32 + SPLIT_WORDS * 8);
-        const { assert!(COLL_WS_BYTES % super::DEFAULT_ALIGN == 0) };
+        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16) + SPLIT_WORDS * 8);
+        const { assert!(COLL_WS_BYTES_PER_TEAM % super::DEFAULT_ALIGN == 0) };
     }
 }

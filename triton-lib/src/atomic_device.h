@@ -38,6 +38,24 @@ RSHMEMI_DEV uint32_t rshmemi_relaxed_ld_sys_u32(const void* p) {
   asm volatile("ld.relaxed.sys.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+// 8- and 16-bit forms, for single elements (p/g). PTX lets ld/st use a register wider than
+// the access ("Operand Size Exceeding Instruction-Type Size"), so bytes travel in 32-bit ones.
+RSHMEMI_DEV uint16_t rshmemi_relaxed_ld_sys_u16(const void* p) {
+  uint16_t v;
+  asm volatile("ld.relaxed.sys.b16 %0, [%1];" : "=h"(v) : "l"(p) : "memory");
+  return v;
+}
+RSHMEMI_DEV uint8_t rshmemi_relaxed_ld_sys_u8(const void* p) {
+  uint32_t v;
+  asm volatile("ld.relaxed.sys.b8 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return (uint8_t)v;
+}
+RSHMEMI_DEV void rshmemi_relaxed_st_sys_u16(void* p, uint16_t v) {
+  asm volatile("st.relaxed.sys.b16 [%0], %1;" ::"l"(p), "h"(v) : "memory");
+}
+RSHMEMI_DEV void rshmemi_relaxed_st_sys_u8(void* p, uint8_t v) {
+  asm volatile("st.relaxed.sys.b8 [%0], %1;" ::"l"(p), "r"((uint32_t)v) : "memory");
+}
 RSHMEMI_DEV void rshmemi_st_release_sys_u64(void* p, uint64_t v) {
   asm volatile("st.release.sys.b64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -94,6 +112,27 @@ RSHMEMI_DEV uint64_t rshmemi_relaxed_atom_cas_b64(void* p, uint64_t cmp, uint64_
   uint64_t old;
   asm volatile("atom.relaxed.sys.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(cmp), "l"(v) : "memory");
   return old;
+}
+
+// ---- one element of any 1/2/4/8-byte type by a strong (relaxed, system-scope) access ----
+// Strong accesses are what the memory model's patterns are made of: a fence followed by a strong
+// write is a release, a strong read followed by a fence an acquire; a plain C++ access is weak
+// (the compiler may also merge, hoist or drop it). Floating-point values go by their bits.
+template <typename T>
+RSHMEMI_DEV void rshmemi_relaxed_st_sys_elem(T* p, T v) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "1, 2, 4 or 8 bytes");
+  if constexpr (sizeof(T) == 1) rshmemi_relaxed_st_sys_u8(p, __builtin_bit_cast(uint8_t, v));
+  else if constexpr (sizeof(T) == 2) rshmemi_relaxed_st_sys_u16(p, __builtin_bit_cast(uint16_t, v));
+  else if constexpr (sizeof(T) == 4) rshmemi_relaxed_st_sys_u32(p, __builtin_bit_cast(uint32_t, v));
+  else rshmemi_relaxed_st_sys_u64(p, __builtin_bit_cast(uint64_t, v));
+}
+template <typename T>
+RSHMEMI_DEV T rshmemi_relaxed_ld_sys_elem(const T* p) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8, "1, 2, 4 or 8 bytes");
+  if constexpr (sizeof(T) == 1) return __builtin_bit_cast(T, rshmemi_relaxed_ld_sys_u8(p));
+  else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(T, rshmemi_relaxed_ld_sys_u16(p));
+  else if constexpr (sizeof(T) == 4) return __builtin_bit_cast(T, rshmemi_relaxed_ld_sys_u32(p));
+  else return __builtin_bit_cast(T, rshmemi_relaxed_ld_sys_u64(p));
 }
 
 // ---- typed dispatch for templates: 32- and 64-bit integers share the bit-level forms ----

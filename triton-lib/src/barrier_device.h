@@ -1,18 +1,30 @@
-// Team barriers with never-reset counters.
+// Team barriers with never-reset counters and per-PE instance tickets.
 //
-// For team t, two 64-bit words at barrier_ws + 16*t on every member: `arrive` (offset 0) and
-// `epoch` (offset 8). A barrier does e = ++epoch (own PE only), adds 1 with release semantics to
-// every member's `arrive`, then waits with acquire until its own `arrive >= e * size`. Nothing is
-// reset, so back-to-back barriers need no extra phase, and the host runtime's barriers
-// (runtime/src/runtime/sync.rs) and the on-stream barrier kernel (runtime_kernels.cu) use the
-// same words the same way. Several CTAs of one PE may enter the same team barrier concurrently:
-// each takes its own epoch and the counts add up, as long as every PE enters it equally often.
+// For team t, three 64-bit words at barrier_ws + 24*t on every member: `arrive` (offset 0),
+// `ticket` (8) and `done` (16); the last two are touched by their own PE only. An instance
+// takes e = ++ticket, waits until done >= e - 1, adds 1 with release semantics to every member's
+// `arrive`, waits with acquire until its own `arrive >= e * size`, then sets done = e. Nothing
+// is reset, so back-to-back barriers need no extra phase, and the host runtime's barriers
+// (runtime/src/runtime/sync.rs), the on-stream barrier kernel (runtime_kernels.cu) and barriers
+// in Triton kernels all use the same words the same way.
+//
+// The rule (docs/memory-model.md, "Barriers"): a PE's instances of one team run one after
+// another, in the order they take their tickets; the k-th instance of every member matches the
+// k-th of every other. Counting arrivals alone would let two instances of one PE that are in
+// flight at once (two CTAs calling barrier_all_block, a stream barrier still spinning when the
+// host calls barrier_all) satisfy each other: the first one's `e * size` is reached by its own
+// PE's two arrivals before any peer arrived. The ticket wait makes a second instance arrive only
+// after the first has seen its peers. Which instance is k-th follows execution order: every
+// member must run equally many, and code that mixes kinds (host, stream, kernel) on one team
+// must order them the same way on every PE (the runtime orders its host barriers after the
+// barrier kernels it queued on streams; kernels of the caller are the caller's to order).
 //
 // Latency: the arrivals go out in parallel, member i's from thread i of the group (thread scope:
 // one loop), each after ONE fence per issuing thread rather than one release per add. A release
 // add is MEMBAR.ALL.SYS + RED in SASS, and a second MEMBAR waits until the previous add to a
 // peer has been acknowledged over NVLink, so a serial loop of release adds from one thread
-// costs a round trip per member.
+// costs a round trip per member. The ticket is one local atomic and the `done` check one local
+// load, both while the other threads translate their targets.
 #ifndef RSHMEM_BARRIER_DEVICE_H
 #define RSHMEM_BARRIER_DEVICE_H
 
@@ -47,6 +59,11 @@ RSHMEMI_DEV int rshmemi_barrier_target(const rshmemi_team_desc_t* t, uint32_t i)
 // add's result still synchronizes with ours (observation order runs through atomics). The first
 // thread's acquire wait, then the trailing group sync, give every thread of the group what the
 // other members released.
+//
+// Tickets: the first thread's acquire of `done >= e - 1` orders this instance's fence and adds
+// after the previous instance's last acquire of `arrive` (the one that met its target), so no
+// add of this instance can be what the previous one counted. `done = e` is a strong relaxed
+// store: the acquire load that met `arrive >= e * size` already orders it after that read.
 RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) {
   const rshmemi_device_state_t* s = rshmemi_state();
   rshmemi_team_desc_t t;
@@ -56,10 +73,16 @@ RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) {
     rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, (const void*)(uintptr_t)ws, (uint64_t)(int64_t)team, 0, 0);
   }
   uint64_t* arrive = (uint64_t*)(uintptr_t)(ws + RSHMEM_BARRIER_WS_BYTES_PER_TEAM * (uint64_t)team);
-  uint64_t* epoch = arrive + 1;
+  uint64_t* ticket = arrive + 1;
+  uint64_t* done = arrive + 2;
   const uint32_t lane = rshmemi_lane(scope);
   const uint32_t nlanes = rshmemi_nlanes(scope);
   const uint32_t size = (uint32_t)t.size;
+  uint64_t e = 0;
+  if (lane == 0) {
+    e = rshmemi_relaxed_atom_add_u64(ticket, 1) + 1;
+    rshmemi_wait_until<uint64_t>(done, RSHMEM_CMP_GE, e - 1);
+  }
   // This thread's first target is translated before the sync, so its state loads overlap it.
   uint64_t* first = 0;
   if (lane < size) {
@@ -75,9 +98,8 @@ RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) {
     }
   }
   if (lane == 0) {
-    // After this thread's adds, so the fence above does not wait for this atomic too.
-    const uint64_t e = rshmemi_relaxed_atom_add_u64(epoch, 1) + 1;
     rshmemi_wait_until<uint64_t>(arrive, RSHMEM_CMP_GE, e * (uint64_t)size);
+    rshmemi_relaxed_st_sys_u64(done, e);
   }
   rshmemi_group_sync(scope);
 }

@@ -3,8 +3,10 @@
 // Data moves by push (each PE stores into the others' memory over NVLink), bracketed by team
 // barriers: the first makes every member's destination free and every source ready, the second
 // (a barrier, so it includes quiet) makes every destination complete on return. Reductions stage
-// each chunk of `source` in this PE's part of `coll_ws`, so `dest` may equal `source`. One
-// collective per team may run at a time (as in OpenSHMEM); all members call it with the same
+// each chunk of `source` in this PE's part of `coll_ws` for the team (one part per team slot,
+// rshmemi_team_ws), so `dest` may equal `source`, and reductions of different teams may run at
+// once. One collective per team may run at a time (as in OpenSHMEM: not two CTAs, nor a kernel
+// beside an on-stream collective of the same team); all members call it with the same
 // arguments, and for warp/block scope all threads of the group do.
 #ifndef RSHMEM_COLLECTIVE_DEVICE_H
 #define RSHMEM_COLLECTIVE_DEVICE_H
@@ -102,6 +104,15 @@ template <typename A> struct rshmemi_combine<RSHMEMI_AND, A> { RSHMEMI_DEV A f(A
 template <typename A> struct rshmemi_combine<RSHMEMI_OR, A> { RSHMEMI_DEV A f(A a, A b) { return a | b; } };
 template <typename A> struct rshmemi_combine<RSHMEMI_XOR, A> { RSHMEMI_DEV A f(A a, A b) { return a ^ b; } };
 
+// This PE's part of coll_ws for team slot `team` (checked by the caller to be a team id), or
+// null when the runtime gave no workspace. Parts are `coll_ws_size` bytes, one per slot, so
+// reductions of two teams never stage into the same bytes.
+RSHMEMI_DEV void* rshmemi_team_ws(int team) {
+  const rshmemi_device_state_t* s = rshmemi_state();
+  if (s->coll_ws == 0 || team < 0 || team >= RSHMEM_MAX_TEAMS) return 0;
+  return (void*)(uintptr_t)(s->coll_ws + (uint64_t)team * s->coll_ws_size);
+}
+
 // dest[i] = OP over members of source[i], for i < nelems. Integer arithmetic wraps (built with
 // -fwrapv).
 template <int OP, typename T>
@@ -111,8 +122,8 @@ RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelem
   const rshmemi_device_state_t* s = rshmemi_state();
   const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
   const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T));
-  if (s->coll_ws == 0 || chunk == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, dest, s->coll_ws_size, 0, 0);
-  T* ws = (T*)(uintptr_t)s->coll_ws;
+  T* ws = (T*)rshmemi_team_ws(team);
+  if (ws == 0 || chunk == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, dest, s->coll_ws_size, 0, 0);
   const uint32_t lane = rshmemi_lane(scope), nlanes = rshmemi_nlanes(scope);
   for (size_t off = 0; off < nelems; off += chunk) {
     const size_t m = nelems - off < chunk ? nelems - off : chunk;

@@ -24,7 +24,7 @@ RSHMEM_EXPORT void* rshmem_ptr(const void* ptr, int32_t pe) { return rshmemi_pee
 
 // ---------------------------------------------------------------- typed RMA
 RSHMEM_EXPORT int32_t rshmem_int_p(int32_t* dest, int32_t value, int32_t pe) {
-  *(int32_t*)rshmemi_peer_or_fail(dest, pe) = value;
+  rshmemi_p<int32_t>(dest, value, pe);
   return 0;
 }
 
@@ -60,10 +60,10 @@ RSHMEM_EXPORT int32_t rshmem_int_p(int32_t* dest, int32_t value, int32_t pe) {
 
 #define RSHMEMI_TYPED_RMA(N, T)                                                                              \
   RSHMEM_EXPORT int32_t rshmem_##N##_p(T* dest, T value, int32_t pe) {                                       \
-    *(T*)rshmemi_peer_or_fail(dest, pe) = value;                                                           \
+    rshmemi_p<T>(dest, value, pe);                                                                           \
     return 0;                                                                                                \
   }                                                                                                          \
-  RSHMEM_EXPORT T rshmem_##N##_g(const T* source, int32_t pe) { return *(const T*)rshmemi_peer_or_fail(source, pe); } \
+  RSHMEM_EXPORT T rshmem_##N##_g(const T* source, int32_t pe) { return rshmemi_g<T>(source, pe); }           \
   RSHMEM_EXPORT int32_t rshmem_##N##_put(T* dest, const T* source, uint64_t nelems, int32_t pe) {            \
     rshmemi_putmem(dest, source, nelems * sizeof(T), pe, RSHMEMI_THREAD);                                    \
     return 0;                                                                                                \

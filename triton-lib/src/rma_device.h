@@ -72,4 +72,19 @@ RSHMEMI_DEV void rshmemi_getmem(void* dest, const void* source, size_t n, int pe
   rshmemi_group_sync(scope);
 }
 
+// p / g: one element at symmetric `dest` / `source` on `pe`, by ONE strong system-scope access
+// (atomic_device.h), never a plain C++ store or load: so `fence(); p(flag, 1, pe)` is a release
+// pattern that an acquiring reader of `flag` synchronizes with, and a loop polling `g` reads
+// memory on every iteration (a weak load may be hoisted out of the loop, which then spins on a
+// register forever). Thread scope; unordered with other operations except through
+// fence/quiet/barrier, as every put.
+template <typename T>
+RSHMEMI_DEV void rshmemi_p(T* dest, T value, int pe) {
+  rshmemi_relaxed_st_sys_elem<T>((T*)rshmemi_peer_or_fail(dest, pe), value);
+}
+template <typename T>
+RSHMEMI_DEV T rshmemi_g(const T* source, int pe) {
+  return rshmemi_relaxed_ld_sys_elem<T>((const T*)rshmemi_peer_or_fail(source, pe));
+}
+
 #endif  // RSHMEM_RMA_DEVICE_H

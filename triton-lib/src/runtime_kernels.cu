@@ -1,11 +1,12 @@
 // rshmem's runtime kernels: what the host runtime launches on a caller's stream for the
 // `*_on_stream` operations that need a GPU thread (barriers, small fcollects, reductions).
 //
-// Built by runtime/build.rs with clang-19 into PTX that the runtime embeds, loads into its
-// context at init (cuModuleLoadData) and publishes the device state into, like any module that
-// links the device library. The kernels reuse the device library's headers, so a barrier on a
-// stream, a barrier in a Triton kernel and a barrier from the host runtime all use the same
-// never-reset words (barrier_device.h) and interoperate.
+// Built by runtime/build.rs with clang-19 into PTX, and by ptxas into a cubin per GPU
+// architecture, which the runtime embeds, loads into its context at init (cuModuleLoadData) and
+// publishes the device state into, like any module that links the device library. The kernels
+// reuse the device library's headers, so a barrier on a stream, a barrier in a Triton kernel and
+// a barrier from the host runtime all use the same never-reset words (barrier_device.h) and
+// interoperate.
 //
 // Launch configurations (runtime/src/runtime/kernels.rs must match):
 //   rshmemi_rt_barrier: 1 block of 32 threads (one warp; lane 0 runs the barrier).
@@ -15,10 +16,11 @@
 //   rshmemi_rt_reduce:  1 block of RSHMEMI_RT_REDUCE_THREADS threads.
 //
 // build.rs compiles this file three times: with -DRSHMEMI_RT_BARRIER (the barrier, a few
-// hundred lines of PTX, loaded at every init), with -DRSHMEMI_RT_FCOLLECT (the small-fcollect
-// kernels, whose copy loops make thousands of lines) and with -DRSHMEMI_RT_REDUCE (72
-// operator/dtype pairs). The last two are loaded on first use, because the driver JIT-compiles
-// PTX at load time (about a second for the fcollect module, measured with ptxas).
+// hundred lines of PTX), with -DRSHMEMI_RT_FCOLLECT (the small-fcollect kernels, whose copy loops
+// make thousands of lines) and with -DRSHMEMI_RT_REDUCE (72 operator/dtype pairs). All three are
+// loaded at init, never on first use (runtime/src/runtime/kernels.rs says why); from cubins that
+// costs milliseconds, while the driver's compiler took about 0.03 s, 0.4 s and 1.7 s of ptxas
+// time for the three PTX modules.
 #include "collective_device.h"
 
 // The module's own copy of the state (see libshmem_device.cu).
@@ -46,9 +48,10 @@ static __device__ __attribute__((noinline)) void rshmemi_rt_copy(void* dst, cons
 // fcollect of small blocks as ONE launch: team barrier, this block stores `source` into every
 // member's `dest` over NVLink, team barrier (collective_device.h). The copy-engine form (barrier
 // kernel, one copy per member, barrier kernel) costs a launch or a copy command per step, which
-// is most of a small all-gather's time. One block only: the team barrier counts arrivals per
-// PE, so two blocks of one PE could pass it on each other's arrivals before a peer's stream
-// reached the collective (and its `dest` were free to overwrite).
+// is most of a small all-gather's time. One block only: each block's barrier would be an
+// instance of its own (barrier_device.h), so the first barrier of one block could complete
+// while another block of a peer had not yet reached the collective (and that peer's `dest`
+// were not yet free to overwrite).
 extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
     rshmemi_rt_fcollect(int32_t team, void* dest, const void* source, uint64_t nbytes) {
   rshmemi_fcollectmem(team, dest, source, (size_t)nbytes, RSHMEMI_BLOCK);
@@ -123,7 +126,8 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
 //   0 sum   1 prod   2 min   3 max   4 and   5 or   6 xor
 //
 // The reduction is the device library's algorithm (collective_device.h, rshmemi_reduce): stage
-// a chunk of `source` in this PE's coll_ws, barrier, combine every member's staged chunk in team
+// a chunk of `source` in this PE's part of coll_ws for the team (rshmemi_team_ws), barrier,
+// combine every member's staged chunk in team
 // order (so every PE computes the same floating-point result), barrier. The copy and the barrier
 // are kept out of line here, once each: inlined into all 72 (op, dtype) pairs they made the PTX
 // megabytes long, and the driver compiles the PTX when the module is loaded.
@@ -166,7 +170,7 @@ template <int OP, typename T>
 RSHMEMI_DEV void rshmemi_rt_reduce_impl(int32_t team, T* dest, const T* source, size_t nelems) {
   const rshmemi_device_state_t* s = rshmemi_state();
   const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T));
-  T* ws = (T*)(uintptr_t)s->coll_ws;
+  T* ws = (T*)rshmemi_team_ws(team);
   if (ws == 0 || chunk == 0) rshmemi_rt_fail_arg(dest, s->coll_ws_size);
   const rshmemi_team_desc_t t = rshmemi_rt_reduce_team(team, ws);
   const uint32_t lane = rshmemi_tid(), nlanes = rshmemi_nthreads();

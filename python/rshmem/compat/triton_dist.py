@@ -67,7 +67,12 @@ def nvshmem_create_tensors(shape, dtype, rank, local_world_size) -> list:
 
 
 def nvshmem_free_tensor_sync(tensor) -> None:
-    """Collective: waits for every PE, then frees the tensor."""
+    """Collective: waits until this PE's GPU work is done, then for every PE, then frees the
+    tensor. The GPU work comes first: a host barrier does not wait for kernels of the caller,
+    and one of them still in a barrier of its own (or still writing a peer's copy) would
+    otherwise meet the wrong barrier instance (docs/memory-model.md, "Barriers")."""
+    if tensor.is_cuda:
+        torch.cuda.synchronize(tensor.device)
     rshmem.barrier_all()
     rtorch.free_tensor(tensor)
 

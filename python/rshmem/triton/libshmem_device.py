@@ -133,7 +133,7 @@ def remote_ptr(ptr, pe, _semantic=None):
 def int_p(dest, value, pe, _semantic=None):
     """int_p(dest: pointer to int32, value: int32, pe: int32) -> int32
 
-    Thread scope. Stores one int32 at symmetric `dest` on `pe`.
+    Thread scope. Stores one int32 at symmetric `dest` on `pe` with one strong (relaxed, system-scope) store: `fence()` then `int_p` is a release.
     """
     _sig = "int_p(dest: pointer to int32, value: int32, pe: int32) -> int32"
     return _x.call("rshmem_int_p", core.int32, False, [
@@ -682,7 +682,7 @@ _P_SYMBOLS = {
 def p(dest, value, pe, _semantic=None):
     """p(dest: pointer to T, value: T, pe: int32) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
 
-    Thread scope. Stores one element at symmetric `dest` on `pe`.
+    Thread scope. Stores one element at symmetric `dest` on `pe` with one strong (relaxed, system-scope) store: `fence()` then `p` is a release.
     """
     _sig = "p(dest: pointer to T, value: T, pe: int32) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
     T = _x.pointee(dest, "dest", _P_SYMBOLS, _sig)
@@ -712,7 +712,7 @@ _G_SYMBOLS = {
 def g(source, pe, _semantic=None):
     """g(source: pointer to T, pe: int32) -> T for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
 
-    Thread scope. Loads one element from symmetric `source` on `pe`.
+    Thread scope. Loads one element from symmetric `source` on `pe` with one strong (relaxed, system-scope) load: a loop polling `g` reads memory every time.
     """
     _sig = "g(source: pointer to T, pe: int32) -> T for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
     T = _x.pointee(source, "source", _G_SYMBOLS, _sig)

@@ -269,6 +269,23 @@ impl Device {
         Ok(vmm != 0 && fd != 0)
     }
 
+    /// The compute capability `(major, minor)`: `(9, 0)` for sm_90 (H100, H200).
+    ///
+    /// # Errors
+    /// [`Error::Driver`] from `cuDeviceGetAttribute`.
+    pub fn compute_capability(self) -> Result<(i32, i32)> {
+        use sys::CUdevice_attribute::*;
+        let major = self.attribute(
+            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+            "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)",
+        )?;
+        let minor = self.attribute(
+            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+            "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)",
+        )?;
+        Ok((major, minor))
+    }
+
     /// Whether `cuStreamWaitValue64` / `cuStreamWriteValue64` work on this device.
     ///
     /// # Errors

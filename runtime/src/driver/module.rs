@@ -96,6 +96,26 @@ impl LoadedModule {
         Ok(LoadedModule { raw, ctx: ctx.clone() })
     }
 
+    /// `cuModuleLoadData` of a cubin (an ELF image for one GPU architecture, as ptxas writes
+    /// it): nothing is compiled at load time.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for bytes that are not an ELF image; [`Error::Driver`] when the
+    /// driver refuses it (`CUDA_ERROR_NO_BINARY_FOR_GPU` for another architecture,
+    /// `CUDA_ERROR_INVALID_IMAGE`).
+    pub fn load_cubin(ctx: &Arc<PrimaryContext>, cubin: &[u8]) -> Result<LoadedModule> {
+        if !cubin.starts_with(b"\x7fELF") {
+            return Err(Error::InvalidArgument("a cubin must be an ELF image (it does not start with \\x7fELF)".into()));
+        }
+        ctx.bind()?;
+        let mut raw: sys::CUmodule = std::ptr::null_mut();
+        // SAFETY: "The image may be a cubin or fatbin as output by nvcc"; an ELF image carries
+        // its own length in its headers, which the driver reads; `cubin` outlives the call;
+        // `raw` is a live local.
+        check("cuModuleLoadData", unsafe { sys::cuModuleLoadData(&mut raw, cubin.as_ptr().cast()) })?;
+        Ok(LoadedModule { raw, ctx: ctx.clone() })
+    }
+
     /// The module as a [`ModuleHandle`] (to publish the device state into it, say).
     pub fn handle(&self) -> ModuleHandle {
         ModuleHandle(self.raw as usize)

@@ -97,6 +97,20 @@ pub fn synchronize(stream: StreamHandle) -> Result<()> {
     check("cuStreamSynchronize", unsafe { sys::cuStreamSynchronize(stream.raw()) })
 }
 
+/// `cuStreamIsCapturing`: whether `stream` is being captured into a CUDA graph (work queued on
+/// it then becomes graph nodes, run at each replay rather than now).
+///
+/// # Errors
+/// [`crate::Error::Driver`] (for instance the legacy stream queried while another stream
+/// captures in global mode).
+pub fn is_capturing(stream: StreamHandle) -> Result<bool> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    // SAFETY: "Returns a stream's capture status" into *captureStatus, a live local; the caller's
+    // handle is live (as for every function taking a StreamHandle).
+    check("cuStreamIsCapturing", unsafe { sys::cuStreamIsCapturing(stream.raw(), &mut status) })?;
+    Ok(status as u32 != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE as u32)
+}
+
 /// An event, made with timing disabled (the cheapest kind, for ordering only).
 ///
 /// Owns the `CUevent`; dropping it destroys the event, then lets go of the context.
@@ -145,6 +159,23 @@ impl Event {
         // SAFETY: "Makes all future work submitted to hStream wait for all work captured in
         // hEvent"; flags must be 0; both handles are live.
         check("cuStreamWaitEvent", unsafe { sys::cuStreamWaitEvent(stream.raw(), self.raw, 0) })
+    }
+
+    /// `cuEventQuery`: whether all work captured by the last record has completed (`true` also
+    /// for an event never recorded).
+    ///
+    /// # Errors
+    /// [`crate::Error::Driver`] for any status but success and `CUDA_ERROR_NOT_READY` (an error
+    /// of the recorded work included).
+    pub fn query(&self) -> Result<bool> {
+        self.ctx.bind()?;
+        // SAFETY: "Queries the status of all work currently captured by hEvent"; returns
+        // CUDA_SUCCESS when done, CUDA_ERROR_NOT_READY while not; the handle is live.
+        let r = unsafe { sys::cuEventQuery(self.raw) };
+        if r as u32 == sys::CUresult::CUDA_ERROR_NOT_READY as u32 {
+            return Ok(false);
+        }
+        check("cuEventQuery", r).map(|()| true)
     }
 
     /// `cuEventSynchronize`: blocks the host until the event completes.

@@ -206,6 +206,12 @@ impl Gpu {
         &self.state
     }
 
+    /// Whether device code of this PE reaches world PE `pe`'s memory by load/store (the state's
+    /// `pe_slot` table, which kernels consult before every remote access).
+    pub(super) fn reaches(&self, pe: usize) -> bool {
+        self.state.pe_slot.get(pe).is_some_and(|&slot| slot != PE_NOT_REACHABLE)
+    }
+
     /// The runtime's kernels.
     pub(super) fn kernels(&self) -> &RuntimeKernels {
         &self.kernels

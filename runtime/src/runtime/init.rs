@@ -116,7 +116,7 @@ impl Runtime {
                 team_table: ws + workspace::TEAM_TABLE,
                 barrier_ws: ws + workspace::BARRIER,
                 coll_ws,
-                coll_ws_size: workspace::COLL_WS_BYTES,
+                coll_ws_size: workspace::COLL_WS_BYTES_PER_TEAM,
                 wait_timeout,
             });
             rt.gpu = Some(Gpu::new(cuda, state)?);

@@ -1,13 +1,20 @@
 //! # Safety
-//! The runtime's own kernels (`triton-lib/src/runtime_kernels.cu`, compiled to PTX by
-//! `build.rs`): loading them into this PE's context, publishing the device state into them,
-//! and launching them on a caller's stream. Each launch passes one pointer per kernel parameter,
-//! to a local of the exact type the kernel declares (`int32_t` -> `i32`, pointers and
-//! `uint64_t` -> `u64`); the tests below check the PTX parameter lists against these launches.
-//! A loaded module is forgotten by the device-state registry before it is unloaded, so no
-//! later republish writes into an unloaded module.
+//! The runtime's own kernels (`triton-lib/src/runtime_kernels.cu`, built by `build.rs` into PTX
+//! and cubins, `device::image`): loading them into this PE's context at init, publishing the
+//! device state into them, and launching them on a caller's stream. Each launch passes one
+//! pointer per kernel parameter, to a local of the exact type the kernel declares (`int32_t` ->
+//! `i32`, pointers and `uint64_t` -> `u64`); the tests below check the PTX parameter lists
+//! against these launches. A loaded module is forgotten by the device-state registry before it
+//! is unloaded, so no later republish writes into an unloaded module.
+//!
+//! Every module is loaded at init, never on first use: loading a module may wait for kernels
+//! already running (CUDA's lazy-loading hazard: a fcollect loaded while a kernel spins on a
+//! signal that the peer sends only after its own first fcollect would never start), and loading
+//! and publishing inside CUDA graph capture are not allowed.
 #![allow(unsafe_code)]
 
+use super::barrier_order::BarrierOrder;
+use crate::device::image::{self, Form, KernelImage};
 use crate::device::registry;
 use crate::device_state::DeviceState;
 use crate::driver::context::PrimaryContext;
@@ -16,14 +23,7 @@ use crate::driver::stream::StreamHandle;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::{Error, Result};
 use std::ffi::{c_void, CStr};
-use std::sync::{Arc, Mutex};
-
-/// PTX of `rshmemi_rt_barrier` (built with `-DRSHMEMI_RT_BARRIER`).
-pub(super) const BARRIER_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rt_barrier.ptx"));
-/// PTX of `rshmemi_rt_fcollect` and `rshmemi_rt_fcollect_staged` (`-DRSHMEMI_RT_FCOLLECT`).
-pub(super) const FCOLLECT_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rt_fcollect.ptx"));
-/// PTX of `rshmemi_rt_reduce` (built with `-DRSHMEMI_RT_REDUCE`).
-pub(super) const REDUCE_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/rt_reduce.ptx"));
+use std::sync::Arc;
 
 const BARRIER: &CStr = c"rshmemi_rt_barrier";
 const REDUCE: &CStr = c"rshmemi_rt_reduce";
@@ -76,27 +76,39 @@ pub(super) fn op_code(op: ReduceOp) -> i32 {
 /// device-state registry, then unloads it.
 #[derive(Debug)]
 struct RtModule {
-    func: Function,
     module: LoadedModule,
 }
 
 impl RtModule {
-    fn load(ctx: &Arc<PrimaryContext>, ptx: &str, name: &CStr, state: &DeviceState) -> Result<RtModule> {
-        let module = LoadedModule::load_ptx(ctx, ptx)?;
-        let func = module.function(name)?;
+    fn load(ctx: &Arc<PrimaryContext>, image: &KernelImage, cc: (i32, i32), state: &DeviceState) -> Result<RtModule> {
+        let started = std::time::Instant::now();
+        let (module, form) = image::load(ctx, image, cc)?;
         // SAFETY: the module was loaded into `ctx` just above and stays loaded while this value
         // lives; Drop forgets it before unloading.
         let published = unsafe { registry::publish(ctx, module.handle(), state) };
-        let m = RtModule { func, module };
+        let m = RtModule { module };
         if !published? {
             return Err(Error::InvalidArgument(format!(
-                "the runtime kernel module with {} has no {} global; runtime/build.rs built it \
-                 from a triton-lib that does not define the device state",
-                name.to_string_lossy(),
+                "the runtime kernel module {} has no {} global; runtime/build.rs built it from a \
+                 triton-lib that does not define the device state",
+                image.name,
                 registry::STATE_SYMBOL.to_string_lossy()
             )));
         }
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        match form {
+            Form::Cubin(arch) => tracing::debug!(module = image.name, arch, ms, "runtime kernels loaded (cubin)"),
+            Form::Ptx => tracing::info!(
+                module = image.name,
+                ms,
+                "runtime kernels loaded from PTX: no cubin of this build fits the GPU, so the driver compiled it"
+            ),
+        }
         Ok(m)
+    }
+
+    fn function(&self, name: &CStr) -> Result<Function> {
+        self.module.function(name)
     }
 }
 
@@ -106,38 +118,49 @@ impl Drop for RtModule {
     }
 }
 
-/// The runtime's kernels in this PE's context: the barrier, loaded at init, and the small
-/// fcollects and the reduction, each loaded on its first use (the driver takes about a second
-/// to compile either module's PTX).
+/// The runtime's kernels in this PE's context, every module loaded at init, and the order of
+/// the barrier-using ones per team ([`BarrierOrder`]).
 #[derive(Debug)]
 pub(super) struct RuntimeKernels {
     ctx: Arc<PrimaryContext>,
-    barrier: RtModule,
-    /// `rshmemi_rt_fcollect_staged` (the module's `func`) and `rshmemi_rt_fcollect`.
-    fcollect: Mutex<Option<(RtModule, Function)>>,
-    reduce: Mutex<Option<RtModule>>,
+    barrier: Function,
+    fcollect: Function,
+    fcollect_staged: Function,
+    reduce: Function,
+    order: BarrierOrder,
+    /// Keep the functions above valid; dropped (unpublished, unloaded) with `self`.
+    _modules: [RtModule; 3],
 }
 
 impl RuntimeKernels {
-    /// Loads the barrier module into `ctx` and writes `state` into it.
+    /// Loads every runtime kernel module into `ctx` (cubins for the device's architecture, else
+    /// PTX) and writes `state` into each.
     ///
     /// # Errors
-    /// [`Error::Driver`] when the driver rejects the PTX or a call fails.
+    /// [`Error::Driver`] when the driver rejects a module or a call fails.
     pub(super) fn load(ctx: &Arc<PrimaryContext>, state: &DeviceState) -> Result<RuntimeKernels> {
-        let barrier = RtModule::load(ctx, BARRIER_PTX, BARRIER, state)?;
-        Ok(RuntimeKernels { ctx: ctx.clone(), barrier, fcollect: Mutex::new(None), reduce: Mutex::new(None) })
+        let cc = ctx.device().compute_capability()?;
+        let barrier = RtModule::load(ctx, &image::BARRIER, cc, state)?;
+        let fcollect = RtModule::load(ctx, &image::FCOLLECT, cc, state)?;
+        let reduce = RtModule::load(ctx, &image::REDUCE, cc, state)?;
+        Ok(RuntimeKernels {
+            ctx: ctx.clone(),
+            barrier: barrier.function(BARRIER)?,
+            fcollect: fcollect.function(FCOLLECT)?,
+            fcollect_staged: fcollect.function(FCOLLECT_STAGED)?,
+            reduce: reduce.function(REDUCE)?,
+            order: BarrierOrder::new(ctx),
+            _modules: [barrier, fcollect, reduce],
+        })
     }
 
-    /// (`rshmemi_rt_fcollect_staged`, `rshmemi_rt_fcollect`), loading their module first if needed.
-    fn fcollect_functions(&self, state: &DeviceState) -> Result<(Function, Function)> {
-        let mut slot = self.fcollect.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            let m = RtModule::load(&self.ctx, FCOLLECT_PTX, FCOLLECT_STAGED, state)?;
-            let one_block = m.module.function(FCOLLECT)?;
-            *slot = Some((m, one_block));
-        }
-        let (m, one_block) = slot.as_ref().expect("loaded just above");
-        Ok((m.func, *one_block))
+    /// Whether every barrier-using kernel queued so far for `team` has finished (host
+    /// barriers wait for it: `barrier_order.rs`).
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    pub(super) fn queued_done(&self, team: i32) -> Result<bool> {
+        self.order.idle(team)
     }
 
     /// Enqueues a barrier (with quiet) over `team` on `stream`.
@@ -153,7 +176,7 @@ impl RuntimeKernels {
         // SAFETY: one pointer to an i32 for `.param .u32` (int32_t team); it outlives the call,
         // which copies the value; the caller vouches for the stream; the function comes from
         // our live module of the bound context.
-        unsafe { module::launch(self.barrier.func, BARRIER_DIMS, stream, &mut params) }
+        self.order.queue(team, stream, || unsafe { module::launch(self.barrier, BARRIER_DIMS, stream, &mut params) })
     }
 
     /// Enqueues an fcollect of `nbytes` per member over `team` as one kernel (barrier, stores
@@ -165,13 +188,11 @@ impl RuntimeKernels {
     pub(super) unsafe fn fcollect(
         &self,
         stream: StreamHandle,
-        state: &DeviceState,
         team: i32,
         dest: usize,
         source: usize,
         nbytes: usize,
     ) -> Result<()> {
-        let (_, f) = self.fcollect_functions(state)?;
         self.ctx.bind()?;
         let mut p_team = team;
         let mut p_dest = dest as u64;
@@ -186,7 +207,7 @@ impl RuntimeKernels {
         // SAFETY: four pointers matching `.u32, .u64, .u64, .u64` (checked against the PTX by
         // the tests); they outlive the call; the function belongs to our live module; the caller
         // vouches for the addresses and the stream.
-        unsafe { module::launch(f, FCOLLECT_DIMS, stream, &mut params) }
+        self.order.queue(team, stream, || unsafe { module::launch(self.fcollect, FCOLLECT_DIMS, stream, &mut params) })
     }
 
     /// Enqueues a TEAM_WORLD fcollect of `nbytes` per PE through the staging slots of the
@@ -200,7 +221,6 @@ impl RuntimeKernels {
     pub(super) unsafe fn fcollect_staged(
         &self,
         stream: StreamHandle,
-        state: &DeviceState,
         ws: usize,
         n_pes: usize,
         dest: usize,
@@ -208,7 +228,6 @@ impl RuntimeKernels {
         nbytes: usize,
     ) -> Result<()> {
         use super::workspace::staged;
-        let (f, _) = self.fcollect_functions(state)?;
         self.ctx.bind()?;
         let mut p_epochs = ws as u64;
         let mut p_flags = (ws + staged::FLAGS) as u64;
@@ -230,7 +249,7 @@ impl RuntimeKernels {
         // SAFETY: seven pointers matching seven `.u64` parameters (checked against the PTX by
         // the tests); they outlive the call; the function belongs to our live module; the caller
         // vouches for the workspace, the addresses and the stream.
-        unsafe { module::launch(f, dims, stream, &mut params) }
+        unsafe { module::launch(self.fcollect_staged, dims, stream, &mut params) }
     }
 
     /// Enqueues `dest[i] = op over team members of source[i]` on `stream`.
@@ -238,11 +257,10 @@ impl RuntimeKernels {
     /// # Safety
     /// As [`RuntimeKernels::barrier`]; `dest` and `source` are valid device addresses of
     /// `nelems` elements of `dtype` until the kernel has run; `op` takes `dtype`.
-    #[allow(clippy::too_many_arguments)] // one per kernel parameter, plus stream and state
+    #[allow(clippy::too_many_arguments)] // one per kernel parameter, plus stream
     pub(super) unsafe fn reduce(
         &self,
         stream: StreamHandle,
-        state: &DeviceState,
         team: i32,
         op: ReduceOp,
         dtype: DType,
@@ -250,12 +268,6 @@ impl RuntimeKernels {
         source: usize,
         nelems: usize,
     ) -> Result<()> {
-        let mut slot = self.reduce.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            *slot = Some(RtModule::load(&self.ctx, REDUCE_PTX, REDUCE, state)?);
-        }
-        let f = slot.as_ref().map(|m| m.func).expect("loaded just above");
-        drop(slot);
         self.ctx.bind()?;
         let mut p_team = team;
         let mut p_op = op_code(op);
@@ -274,7 +286,7 @@ impl RuntimeKernels {
         // SAFETY: six pointers matching `.u32, .u32, .u32, .u64, .u64, .u64` (checked by the
         // tests against the PTX); they outlive the call; the module stays loaded (it is only
         // dropped with `self`); the caller vouches for the addresses and the stream.
-        unsafe { module::launch(f, REDUCE_DIMS, stream, &mut params) }
+        self.order.queue(team, stream, || unsafe { module::launch(self.reduce, REDUCE_DIMS, stream, &mut params) })
     }
 }
 
@@ -292,6 +304,10 @@ mod tests {
         let close = rest.find(')').unwrap();
         rest[..close].lines().skip(1).filter_map(|l| l.split_whitespace().nth(1).map(str::to_string)).collect()
     }
+
+    const BARRIER_PTX: &str = image::BARRIER.ptx;
+    const FCOLLECT_PTX: &str = image::FCOLLECT.ptx;
+    const REDUCE_PTX: &str = image::REDUCE.ptx;
 
     #[test]
     fn ptx_entries_match_the_launch_code() {
@@ -339,26 +355,5 @@ mod tests {
         }
         assert!(SOURCE.contains("#define RSHMEMI_RT_REDUCE_THREADS 512"));
         assert!(SOURCE.contains("#define RSHMEMI_RT_FCOLLECT_THREADS 512"));
-    }
-
-    /// Assembles both PTX files for sm_90 with `$RSHMEM_PTXAS` (Triton ships a ptxas).
-    #[test]
-    #[ignore = "needs ptxas: set RSHMEM_PTXAS"]
-    fn ptx_assembles_for_sm90() {
-        let ptxas = std::env::var("RSHMEM_PTXAS").expect("set RSHMEM_PTXAS to a ptxas binary");
-        let dir = std::env::temp_dir().join(format!("rshmem-rt-ptx-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, ptx) in [("barrier", BARRIER_PTX), ("fcollect", FCOLLECT_PTX), ("reduce", REDUCE_PTX)] {
-            let src = dir.join(format!("{name}.ptx"));
-            std::fs::write(&src, ptx).unwrap();
-            let out = std::process::Command::new(&ptxas)
-                .args(["--gpu-name", "sm_90", "-o"])
-                .arg(dir.join(format!("{name}.cubin")))
-                .arg(&src)
-                .output()
-                .expect("run ptxas");
-            assert!(out.status.success(), "ptxas {name}:\n{}", String::from_utf8_lossy(&out.stderr));
-        }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -50,21 +50,38 @@ impl Runtime {
         self.check_device_error()
     }
 
-    /// The team as on-stream and device code address it (members `start + i * stride`).
+    /// The team as on-stream and device code address it (members `start + i * stride`, every
+    /// one reachable by load/store).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a team this PE is not in; [`Error::Unsupported`] for a
-    /// team device code cannot address.
+    /// team device code cannot address, or with a member it cannot reach (a kernel would stop
+    /// on it with a trap, which kills the CUDA context).
     pub(super) fn device_team(&self, team: Team, what: &str) -> Result<TeamInfo> {
-        let t = self.teams();
-        let info = t.get(team)?.clone();
-        if t.desc(team.0 as usize).size == 0 {
-            return Err(Error::Unsupported(format!(
-                "{what} on {}: its members {:?} are not evenly spaced in ascending order \
-                 (start + i * stride, stride >= 1), which device code and on-stream operations \
-                 need; make the team with a positive stride, or use the host form",
-                info.name, info.members
-            )));
+        let info = {
+            let t = self.teams();
+            let info = t.get(team)?.clone();
+            if t.desc(team.0 as usize).size == 0 {
+                return Err(Error::Unsupported(format!(
+                    "{what} on {}: its members {:?} are not evenly spaced in ascending order \
+                     (start + i * stride, stride >= 1), which device code and on-stream operations \
+                     need; make the team with a positive stride, or use the host form",
+                    info.name, info.members
+                )));
+            }
+            info
+        };
+        if let Some(gpu) = self.gpu() {
+            if let Some(pe) = info.first_unreachable(|pe| gpu.reaches(pe)) {
+                return Err(Error::Unsupported(format!(
+                    "{what} on {}: member PE {pe} is not reachable by load/store from PE {} (it runs \
+                     on another host, or its GPU has no peer access to this one), and on-stream \
+                     collectives and barriers move data with this GPU's loads and stores; rshmem has \
+                     no transport between hosts yet: use a team of PEs on one host (TEAM_NODE)",
+                    info.name,
+                    self.my_pe()
+                )));
+            }
         }
         Ok(info)
     }

@@ -110,7 +110,6 @@ impl Runtime {
             return unsafe {
                 gpu.kernels().fcollect_staged(
                     StreamHandle(stream),
-                    gpu.state(),
                     self.staged_ws,
                     self.n_pes(),
                     dest,
@@ -123,7 +122,7 @@ impl Runtime {
             // SAFETY: the team was checked; `dest` / `source` are this PE's symmetric ranges
             // (check_local), mapped on every member; the caller vouches for the stream and for
             // the buffers living until it has run.
-            return unsafe { gpu.kernels().fcollect(StreamHandle(stream), gpu.state(), team.0, dest, source, bytes) };
+            return unsafe { gpu.kernels().fcollect(StreamHandle(stream), team.0, dest, source, bytes) };
         }
         let copies = info
             .members
@@ -234,6 +233,6 @@ impl Runtime {
         self.stream_precheck("reduce_on_stream")?;
         // SAFETY: the team was checked; `op` takes `dtype`; `dest` and `source` are this PE's
         // symmetric ranges of `bytes`; the caller vouches for the stream and their lifetime.
-        unsafe { gpu.kernels().reduce(StreamHandle(stream), gpu.state(), team.0, op, dtype, dest, source, nelems) }
+        unsafe { gpu.kernels().reduce(StreamHandle(stream), team.0, op, dtype, dest, source, nelems) }
     }
 }

@@ -2,14 +2,21 @@
 //!
 //! Host, on-stream and in-kernel barriers share one layout (`DeviceState::barrier_ws`, see
 //! `BARRIER_WS_BYTES_PER_TEAM` and `triton-lib/src/barrier_device.h`), so a PE may meet its
-//! peers' device barriers with a host barrier and the other way round. For team slot `t`, two
-//! `u64` words in every member's workspace: `arrive` (at `16 t`) and `epoch` (at `16 t + 8`).
-//! A barrier takes `e = ++epoch` (own word, atomically: a kernel of this PE may be in a barrier
-//! of the same team at the same time), adds 1 to every member's `arrive` (after `quiet`, so this
-//! PE's earlier puts are visible first), then waits until its own `arrive >= e * size`.
-//! Nothing is reset while the team lives (`team.rs` zeroes the words when a slot gets a new
-//! team): the counters only grow, and a PE that runs ahead only makes the next target reached
-//! sooner, so 10,000 barriers in a row need no extra phase.
+//! peers' device barriers with a host barrier and the other way round. For team slot `t`, three
+//! `u64` words in every member's workspace: `arrive` (at `24 t`), `ticket` (`+ 8`) and `done`
+//! (`+ 16`). A barrier instance takes `e = ++ticket` (own word, atomically: a kernel of this PE
+//! may be in a barrier of the same team at the same time), waits until `done >= e - 1` (this
+//! PE's previous instance of the team is over), adds 1 to every member's `arrive` (after
+//! `quiet`, so this PE's earlier puts are visible first), waits until its own
+//! `arrive >= e * size`, then sets `done = e`. So a PE's instances of one team, host or device,
+//! run one after another and never count each other's arrivals. Nothing is reset while the team
+//! lives (`team.rs` zeroes the words when a slot gets a new team): the counters only grow, and a
+//! PE that runs ahead only makes the next target reached sooner, so 10,000 barriers in a row
+//! need no extra phase.
+//!
+//! On the cuda backend a host barrier first waits for the barrier kernels this PE queued on
+//! streams for the team (`barrier_order.rs`): instances match in the order each PE calls them,
+//! host calls and stream calls alike, as long as every member calls them in the same order.
 
 use super::wait::Unmet;
 use super::{workspace, Runtime, Team};
@@ -102,10 +109,21 @@ impl Runtime {
             (info.members.clone(), info.my_index)
         };
         let arrive = self.barrier_words(team.0 as usize);
-        let epoch = arrive + 8;
+        let ticket = arrive + 8;
+        let done = arrive + 16;
         let me = self.my_pe();
         let run = || -> Result<()> {
-            let e = self.amo(epoch, Width::W64, AmoOp::Add(1), me)?.wrapping_add(1);
+            self.wait_for_queued_barriers(team, during)?;
+            let e = self.amo(ticket, Width::W64, AmoOp::Add(1), me)?.wrapping_add(1);
+            let previous = e.wrapping_sub(1);
+            self.poll(during, || {
+                let seen = self.load_local(done, Width::W64)?;
+                Ok(if seen >= previous {
+                    Ok(())
+                } else {
+                    Err(Unmet { addr: done, cmp: Cmp::Ge, expected: previous.into(), seen: seen.into() })
+                })
+            })?;
             let target = e.wrapping_mul(members.len() as u64);
             // Start after ourselves, as the device barrier does, so members spread their first
             // arrivals instead of all hitting member 0.
@@ -113,15 +131,39 @@ impl Runtime {
             for k in 1..=n {
                 self.amo(arrive, Width::W64, AmoOp::Add(1), members[(my_index + k) % n])?;
             }
-            self.poll(during, || {
+            let waited = self.poll(during, || {
                 let seen = self.load_local(arrive, Width::W64)?;
                 Ok(if seen >= target {
                     Ok(())
                 } else {
                     Err(Unmet { addr: arrive, cmp: Cmp::Ge, expected: target.into(), seen: seen.into() })
                 })
-            })
+            });
+            // Also after a wait that gave up (a debug timeout): this instance's arrivals are out,
+            // so the next one may go, and pairs up with the peers' next one as if this had
+            // completed late.
+            let finished = self.amo(done, Width::W64, AmoOp::Set(e), me).map(drop);
+            waited.and(finished)
         };
         run().map_err(|e| self.prefer_device_error(e))
+    }
+
+    /// Waits until the barrier-using kernels this PE queued on streams for `team` have run
+    /// (cuda backend; nothing to wait for on the host backend, where on-stream calls run at once).
+    pub(super) fn wait_for_queued_barriers(&self, team: Team, during: &str) -> Result<()> {
+        let Some(gpu) = self.gpu() else { return Ok(()) };
+        if gpu.kernels().queued_done(team.0)? {
+            return Ok(());
+        }
+        // For the timeout message: the queued kernels must take tickets past the current one.
+        let ticket = self.barrier_words(team.0 as usize) + 8;
+        let now = self.load_local(ticket, Width::W64)?;
+        self.poll(during, || {
+            Ok(if gpu.kernels().queued_done(team.0)? {
+                Ok(())
+            } else {
+                Err(Unmet { addr: ticket, cmp: Cmp::Gt, expected: now.into(), seen: now.into() })
+            })
+        })
     }
 }

@@ -8,7 +8,7 @@
 //! and its entry in the device team table, which device code and the runtime's kernels read.
 //!
 //! Barrier words are never reset while a team lives, so their counts assume one team size per
-//! slot. When a split puts a new team into a slot, each member zeroes its own two words before
+//! slot. When a split puts a new team into a slot, each member zeroes its own three words before
 //! the split's last parent barrier: members of teams alive at once in one slot are disjoint (the
 //! slot was free on all of them), so nobody else touches those words, and a PE's `arrive` is
 //! stable once it has left its last barrier of the slot's previous team (every arrival it waited
@@ -16,7 +16,7 @@
 
 use super::{workspace, Runtime};
 use crate::consts::{MAX_TEAMS, TEAM_INVALID, TEAM_NODE, TEAM_SAME_MYPE_NODE, TEAM_SHARED, TEAM_WORLD};
-use crate::device_state::TeamDesc;
+use crate::device_state::{TeamDesc, BARRIER_WS_BYTES_PER_TEAM};
 use crate::error::{Error, Result};
 
 /// A team handle: the id of a team, valid on its members until `team_destroy`.
@@ -82,6 +82,11 @@ impl TeamInfo {
             n_pes: self.size(),
             scope: self.name.clone(),
         })
+    }
+
+    /// The first member (a world PE) for which `reaches` is false, if any.
+    pub fn first_unreachable(&self, reaches: impl Fn(usize) -> bool) -> Option<usize> {
+        self.members.iter().copied().find(|&pe| !reaches(pe))
     }
 
     /// Team PE of world PE `world`, if a member.
@@ -315,7 +320,7 @@ impl Runtime {
         // are zero (see the module docs for why nobody else touches them then).
         if let Some((members, slot)) = &chosen {
             if members.contains(&self.my_pe()) {
-                self.write_heap(self.barrier_words(*slot), self.my_pe(), &[0u8; 16])?;
+                self.write_heap(self.barrier_words(*slot), self.my_pe(), &[0u8; BARRIER_WS_BYTES_PER_TEAM as usize])?;
             }
         }
         self.barrier(parent)?;
@@ -347,15 +352,21 @@ impl Runtime {
     }
 
     /// Destroys a team made by [`Runtime::team_split_strided`]; its id may be reused by a later
-    /// split. Every member calls it; outstanding puts of this PE are completed first. On the
-    /// cuda backend, work queued on streams that uses the team (`barrier_on_stream`, ...) must
-    /// have run before (synchronize those streams): the slot's barrier words are reused.
+    /// split. Every member calls it; outstanding puts of this PE are completed first, and so
+    /// are the team's barriers, fcollects and reductions this PE queued on streams (the slot's
+    /// barrier words and workspace are reused). Kernels of the caller that use the team must
+    /// have finished (synchronize their streams).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a predefined team or one this PE is not in.
+    /// [`Error::InvalidArgument`] for a predefined team or one this PE is not in;
+    /// [`Error::PeerDied`] / [`Error::WaitTimeout`] while waiting for queued work.
     #[doc(alias = "nvshmem_team_destroy")]
     pub fn team_destroy(&self, team: Team) -> Result<()> {
         self.quiet()?;
+        self.teams().get(team)?;
+        if !team.is_predefined() {
+            self.wait_for_queued_barriers(team, "team_destroy")?;
+        }
         self.teams().destroy(team)?;
         self.write_team_desc(team.0 as usize)
     }
@@ -456,6 +467,16 @@ mod tests {
         let full: Vec<u64> = vec![0xf];
         assert_eq!(common_free_slot(&full), None);
         other.destroy(Team(5)).unwrap_err();
+    }
+
+    #[test]
+    fn issue_11_a_member_on_another_host_is_found_before_any_kernel_runs() {
+        // PEs 1, 3, 5 live on the other host (two_nodes): device code cannot reach them.
+        let t = two_nodes(0);
+        let reaches = |pe: usize| pe % 2 == 0;
+        assert_eq!(t.get(Team::WORLD).unwrap().first_unreachable(reaches), Some(1));
+        assert_eq!(t.get(Team::NODE).unwrap().first_unreachable(reaches), None);
+        assert_eq!(t.get(Team::SAME_MYPE_NODE).unwrap().first_unreachable(reaches), Some(1));
     }
 
     #[test]

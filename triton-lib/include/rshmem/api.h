@@ -47,7 +47,7 @@ RSHMEM_API_DEVICE int32_t rshmem_team_translate_pe(int32_t src_team, int32_t pe,
 RSHMEM_API_DEVICE void* rshmem_ptr(const void* ptr, int32_t pe);
 
 /* ---- rma ---- */
-/* int_p (thread scope): Stores one int32 at symmetric `dest` on `pe`. */
+/* int_p (thread scope): Stores one int32 at symmetric `dest` on `pe` with one strong (relaxed, system-scope) store: `fence()` then `int_p` is a release. */
 RSHMEM_API_DEVICE int32_t rshmem_int_p(int32_t* dest, int32_t value, int32_t pe);
 /* putmem (thread scope): Copies `nbytes` from local `source` to symmetric `dest` on `pe`; done on return. */
 RSHMEM_API_DEVICE int32_t rshmem_putmem(void* dest, const void* source, uint64_t nbytes, int32_t pe);
@@ -133,7 +133,7 @@ RSHMEM_API_DEVICE int32_t rshmemx_broadcastmem_block(int32_t team, void* dest, c
 RSHMEM_API_DEVICE int32_t rshmemx_alltoallmem_block(int32_t team, void* dest, const void* source, uint64_t nbytes);
 
 /* ---- rma ---- */
-/* p (thread scope): Stores one element at symmetric `dest` on `pe`. */
+/* p (thread scope): Stores one element at symmetric `dest` on `pe` with one strong (relaxed, system-scope) store: `fence()` then `p` is a release. */
 RSHMEM_API_DEVICE int32_t rshmem_int8_p(int8_t* dest, int8_t value, int32_t pe);
 RSHMEM_API_DEVICE int32_t rshmem_int16_p(int16_t* dest, int16_t value, int32_t pe);
 RSHMEM_API_DEVICE int32_t rshmem_int32_p(int32_t* dest, int32_t value, int32_t pe);
@@ -146,7 +146,7 @@ RSHMEM_API_DEVICE int32_t rshmem_fp16_p(rshmem_fp16_t* dest, rshmem_fp16_t value
 RSHMEM_API_DEVICE int32_t rshmem_bf16_p(rshmem_bf16_t* dest, rshmem_bf16_t value, int32_t pe);
 RSHMEM_API_DEVICE int32_t rshmem_fp32_p(float* dest, float value, int32_t pe);
 RSHMEM_API_DEVICE int32_t rshmem_fp64_p(double* dest, double value, int32_t pe);
-/* g (thread scope): Loads one element from symmetric `source` on `pe`. */
+/* g (thread scope): Loads one element from symmetric `source` on `pe` with one strong (relaxed, system-scope) load: a loop polling `g` reads memory every time. */
 RSHMEM_API_DEVICE int8_t rshmem_int8_g(const int8_t* source, int32_t pe);
 RSHMEM_API_DEVICE int16_t rshmem_int16_g(const int16_t* source, int32_t pe);
 RSHMEM_API_DEVICE int32_t rshmem_int32_g(const int32_t* source, int32_t pe);

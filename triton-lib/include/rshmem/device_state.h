@@ -112,15 +112,18 @@
 #define RSHMEM_DEVICE_FLAG_ALL_REACHABLE 2
 
 /*
- Bytes of barrier workspace per team at `DeviceState::barrier_ws`: two `u64` words.
+ Bytes of barrier workspace per team at `DeviceState::barrier_ws`: three `u64` words.
 
  For team `t` the words live at `barrier_ws + BARRIER_WS_BYTES_PER_TEAM * t`:
- `arrive` (offset 0), incremented remotely by every member at each barrier, and `epoch`
- (offset 8), touched only by its own PE. A barrier does `e = ++epoch`, adds 1 to every
- member's `arrive`, then waits until its own `arrive >= e * size`. The words are never reset;
- host and device barriers share them.
+ `arrive` (offset 0), incremented remotely by every member at each barrier; `ticket`
+ (offset 8) and `done` (offset 16), touched only by their own PE. A barrier instance takes
+ `e = ++ticket`, waits until `done >= e - 1` (this PE's previous instance of the team has
+ finished), adds 1 to every member's `arrive`, waits until its own `arrive >= e * size`, then
+ sets `done = e`. So a PE's instances of one team run one after another in ticket order, and
+ two of them (two CTAs, a kernel and the host) can never count each other's arrivals. The
+ words are never reset while the team lives; host and device barriers share them.
  */
-#define RSHMEM_BARRIER_WS_BYTES_PER_TEAM 16
+#define RSHMEM_BARRIER_WS_BYTES_PER_TEAM 24
 
 /*
  `ErrorRecord::flag` while the first failing thread is writing the record.
@@ -209,11 +212,13 @@ typedef struct {
    */
   uint64_t barrier_ws;
   /*
-   Symmetric address of the scratch space for device collectives and reductions.
+   Symmetric address of the scratch space of device reductions: one part of
+   `coll_ws_size` bytes per team slot, team `t`'s at `coll_ws + t * coll_ws_size`, so
+   collectives of different teams running at once never share scratch.
    */
   uint64_t coll_ws;
   /*
-   Bytes at `coll_ws`.
+   Bytes of each team slot's part of `coll_ws` (the whole is `MAX_TEAMS` times this).
    */
   uint64_t coll_ws_size;
   /*

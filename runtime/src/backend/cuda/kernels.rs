@@ -3,14 +3,14 @@
 //! launch passes one pointer per kernel parameter, to a local of the exact type the PTX
 //! declares (`.u64` -> `u64`, `.u32` -> `u32`).
 //!
-//! Why hand-written PTX: these three kernels are a few instructions each, their memory
-//! ordering is the whole point (`fence.sc.sys`, `atom.acq_rel.sys`, `ld.acquire.sys`), and PTX
-//! loads with `cuModuleLoadData` on any driver, with no compiler at build time. When
-//! `triton-lib` builds PTX for the runtime's larger kernels (barrier, collectives), these may
-//! move there.
+//! Why hand-written PTX: these three kernels are a few instructions each, and their memory
+//! ordering is the whole point (`fence.sc.sys`, `atom.acq_rel.sys`, `ld.acquire.sys`).
+//! `runtime/build.rs` assembles the PTX into cubins like the runtime's other kernels
+//! (`device::image::OPS`), so loading it compiles nothing on the GPUs built for.
 #![allow(unsafe_code)]
 
 use crate::backend::{AmoOp, Width};
+use crate::device::image;
 use crate::driver::context::PrimaryContext;
 use crate::driver::module::{self, Function, LaunchDims, LoadedModule};
 use crate::driver::stream::StreamHandle;
@@ -66,9 +66,12 @@ pub(crate) struct Kernels {
 }
 
 impl Kernels {
-    /// Loads `kernels.ptx` into `ctx` (the driver JIT-compiles it for the device).
+    /// Loads the module into `ctx`: the cubin for the device's architecture, else the PTX
+    /// (`device::image`).
     pub(crate) fn load(ctx: &Arc<PrimaryContext>) -> Result<Kernels> {
-        let module = LoadedModule::load_ptx(ctx, PTX)?;
+        let cc = ctx.device().compute_capability()?;
+        let (module, form) = image::load(ctx, &image::OPS, cc)?;
+        tracing::debug!(?form, "backend kernels loaded");
         Ok(Kernels {
             amo32: module.function(AMO32)?,
             amo64: module.function(AMO64)?,
@@ -137,6 +140,11 @@ impl Kernels {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_loaded_image_is_this_ptx() {
+        assert_eq!(image::OPS.ptx, PTX);
+    }
+
     /// The parameter list of `.entry name( ... )` in the PTX text.
     fn entry_params(name: &str) -> Vec<String> {
         let start = PTX.find(&format!(".visible .entry {name}(")).unwrap_or_else(|| panic!("no entry {name}"));
@@ -189,26 +197,5 @@ mod tests {
         }
         assert_eq!(AmoCode::LoadAcquire as u32, 8);
         assert!(PTX.contains("setp.eq.u32 \t%p8, %op, 8;\n\t@%p8 bra \t$A64_LOAD_ACQUIRE;"));
-    }
-
-    /// Assembles the PTX with `ptxas` for sm_90 (H100/H200). Set `RSHMEM_PTXAS` to a ptxas
-    /// binary (Triton ships one: `python -c "import triton, os; print(os.path.dirname(triton.__file__))"`
-    /// + `/backends/nvidia/bin/ptxas`).
-    #[test]
-    #[ignore = "needs ptxas: set RSHMEM_PTXAS"]
-    fn ptx_assembles_for_sm90() {
-        let ptxas = std::env::var("RSHMEM_PTXAS").expect("set RSHMEM_PTXAS to a ptxas binary");
-        let dir = std::env::temp_dir().join(format!("rshmem-ptx-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let src = dir.join("kernels.ptx");
-        std::fs::write(&src, PTX).unwrap();
-        let out = std::process::Command::new(ptxas)
-            .args(["--gpu-name", "sm_90", "-o"])
-            .arg(dir.join("kernels.cubin"))
-            .arg(&src)
-            .output()
-            .expect("run ptxas");
-        let _ = std::fs::remove_dir_all(&dir);
-        assert!(out.status.success(), "ptxas failed:\n{}", String::from_utf8_lossy(&out.stderr));
     }
 }
