@@ -51,6 +51,22 @@ pub enum Error {
         heap_hi: usize,
     },
 
+    /// An address range inside the symmetric heap that is not inside one live allocation of the
+    /// program (freed memory, the runtime's own words, or past an allocation's end).
+    #[error(
+        "address {addr:#x} (+{len} bytes) is not inside a live symmetric allocation of this \
+         program: {detail}; pass memory from rshmem malloc / create_symmetric_tensor that is not \
+         freed yet"
+    )]
+    NotAllocated {
+        /// First byte of the range.
+        addr: usize,
+        /// Length of the range.
+        len: usize,
+        /// The heap offset and why it is refused.
+        detail: String,
+    },
+
     /// The symmetric heap would grow past `RSHMEM_SYMMETRIC_SIZE`.
     #[error(
         "symmetric heap bound exceeded: asked for {requested} bytes with {in_use} of {bound} \

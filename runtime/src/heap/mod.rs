@@ -9,7 +9,13 @@
 //!
 //! Files: `layout.rs` (slot arithmetic), `allocator.rs` (which offsets are in use; pure logic),
 //! `agree.rs` (checking every PE makes the same call), `segment.rs` (one growth step),
-//! `group.rs` (what the heap needs from the bootstrap).
+//! `group.rs` (what the heap needs from the bootstrap), `record.rs` (the live allocations as
+//! other layers ask about them: [`SymmetricHeap::allocation_of`], [`SymmetricHeap::check_user`]).
+//!
+//! The allocator's table of live allocations is the one record of what the heap holds: the host
+//! API checks every address a program passes against it (a put into freed memory or into the
+//! runtime's own words fails instead of landing), and the layers above (Python tensors) ask it
+//! whether an allocation they remember is still the same one ([`HeapAllocation::id`]).
 //!
 //! # Safety
 //! One unsafe call: zeroing a `calloc` block through the backend, after checking the range
@@ -20,6 +26,7 @@ pub mod agree;
 pub mod allocator;
 pub mod group;
 pub mod layout;
+mod record;
 pub mod segment;
 
 use crate::backend::{MemoryBackend, Reservation};
@@ -30,7 +37,9 @@ use allocator::{round_up, Allocator, MIN_ALIGN};
 use group::Group;
 use layout::Layout;
 use segment::Segment;
-use std::sync::atomic::{AtomicUsize, Ordering};
+pub use allocator::Owner;
+pub use record::HeapAllocation;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The symmetric heap of this PE. `Send + Sync`: address queries are lock-free, collective
@@ -49,6 +58,11 @@ pub struct SymmetricHeap {
     /// Bytes mapped per slot; only grows, read without the lock.
     mapped: AtomicUsize,
     alloc: Mutex<Allocator>,
+    /// This heap among every heap of the process (from 1): part of each [`HeapAllocation::id`].
+    serial: u64,
+    /// Bumped under the `alloc` lock whenever the table of live allocations changes, so that a
+    /// thread's cached answer of [`SymmetricHeap::check_user`] is used only while still true.
+    generation: AtomicU64,
     /// Held for the whole of a collective call.
     state: Mutex<State>,
 }
@@ -166,6 +180,8 @@ impl SymmetricHeap {
             growth,
             mapped: AtomicUsize::new(0),
             alloc: Mutex::new(Allocator::new(MIN_ALIGN)?),
+            serial: record::next_serial(),
+            generation: AtomicU64::new(0),
             state: Mutex::new(State { calls: 0, segments: Vec::new(), _reservation: reservation }),
             layout,
         })
@@ -211,6 +227,21 @@ impl SymmetricHeap {
     /// # Errors
     /// As [`SymmetricHeap::free`].
     pub fn free_in(&self, group: &dyn Group, addr: usize) -> Result<()> {
+        self.free_as(group, addr, Owner::User)
+    }
+
+    /// Frees an allocation of the runtime's own (see [`SymmetricHeap::set_owner`]). Collective,
+    /// as [`SymmetricHeap::free`].
+    ///
+    /// # Errors
+    /// As [`SymmetricHeap::free`].
+    pub fn free_runtime_in(&self, group: &dyn Group, addr: usize) -> Result<()> {
+        self.free_as(group, addr, Owner::Runtime)
+    }
+
+    /// `free` by `who`: an allocation of the other owner is refused (on every PE alike, since
+    /// owners are the same everywhere).
+    fn free_as(&self, group: &dyn Group, addr: usize, who: Owner) -> Result<()> {
         let mut st = lock(&self.state);
         st.calls += 1;
         let offset = if addr == 0 {
@@ -231,7 +262,25 @@ impl SymmetricHeap {
                 heap_lo: self.my_base(),
                 heap_hi: self.my_base() + self.mapped(),
             }),
-            off => lock(&self.alloc).free(off as usize).map(|_| ()),
+            off => {
+                let mut a = lock(&self.alloc);
+                match a.find(off as usize) {
+                    Some(found) if found.offset == off as usize && found.owner != who => {
+                        return Err(Error::InvalidArgument(match found.owner {
+                            Owner::Runtime => format!(
+                                "free of {addr:#x}: heap offset {off} holds the runtime's own words \
+                                 (barrier counters, team table, collective workspace), which only \
+                                 finalize frees"
+                            ),
+                            Owner::User => format!("the runtime freeing the program's allocation at heap offset {off}"),
+                        }))
+                    }
+                    _ => {}
+                }
+                a.free(off as usize)?;
+                self.generation.fetch_add(1, Ordering::Release);
+                Ok(())
+            }
         }
     }
 
@@ -241,6 +290,7 @@ impl SymmetricHeap {
             let need = {
                 let mut a = lock(&self.alloc);
                 if let Some(off) = a.malloc(size, align)? {
+                    self.generation.fetch_add(1, Ordering::Release);
                     return Ok(self.my_base() + off);
                 }
                 a.capacity_needed(size, align)?.unwrap_or(a.capacity())

@@ -26,11 +26,13 @@ impl Runtime {
         Ok((info, bytes))
     }
 
-    /// Checks that this PE's `len` bytes at `addr` are symmetric (before any barrier, so that
-    /// a bad pointer fails on every PE alike instead of leaving peers waiting).
+    /// Checks that this PE's `len` bytes at `addr` are symmetric memory of the program (before
+    /// any barrier, so that a bad pointer fails on every PE alike instead of leaving peers
+    /// waiting).
     pub(super) fn check_local(&self, addr: usize, len: usize) -> Result<()> {
         if len > 0 {
             self.remote(addr, len, self.my_pe())?;
+            self.user_range(addr, len, "a collective")?;
         }
         Ok(())
     }

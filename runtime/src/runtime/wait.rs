@@ -131,7 +131,8 @@ impl Runtime {
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/sync.html>
     #[doc(alias = "nvshmem_wait_until")]
     pub fn wait_until(&self, addr: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<()> {
-        self.sync_word("wait_until", dtype, value)?;
+        let width = self.sync_word("wait_until", dtype, value)?;
+        self.user_word(addr, width, self.my_pe(), "wait_until")?;
         self.poll("wait_until", || self.probe_word(addr, 0, dtype, cmp, value))
     }
 
@@ -141,7 +142,8 @@ impl Runtime {
     /// As [`Runtime::wait_until`], without the waiting ones.
     #[doc(alias = "nvshmem_test")]
     pub fn test(&self, addr: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<bool> {
-        self.sync_word("test", dtype, value)?;
+        let width = self.sync_word("test", dtype, value)?;
+        self.user_word(addr, width, self.my_pe(), "test")?;
         Ok(self.probe_word(addr, 0, dtype, cmp, value)?.is_ok())
     }
 
@@ -192,6 +194,7 @@ impl Runtime {
         })?;
         if bytes > 0 {
             self.remote(addr, bytes, self.my_pe())?;
+            self.user_range(addr, bytes, what)?;
         }
         Ok(())
     }
