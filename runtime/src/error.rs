@@ -164,6 +164,14 @@ pub enum Error {
         name: String,
     },
 
+    /// A wait was interrupted because the program asked to stop (Ctrl-C in Python; the front end
+    /// raises its own exception, e.g. `KeyboardInterrupt`, in place of this one).
+    #[error("rshmem: {during} was interrupted (the program asked to stop); the PEs' collective state is now undefined: finalize or exit")]
+    Interrupted {
+        /// What was waiting.
+        during: String,
+    },
+
     /// A device-side wait ran past `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.
     #[error(
         "PE {pe}: wait on {location} timed out after {timeout_ms} ms: expected value {cmp} \

@@ -25,6 +25,7 @@
 mod health;
 mod local;
 mod node;
+mod pending;
 mod rendezvous;
 mod tcp;
 mod uid;
@@ -251,6 +252,44 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+    }
+
+    /// Issue 12 item 3: 100 silent connections and one announcing a 2^62-byte hello (then
+    /// sending data) neither stall PE 0 nor grow its memory; the job forms at once.
+    #[test]
+    fn issue_12_silent_and_huge_connections_do_not_stall_init() {
+        use std::io::{Read, Write};
+        use std::net::TcpStream;
+        let uid = UniqueId::new().unwrap();
+        let silent: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(uid.addr).unwrap()).collect();
+        let mut huge = TcpStream::connect(uid.addr).unwrap();
+        let mut header = [0u8; wire::HEADER_LEN];
+        header[..4].copy_from_slice(b"RSHB");
+        header[4] = wire::Kind::HELLO.0;
+        header[12..20].copy_from_slice(&(1u64 << 62).to_le_bytes());
+        huge.write_all(&header).unwrap();
+        let _ = huge.write_all(&[0x55; 64 << 10]);
+        let t0 = Instant::now();
+        let n = 3;
+        let threads: Vec<_> = (0..n)
+            .map(|pe| {
+                let uid = uid.clone();
+                std::thread::spawn(move || {
+                    let b = Bootstrap::connect(&uid, pe, n, Duration::from_secs(20)).unwrap();
+                    assert_eq!(b.allgather(&[pe as u8]).unwrap(), vec![vec![0], vec![1], vec![2]]);
+                    b.finalize().unwrap();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(2), "init took {:?}", t0.elapsed());
+        // PE 0 closed the huge one without reading its payload into memory.
+        huge.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 16];
+        assert!(matches!(huge.read(&mut buf), Ok(0) | Err(_)), "still open");
+        drop(silent);
     }
 
     #[test]
