@@ -27,6 +27,7 @@ mod local;
 mod node;
 mod pending;
 mod rendezvous;
+mod secret;
 mod tcp;
 mod uid;
 mod wire;
@@ -76,6 +77,45 @@ impl std::fmt::Debug for Bootstrap {
     }
 }
 
+/// `uid` with its secret: as given, or for an environment id, PE 0's random one (served by the
+/// returned server while it lives) or the one fetched from PE 0.
+fn resolve_secret(
+    uid: &UniqueId,
+    rank: usize,
+    nranks: usize,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(UniqueId, Option<secret::SecretServer>)> {
+    let Some(name) = &uid.fetch_from else { return Ok((uid.clone(), None)) };
+    let mut resolved = UniqueId { addr: uid.addr, secret: [0; uid::SECRET_LEN], fetch_from: None };
+    if nranks == 1 {
+        return Ok((resolved, None));
+    }
+    if rank == 0 {
+        getrandom::fill(&mut resolved.secret).map_err(|e| {
+            Error::os("getrandom for the bootstrap secret", std::io::Error::other(e.to_string()))
+        })?;
+        let server = secret::serve(name, resolved.secret)?;
+        return Ok((resolved, Some(server)));
+    }
+    // PE 0's socket is reachable only from PE 0's host: say so at once rather than after the
+    // timeout when MASTER_ADDR is certainly another host's address.
+    if std::net::UdpSocket::bind((uid.addr.ip(), 0)).is_err_and(|e| e.kind() == std::io::ErrorKind::AddrNotAvailable) {
+        return Err(Error::Config {
+            var: "RSHMEM_BOOTSTRAP_SECRET",
+            value: String::new(),
+            reason: format!(
+                "PE {rank} is not on PE 0's host ({}), and without a secret rshmem trusts only \
+                 processes of the same user on PE 0's host; give every PE the same private \
+                 RSHMEM_BOOTSTRAP_SECRET, or call rshmem.init() after torch.distributed",
+                uid.addr.ip()
+            ),
+        });
+    }
+    resolved.secret = secret::fetch(name, rank, deadline, timeout)?;
+    Ok((resolved, None))
+}
+
 impl Bootstrap {
     /// Joins the job as PE `rank` of `nranks` (`nvshmemx_init_attr` with a unique id). Every PE
     /// must call it.
@@ -111,6 +151,10 @@ impl Bootstrap {
         }
         let started = Instant::now();
         let deadline = deadline_after(started, timeout);
+        // An id from the bare environment has no secret yet: PE 0 makes one and serves it to its
+        // user's processes until the handshake is over (`secret.rs`).
+        let (uid, _server) = resolve_secret(uid, rank, nranks, deadline, timeout)?;
+        let uid = &uid;
         let health = Health::new();
         let listener = LocalListener::bind()?;
         let mine = PeInfo {

@@ -462,6 +462,7 @@ mod tests {
         let uid = UniqueId {
             addr: "127.0.0.1:1".parse().unwrap(),
             secret: [3; SECRET_LEN],
+            fetch_from: None,
         };
         let h = decode_hello(&encode_hello(&uid, 2, 5, &info(77))).unwrap();
         assert_eq!(
