@@ -22,6 +22,8 @@
 //! forked from it (e.g. a data-loader worker) still holds them; TCP keepalive covers a host that
 //! vanishes (about 25 s), nothing covers a live but stuck PE except the collective timeout.
 
+#[cfg(test)]
+mod fuzz;
 mod health;
 mod local;
 mod node;

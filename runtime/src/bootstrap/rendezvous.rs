@@ -60,14 +60,14 @@ impl PeInfo {
 }
 
 #[derive(Debug)]
-struct Hello {
-    secret: [u8; SECRET_LEN],
-    rank: usize,
-    nranks: usize,
-    info: PeInfo,
+pub(crate) struct Hello {
+    pub(crate) secret: [u8; SECRET_LEN],
+    pub(crate) rank: usize,
+    pub(crate) nranks: usize,
+    pub(crate) info: PeInfo,
 }
 
-fn encode_hello(uid: &UniqueId, rank: usize, nranks: usize, info: &PeInfo) -> Vec<u8> {
+pub(crate) fn encode_hello(uid: &UniqueId, rank: usize, nranks: usize, info: &PeInfo) -> Vec<u8> {
     let mut e = Enc::default();
     e.u32(PROTOCOL_VERSION)
         .raw(&uid.secret)
@@ -77,7 +77,7 @@ fn encode_hello(uid: &UniqueId, rank: usize, nranks: usize, info: &PeInfo) -> Ve
     e.0
 }
 
-fn decode_hello(payload: &[u8]) -> Result<Hello, String> {
+pub(crate) fn decode_hello(payload: &[u8]) -> Result<Hello, String> {
     let mut d = Dec::new(payload);
     let version = d.u32()?;
     if version != PROTOCOL_VERSION {
@@ -102,7 +102,7 @@ fn decode_hello(payload: &[u8]) -> Result<Hello, String> {
     })
 }
 
-fn encode_table(table: &[PeInfo]) -> Vec<u8> {
+pub(crate) fn encode_table(table: &[PeInfo]) -> Vec<u8> {
     let mut e = Enc::default();
     e.u32(table.len() as u32);
     for info in table {
@@ -111,7 +111,7 @@ fn encode_table(table: &[PeInfo]) -> Vec<u8> {
     e.0
 }
 
-fn decode_table(payload: &[u8], nranks: usize) -> Result<Vec<PeInfo>, String> {
+pub(crate) fn decode_table(payload: &[u8], nranks: usize) -> Result<Vec<PeInfo>, String> {
     let mut d = Dec::new(payload);
     let n = d.u32()? as usize;
     if n != nranks {

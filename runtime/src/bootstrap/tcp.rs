@@ -361,7 +361,7 @@ impl Drop for Star {
     }
 }
 
-fn decode_blobs(payload: &[u8], nranks: usize) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) fn decode_blobs(payload: &[u8], nranks: usize) -> Result<Vec<Vec<u8>>, String> {
     let mut d = Dec::new(payload);
     let n = d.u32()? as usize;
     if n != nranks {
