@@ -17,11 +17,13 @@
 //! | `sync.rs` | `fence`, `quiet`, barriers |
 //! | `team.rs` | [`Team`], the team table, `team_*` calls |
 //! | `collective.rs` | broadcast, fcollect, alltoall, reductions |
+//! | `agree.rs` | every member of a host collective checks the others' arguments in its first barrier |
 //! | `stream.rs` | on-stream puts, gets, signals, waits, quiet, barriers (`*_on_stream`) |
 //! | `stream_collective.rs` | on-stream broadcast, fcollect, alltoall, reductions |
 //!
 //! Semantics follow OpenSHMEM 1.5 and NVSHMEM; each method names its SHMEM equivalent.
 
+mod agree;
 mod atomic;
 mod collective;
 mod gpu;
@@ -67,8 +69,10 @@ mod workspace {
     pub const SPLIT: usize = TEAM_TABLE + MAX_TEAMS * std::mem::size_of::<TeamDesc>();
     /// Words in the split scratch.
     pub const SPLIT_WORDS: usize = 4;
+    /// The signature of each team slot's current host collective (see `agree.rs`).
+    pub const AGREE: usize = SPLIT + SPLIT_WORDS * 8;
     /// Total size.
-    pub const BYTES: usize = SPLIT + SPLIT_WORDS * 8;
+    pub const BYTES: usize = AGREE + MAX_TEAMS * super::agree::WORDS * 8;
     /// Bytes of the collective workspace (`DeviceState::coll_ws`), a separate allocation:
     /// reductions stage one chunk of this size per round of two barriers, so 1 MiB keeps the
     /// barrier cost small against the copy (about 2 µs of barriers per MiB over NVLink) while
@@ -253,7 +257,7 @@ mod tests {
     fn workspace_layout_fits() {
         use super::workspace::*;
         assert_eq!((TEAM_TABLE % 16, SPLIT % 8), (0, 0));
-        assert_eq!(BYTES, super::MAX_TEAMS * 32 + SPLIT_WORDS * 8);
+        assert_eq!(BYTES, super::MAX_TEAMS * (32 + 24) + SPLIT_WORDS * 8);
         const { assert!(COLL_WS_BYTES % super::DEFAULT_ALIGN == 0) };
     }
 }
