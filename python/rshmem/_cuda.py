@@ -96,13 +96,15 @@ def stream_handle(stream) -> int:
 
 class _Allocation:
     """One symmetric allocation made here: its base address, size, and whether it is still live.
-    Every tensor over it (local or peer view) keeps this record alive through its storage."""
+    Every tensor over it (local or peer view) keeps this record alive through its storage, and the
+    record keeps the heap's memory mapped (`pin`), so a tensor kept past `finalize` never faults."""
 
-    __slots__ = ("base", "nbytes", "alive", "tensor")
+    __slots__ = ("base", "nbytes", "alive", "tensor", "pin")
 
     def __init__(self, base: int, nbytes: int):
         self.base, self.nbytes, self.alive = base, nbytes, True
         self.tensor = None  # weak reference to the tensor create_symmetric_tensor returned
+        self.pin = _native.heap_pin()
 
 
 class _HeapBytes:
@@ -427,7 +429,7 @@ def putmem_on_stream(dst, src, pe: int, stream=None) -> None:
     d, s = _gpu(dst, "dst"), _gpu(src, "src")
     _same_dtype(dst, src, call)
     _fits(src.numel(), dst.numel(), "dst", "elements", call)
-    _native.putmem_on_stream(d, s, _nbytes(src), _pe(pe), stream_handle(stream))
+    _native.putmem_on_stream(d, s, _nbytes(src), _pe(pe), stream_handle(stream), False)  # s: a live tensor's
 
 
 def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
@@ -436,7 +438,7 @@ def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
     d, s = _gpu(dst, "dst"), _gpu(src, "src")
     _same_dtype(dst, src, call)
     _fits(dst.numel(), src.numel(), "src", "elements", call)
-    _native.getmem_on_stream(d, s, _nbytes(dst), _pe(pe), stream_handle(stream))
+    _native.getmem_on_stream(d, s, _nbytes(dst), _pe(pe), stream_handle(stream), False)  # d: a live tensor's
 
 
 def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=None) -> None:
@@ -446,7 +448,9 @@ def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=
     d, s, g = _gpu(dst, "dst"), _gpu(src, "src"), _sig(sig, call)
     _same_dtype(dst, src, call)
     _fits(src.numel(), dst.numel(), "dst", "elements", call)
-    _native.putmem_signal_on_stream(d, s, _nbytes(src), g, _u64(value, call), int(op), _pe(pe), stream_handle(stream))
+    _native.putmem_signal_on_stream(
+        d, s, _nbytes(src), g, _u64(value, call), int(op), _pe(pe), stream_handle(stream), False
+    )
 
 
 def signal_op_on_stream(sig, value: int, op: int, pe: int, stream=None) -> None:

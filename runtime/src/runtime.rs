@@ -11,6 +11,7 @@
 //! | `kernels.rs` | the runtime's own kernels (barrier, reduction), built from `triton-lib/src/runtime_kernels.cu` |
 //! | `mem.rs` | checked access to symmetric memory (the only place that dereferences heap addresses, with `rma.rs`) |
 //! | `rma.rs` | `putmem` / `getmem` / `p` / `g` |
+//! | `raw.rs` | checks on raw local addresses a front end received as integers |
 //! | `atomic.rs` | remote atomics |
 //! | `signal.rs` | signal words: `signal_op`, `putmem_signal`, `signal_fetch`, `signal_wait_until` |
 //! | `wait.rs` | the polling loop (health checks, debug timeout) and `wait_until` / `test` families |
@@ -30,6 +31,7 @@ mod gpu;
 mod init;
 mod kernels;
 mod mem;
+mod raw;
 mod rma;
 mod signal;
 mod stream;
@@ -39,6 +41,7 @@ mod team;
 mod wait;
 
 pub use init::InitOptions;
+pub use raw::Access;
 pub use team::Team;
 
 use crate::backend::{BackendKind, MemoryBackend};
@@ -124,6 +127,8 @@ pub struct Runtime {
     gpu: Option<gpu::Gpu>,
     /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.
     wait_timeout: Option<Duration>,
+    /// `RSHMEM_STUCK_REPORT_MS` (`None`: never).
+    stuck_report: Option<Duration>,
 }
 
 impl std::fmt::Debug for Runtime {

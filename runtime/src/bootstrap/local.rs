@@ -330,6 +330,7 @@ impl LocalExchange {
                 }
                 Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => {
                     self.health.check(what)?;
+                    crate::watchdog::check_interrupt(what)?;
                     if Instant::now() >= deadline {
                         return Err(Error::Timeout {
                             what: format!("{what}: local PE {pe} to send its descriptor"),

@@ -45,8 +45,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// The symmetric heap of this PE. `Send + Sync`: address queries are lock-free, collective
 /// calls take an internal lock (they must not run concurrently on one PE anyway).
 ///
-/// Owns the reservation and every chunk and mapping in it. Dropping it (not collective)
-/// unmaps all segments, newest first, then releases the reservation.
+/// Owns the reservation and every chunk and mapping in it, through a [`HeapPin`] of its own.
+/// Dropping it (not collective) unmaps all segments, newest first, then releases the
+/// reservation, once no other [`HeapPin`] is left.
 pub struct SymmetricHeap {
     backend: Arc<dyn MemoryBackend>,
     layout: Layout,
@@ -63,22 +64,41 @@ pub struct SymmetricHeap {
     /// Bumped under the `alloc` lock whenever the table of live allocations changes, so that a
     /// thread's cached answer of [`SymmetricHeap::check_user`] is used only while still true.
     generation: AtomicU64,
-    /// Held for the whole of a collective call.
-    state: Mutex<State>,
+    /// The mappings and the reservation.
+    memory: HeapPin,
+    /// Held for the whole of a collective call: the number of collective heap calls so far.
+    calls: Mutex<u64>,
 }
 
-struct State {
-    calls: u64,
-    /// Declared before `reservation` so it drops first.
-    segments: Vec<Segment>,
-    /// Held only to keep the addresses reserved until the heap is dropped.
-    _reservation: Box<dyn Reservation>,
+/// Keeps every mapping of a heap (and its reserved addresses) alive while it exists, even past
+/// the heap's own drop at `finalize`.
+///
+/// A front end hands one to each object built over heap memory (a Python tensor's storage), so
+/// that a tensor a program keeps after `finalize` reads and writes memory that is still mapped
+/// instead of faulting: after `finalize` that memory is this process's alone (the peers have
+/// unmapped theirs), and it is released when the last pin goes.
+#[derive(Clone)]
+pub struct HeapPin(Arc<Mapped>);
+
+impl std::fmt::Debug for HeapPin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeapPin").field("base", &self.0.reservation.base()).finish()
+    }
 }
 
-impl Drop for State {
+/// The segments and the reservation of one heap.
+struct Mapped {
+    /// Growth steps in order; dropped newest first, before the reservation.
+    segments: Mutex<Vec<Segment>>,
+    /// Held only to keep the addresses reserved until the last pin is gone.
+    reservation: Box<dyn Reservation>,
+}
+
+impl Drop for Mapped {
     fn drop(&mut self) {
-        // Newest first, then the reservation (field order) releases the addresses.
-        while self.segments.pop().is_some() {}
+        // Newest first, then the reservation (a field, dropped after this) releases the addresses.
+        let mut segments = lock(&self.segments);
+        while segments.pop().is_some() {}
     }
 }
 
@@ -182,7 +202,8 @@ impl SymmetricHeap {
             alloc: Mutex::new(Allocator::new(MIN_ALIGN)?),
             serial: record::next_serial(),
             generation: AtomicU64::new(0),
-            state: Mutex::new(State { calls: 0, segments: Vec::new(), _reservation: reservation }),
+            memory: HeapPin(Arc::new(Mapped { segments: Mutex::new(Vec::new()), reservation })),
+            calls: Mutex::new(0),
             layout,
         })
     }
@@ -192,13 +213,13 @@ impl SymmetricHeap {
     /// # Errors
     /// As [`SymmetricHeap::malloc`].
     pub fn malloc_in(&self, group: &dyn Group, size: usize, align: usize) -> Result<usize> {
-        let mut st = lock(&self.state);
-        st.calls += 1;
-        agree(group, Call { op: Op::Malloc, seq: st.calls, a: size as u64, b: align as u64 })?;
+        let mut calls = lock(&self.calls);
+        *calls += 1;
+        agree(group, Call { op: Op::Malloc, seq: *calls, a: size as u64, b: align as u64 })?;
         if size == 0 {
             return Ok(0);
         }
-        self.allocate(&mut st, group, size, align)
+        self.allocate(group, size, align)
     }
 
     /// `shmem_calloc` over any [`Group`]; see [`SymmetricHeap::calloc`].
@@ -206,16 +227,16 @@ impl SymmetricHeap {
     /// # Errors
     /// As [`SymmetricHeap::calloc`].
     pub fn calloc_in(&self, group: &dyn Group, count: usize, size: usize) -> Result<usize> {
-        let mut st = lock(&self.state);
-        st.calls += 1;
-        agree(group, Call { op: Op::Calloc, seq: st.calls, a: count as u64, b: size as u64 })?;
+        let mut calls = lock(&self.calls);
+        *calls += 1;
+        agree(group, Call { op: Op::Calloc, seq: *calls, a: count as u64, b: size as u64 })?;
         let total = count.checked_mul(size).ok_or_else(|| {
             Error::InvalidArgument(format!("calloc of {count} elements of {size} bytes overflows"))
         })?;
         if total == 0 {
             return Ok(0);
         }
-        let addr = self.allocate(&mut st, group, total, 0)?;
+        let addr = self.allocate(group, total, 0)?;
         self.zero_range(addr, total)?;
         // No peer may write into its new block before this PE has zeroed it.
         group.barrier()?;
@@ -242,8 +263,8 @@ impl SymmetricHeap {
     /// `free` by `who`: an allocation of the other owner is refused (on every PE alike, since
     /// owners are the same everywhere).
     fn free_as(&self, group: &dyn Group, addr: usize, who: Owner) -> Result<()> {
-        let mut st = lock(&self.state);
-        st.calls += 1;
+        let mut calls = lock(&self.calls);
+        *calls += 1;
         let offset = if addr == 0 {
             agree::NULL
         } else if self.contains(addr, 1) {
@@ -251,7 +272,7 @@ impl SymmetricHeap {
         } else {
             agree::NOT_IN_HEAP
         };
-        agree(group, Call { op: Op::Free, seq: st.calls, a: offset, b: 0 })?;
+        agree(group, Call { op: Op::Free, seq: *calls, a: offset, b: 0 })?;
         match offset {
             agree::NULL => Ok(()),
             // The same error as any other use of memory outside the heap, so callers catch one
@@ -284,8 +305,9 @@ impl SymmetricHeap {
         }
     }
 
-    /// Finds room for `size` bytes, growing the heap (collectively) as often as needed.
-    fn allocate(&self, st: &mut State, group: &dyn Group, size: usize, align: usize) -> Result<usize> {
+    /// Finds room for `size` bytes, growing the heap (collectively) as often as needed. The
+    /// caller holds the `calls` lock.
+    fn allocate(&self, group: &dyn Group, size: usize, align: usize) -> Result<usize> {
         loop {
             let need = {
                 let mut a = lock(&self.alloc);
@@ -304,7 +326,7 @@ impl SymmetricHeap {
             let len = want.max(self.growth).min(self.layout.stride - mapped);
             tracing::debug!(pe = self.rank, offset = mapped, len, "growing the symmetric heap");
             let seg = Segment::grow(self.backend.as_ref(), group, &self.layout, mapped, len)?;
-            st.segments.push(seg);
+            lock(&self.memory.0.segments).push(seg);
             self.mapped.store(mapped + len, Ordering::Release);
             lock(&self.alloc).grow(mapped + len)?;
         }
@@ -407,6 +429,11 @@ impl SymmetricHeap {
     /// The memory backend.
     pub fn backend(&self) -> &Arc<dyn MemoryBackend> {
         &self.backend
+    }
+
+    /// A pin that keeps every mapping of this heap alive while it exists (see [`HeapPin`]).
+    pub fn pin(&self) -> HeapPin {
+        self.memory.clone()
     }
 }
 

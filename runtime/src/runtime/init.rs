@@ -104,6 +104,7 @@ impl Runtime {
             staged_ws,
             gpu: None,
             wait_timeout,
+            stuck_report: env.stuck_report,
         };
         // Split slots are zero already (calloc).
         for slot in 0..PREDEFINED {
