@@ -8,7 +8,10 @@ made on PE 0 by `get_unique_id()`, plus its rank and the PE count. Who hands the
    id and `torch.distributed.broadcast_object_list` shares it.
 3. an mpi4py communicator given: `comm.bcast` shares it.
 4. torchrun / mpirun variables (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`): the runtime
-   reads them itself and PE 0 listens on `MASTER_PORT + 1` (or `RSHMEM_BOOTSTRAP_PORT`).
+   reads them itself and PE 0 listens on `MASTER_PORT + 1` (or `RSHMEM_BOOTSTRAP_PORT`). Nothing
+   in them is secret, so without `RSHMEM_BOOTSTRAP_SECRET` PE 0 hands a random secret only to
+   processes of its own user on its own host (multi-host jobs need the variable, or one of the
+   ways above); see docs/security.md.
 5. none of these: one PE.
 
 At interpreter exit a job still running is finalized (an `atexit` handler registered by `init`),
