@@ -55,8 +55,8 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "RSHMEM_BOOTSTRAP_SECRET",
         kind: "string",
-        default: "derived from the torchrun job",
-        meaning: "shared secret of an environment bootstrap; peers presenting another one are refused",
+        default: "unset: PE 0 hands a random secret to processes of its user on its host",
+        meaning: "shared secret of an environment bootstrap (give every PE the same private value; needed across hosts); peers presenting another one are refused",
     },
     Variable {
         name: "RSHMEM_DEBUG",

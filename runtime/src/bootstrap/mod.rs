@@ -3,12 +3,17 @@
 //! | file | what it holds |
 //! |---|---|
 //! | `uid.rs` | [`UniqueId`]: PE 0's address + a secret; from PE 0 ([`UniqueId::new`]) or from torchrun / mpirun variables |
+//! | `secret.rs` | the secret of a job started from the environment alone: PE 0's random one, handed to its user's processes over a Unix socket |
 //! | `wire.rs` | framing of TCP messages |
+//! | `pending.rs` | connections whose first message has not arrived, read all at once within bounds (strangers cannot stall init) |
 //! | `rendezvous.rs` | the handshake: hello, refusal, the table of every PE |
 //! | `tcp.rs` | allgather / broadcast / barrier through PE 0, and the watcher threads |
 //! | `health.rs` | [`Health`]: which peer died, one atomic load to check |
 //! | `node.rs` | [`NodeInfo`]: which PEs share a host |
 //! | `local.rs` | [`LocalExchange`]: file descriptors over Unix sockets among a host's PEs |
+//! | `fuzz.rs` | property tests of every parser of network bytes |
+//!
+//! Who may join, and what is refused how, is written down in `docs/security.md`.
 //!
 //! Every PE holds one TCP connection to PE 0. The connections carry the collectives (through PE
 //! 0, so each costs two hops) and double as liveness watches: when a process dies, however it
