@@ -3,14 +3,17 @@ crashes. One test (or a few) per numbered item of the issue; `docs/security.md` 
 checked where. The bootstrap's flood and wire-parser tests are Rust tests (`runtime/src/bootstrap`).
 """
 
+import encodings.idna  # noqa: F401 - loaded before the stranger drops privileges (it cannot read the stdlib then)
 import json
 import os
 import pwd
 import shutil
+import socket
+import struct
 import subprocess
-import sys
 import tempfile
 import threading
+import time
 
 import pytest
 import torch
@@ -23,15 +26,17 @@ from conftest import free_port, run_pes
 
 # A stranger with nothing but the standard library and what any user of the host can see: the
 # launcher's variables (MASTER_ADDR, the port, WORLD_SIZE) and /proc/net/unix. It tries the
-# job's secret socket, a hello with the secrets it can compute, and every rshmem Unix socket, then
-# reports what it got as JSON and leaves a file saying it is done.
-STRANGER = r"""
-import json, os, socket, struct, sys, time
-port, done = int(sys.argv[1]), sys.argv[2]
-report = {"uid": os.getuid(), "secret": [], "hello": [], "local": []}
-def frame(kind, payload):
+# job's secret socket, a hello with the secrets it can compute, and the job's rshmem Unix sockets
+# (only this test's own: other jobs may run on the machine), then reports what it got and leaves
+# a file saying it is done. It runs in a forked child (as another user where asked), so it needs
+# no interpreter that user may run.
+
+
+def _frame(kind, payload):
     return b"RSHB" + bytes([kind, 0, 0, 0]) + struct.pack("<IQ", 0, len(payload)) + payload
-def answer(s, wait=3):
+
+
+def _answer(s, wait):
     s.settimeout(wait)
     try:
         data = s.recv(4096)
@@ -40,41 +45,92 @@ def answer(s, wait=3):
     if not data:
         return "closed"
     return ("refused " if data[4] == 2 else "kind %d " % data[4]) + data[20:].decode("utf-8", "replace")
-deadline = time.time() + 20
-names = []
-while time.time() < deadline:   # PE 0's sockets appear once it is in init
-    names = [l.split()[-1] for l in open("/proc/net/unix").read().splitlines() if "@rshmem-" in l]
-    if names:
-        time.sleep(0.2)   # PE 0 binds its node-local socket, then (without a secret) its secret one
-        names = [l.split()[-1] for l in open("/proc/net/unix").read().splitlines() if "@rshmem-" in l]
-        break
-    time.sleep(0.05)
-for n in names:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect("\0" + n[1:])
-    except OSError as e:
-        report["local" if "secret" not in n else "secret"].append("connect failed " + type(e).__name__)
-        continue
-    if "secret" in n:
-        s.settimeout(3)
+
+
+def _job_sockets(want_secret: bool) -> list:
+    """The abstract names of the rshmem sockets of this test's own PEs (children of this process),
+    as an attacker finds them in /proc/net/unix; never another job's on this machine. Waits until
+    PE 0 has bound them (the secret one too when `want_secret`)."""
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        inodes = set()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1] != str(os.getpid()):
+                    continue
+                for fd in os.listdir(f"/proc/{pid}/fd"):
+                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if link.startswith("socket:["):
+                        inodes.add(link[8:-1])
+            except OSError:
+                continue  # a process that just ended
+        names = [f[-1] for f in (line.split() for line in open("/proc/net/unix").read().splitlines()[1:])
+                 if len(f) >= 8 and f[6] in inodes and f[-1].startswith("@rshmem-")]
+        if any("secret" not in n for n in names) and (not want_secret or any("secret" in n for n in names)):
+            return names
+        time.sleep(0.05)
+    raise AssertionError("PE 0 never bound its sockets")
+
+
+def _stranger(port: int, done: str, names: list) -> dict:
+    report = {"uid": os.getuid(), "secret": [], "hello": [], "local": []}
+    for n in names:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        kind = "secret" if "secret" in n else "local"
         try:
-            report["secret"].append(s.recv(64).hex() or "closed")
+            s.connect("\0" + n[1:])
         except OSError as e:
-            report["secret"].append("error " + type(e).__name__)
-    else:
-        s.sendall(struct.pack("<I", 1))   # "I am PE 1"
-        report["local"].append(answer(s, 1))
-for guess in (bytes(16), bytes(range(16))):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    hello = struct.pack("<I", 2) + guess + struct.pack("<II", 1, 2) + struct.pack("<I", os.getpid())
-    for text in (b"host", b"boot", b"name"):
-        hello += struct.pack("<Q", len(text)) + text
-    s.sendall(frame(1, hello))
-    report["hello"].append(answer(s))
-print(json.dumps(report))
-open(done, "w").write("done")
-"""
+            report[kind].append("connect failed " + type(e).__name__)
+            continue
+        if kind == "secret":
+            s.settimeout(3)
+            try:
+                report["secret"].append(s.recv(64).hex() or "closed")
+            except OSError as e:
+                report["secret"].append("error " + type(e).__name__)
+        else:
+            s.sendall(struct.pack("<I", 1))  # "I am PE 1"
+            report["local"].append(_answer(s, 1))
+    for guess in (bytes(16), bytes(range(16))):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        hello = struct.pack("<I", 2) + guess + struct.pack("<II", 1, 2) + struct.pack("<I", os.getpid())
+        for text in (b"host", b"boot", b"name"):
+            hello += struct.pack("<Q", len(text)) + text
+        s.sendall(_frame(1, hello))
+        report["hello"].append(_answer(s, 5))
+    open(done, "w").write("done")
+    return report
+
+
+def _run_stranger(port: int, done: str, user, want_secret: bool) -> dict:
+    """`_stranger` in a forked child, as `user` (a pwd entry) when given."""
+    names = _job_sockets(want_secret)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: stdlib only, then _exit
+        code = 1
+        try:
+            os.close(r)
+            if user is not None:
+                os.setgroups([])
+                os.setgid(user.pw_gid)
+                os.setuid(user.pw_uid)
+            os.write(w, json.dumps(_stranger(port, done, names)).encode())
+            code = 0
+        except BaseException as e:  # noqa: BLE001 - reported to the parent through the pipe
+            os.write(w, json.dumps({"failed": repr(e)}).encode())
+        finally:
+            os._exit(code)
+    os.close(w)
+    out = b""
+    while chunk := os.read(r, 65536):
+        out += chunk
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    report = json.loads(out or b"{}")
+    assert os.waitstatus_to_exitcode(status) == 0 and "failed" not in report, f"the stranger failed: {report}"
+    return report
+
 
 JOB = """
 import os, sys, time, rshmem
@@ -96,10 +152,10 @@ rshmem.finalize()
 def _stranger_user():
     """A user other than ours for the stranger: `nobody`, else one made with useradd."""
     try:
-        return pwd.getpwnam("nobody").pw_name
+        return pwd.getpwnam("nobody")
     except KeyError:
         subprocess.run(["useradd", "--no-create-home", "rshmem-stranger"], check=True)
-        return "rshmem-stranger"
+        return pwd.getpwnam("rshmem-stranger")
 
 
 @pytest.mark.single
@@ -116,19 +172,15 @@ def test_issue_12_a_stranger_cannot_join(who):
     env = {"MASTER_PORT": str(master), "STRANGER_DONE": os.path.join(tmp, "done")}
     if who.startswith("same"):
         env["RSHMEM_BOOTSTRAP_SECRET"] = os.urandom(8).hex()
-    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     result = {}
     job = threading.Thread(target=lambda: result.update(pes=run_pes(JOB, 2, env=env, timeout=90)))
     job.start()
     try:
-        kwargs = {"user": _stranger_user()} if who.startswith("other") else {}
-        s = subprocess.run([python, "-c", STRANGER, str(master + 1), env["STRANGER_DONE"]], capture_output=True,
-                           text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}, **kwargs)
+        other = who.startswith("other")
+        report = _run_stranger(master + 1, env["STRANGER_DONE"], _stranger_user() if other else None, other)
     finally:
         job.join()
         shutil.rmtree(tmp, ignore_errors=True)
-    assert s.returncode == 0, s.stderr
-    report = json.loads(s.stdout)
     for pe, r in enumerate(result["pes"]):
         assert r.returncode == 0, f"PE {pe}: {r.stdout}\n{r.stderr}"
         assert f"JOINED {pe} {40 + (pe + 1) % 2}" in r.stdout, r.stdout

@@ -335,7 +335,7 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        assert!(t0.elapsed() < Duration::from_secs(2), "init took {:?}", t0.elapsed());
+        assert!(t0.elapsed() < Duration::from_secs(5), "init took {:?}", t0.elapsed());
         // PE 0 closed the huge one without reading its payload into memory.
         huge.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut buf = [0u8; 16];
