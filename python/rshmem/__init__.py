@@ -10,6 +10,8 @@ atomically. Start it with `rshmem.init()` under torchrun, allocate with
 
 from ._native import (
     AlreadyInitializedError,
+    ArgumentRangeError,
+    ArgumentTypeError,
     BootstrapRefusedError,
     ConfigError,
     DriverError,
@@ -114,6 +116,8 @@ __all__ = [
     "NotSymmetricError",
     "DTypeError",
     "ConfigError",
+    "ArgumentTypeError",
+    "ArgumentRangeError",
     "HeapExhaustedError",
     "MismatchError",
     "PeerDiedError",

@@ -8,7 +8,10 @@ made on PE 0 by `get_unique_id()`, plus its rank and the PE count. Who hands the
    id and `torch.distributed.broadcast_object_list` shares it.
 3. an mpi4py communicator given: `comm.bcast` shares it.
 4. torchrun / mpirun variables (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`): the runtime
-   reads them itself and PE 0 listens on `MASTER_PORT + 1` (or `RSHMEM_BOOTSTRAP_PORT`).
+   reads them itself and PE 0 listens on `MASTER_PORT + 1` (or `RSHMEM_BOOTSTRAP_PORT`). Nothing
+   in them is secret, so without `RSHMEM_BOOTSTRAP_SECRET` PE 0 hands a random secret only to
+   processes of its own user on its own host (multi-host jobs need the variable, or one of the
+   ways above); see docs/security.md.
 5. none of these: one PE.
 
 At interpreter exit a job still running is finalized (an `atexit` handler registered by `init`),
@@ -25,6 +28,7 @@ import warnings
 
 from . import _native
 from ._native import InvalidArgumentError
+from ._errors import api
 
 # Called before the runtime stops: rshmem.torch and rshmem._cuda forget their tensors there, and
 # each hook returns (count, bytes) of the tensors it forgot that Python still references.
@@ -35,7 +39,8 @@ _atexit_registered = [False]
 
 class LiveTensorsWarning(RuntimeWarning):
     """Warned by `finalize` when symmetric tensors made by `rshmem.torch` are still referenced:
-    their memory is freed with the heap, and using them afterwards is an error."""
+    their allocations end with the heap (their memory stays mapped here until they die, no longer
+    shared with the peers), and rshmem calls on them raise afterwards."""
 
 
 class Team(int):
@@ -108,6 +113,7 @@ def _uid_from_torch(group):
     return box[0], rank, nranks
 
 
+@api
 def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=None, backend=None) -> None:
     """Collective: starts rshmem on every PE (`nvshmem_init`).
 
@@ -158,13 +164,15 @@ def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=
         _cuda.use_device()  # torch's current device = this PE's GPU, where the heap lives
 
 
+@api
 def finalize() -> None:
     """Collective: frees every symmetric allocation and stops rshmem (`nvshmem_finalize`).
     Calling it when rshmem is not running does nothing.
 
     Symmetric tensors of `rshmem.torch` that Python still references are freed too: one
     `LiveTensorsWarning` says how many and how many bytes, and `free_tensor` / `peer_tensor` on
-    them raise `NotSymmetricError` afterwards (reading them is undefined: their memory is gone).
+    them raise `NotSymmetricError` afterwards. Their memory stays mapped in this process until the
+    last of them dies, so reading or writing them never faults, but it is no longer shared.
     """
     _finalize(warn_live=True)
 
@@ -181,8 +189,9 @@ def _finalize(warn_live: bool) -> None:
     # leave it running with its tensors already forgotten.
     if warn_live and count:
         warnings.warn(
-            f"rshmem.finalize(): {count} symmetric tensor(s) ({nbytes} bytes) are still alive; their memory "
-            "is freed now and any further use of them is an error (free_tensor them before finalize)",
+            f"rshmem.finalize(): {count} symmetric tensor(s) ({nbytes} bytes) are still alive; their allocations "
+            "are freed with the heap: rshmem calls on them raise, and their memory stays mapped here (no longer "
+            "shared with the other PEs) until they die (free_tensor them before finalize)",
             LiveTensorsWarning,
             stacklevel=3,
         )
@@ -223,21 +232,25 @@ def backend() -> str:
     return _native.backend()
 
 
+@api
 def team_my_pe(team=Team.WORLD) -> int:
     """This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`)."""
     return _native.team_my_pe(int(team))
 
 
+@api
 def team_n_pes(team=Team.WORLD) -> int:
     """How many PEs `team` has (`nvshmem_team_n_pes`)."""
     return _native.team_n_pes(int(team))
 
 
+@api
 def team_translate_pe(src_team, pe: int, dest_team) -> int:
     """PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there."""
     return _native.team_translate_pe(int(src_team), int(pe), int(dest_team))
 
 
+@api
 def team_split_strided(parent, start: int, stride: int, size: int):
     """Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as
     numbered in `parent`. Returns a `Team` on its members and None elsewhere."""
@@ -245,36 +258,43 @@ def team_split_strided(parent, start: int, stride: int, size: int):
     return None if made is None else Team(made)
 
 
+@api
 def team_destroy(team) -> None:
     """Collective over `team`: releases a team made by `team_split_strided`."""
     _native.team_destroy(int(team))
 
 
+@api
 def barrier_all() -> None:
     """Collective: completes this PE's puts, then waits for every PE (`nvshmem_barrier_all`)."""
     _native.barrier_all()
 
 
+@api
 def sync_all() -> None:
     """Collective: waits for every PE, without completing puts (`nvshmem_sync_all`)."""
     _native.sync_all()
 
 
+@api
 def barrier(team=Team.WORLD) -> None:
     """Collective over `team`: quiet, then wait for the team (`nvshmem_barrier`)."""
     _native.barrier(int(team))
 
 
+@api
 def sync(team=Team.WORLD) -> None:
     """Collective over `team`: wait for the team (`nvshmem_team_sync`)."""
     _native.sync(int(team))
 
 
+@api
 def quiet() -> None:
     """Completes every put, atomic and signal this PE issued (`nvshmem_quiet`)."""
     _native.quiet()
 
 
+@api
 def fence() -> None:
     """Orders this PE's puts, atomics and signals to each PE (`nvshmem_fence`)."""
     _native.fence()
@@ -298,28 +318,33 @@ def _size_arg(value, what: str) -> int:
     return value
 
 
+@api
 def malloc(size: int) -> int:
     """Collective: `size` bytes of symmetric memory; returns this PE's address
     (`nvshmem_malloc`). Every PE must pass the same size (`MismatchError` otherwise)."""
     return _native.malloc(_size_arg(size, "malloc size"))
 
 
+@api
 def calloc(count: int, size: int) -> int:
     """Collective: `count * size` zeroed bytes of symmetric memory (`nvshmem_calloc`)."""
     return _native.calloc(_size_arg(count, "calloc count"), _size_arg(size, "calloc size"))
 
 
+@api
 def align(alignment: int, size: int) -> int:
     """Collective: `size` bytes aligned to `alignment`, a power of two (`nvshmem_align`)."""
     return _native.align(_size_arg(alignment, "alignment"), _size_arg(size, "align size"))
 
 
+@api
 def free(addr: int) -> None:
     """Collective: frees an allocation of `malloc` / `calloc` / `align` (`nvshmem_free`).
     Every PE must free the same allocation (`MismatchError` otherwise)."""
     _native.free(_size_arg(addr, "free address"))
 
 
+@api
 def ptr(addr: int, pe: int):
     """The address of symmetric `addr` on `pe` if this PE reaches it by load/store, else None,
     also for an address outside the heap (`nvshmem_ptr`)."""

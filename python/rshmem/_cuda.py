@@ -138,13 +138,15 @@ def stream_handle(stream) -> int:
 
 class _Allocation:
     """One symmetric allocation made here: its base address, size, and whether it is still live.
-    Every tensor over it (local or peer view) keeps this record alive through its storage."""
+    Every tensor over it (local or peer view) keeps this record alive through its storage, and the
+    record keeps the heap's memory mapped (`pin`), so a tensor kept past `finalize` never faults."""
 
-    __slots__ = ("base", "nbytes", "alive", "tensor")
+    __slots__ = ("base", "nbytes", "alive", "tensor", "pin")
 
     def __init__(self, base: int, nbytes: int):
         self.base, self.nbytes, self.alive = base, nbytes, True
         self.tensor = None  # weak reference to the tensor create_symmetric_tensor returned
+        self.pin = _native.heap_pin()
 
 
 class _HeapBytes:
@@ -490,7 +492,7 @@ def putmem_on_stream(dst, src, pe: int, stream=None) -> None:
     _same_dtype(dst, src, call)
     _fits(src.numel(), dst.numel(), "dst", "elements", call)
     handle = stream_handle(stream)
-    _native.putmem_on_stream(d, s, _nbytes(src), _pe(pe), handle)
+    _native.putmem_on_stream(d, s, _nbytes(src), _pe(pe), handle, False)  # s: a live tensor's
     _used_by_stream(src, stream, handle)
 
 
@@ -501,7 +503,7 @@ def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
     _same_dtype(dst, src, call)
     _fits(dst.numel(), src.numel(), "src", "elements", call)
     handle = stream_handle(stream)
-    _native.getmem_on_stream(d, s, _nbytes(dst), _pe(pe), handle)
+    _native.getmem_on_stream(d, s, _nbytes(dst), _pe(pe), handle, False)  # d: a live tensor's
     _used_by_stream(dst, stream, handle)
 
 
@@ -513,7 +515,7 @@ def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=
     _same_dtype(dst, src, call)
     _fits(src.numel(), dst.numel(), "dst", "elements", call)
     handle = stream_handle(stream)
-    _native.putmem_signal_on_stream(d, s, _nbytes(src), g, _u64(value, call), int(op), _pe(pe), handle)
+    _native.putmem_signal_on_stream(d, s, _nbytes(src), g, _u64(value, call), int(op), _pe(pe), handle, False)
     _used_by_stream(src, stream, handle)
 
 

@@ -11,8 +11,9 @@ dtype works, fp8 included. On the cuda backend they are CUDA tensors of this PE'
 same way through `__cuda_array_interface__` (`rshmem._cuda`), and the `*_on_stream` calls are
 ordered on a torch CUDA stream (default: the current one).
 
-A tensor from here must not be used after `free_tensor(t)` or `rshmem.finalize()`: its memory is
-gone (torch cannot know).
+A tensor from here must not be used after `free_tensor(t)`: its memory may hold another
+allocation (torch cannot know). After `rshmem.finalize()` its memory stays mapped until the tensor
+dies, so using it is safe but no longer shared with the peers.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import torch
 from . import _core, _cuda, _native
 from ._dtypes import check_torch_dtype
 from ._native import InvalidArgumentError, NotInitializedError, NotSymmetricError, UnsupportedError
+from ._errors import api
 
 SIGNAL_DTYPE = torch.int64
 """dtype of signal words (64-bit)."""
@@ -126,10 +128,13 @@ def _shape(shape) -> tuple:
 
 def _wrap(addr: int, nbytes: int, dtype, shape, stride=None):
     """A CPU tensor over `nbytes` at `addr`. The ctypes buffer it is built on stays referenced by
-    the tensor's storage, so nothing here frees or copies the memory."""
+    the tensor's storage, so nothing here frees or copies the memory; the buffer holds a pin of
+    the heap, so the memory stays mapped while the tensor lives, past `finalize` too (it is then
+    this process's alone: writes no longer reach the peers)."""
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype)
     buf = (ctypes.c_uint8 * nbytes).from_address(addr)
+    buf.rshmem_pin = _native.heap_pin()
     flat = torch.frombuffer(buf, dtype=torch.uint8)
     typed = flat.view(dtype)
     if stride is None:
@@ -137,6 +142,7 @@ def _wrap(addr: int, nbytes: int, dtype, shape, stride=None):
     return typed.as_strided(shape, stride)
 
 
+@api
 def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
     """Collective: a symmetric tensor of `shape` and `dtype` (any torch dtype), zero-filled;
     every PE must pass the same shape and dtype."""
@@ -175,6 +181,7 @@ def _span(t: torch.Tensor) -> int:
     return (last + 1) * t.element_size()
 
 
+@api
 def peer_tensor(t: torch.Tensor, pe: int) -> torch.Tensor:
     """The view of symmetric tensor `t` on PE `pe` (node-local): same shape, strides and dtype,
     over `pe`'s memory (`nvshmem_ptr`)."""
@@ -203,6 +210,7 @@ def peer_tensor(t: torch.Tensor, pe: int) -> torch.Tensor:
     return _wrap(remote, span, t.dtype, tuple(t.shape), tuple(t.stride()))
 
 
+@api
 def create_symmetric_tensors(shape, dtype, rank: int, local_world_size: int) -> list:
     """Collective: one symmetric allocation, returned as `local_world_size` tensors; entry `i`
     is the view of node-local PE `i`'s copy (entry `rank % local_world_size` is this PE's)."""
@@ -226,6 +234,7 @@ def create_symmetric_tensors(shape, dtype, rank: int, local_world_size: int) -> 
     return out
 
 
+@api
 def free_tensor(t: torch.Tensor) -> None:
     """Collective: frees a tensor made by `create_symmetric_tensor` (`nvshmem_free`). Every PE
     frees its own tensor of that allocation; the tensor must not be used afterwards."""
@@ -259,6 +268,7 @@ def _no_stream(stream, what: str) -> None:
         raise UnsupportedError(f"{what}: a CUDA stream needs the cuda backend; {_CUDA_LATER}")
 
 
+@api
 def barrier_all_on_stream(stream=None) -> None:
     """Collective barrier ordered on `stream` (host backend: a host barrier)."""
     if _on_cuda():
@@ -267,6 +277,7 @@ def barrier_all_on_stream(stream=None) -> None:
     _core.barrier_all()
 
 
+@api
 def quiet_on_stream(stream=None) -> None:
     """`quiet` ordered on `stream` (host backend: a host quiet)."""
     if _on_cuda():
@@ -275,6 +286,7 @@ def quiet_on_stream(stream=None) -> None:
     _core.quiet()
 
 
+@api
 def putmem_on_stream(dst, src, pe: int, stream=None) -> None:
     """Copies tensor `src` into symmetric tensor `dst` on `pe`, ordered on `stream`."""
     if _on_cuda():
@@ -285,6 +297,7 @@ def putmem_on_stream(dst, src, pe: int, stream=None) -> None:
     host.put(dst, src, pe)
 
 
+@api
 def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
     """Copies symmetric tensor `src` on `pe` into tensor `dst`, ordered on `stream`."""
     if _on_cuda():
@@ -295,6 +308,7 @@ def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
     host.get(dst, src, pe)
 
 
+@api
 def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=None) -> None:
     """`putmem_signal` of tensor `src` into `dst` on `pe`, ordered on `stream`."""
     if _on_cuda():
@@ -305,6 +319,7 @@ def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=
     host.putmem_signal(dst, src, None, sig, value, op, pe)
 
 
+@api
 def signal_op_on_stream(sig, value: int, op: int, pe: int, stream=None) -> None:
     """`signal_op` ordered on `stream`."""
     if _on_cuda():
@@ -315,6 +330,7 @@ def signal_op_on_stream(sig, value: int, op: int, pe: int, stream=None) -> None:
     host.signal_op(sig, value, op, pe)
 
 
+@api
 def signal_wait_until_on_stream(sig, cmp: int, value: int, stream=None) -> None:
     """Makes `stream` wait until the local signal compares true (host backend: waits here)."""
     if _on_cuda():
@@ -325,6 +341,7 @@ def signal_wait_until_on_stream(sig, cmp: int, value: int, stream=None) -> None:
     host.signal_wait_until(sig, cmp, value)
 
 
+@api
 def broadcast_on_stream(dst, src, root: int, team=_core.Team.WORLD, stream=None) -> None:
     """`broadcast` of symmetric tensors, ordered on `stream`."""
     if _on_cuda():
@@ -335,6 +352,7 @@ def broadcast_on_stream(dst, src, root: int, team=_core.Team.WORLD, stream=None)
     host.broadcast(dst, src, root, team)
 
 
+@api
 def fcollect_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
     """`fcollect` of symmetric tensors, ordered on `stream`."""
     if _on_cuda():
@@ -345,6 +363,7 @@ def fcollect_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
     host.fcollect(dst, src, team)
 
 
+@api
 def alltoall_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
     """`alltoall` of symmetric tensors, ordered on `stream`."""
     if _on_cuda():
@@ -355,6 +374,7 @@ def alltoall_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
     host.alltoall(dst, src, team)
 
 
+@api
 def reduce_on_stream(op: str, dst, src, team=_core.Team.WORLD, stream=None) -> None:
     """Reduction `op` of symmetric tensors, ordered on `stream`."""
     if _on_cuda():
@@ -365,6 +385,7 @@ def reduce_on_stream(op: str, dst, src, team=_core.Team.WORLD, stream=None) -> N
     host.reduce(dst, src, op, team)
 
 
+@api
 def barrier_on_stream(team=_core.Team.WORLD, stream=None) -> None:
     """Collective barrier of `team` ordered on `stream` (host backend: a host barrier)."""
     if _on_cuda():

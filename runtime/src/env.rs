@@ -55,8 +55,8 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "RSHMEM_BOOTSTRAP_SECRET",
         kind: "string",
-        default: "derived from the torchrun job",
-        meaning: "shared secret of an environment bootstrap; peers presenting another one are refused",
+        default: "unset: PE 0 hands a random secret to processes of its user on its host",
+        meaning: "shared secret of an environment bootstrap (give every PE the same private value; needed across hosts); peers presenting another one are refused",
     },
     Variable {
         name: "RSHMEM_DEBUG",
@@ -69,6 +69,12 @@ pub const VARIABLES: &[Variable] = &[
         kind: "milliseconds",
         default: "unset (wait forever)",
         meaning: "a wait that does not complete in time fails with an error naming PE, address and values",
+    },
+    Variable {
+        name: "RSHMEM_STUCK_REPORT_MS",
+        kind: "milliseconds",
+        default: "60000 (0: never)",
+        meaning: "a host wait, barrier or collective that makes no progress this long prints once to stderr what it waits for (operation, team, word, values, missing peers) and keeps waiting",
     },
     Variable {
         name: "RSHMEM_ALLOW_SHARED_GPU",
@@ -97,6 +103,8 @@ pub struct Env {
     pub debug: bool,
     /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`, if set.
     pub debug_wait_timeout_ms: Option<u64>,
+    /// `RSHMEM_STUCK_REPORT_MS`; `None` when 0 (never report).
+    pub stuck_report: Option<std::time::Duration>,
     /// `RSHMEM_ALLOW_SHARED_GPU`.
     pub allow_shared_gpu: bool,
 }
@@ -149,6 +157,9 @@ impl Env {
                 .filter(|s| !s.is_empty())
                 .map(|_| num_var(&get, "RSHMEM_DEBUG_WAIT_TIMEOUT_MS", 0))
                 .transpose()?,
+            stuck_report: Some(num_var(&get, "RSHMEM_STUCK_REPORT_MS", 60_000)?)
+                .filter(|&ms| ms > 0)
+                .map(std::time::Duration::from_millis),
             allow_shared_gpu: bool_var(&get, "RSHMEM_ALLOW_SHARED_GPU")?,
         })
     }
@@ -227,6 +238,8 @@ mod tests {
     fn defaults_and_sizes() {
         let e = parse(&[]).unwrap();
         assert_eq!(e.symmetric_size, 128 << 30);
+        assert_eq!(e.stuck_report, Some(std::time::Duration::from_secs(60)));
+        assert_eq!(parse(&[("RSHMEM_STUCK_REPORT_MS", "0")]).unwrap().stuck_report, None);
         assert!(!e.debug);
         let e = parse(&[("RSHMEM_SYMMETRIC_SIZE", "3g"), ("RSHMEM_DEBUG", "on")]).unwrap();
         assert_eq!(e.symmetric_size, 3 << 30);

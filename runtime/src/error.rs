@@ -51,6 +51,22 @@ pub enum Error {
         heap_hi: usize,
     },
 
+    /// An address range inside the symmetric heap that is not inside one live allocation of the
+    /// program (freed memory, the runtime's own words, or past an allocation's end).
+    #[error(
+        "address {addr:#x} (+{len} bytes) is not inside a live symmetric allocation of this \
+         program: {detail}; pass memory from rshmem malloc / create_symmetric_tensor that is not \
+         freed yet"
+    )]
+    NotAllocated {
+        /// First byte of the range.
+        addr: usize,
+        /// Length of the range.
+        len: usize,
+        /// The heap offset and why it is refused.
+        detail: String,
+    },
+
     /// The symmetric heap would grow past `RSHMEM_SYMMETRIC_SIZE`.
     #[error(
         "symmetric heap bound exceeded: asked for {requested} bytes with {in_use} of {bound} \
@@ -146,6 +162,14 @@ pub enum Error {
         code: u32,
         /// The CUresult name.
         name: String,
+    },
+
+    /// A wait was interrupted because the program asked to stop (Ctrl-C in Python; the front end
+    /// raises its own exception, e.g. `KeyboardInterrupt`, in place of this one).
+    #[error("rshmem: {during} was interrupted (the program asked to stop); the PEs' collective state is now undefined: finalize or exit")]
+    Interrupted {
+        /// What was waiting.
+        during: String,
     },
 
     /// A device-side wait ran past `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.

@@ -14,6 +14,7 @@
 //! | [`heap`] | the symmetric heap: one reserved range with a slot per node-local PE, grown on demand; the allocator |
 //! | [`dtype`] | element types (the twelve SHMEM dtypes) and reduction operators |
 //! | [`runtime`] | [`Runtime`]: init / finalize and the host API (RMA, atomics, signals, waits, barriers, teams, collectives) |
+//! | [`watchdog`] | what every long wait does besides waiting: interrupts (Ctrl-C) and the stuck report |
 //!
 //! What it does not do (yet): reach PEs on other hosts (the device state carries a per-PE
 //! "reachable by load/store" bit so code can branch once a network transport exists), and NVLink
@@ -32,6 +33,7 @@ pub mod env;
 pub mod error;
 pub mod heap;
 pub mod runtime;
+pub mod watchdog;
 
 pub use error::{Error, Result};
 pub use runtime::{InitOptions, Runtime, Team};

@@ -12,17 +12,20 @@
 //! | `barrier_order.rs` | host barriers ordered after the barrier kernels this PE queued on streams |
 //! | `mem.rs` | checked access to symmetric memory (the only place that dereferences heap addresses, with `rma.rs`) |
 //! | `rma.rs` | `putmem` / `getmem` / `p` / `g` |
+//! | `raw.rs` | checks on raw local addresses a front end received as integers |
 //! | `atomic.rs` | remote atomics |
 //! | `signal.rs` | signal words: `signal_op`, `putmem_signal`, `signal_fetch`, `signal_wait_until` |
 //! | `wait.rs` | the polling loop (health checks, debug timeout) and `wait_until` / `test` families |
 //! | `sync.rs` | `fence`, `quiet`, barriers |
 //! | `team.rs` | [`Team`], the team table, `team_*` calls |
 //! | `collective.rs` | broadcast, fcollect, alltoall, reductions |
+//! | `agree.rs` | every member of a host collective checks the others' arguments in its first barrier |
 //! | `stream.rs` | on-stream puts, gets, signals, waits, quiet, barriers (`*_on_stream`) |
 //! | `stream_collective.rs` | on-stream broadcast, fcollect, alltoall, reductions |
 //!
 //! Semantics follow OpenSHMEM 1.5 and NVSHMEM; each method names its SHMEM equivalent.
 
+mod agree;
 mod atomic;
 mod barrier_order;
 mod collective;
@@ -30,6 +33,7 @@ mod gpu;
 mod init;
 mod kernels;
 mod mem;
+mod raw;
 mod rma;
 mod signal;
 mod stream;
@@ -39,6 +43,7 @@ mod team;
 mod wait;
 
 pub use init::InitOptions;
+pub use raw::Access;
 pub use team::Team;
 
 use crate::backend::{BackendKind, MemoryBackend};
@@ -69,8 +74,10 @@ mod workspace {
     pub const SPLIT: usize = TEAM_TABLE + MAX_TEAMS * std::mem::size_of::<TeamDesc>();
     /// Words in the split scratch.
     pub const SPLIT_WORDS: usize = 4;
+    /// The signature of each team slot's current host collective (see `agree.rs`).
+    pub const AGREE: usize = SPLIT + SPLIT_WORDS * 8;
     /// Total size.
-    pub const BYTES: usize = SPLIT + SPLIT_WORDS * 8;
+    pub const BYTES: usize = AGREE + MAX_TEAMS * super::agree::WORDS * 8;
     /// Bytes of each team slot's part of the collective workspace (`DeviceState::coll_ws`):
     /// device reductions stage one chunk of this size per round of two team barriers, in their
     /// team's part, so reductions of different teams may run at once (two streams, or an
@@ -130,6 +137,8 @@ pub struct Runtime {
     gpu: Option<gpu::Gpu>,
     /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.
     wait_timeout: Option<Duration>,
+    /// `RSHMEM_STUCK_REPORT_MS` (`None`: never).
+    stuck_report: Option<Duration>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -269,7 +278,8 @@ mod tests {
     fn workspace_layout_fits() {
         use super::workspace::*;
         assert_eq!((TEAM_TABLE % 16, SPLIT % 8), (0, 0));
-        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16) + SPLIT_WORDS * 8);
+        // Per team: barrier words (24), team descriptor (16), collective signature (agree.rs).
+        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16 + super::agree::WORDS * 8) + SPLIT_WORDS * 8);
         const { assert!(COLL_WS_BYTES_PER_TEAM % super::DEFAULT_ALIGN == 0) };
     }
 }

@@ -425,6 +425,34 @@ fn bad_hellos_refused_root_keeps_waiting() {
     dir.finish();
 }
 
+/// Issue 12 item 1: without `RSHMEM_BOOTSTRAP_SECRET` the PEs share PE 0's random secret over
+/// its Unix socket; a guess at the secret derived from the environment (what a stranger could
+/// compute) is refused, and the job forms.
+#[test]
+fn issue_12_env_only_job_fetches_a_random_secret() {
+    Pes::new("issue_12_env_only_job_fetches_a_random_secret", 3)
+        .env("RSHMEM_BOOTSTRAP_SECRET", "")
+        .run(|pe, n| {
+            let (uid, rank, _) = UniqueId::from_env().unwrap().unwrap();
+            assert_eq!(rank, pe);
+            assert!(format!("{uid:?}").contains("<from PE 0>"));
+            let t = Duration::from_secs(30);
+            if pe == 2 {
+                // A stranger's best guess: the secret the environment used to give.
+                let mut bytes = uid.to_bytes();
+                bytes[28..].copy_from_slice(&[0; 16]);
+                let guessed = UniqueId::from_bytes(&bytes).unwrap();
+                match Bootstrap::connect(&guessed, 2, n, t) {
+                    Err(Error::Refused { reason }) => assert!(reason.contains("wrong secret"), "{reason}"),
+                    other => panic!("expected a refusal, got {other:?}"),
+                }
+            }
+            let b = Bootstrap::connect(&uid, pe, n, t).unwrap();
+            assert_eq!(b.allgather(&[pe as u8]).unwrap(), vec![vec![0], vec![1], vec![2]]);
+            b.finalize().unwrap();
+        });
+}
+
 /// PE 2 never joins (its only attempt has a wrong secret): PE 0 fails after the timeout naming
 /// rank 2 and the refusal, and PE 1 hears the same from PE 0.
 #[test]

@@ -216,3 +216,51 @@ fn partial_init_options_are_refused() {
     let err = Runtime::init(InitOptions { rank: Some(1), nranks: Some(2), ..Default::default() }).unwrap_err();
     assert!(err.to_string().contains("uid missing"), "{err}");
 }
+
+/// Issue 12 item 5: every kind of mismatched collective fails on every PE with both values
+/// named, moves no data, and leaves the team ready for the next collective.
+#[test]
+fn issue_12_mismatched_collectives_fail_everywhere() {
+    Pes::new("issue_12_mismatched_collectives_fail_everywhere", 2).run(|pe, _n| {
+        let rt = init();
+        let (src, dst) = (rt.calloc(64, 8).unwrap(), rt.calloc(64, 8).unwrap());
+        for i in 0..64 {
+            rt.p::<i64>(src + 8 * i, (pe * 100 + i) as i64, pe).unwrap();
+        }
+        rt.barrier_all().unwrap();
+        let w = Team::WORLD;
+        let other = 1 - pe;
+        let cases: Vec<(&str, rshmem::Result<()>, [String; 2])> = vec![
+            ("broadcast nelems", rt.broadcast(w, dst, src, 4 + 4 * pe, 0, DType::I64), ["4 x int64".into(), "8 x int64".into()]),
+            ("broadcast root", rt.broadcast(w, dst, src, 4, pe as i32, DType::I64), ["from root 0".into(), "from root 1".into()]),
+            ("reduce op", rt.reduce(w, [ReduceOp::Sum, ReduceOp::Max][pe], dst, src, 4, DType::I64), ["reduce sum".into(), "reduce max".into()]),
+            ("reduce dtype", rt.reduce(w, ReduceOp::Sum, dst, src, 4, [DType::I64, DType::F64][pe]), ["int64".into(), "float64".into()]),
+            ("fcollect nelems", rt.fcollect(w, dst, src, 2 + pe, DType::I64), ["2 x int64".into(), "3 x int64".into()]),
+            ("alltoall nelems", rt.alltoall(w, dst, src, 1 + pe, DType::I64), ["1 x int64".into(), "2 x int64".into()]),
+        ];
+        for (what, r, [a, b]) in cases {
+            let msg = match r {
+                Err(e @ Error::Mismatch { .. }) => e.to_string(),
+                other => panic!("{what}: expected a Mismatch, got {other:?}"),
+            };
+            let (mine, theirs) = if pe == 0 { (&a, &b) } else { (&b, &a) };
+            assert!(msg.contains(&format!("PE {pe} (this PE) passed")) && msg.contains(mine), "{what}: {msg}");
+            assert!(msg.contains(&format!("PE {other} passed")) && msg.contains(theirs), "{what}: {msg}");
+            // No data moved: dst is still zero.
+            assert_eq!(rt.g::<i64>(dst, pe).unwrap(), 0, "{what}");
+        }
+        // One PE with a bad pointer: it gets its own error, the other hears of it; nobody hangs.
+        let bad = if pe == 1 { dst + 64 * 8 - 8 } else { dst };
+        match rt.broadcast(w, bad, src, 4, 0, DType::I64) {
+            Err(Error::NotAllocated { .. }) if pe == 1 => {}
+            Err(Error::InvalidArgument(m)) if pe == 0 => assert!(m.contains("PE 1 refused its arguments"), "{m}"),
+            other => panic!("one-sided bad pointer: {other:?}"),
+        }
+        // The team is still in step.
+        rt.broadcast(w, dst, src, 4, 1, DType::I64).unwrap();
+        assert_eq!(rt.g::<i64>(dst + 8, pe).unwrap(), 101);
+        rt.reduce(w, ReduceOp::Sum, dst, src, 2, DType::I64).unwrap();
+        assert_eq!(rt.g::<i64>(dst + 8, pe).unwrap(), 1 + 101);
+        rt.finalize().unwrap();
+    });
+}

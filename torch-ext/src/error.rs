@@ -30,9 +30,11 @@ const CLASSES: &[Class] = &[
     Class { name: "AlreadyInitializedError", parent: Some("RshmemError"), builtin: None, doc: "rshmem.init() was called twice without rshmem.finalize() in between." },
     Class { name: "PeOutOfRangeError", parent: Some("RshmemError"), builtin: Some("IndexError"), doc: "A PE number outside the job or the team." },
     Class { name: "InvalidArgumentError", parent: Some("RshmemError"), builtin: Some("ValueError"), doc: "A bad argument (size, shape, operation, ...)." },
-    Class { name: "NotSymmetricError", parent: Some("InvalidArgumentError"), builtin: None, doc: "Memory that is not inside the symmetric heap." },
+    Class { name: "NotSymmetricError", parent: Some("InvalidArgumentError"), builtin: None, doc: "Memory that is not inside a live allocation of the symmetric heap (outside it, freed, or the runtime's own words)." },
     Class { name: "DTypeError", parent: Some("InvalidArgumentError"), builtin: Some("TypeError"), doc: "A dtype the operation does not take." },
     Class { name: "ConfigError", parent: Some("InvalidArgumentError"), builtin: None, doc: "A bad RSHMEM_* variable or init() option." },
+    Class { name: "ArgumentTypeError", parent: Some("InvalidArgumentError"), builtin: Some("TypeError"), doc: "An argument of the wrong type (e.g. a float where a byte count goes)." },
+    Class { name: "ArgumentRangeError", parent: Some("InvalidArgumentError"), builtin: Some("OverflowError"), doc: "An integer argument outside what the call takes (negative, or beyond 64 bits)." },
     Class { name: "HeapExhaustedError", parent: Some("RshmemError"), builtin: Some("MemoryError"), doc: "The symmetric heap would grow past RSHMEM_SYMMETRIC_SIZE." },
     Class { name: "MismatchError", parent: Some("RshmemError"), builtin: None, doc: "A collective call whose arguments differ between PEs." },
     Class { name: "PeerDiedError", parent: Some("RshmemError"), builtin: None, doc: "A peer process exited or its connection broke." },
@@ -86,7 +88,7 @@ fn class_name(err: &Error) -> &'static str {
         Error::NotInitialized { .. } => "NotInitializedError",
         Error::AlreadyInitialized => "AlreadyInitializedError",
         Error::PeOutOfRange { .. } => "PeOutOfRangeError",
-        Error::NotSymmetric { .. } => "NotSymmetricError",
+        Error::NotSymmetric { .. } | Error::NotAllocated { .. } => "NotSymmetricError",
         Error::HeapExhausted { .. } => "HeapExhaustedError",
         Error::Mismatch { .. } => "MismatchError",
         Error::PeerDied { .. } => "PeerDiedError",
@@ -102,8 +104,33 @@ fn class_name(err: &Error) -> &'static str {
     }
 }
 
+std::thread_local! {
+    /// The exception a signal handler raised while this thread waited inside the runtime (see
+    /// [`python_signals`]), raised in place of the runtime's `Interrupted` error.
+    static PENDING: std::cell::RefCell<Option<PyErr>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The runtime's interrupt hook: runs Python's pending signal handlers (Ctrl-C's raises
+/// `KeyboardInterrupt`) from inside a wait that released the GIL; a handler's exception stops
+/// the wait and is raised when the call returns. Handlers run on the main thread only, so
+/// elsewhere this only costs taking the GIL, every 50 ms of waiting.
+pub fn python_signals() -> bool {
+    Python::try_attach(|py| py.check_signals()).is_some_and(|r| match r {
+        Ok(()) => false,
+        Err(e) => {
+            PENDING.with(|p| *p.borrow_mut() = Some(e));
+            true
+        }
+    })
+}
+
 /// Converts a runtime error into its Python exception.
 pub fn to_py(err: Error) -> PyErr {
+    if let Error::Interrupted { .. } = err {
+        if let Some(raised) = PENDING.with(|p| p.borrow_mut().take()) {
+            return raised;
+        }
+    }
     new_err(class_name(&err), err.to_string())
 }
 
@@ -119,8 +146,9 @@ impl<T> IntoPy<T> for rshmem::Result<T> {
     }
 }
 
-/// Adds every class to the module.
+/// Adds every class to the module, and installs the runtime's interrupt hook.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    rshmem::watchdog::set_interrupt_hook(Some(Box::new(python_signals)));
     let py = m.py();
     TYPES.get_or_try_init(py, || build(py))?;
     for c in CLASSES {

@@ -5,6 +5,8 @@
 use crate::error::IntoPy;
 use crate::init::{pe_arg, runtime};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rshmem::heap::Owner;
 
 /// Collective: allocates `size` bytes on every PE's heap and returns the local address
 /// (`nvshmem_malloc`). Every PE must pass the same size.
@@ -54,6 +56,46 @@ fn translate(addr: usize, len: usize, pe: i64) -> PyResult<usize> {
     rt.heap().translate(addr, len, pe).py_err()
 }
 
+/// Checks that `[addr, addr+len)` is this PE's symmetric memory the program may address: inside
+/// one live allocation of its own (not freed, not the runtime's words). `NotSymmetricError`
+/// naming the heap offset and why otherwise.
+#[pyfunction]
+fn check_symmetric(addr: usize, len: usize) -> PyResult<()> {
+    runtime("rshmem.check_symmetric()")?.heap().check_user(addr, len).py_err()
+}
+
+/// The live allocation holding `addr` (this PE's copy or a node-local peer's), as a dict with
+/// `pe`, `base`, `offset`, `nbytes`, `id` and `owner` (`"user"` or `"runtime"`), or `None`.
+/// `id` is unique in the process (also across `finalize` + `init`): an allocation remembered by
+/// its id is gone when its address answers another id, or `None`.
+#[pyfunction]
+fn allocation_of(py: Python<'_>, addr: usize) -> PyResult<Option<Py<PyDict>>> {
+    let rt = runtime("rshmem.allocation_of()")?;
+    let Some(a) = rt.heap().allocation_of(addr) else { return Ok(None) };
+    let d = PyDict::new(py);
+    d.set_item("pe", a.pe)?;
+    d.set_item("base", a.base)?;
+    d.set_item("offset", a.offset)?;
+    d.set_item("nbytes", a.len)?;
+    d.set_item("id", a.id)?;
+    d.set_item("owner", match a.owner { Owner::User => "user", Owner::Runtime => "runtime" })?;
+    Ok(Some(d.unbind()))
+}
+
+/// Keeps the heap's memory mapped while it lives, past `finalize` too: every tensor over heap
+/// memory holds one, so a tensor kept after `finalize` reads and writes memory that is still
+/// there (this process's alone by then) instead of faulting.
+#[pyclass(frozen, module = "rshmem._native")]
+struct HeapPin {
+    _pin: rshmem::heap::HeapPin,
+}
+
+/// A pin of the current heap (see `HeapPin`).
+#[pyfunction]
+fn heap_pin() -> PyResult<HeapPin> {
+    Ok(HeapPin { _pin: runtime("rshmem.torch tensors")?.heap().pin() })
+}
+
 /// Bytes of this PE's heap handed out by the allocator and not yet freed.
 #[pyfunction]
 fn heap_in_use() -> PyResult<usize> {
@@ -74,6 +116,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(free, m)?)?;
     m.add_function(wrap_pyfunction!(ptr, m)?)?;
     m.add_function(wrap_pyfunction!(translate, m)?)?;
+    m.add_function(wrap_pyfunction!(check_symmetric, m)?)?;
+    m.add_function(wrap_pyfunction!(allocation_of, m)?)?;
+    m.add_function(wrap_pyfunction!(heap_pin, m)?)?;
+    m.add_class::<HeapPin>()?;
     m.add_function(wrap_pyfunction!(heap_in_use, m)?)?;
     m.add_function(wrap_pyfunction!(heap_mapped, m)?)?;
     Ok(())

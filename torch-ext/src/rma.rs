@@ -1,9 +1,10 @@
 //! # Safety
-//! `putmem` / `getmem` copy between a symmetric address and an arbitrary local address that
-//! Python hands over as an integer. The runtime checks the symmetric side against the heap; the
-//! local side cannot be checked here. `rshmem.putmem` / `rshmem.getmem` in Python derive it from
-//! a tensor (`data_ptr()`, `nbytes`) and check its device and size before calling, so only code
-//! that passes raw integers itself takes on that duty, as the Python docstrings say.
+//! `putmem` / `getmem` copy between a symmetric address and a local address that Python hands
+//! over as an integer. The runtime checks the symmetric side against the heap's live
+//! allocations, and by default the local side against this process's mappings
+//! (`Runtime::check_local_buffer`), so a bad integer is an error, not a fault.
+//! `rshmem.putmem` / `rshmem.getmem` skip that check only for an address they took from a live
+//! tensor or array (`data_ptr()`, `nbytes`, size checked).
 //!
 //! Remote memory access from the host: bulk `putmem` / `getmem` and typed `p` / `g`.
 #![allow(unsafe_code)]
@@ -12,28 +13,46 @@ use crate::dtype::dtype;
 use crate::error::IntoPy;
 use crate::init::{pe_arg, runtime};
 use half::{bf16, f16};
+use rshmem::runtime::Access;
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 use rshmem::dtype::DType;
 
-/// Copies `nbytes` from local `source` to symmetric `dest` on `pe` (`nvshmem_putmem`).
+/// Copies `nbytes` from local `source` to symmetric `dest` on `pe` (`nvshmem_putmem`). With
+/// `check_local` (the default) `source` is checked to be readable memory of this process first;
+/// callers that took it from a live tensor pass `False`.
 #[pyfunction]
-fn putmem(py: Python<'_>, dest: usize, source: usize, nbytes: usize, pe: i64) -> PyResult<()> {
+#[pyo3(signature = (dest, source, nbytes, pe, check_local=true))]
+fn putmem(py: Python<'_>, dest: usize, source: usize, nbytes: usize, pe: i64, check_local: bool) -> PyResult<()> {
     let rt = runtime("rshmem.putmem()")?;
     let pe = pe_arg(&rt, pe)?;
-    // SAFETY: see the file header: the caller vouches that `source..source+nbytes` is readable
-    // local memory; the runtime checks that `dest` is a symmetric range.
-    py.detach(|| unsafe { rt.putmem(dest, source, nbytes, pe) }).py_err()
+    py.detach(|| {
+        if check_local {
+            rt.check_local_buffer(source, nbytes, Access::Read)?;
+        }
+        // SAFETY: see the file header: `source..source+nbytes` was checked above, or the caller
+        // took it from a live tensor; the runtime checks that `dest` is a symmetric range.
+        unsafe { rt.putmem(dest, source, nbytes, pe) }
+    })
+    .py_err()
 }
 
-/// Copies `nbytes` from symmetric `source` on `pe` to local `dest` (`nvshmem_getmem`).
+/// Copies `nbytes` from symmetric `source` on `pe` to local `dest` (`nvshmem_getmem`); `dest`
+/// is checked as `putmem` checks its source.
 #[pyfunction]
-fn getmem(py: Python<'_>, dest: usize, source: usize, nbytes: usize, pe: i64) -> PyResult<()> {
+#[pyo3(signature = (dest, source, nbytes, pe, check_local=true))]
+fn getmem(py: Python<'_>, dest: usize, source: usize, nbytes: usize, pe: i64, check_local: bool) -> PyResult<()> {
     let rt = runtime("rshmem.getmem()")?;
     let pe = pe_arg(&rt, pe)?;
-    // SAFETY: see the file header: the caller vouches that `dest..dest+nbytes` is writable local
-    // memory; the runtime checks that `source` is a symmetric range.
-    py.detach(|| unsafe { rt.getmem(dest, source, nbytes, pe) }).py_err()
+    py.detach(|| {
+        if check_local {
+            rt.check_local_buffer(dest, nbytes, Access::Write)?;
+        }
+        // SAFETY: see the file header: `dest..dest+nbytes` was checked above, or the caller
+        // took it from a live tensor; the runtime checks that `source` is a symmetric range.
+        unsafe { rt.getmem(dest, source, nbytes, pe) }
+    })
+    .py_err()
 }
 
 /// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).

@@ -1,7 +1,8 @@
 //! # Safety
-//! `putmem_signal` copies from an arbitrary local address that Python hands over as an integer;
-//! the runtime checks the symmetric destination and signal word, not the source. The Python
-//! wrapper derives the source from a CPU tensor and checks its size first.
+//! `putmem_signal` copies from a local address that Python hands over as an integer; the runtime
+//! checks the symmetric destination and signal word, and by default the source against this
+//! process's mappings. The Python wrapper skips that check only for a source it took from a
+//! live tensor or array.
 //!
 //! Signals and point-to-point waits: `putmem_signal`, `signal_op`, `signal_fetch`,
 //! `signal_wait_until`, `wait_until*` and `test*`.
@@ -12,11 +13,14 @@ use crate::error::IntoPy;
 use crate::init::{pe_arg, runtime};
 use pyo3::prelude::*;
 use rshmem::consts::{Cmp, SignalOp};
+use rshmem::runtime::Access;
 
 /// Copies `nbytes` to `dest` on `pe`, then applies `op` with `signal` to the 64-bit word
 /// `sig_addr` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`).
+/// With `check_local` (the default) `source` is checked as `putmem` checks it.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (dest, source, nbytes, sig_addr, signal, op, pe, check_local=true))]
 fn putmem_signal(
     py: Python<'_>,
     dest: usize,
@@ -26,13 +30,20 @@ fn putmem_signal(
     signal: u64,
     op: i32,
     pe: i64,
+    check_local: bool,
 ) -> PyResult<()> {
     let rt = runtime("rshmem.putmem_signal()")?;
     let pe = pe_arg(&rt, pe)?;
     let op = SignalOp::from_raw(op).py_err()?;
-    // SAFETY: see the file header: the caller vouches for `source..source+nbytes`.
-    py.detach(|| unsafe { rt.putmem_signal(dest, source, nbytes, sig_addr, signal, op, pe) })
-        .py_err()
+    py.detach(|| {
+        if check_local {
+            rt.check_local_buffer(source, nbytes, Access::Read)?;
+        }
+        // SAFETY: see the file header: `source..source+nbytes` was checked above, or the caller
+        // took it from a live tensor.
+        unsafe { rt.putmem_signal(dest, source, nbytes, sig_addr, signal, op, pe) }
+    })
+    .py_err()
 }
 
 /// Applies `op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `signal` to the word `sig_addr` on `pe`

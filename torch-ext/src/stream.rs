@@ -1,7 +1,8 @@
 //! # Safety
 //! On-stream operations take a CUDA stream as an integer (`torch.cuda.Stream.cuda_stream`, 0 for
-//! the legacy default stream) and, for puts and gets, a local address as an integer. Neither can
-//! be checked here. The Python layer (`rshmem.torch`) takes them from torch objects: the stream
+//! the legacy default stream) and, for puts and gets, a local address as an integer. The stream
+//! cannot be checked here; the local address is, unless the caller took it from a live tensor
+//! (`check_local=False`): GPU memory the driver knows, or readable/writable host memory. The Python layer (`rshmem.torch`) takes them from torch objects: the stream
 //! from a live `torch.cuda.Stream` of the PE's device, the local address from a CUDA tensor
 //! whose size it checks, and it keeps the tensors alive until the stream has run the operation
 //! (torch's caching allocator does not reuse memory of a tensor recorded on the stream). Code
@@ -19,32 +20,70 @@ use crate::init::{pe_arg, runtime};
 use crate::team::team as team_of;
 use pyo3::prelude::*;
 use rshmem::consts::{Cmp, SignalOp};
+use rshmem::runtime::Access;
 
 /// Queues a copy of `nbytes` from local `src` to symmetric `dest` on `pe`
 /// (`nvshmemx_putmem_on_stream`).
+/// With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or
+/// readable memory of this process.
 #[pyfunction]
-fn putmem_on_stream(py: Python<'_>, dest: usize, src: usize, nbytes: usize, pe: i64, stream: usize) -> PyResult<()> {
+#[pyo3(signature = (dest, src, nbytes, pe, stream, check_local=true))]
+fn putmem_on_stream(
+    py: Python<'_>,
+    dest: usize,
+    src: usize,
+    nbytes: usize,
+    pe: i64,
+    stream: usize,
+    check_local: bool,
+) -> PyResult<()> {
     let rt = runtime("rshmem.putmem_on_stream()")?;
     let pe = pe_arg(&rt, pe)?;
-    // SAFETY: see the file header: the caller vouches for `src..src+nbytes` and the stream.
-    py.detach(|| unsafe { rt.putmem_on_stream(dest, src, nbytes, pe, stream) }).py_err()
+    py.detach(|| {
+        if check_local {
+            rt.check_local_buffer(src, nbytes, Access::Read)?;
+        }
+        // SAFETY: see the file header: `src..src+nbytes` was checked above or comes from a
+        // live tensor; the caller vouches for the stream.
+        unsafe { rt.putmem_on_stream(dest, src, nbytes, pe, stream) }
+    })
+    .py_err()
 }
 
 /// Queues a copy of `nbytes` from symmetric `src` on `pe` to local `dest`
 /// (`nvshmemx_getmem_on_stream`).
+/// `dest` is checked as `putmem_on_stream` checks its source.
 #[pyfunction]
-fn getmem_on_stream(py: Python<'_>, dest: usize, src: usize, nbytes: usize, pe: i64, stream: usize) -> PyResult<()> {
+#[pyo3(signature = (dest, src, nbytes, pe, stream, check_local=true))]
+fn getmem_on_stream(
+    py: Python<'_>,
+    dest: usize,
+    src: usize,
+    nbytes: usize,
+    pe: i64,
+    stream: usize,
+    check_local: bool,
+) -> PyResult<()> {
     let rt = runtime("rshmem.getmem_on_stream()")?;
     let pe = pe_arg(&rt, pe)?;
-    // SAFETY: see the file header: the caller vouches for `dest..dest+nbytes` and the stream.
-    py.detach(|| unsafe { rt.getmem_on_stream(dest, src, nbytes, pe, stream) }).py_err()
+    py.detach(|| {
+        if check_local {
+            rt.check_local_buffer(dest, nbytes, Access::Write)?;
+        }
+        // SAFETY: see the file header: `dest..dest+nbytes` was checked above or comes from a
+        // live tensor; the caller vouches for the stream.
+        unsafe { rt.getmem_on_stream(dest, src, nbytes, pe, stream) }
+    })
+    .py_err()
 }
 
 /// Queues a put of `nbytes`, then the update of the signal word `sig_addr` on `pe` with
 /// `signal` (`sig_op` is `SIGNAL_SET` or `SIGNAL_ADD`), ordered after the data
 /// (`nvshmemx_putmem_signal_on_stream`).
+/// `src` is checked as `putmem_on_stream` checks it.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (dest, src, nbytes, sig_addr, signal, sig_op, pe, stream, check_local=true))]
 fn putmem_signal_on_stream(
     py: Python<'_>,
     dest: usize,
@@ -55,12 +94,19 @@ fn putmem_signal_on_stream(
     sig_op: i32,
     pe: i64,
     stream: usize,
+    check_local: bool,
 ) -> PyResult<()> {
     let rt = runtime("rshmem.putmem_signal_on_stream()")?;
     let pe = pe_arg(&rt, pe)?;
     let op = SignalOp::from_raw(sig_op).py_err()?;
-    // SAFETY: see the file header.
-    py.detach(|| unsafe { rt.putmem_signal_on_stream(dest, src, nbytes, sig_addr, signal, op, pe, stream) }).py_err()
+    py.detach(|| {
+        if check_local {
+            rt.check_local_buffer(src, nbytes, Access::Read)?;
+        }
+        // SAFETY: see the file header; `src` checked above or from a live tensor.
+        unsafe { rt.putmem_signal_on_stream(dest, src, nbytes, sig_addr, signal, op, pe, stream) }
+    })
+    .py_err()
 }
 
 /// Queues the update of the signal word `sig_addr` on `pe` (`nvshmemx_signal_op_on_stream`).

@@ -137,6 +137,16 @@ pub trait MemoryBackend: Send + Sync {
         }
         Ok(())
     }
+    /// Whether `addr` is memory this backend's own copies check (GPU memory on the cuda backend,
+    /// whose driver refuses a bad device address with an error): such an address needs no other
+    /// check before [`MemoryBackend::copy`]. Host memory never is.
+    ///
+    /// # Errors
+    /// When the backend cannot tell.
+    fn checks_itself(&self, addr: usize) -> Result<bool> {
+        let _ = addr;
+        Ok(false)
+    }
     /// Atomically applies `op` to the `width`-byte word at `addr` and returns the old value.
     ///
     /// Ordering is sequentially consistent at system scope, so host atomics and device

@@ -5,21 +5,23 @@
 //! pid. After the handshake the node-local PEs build a full mesh: the PE with the higher local
 //! index connects to the lower one's listener and sends its global PE number. Both ends then
 //! check the other end's `SO_PEERCRED`: same uid as ours, and the pid that PE announced. Any
-//! other process that found the name (abstract names are visible in `/proc/net/unix`) is refused.
+//! other process that found the name (abstract names are visible in `/proc/net/unix`) is dropped
+//! and the listener keeps waiting for the real PEs, so a stranger can neither join nor abort
+//! init.
 //! Descriptors travel as `SCM_RIGHTS` on those connections, which gives the receiver its own dup.
 
 use super::health::Health;
 use super::node::NodeInfo;
+use super::pending::{Need, Pending};
 use super::rendezvous::PeInfo;
 use crate::error::{Error, Result};
-use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use rustix::net::{
     recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, ReturnFlags,
     SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
 };
-use std::io::{IoSlice, IoSliceMut, Read, Write};
+use std::io::{IoSlice, IoSliceMut, Write};
 use std::mem::MaybeUninit;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
 use std::sync::{Mutex, MutexGuard};
@@ -27,6 +29,12 @@ use std::time::{Duration, Instant};
 
 /// How often a waiting exchange looks at [`Health`] and its deadline.
 const POLL: Duration = Duration::from_millis(20);
+
+/// How long a process that connected to the node-local listener has to name its PE.
+const HELLO_WAIT: Duration = Duration::from_secs(2);
+
+/// Most connections waiting to name their PE; one more pushes out the oldest.
+const MAX_PENDING: usize = 64;
 
 /// Bytes of a descriptor message: collective sequence number, sender's local index.
 const MSG_LEN: usize = 8;
@@ -129,8 +137,14 @@ impl LocalExchange {
             .listener
             .set_nonblocking(true)
             .map_err(|e| Error::os("set the local listener non-blocking", e))?;
+        // Anyone who finds the abstract name can connect: another user is dropped on the spot
+        // (SO_PEERCRED), the rest must name an expected PE within HELLO_WAIT and be that PE's
+        // process; whoever is not is dropped and the wait goes on.
+        let mut pending: Pending<UnixStream> = Pending::new(MAX_PENDING, HELLO_WAIT, 4);
+        let ours = rustix::process::getuid();
         while accepted < expected {
             health.check("node-local setup")?;
+            crate::watchdog::check_interrupt("node-local setup")?;
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 let missing: Vec<usize> = (my_index + 1..local_pes.len())
@@ -139,50 +153,57 @@ impl LocalExchange {
                     .collect();
                 return Err(Error::Timeout {
                     what: format!(
-                        "node-local PEs {missing:?} to connect to PE {rank}'s Unix socket"
+                        "node-local PEs {missing:?} to connect to PE {rank}'s Unix socket (dropped \
+                         {} other connection(s))",
+                        pending.dropped
                     ),
                     after: timeout,
                 });
             }
-            let slice = left.min(POLL);
-            let ts = Timespec {
-                tv_sec: 0,
-                tv_nsec: slice.subsec_nanos() as _,
-            };
-            let mut fds = [PollFd::new(&listener.listener, PollFlags::IN)];
-            match poll(&mut fds, Some(&ts)) {
-                Ok(0) | Err(rustix::io::Errno::INTR) => continue,
-                Ok(_) => {}
-                Err(e) => return Err(Error::os("poll on the node-local listener", e)),
+            let (ready, arrived) = pending
+                .step(listener.listener.as_fd(), left.min(POLL), |_| Ok(Need::Done))
+                .map_err(|e| Error::os("poll on the node-local listener", e))?;
+            if ready {
+                while let Ok((s, _)) = listener.listener.accept() {
+                    match rustix::net::sockopt::socket_peercred(&s) {
+                        Ok(cred) if cred.uid == ours => {
+                            if s.set_nonblocking(true).is_ok() {
+                                pending.add(s, format!("pid {}", cred.pid.as_raw_nonzero()));
+                            }
+                        }
+                        Ok(cred) => tracing::warn!(
+                            uid = cred.uid.as_raw(),
+                            pid = cred.pid.as_raw_nonzero().get(),
+                            "bootstrap: dropped a connection to PE {rank}'s node-local socket from another user"
+                        ),
+                        Err(e) => tracing::warn!("bootstrap: dropped a node-local connection without credentials: {e}"),
+                    }
+                }
             }
-            let mut s = match listener.listener.accept() {
-                Ok((s, _)) => s,
-                Err(_) => continue,
-            };
-            s.set_nonblocking(false)
-                .map_err(|e| Error::os("set a local socket blocking", e))?;
-            s.set_read_timeout(Some(left.min(Duration::from_secs(5))))
-                .map_err(|e| Error::os("set a local socket's read timeout", e))?;
-            let mut who = [0u8; 4];
-            s.read_exact(&mut who).map_err(|e| Error::Refused {
-                reason: format!("a process connected to PE {rank}'s node-local socket without naming its PE ({e})"),
-            })?;
-            let pe = u32::from_le_bytes(who) as usize;
-            let j = local_pes
-                .iter()
-                .position(|&p| p == pe)
-                .filter(|&j| j > my_index && peers[j].is_none());
-            let Some(j) = j else {
-                return Err(Error::Refused {
-                    reason: format!(
-                        "a process connected to PE {rank}'s node-local socket claiming to be PE {pe}, which is \
-                         not a node-local PE still expected (local PEs: {local_pes:?})"
-                    ),
-                });
-            };
-            verify_peer(&s, rank, pe, table[pe].pid)?;
-            peers[j] = Some(s);
-            accepted += 1;
+            for a in arrived {
+                let pe = u32::from_le_bytes(a.bytes[..4].try_into().unwrap_or_default()) as usize;
+                let j = local_pes.iter().position(|&p| p == pe).filter(|&j| j > my_index && peers[j].is_none());
+                let verdict = match j {
+                    None => Err(format!(
+                        "it claims to be PE {pe}, which is not a node-local PE still expected (local PEs: \
+                         {local_pes:?})"
+                    )),
+                    Some(j) => verify_peer(&a.stream, rank, pe, table[pe].pid).map(|()| j).map_err(|e| e.to_string()),
+                };
+                match verdict {
+                    Ok(j) => {
+                        a.stream
+                            .set_nonblocking(false)
+                            .map_err(|e| Error::os("set a local socket blocking", e))?;
+                        peers[j] = Some(a.stream);
+                        accepted += 1;
+                    }
+                    Err(why) => {
+                        pending.dropped += 1;
+                        tracing::warn!(peer = %a.peer, "bootstrap: dropped a connection to PE {rank}'s node-local socket: {why}");
+                    }
+                }
+            }
         }
         for s in peers.iter().flatten() {
             s.set_read_timeout(Some(POLL))
@@ -309,6 +330,7 @@ impl LocalExchange {
                 }
                 Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR) => {
                     self.health.check(what)?;
+                    crate::watchdog::check_interrupt(what)?;
                     if Instant::now() >= deadline {
                         return Err(Error::Timeout {
                             what: format!("{what}: local PE {pe} to send its descriptor"),
@@ -427,6 +449,29 @@ mod tests {
         assert_eq!(h.join().unwrap(), b"zero");
     }
 
+    /// Issue 12 item 2: strangers on PE 0's abstract socket (silent, or naming a PE that is
+    /// not expected) are dropped and the real PE still gets in.
+    #[test]
+    fn issue_12_strangers_on_the_local_socket_are_dropped() {
+        let (l0, l1) = (LocalListener::bind().unwrap(), LocalListener::bind().unwrap());
+        let table = vec![info(&l0, std::process::id()), info(&l1, std::process::id())];
+        let hosts = [table[0].host.clone(), table[1].host.clone()];
+        let addr = SocketAddr::from_abstract_name(l0.name()).unwrap();
+        let _silent = UnixStream::connect_addr(&addr).unwrap();
+        let mut liar = UnixStream::connect_addr(&addr).unwrap();
+        liar.write_all(&7u32.to_le_bytes()).unwrap();
+        let t1 = table.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            let node = NodeInfo::from_hosts(&hosts, 1);
+            LocalExchange::connect(l1, &t1, &node, 1, Health::new(), Duration::from_secs(5))
+        });
+        let node = NodeInfo::from_hosts(&[table[0].host.clone(), table[1].host.clone()], 0);
+        let a = LocalExchange::connect(l0, &table, &node, 0, Health::new(), Duration::from_secs(5)).unwrap();
+        let b = h.join().unwrap().unwrap();
+        assert!(a.peers[1].is_some() && b.peers[0].is_some());
+    }
+
     #[test]
     fn wrong_announced_pid_is_refused() {
         let (_a, b) = pair(1);
@@ -443,7 +488,7 @@ mod tests {
     }
 
     fn read_all(fd: OwnedFd) -> Vec<u8> {
-        use std::io::{Seek, SeekFrom};
+        use std::io::{Read, Seek, SeekFrom};
         let mut f = std::fs::File::from(fd);
         f.seek(SeekFrom::Start(0)).unwrap();
         let mut v = Vec::new();

@@ -3,12 +3,17 @@
 //! | file | what it holds |
 //! |---|---|
 //! | `uid.rs` | [`UniqueId`]: PE 0's address + a secret; from PE 0 ([`UniqueId::new`]) or from torchrun / mpirun variables |
+//! | `secret.rs` | the secret of a job started from the environment alone: PE 0's random one, handed to its user's processes over a Unix socket |
 //! | `wire.rs` | framing of TCP messages |
+//! | `pending.rs` | connections whose first message has not arrived, read all at once within bounds (strangers cannot stall init) |
 //! | `rendezvous.rs` | the handshake: hello, refusal, the table of every PE |
 //! | `tcp.rs` | allgather / broadcast / barrier through PE 0, and the watcher threads |
 //! | `health.rs` | [`Health`]: which peer died, one atomic load to check |
 //! | `node.rs` | [`NodeInfo`]: which PEs share a host |
 //! | `local.rs` | [`LocalExchange`]: file descriptors over Unix sockets among a host's PEs |
+//! | `fuzz.rs` | property tests of every parser of network bytes |
+//!
+//! Who may join, and what is refused how, is written down in `docs/security.md`.
 //!
 //! Every PE holds one TCP connection to PE 0. The connections carry the collectives (through PE
 //! 0, so each costs two hops) and double as liveness watches: when a process dies, however it
@@ -22,10 +27,14 @@
 //! forked from it (e.g. a data-loader worker) still holds them; TCP keepalive covers a host that
 //! vanishes (about 25 s), nothing covers a live but stuck PE except the collective timeout.
 
+#[cfg(test)]
+mod fuzz;
 mod health;
 mod local;
 mod node;
+mod pending;
 mod rendezvous;
+mod secret;
 mod tcp;
 mod uid;
 mod wire;
@@ -75,6 +84,45 @@ impl std::fmt::Debug for Bootstrap {
     }
 }
 
+/// `uid` with its secret: as given, or for an environment id, PE 0's random one (served by the
+/// returned server while it lives) or the one fetched from PE 0.
+fn resolve_secret(
+    uid: &UniqueId,
+    rank: usize,
+    nranks: usize,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(UniqueId, Option<secret::SecretServer>)> {
+    let Some(name) = &uid.fetch_from else { return Ok((uid.clone(), None)) };
+    let mut resolved = UniqueId { addr: uid.addr, secret: [0; uid::SECRET_LEN], fetch_from: None };
+    if nranks == 1 {
+        return Ok((resolved, None));
+    }
+    if rank == 0 {
+        getrandom::fill(&mut resolved.secret).map_err(|e| {
+            Error::os("getrandom for the bootstrap secret", std::io::Error::other(e.to_string()))
+        })?;
+        let server = secret::serve(name, resolved.secret)?;
+        return Ok((resolved, Some(server)));
+    }
+    // PE 0's socket is reachable only from PE 0's host: say so at once rather than after the
+    // timeout when MASTER_ADDR is certainly another host's address.
+    if std::net::UdpSocket::bind((uid.addr.ip(), 0)).is_err_and(|e| e.kind() == std::io::ErrorKind::AddrNotAvailable) {
+        return Err(Error::Config {
+            var: "RSHMEM_BOOTSTRAP_SECRET",
+            value: String::new(),
+            reason: format!(
+                "PE {rank} is not on PE 0's host ({}), and without a secret rshmem trusts only \
+                 processes of the same user on PE 0's host; give every PE the same private \
+                 RSHMEM_BOOTSTRAP_SECRET, or call rshmem.init() after torch.distributed",
+                uid.addr.ip()
+            ),
+        });
+    }
+    resolved.secret = secret::fetch(name, rank, deadline, timeout)?;
+    Ok((resolved, None))
+}
+
 impl Bootstrap {
     /// Joins the job as PE `rank` of `nranks` (`nvshmemx_init_attr` with a unique id). Every PE
     /// must call it.
@@ -110,6 +158,10 @@ impl Bootstrap {
         }
         let started = Instant::now();
         let deadline = deadline_after(started, timeout);
+        // An id from the bare environment has no secret yet: PE 0 makes one and serves it to its
+        // user's processes until the handshake is over (`secret.rs`).
+        let (uid, _server) = resolve_secret(uid, rank, nranks, deadline, timeout)?;
+        let uid = &uid;
         let health = Health::new();
         let listener = LocalListener::bind()?;
         let mine = PeInfo {
@@ -251,6 +303,44 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+    }
+
+    /// Issue 12 item 3: 100 silent connections and one announcing a 2^62-byte hello (then
+    /// sending data) neither stall PE 0 nor grow its memory; the job forms at once.
+    #[test]
+    fn issue_12_silent_and_huge_connections_do_not_stall_init() {
+        use std::io::{Read, Write};
+        use std::net::TcpStream;
+        let uid = UniqueId::new().unwrap();
+        let silent: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(uid.addr).unwrap()).collect();
+        let mut huge = TcpStream::connect(uid.addr).unwrap();
+        let mut header = [0u8; wire::HEADER_LEN];
+        header[..4].copy_from_slice(b"RSHB");
+        header[4] = wire::Kind::HELLO.0;
+        header[12..20].copy_from_slice(&(1u64 << 62).to_le_bytes());
+        huge.write_all(&header).unwrap();
+        let _ = huge.write_all(&[0x55; 64 << 10]);
+        let t0 = Instant::now();
+        let n = 3;
+        let threads: Vec<_> = (0..n)
+            .map(|pe| {
+                let uid = uid.clone();
+                std::thread::spawn(move || {
+                    let b = Bootstrap::connect(&uid, pe, n, Duration::from_secs(20)).unwrap();
+                    assert_eq!(b.allgather(&[pe as u8]).unwrap(), vec![vec![0], vec![1], vec![2]]);
+                    b.finalize().unwrap();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "init took {:?}", t0.elapsed());
+        // PE 0 closed the huge one without reading its payload into memory.
+        huge.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 16];
+        assert!(matches!(huge.read(&mut buf), Ok(0) | Err(_)), "still open");
+        drop(silent);
     }
 
     #[test]

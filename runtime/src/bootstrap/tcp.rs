@@ -15,6 +15,7 @@
 use super::health::Health;
 use super::wire::{read_frame, write_frame, Dec, Enc, Frame, Kind, ReadError};
 use crate::error::{Error, Result};
+use crate::watchdog::{check_interrupt, Stall};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -47,6 +48,8 @@ pub(crate) struct Star {
     rank: usize,
     nranks: usize,
     timeout: Duration,
+    /// `RSHMEM_STUCK_REPORT_MS`.
+    stuck_report: Option<Duration>,
     health: Health,
     /// Sequence number of the next collective; the lock also keeps collectives from interleaving
     /// when two threads call them at once.
@@ -122,6 +125,7 @@ impl Star {
             rank,
             nranks,
             timeout,
+            stuck_report: crate::env::env().ok().and_then(|e| e.stuck_report),
             health,
             seq: Mutex::new(0),
             writers,
@@ -170,6 +174,7 @@ impl Star {
             )));
         };
         let inbox = lock(&link.inbox);
+        let mut stall = Stall::new(self.stuck_report);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match inbox.recv_timeout(left.min(POLL)) {
@@ -185,6 +190,14 @@ impl Star {
                 }
                 Err(RecvTimeoutError::Timeout) => {
                     self.health.check(what)?;
+                    check_interrupt(what)?;
+                    stall.check(&format!("PE {}", self.rank), || {
+                        if self.rank == 0 {
+                            format!("{what}: waiting for PE {pe}'s {} message", kind.name())
+                        } else {
+                            format!("{what}: waiting for PE 0's answer (some PE has not joined this collective)")
+                        }
+                    });
                     if Instant::now() >= deadline {
                         let who = if self.rank == 0 {
                             format!("PE {pe} to join")
@@ -361,7 +374,7 @@ impl Drop for Star {
     }
 }
 
-fn decode_blobs(payload: &[u8], nranks: usize) -> Result<Vec<Vec<u8>>, String> {
+pub(crate) fn decode_blobs(payload: &[u8], nranks: usize) -> Result<Vec<Vec<u8>>, String> {
     let mut d = Dec::new(payload);
     let n = d.u32()? as usize;
     if n != nranks {

@@ -28,13 +28,17 @@ const ENCODING_VERSION: u8 = 1;
 pub struct UniqueId {
     pub(crate) addr: SocketAddr,
     pub(crate) secret: [u8; SECRET_LEN],
+    /// For an id from the launcher's environment without `RSHMEM_BOOTSTRAP_SECRET`: the abstract
+    /// name of the socket where PE 0 hands out the real secret to processes of its user
+    /// (`secret.rs`); `secret` is not set until then.
+    pub(crate) fetch_from: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for UniqueId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UniqueId")
             .field("addr", &self.addr)
-            .field("secret", &"<hidden>")
+            .field("secret", &if self.fetch_from.is_some() { "<from PE 0>" } else { "<hidden>" })
             .finish()
     }
 }
@@ -75,7 +79,7 @@ impl UniqueId {
                 std::io::Error::other(e.to_string()),
             )
         })?;
-        let uid = UniqueId { addr, secret };
+        let uid = UniqueId { addr, secret, fetch_from: None };
         tracing::debug!(%addr, "bootstrap: unique id made, listener parked");
         PARKED
             .lock()
@@ -84,7 +88,8 @@ impl UniqueId {
         Ok(uid)
     }
 
-    /// The fixed-size (44 bytes), versioned encoding, to hand to the other PEs.
+    /// The fixed-size (44 bytes), versioned encoding, to hand to the other PEs. (An id read from
+    /// the environment without a secret has none to encode yet: its PEs fetch it from PE 0.)
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut b = Vec::with_capacity(ENCODED_LEN);
         b.extend_from_slice(&MAGIC);
@@ -147,7 +152,7 @@ impl UniqueId {
             }
         };
         let secret = b[28..].try_into().map_err(|_| bad("short secret".into()))?;
-        Ok(UniqueId { addr, secret })
+        Ok(UniqueId { addr, secret, fetch_from: None })
     }
 
     /// Builds the id, rank and PE count from a torchrun or mpirun environment.
@@ -155,10 +160,12 @@ impl UniqueId {
     /// Reads `MASTER_ADDR`, `RSHMEM_BOOTSTRAP_PORT` (default `MASTER_PORT + 1`, since torchrun's
     /// agent already listens on `MASTER_PORT`), and `RANK`/`WORLD_SIZE` (or
     /// `OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE`, or `PMI_RANK`/`PMI_SIZE`). The secret is
-    /// `RSHMEM_BOOTSTRAP_SECRET` if set, else derived from `TORCHELASTIC_RUN_ID`, `MASTER_ADDR`,
-    /// the port and `WORLD_SIZE`. A derived secret keeps two jobs that reuse an address and port
-    /// apart; it is not a defence against other users of the host, who can read the same
-    /// variables from `/proc` (set `RSHMEM_BOOTSTRAP_SECRET` from a private source for that).
+    /// `RSHMEM_BOOTSTRAP_SECRET` if set (one private value given to every PE). Otherwise nothing
+    /// in the environment is private, so no secret is derived from it: PE 0 draws a random one at
+    /// `Bootstrap::connect` and hands it only to processes of its own user on its host, over a
+    /// Unix socket named after `TORCHELASTIC_RUN_ID`, `MASTER_ADDR`, the port and `WORLD_SIZE`
+    /// (see `secret.rs` and `docs/security.md`); PEs on other hosts then need
+    /// `RSHMEM_BOOTSTRAP_SECRET`.
     ///
     /// # Errors
     /// [`Error::Config`] naming a variable with a bad value, or `MASTER_PORT` when neither port
@@ -222,17 +229,20 @@ pub(crate) fn from_lookup(
         }
     };
     let addr = resolve(&master, port)?;
-    let secret = match &rshmem.bootstrap_secret {
-        Some(s) => hash128(&[b"rshmem-secret", s.as_bytes()]),
-        None => hash128(&[
+    let job = || {
+        hash128(&[
             b"rshmem-job",
             get("TORCHELASTIC_RUN_ID").unwrap_or_default().as_bytes(),
             master.as_bytes(),
             port.to_string().as_bytes(),
             size_text.trim().as_bytes(),
-        ]),
+        ])
     };
-    Ok(Some((UniqueId { addr, secret }, rank, nranks)))
+    let uid = match &rshmem.bootstrap_secret {
+        Some(s) => UniqueId { addr, secret: hash128(&[b"rshmem-secret", s.as_bytes()]), fetch_from: None },
+        None => UniqueId { addr, secret: [0; SECRET_LEN], fetch_from: Some(super::secret::socket_name(&job())) },
+    };
+    Ok(Some((uid, rank, nranks)))
 }
 
 fn parse_num(var: &'static str, text: String) -> Result<usize> {
@@ -277,7 +287,7 @@ fn routable_ip() -> IpAddr {
 }
 
 /// FNV-1a over the parts, 128 bits, with a separator between parts. Not cryptographic: it only
-/// has to make different jobs' secrets differ.
+/// has to make different jobs' socket names (and secrets given as text) differ.
 fn hash128(parts: &[&[u8]]) -> [u8; SECRET_LEN] {
     const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
     const PRIME: u128 = 0x0000000001000000000000000000013b;
@@ -314,10 +324,12 @@ mod tests {
         let a = UniqueId {
             addr: "10.1.2.3:29501".parse().unwrap(),
             secret: [7; SECRET_LEN],
+            fetch_from: None,
         };
         let b = UniqueId {
             addr: SocketAddr::V6(SocketAddrV6::new("fe80::1".parse().unwrap(), 4000, 0, 3)),
             secret: *b"0123456789abcdef",
+            fetch_from: None,
         };
         for id in [a, b] {
             let bytes = id.to_bytes();
@@ -345,6 +357,7 @@ mod tests {
         let good = UniqueId {
             addr: "127.0.0.1:5000".parse().unwrap(),
             secret: [1; SECRET_LEN],
+            fetch_from: None,
         }
         .to_bytes();
         let is_invalid =
@@ -382,7 +395,10 @@ mod tests {
             (id.addr, rank, n),
             ("127.0.0.1:29501".parse().unwrap(), 1, 4)
         );
-        // Every PE of the job derives the same secret; another run id gives another one.
+        // Issue 12: no secret is derived from the environment; every PE of the job finds the
+        // same socket to fetch it from, and another run id gives another socket.
+        assert_eq!(id.secret, [0; SECRET_LEN]);
+        assert!(id.fetch_from.is_some());
         let (id0, ..) = lookup(&[base[0], base[1], ("RANK", "0"), base[3]])
             .unwrap()
             .unwrap();
@@ -396,7 +412,7 @@ mod tests {
         ])
         .unwrap()
         .unwrap();
-        assert_ne!(other.secret, id.secret);
+        assert_ne!(other.fetch_from, id.fetch_from);
         let (explicit, ..) = lookup(&[
             base[0],
             base[2],
@@ -408,6 +424,7 @@ mod tests {
         .unwrap();
         assert_eq!(explicit.addr.port(), 4000);
         assert_ne!(explicit.secret, id.secret);
+        assert_eq!(explicit.fetch_from, None);
         let (mpi, rank, n) = lookup(&[
             base[0],
             base[1],

@@ -17,7 +17,12 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// Version of the handshake and message formats; a peer with another one is refused.
-pub(crate) const PROTOCOL_VERSION: u32 = 1;
+/// Version 2 added [`Kind::ACCEPTED`].
+pub(crate) const PROTOCOL_VERSION: u32 = 2;
+
+/// Longest hello PE 0 reads (its fields take about 200 bytes): a longer announced length drops
+/// the connection before anything is read, so a stranger cannot make PE 0 allocate.
+pub(crate) const MAX_HELLO: usize = 4096;
 
 const MAGIC: [u8; 4] = *b"RSHB";
 
@@ -46,6 +51,10 @@ impl Kind {
     pub(crate) const WELCOME: Kind = Kind(3);
     /// PE 0 to client: PE 0 gave up on the job (e.g. a rank never arrived); payload is why.
     pub(crate) const ABORT: Kind = Kind(4);
+    /// PE 0 to client: the hello was good and the rank is taken; the table follows once every
+    /// PE is there. A connection closed before this was dropped unread (PE 0 drops connections
+    /// that crowd it), so the client connects again; one closed after it means PE 0 is gone.
+    pub(crate) const ACCEPTED: Kind = Kind(5);
     /// Allgather contribution (to PE 0) or result (from PE 0).
     pub(crate) const ALLGATHER: Kind = Kind(10);
     /// Broadcast data, to PE 0 from the root or from PE 0 to the others.
@@ -64,6 +73,7 @@ impl Kind {
             Kind::REFUSE => "refuse",
             Kind::WELCOME => "welcome",
             Kind::ABORT => "abort",
+            Kind::ACCEPTED => "accepted",
             Kind::ALLGATHER => "allgather",
             Kind::BROADCAST => "broadcast",
             Kind::BARRIER => "barrier",
@@ -131,6 +141,42 @@ fn parse_header(h: &[u8; HEADER_LEN]) -> Result<(Kind, u32, u64), ReadError> {
     let seq = u32::from_le_bytes(h[8..12].try_into().unwrap_or_default());
     let len = u64::from_le_bytes(h[12..20].try_into().unwrap_or_default());
     Ok((Kind(h[4]), seq, len))
+}
+
+/// How many bytes the hello whose first bytes are `buf` takes (for [`super::pending::Pending`]):
+/// a header, then at most [`MAX_HELLO`] payload bytes.
+///
+/// # Errors
+/// Why the bytes cannot begin a hello (bad magic, another kind, a length above [`MAX_HELLO`]).
+pub(crate) fn hello_need(buf: &[u8]) -> Result<super::pending::Need, String> {
+    use super::pending::Need;
+    let Some(h) = buf.get(..HEADER_LEN) else { return Ok(Need::Total(HEADER_LEN)) };
+    let h: &[u8; HEADER_LEN] = h.try_into().map_err(|_| "short header".to_string())?;
+    let (kind, _, len) = parse_header(h).map_err(|e| e.to_string())?;
+    if kind != Kind::HELLO {
+        return Err(format!("its first message is a {} (kind {}), not a hello", kind.name(), kind.0));
+    }
+    if len > MAX_HELLO as u64 {
+        return Err(format!("its hello announces {len} bytes, more than the {MAX_HELLO} a hello may have"));
+    }
+    let total = HEADER_LEN + len as usize;
+    Ok(if buf.len() >= total { Need::Done } else { Need::Total(total) })
+}
+
+/// Splits a complete frame (header and payload, nothing more) into its parts.
+///
+/// # Errors
+/// Why the bytes are not exactly one frame.
+pub(crate) fn split_frame(buf: &[u8]) -> Result<Frame, String> {
+    let h: &[u8; HEADER_LEN] = buf
+        .get(..HEADER_LEN)
+        .and_then(|h| h.try_into().ok())
+        .ok_or_else(|| format!("{} bytes are shorter than a frame header", buf.len()))?;
+    let (kind, seq, len) = parse_header(h).map_err(|e| e.to_string())?;
+    if buf.len() as u64 - HEADER_LEN as u64 != len {
+        return Err(format!("the header announces {len} payload bytes, {} came", buf.len() - HEADER_LEN));
+    }
+    Ok(Frame { kind, seq, payload: buf[HEADER_LEN..].to_vec() })
 }
 
 /// Writes one frame.

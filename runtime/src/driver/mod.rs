@@ -13,6 +13,7 @@
 //! | [`module`] | `cuModuleLoadData`, `cuModuleGetGlobal`, `cuModuleGetFunction`, `cuLaunchKernel` |
 //! | [`stream`] | streams, events, `cuMemcpyAsync`, `cuStreamWriteValue64`, `cuStreamWaitValue64` |
 //! | [`host_mem`] | page-locked host memory (`cuMemAllocHost`) |
+//! | [`mod@pointer`] | what the driver knows about an address (`cuPointerGetAttribute`) |
 //! | [`deferred`] | errors from `Drop`, kept until the runtime asks for them |
 //!
 //! The driver library is loaded at run time (cudarc's `dynamic-loading`), so this crate builds
@@ -28,6 +29,7 @@ pub mod context;
 pub mod deferred;
 pub mod host_mem;
 pub mod module;
+pub mod pointer;
 pub mod stream;
 pub mod vmm;
 

@@ -15,6 +15,16 @@ use std::collections::BTreeMap;
 /// The default (and smallest) alignment of every allocation, in bytes.
 pub const MIN_ALIGN: usize = 256;
 
+/// Who may address an allocation through the host API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// The program: every host call takes addresses inside it.
+    User,
+    /// The runtime itself (barrier words, team table, collective workspaces): host calls with
+    /// user addresses refuse it, so a stray put cannot corrupt the runtime's state.
+    Runtime,
+}
+
 /// One live allocation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Allocation {
@@ -24,6 +34,12 @@ pub struct Allocation {
     pub requested: usize,
     /// Bytes the block takes (requested rounded up to the minimum alignment).
     pub size: usize,
+    /// Number of this allocation among every allocation this allocator made (from 1): an
+    /// allocation later made at the same offset has another number, so a stale reference to a
+    /// freed one can be told apart.
+    pub seq: u64,
+    /// Who may address it.
+    pub owner: Owner,
 }
 
 /// First-fit allocator over `[0, capacity)` with coalescing free. See the module docs.
@@ -36,6 +52,8 @@ pub struct Allocator {
     /// start -> allocation.
     used: BTreeMap<usize, Allocation>,
     in_use: usize,
+    /// `seq` of the last allocation made.
+    last_seq: u64,
 }
 
 impl Allocator {
@@ -49,7 +67,7 @@ impl Allocator {
                 "allocator alignment {min_align} is not a power of two"
             )));
         }
-        Ok(Allocator { capacity: 0, min_align, free: BTreeMap::new(), used: BTreeMap::new(), in_use: 0 })
+        Ok(Allocator { capacity: 0, min_align, free: BTreeMap::new(), used: BTreeMap::new(), in_use: 0, last_seq: 0 })
     }
 
     /// Offsets below this are managed.
@@ -116,7 +134,8 @@ impl Allocator {
         if tail > 0 {
             self.free.insert(at + size, tail);
         }
-        self.used.insert(at, Allocation { offset: at, requested, size });
+        self.last_seq += 1;
+        self.used.insert(at, Allocation { offset: at, requested, size, seq: self.last_seq, owner: Owner::User });
         self.in_use += size;
         Ok(Some(at))
     }
@@ -184,6 +203,18 @@ impl Allocator {
         self.in_use -= a.size;
         self.insert_free(a.offset, a.size);
         Ok(a)
+    }
+
+    /// Hands the allocation starting at `offset` to `owner`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when no allocation starts at `offset`.
+    pub fn set_owner(&mut self, offset: usize, owner: Owner) -> Result<()> {
+        let a = self.used.get_mut(&offset).ok_or_else(|| {
+            Error::InvalidArgument(format!("heap offset {offset} is not the start of a live allocation"))
+        })?;
+        a.owner = owner;
+        Ok(())
     }
 
     /// The live allocation containing `offset`, if any.
@@ -264,7 +295,10 @@ mod tests {
         assert_eq!(a.malloc(256, 16).unwrap(), Some(768));
         check(&a);
         let f = a.find(4096 + 100).unwrap();
-        assert_eq!((f.offset, f.requested, f.size), (4096, 10, 256));
+        assert_eq!((f.offset, f.requested, f.size, f.seq, f.owner), (4096, 10, 256, 3, Owner::User));
+        a.set_owner(4096, Owner::Runtime).unwrap();
+        assert_eq!(a.find(4096).unwrap().owner, Owner::Runtime);
+        assert!(a.set_owner(4096 + 1, Owner::User).is_err());
         assert_eq!(a.find(4096 + 256), None);
     }
 

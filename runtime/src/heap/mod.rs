@@ -9,7 +9,13 @@
 //!
 //! Files: `layout.rs` (slot arithmetic), `allocator.rs` (which offsets are in use; pure logic),
 //! `agree.rs` (checking every PE makes the same call), `segment.rs` (one growth step),
-//! `group.rs` (what the heap needs from the bootstrap).
+//! `group.rs` (what the heap needs from the bootstrap), `record.rs` (the live allocations as
+//! other layers ask about them: [`SymmetricHeap::allocation_of`], [`SymmetricHeap::check_user`]).
+//!
+//! The allocator's table of live allocations is the one record of what the heap holds: the host
+//! API checks every address a program passes against it (a put into freed memory or into the
+//! runtime's own words fails instead of landing), and the layers above (Python tensors) ask it
+//! whether an allocation they remember is still the same one ([`HeapAllocation::id`]).
 //!
 //! # Safety
 //! One unsafe call: zeroing a `calloc` block through the backend, after checking the range
@@ -20,6 +26,7 @@ pub mod agree;
 pub mod allocator;
 pub mod group;
 pub mod layout;
+mod record;
 pub mod segment;
 
 use crate::backend::{MemoryBackend, Reservation};
@@ -30,14 +37,17 @@ use allocator::{round_up, Allocator, MIN_ALIGN};
 use group::Group;
 use layout::Layout;
 use segment::Segment;
-use std::sync::atomic::{AtomicUsize, Ordering};
+pub use allocator::Owner;
+pub use record::HeapAllocation;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The symmetric heap of this PE. `Send + Sync`: address queries are lock-free, collective
 /// calls take an internal lock (they must not run concurrently on one PE anyway).
 ///
-/// Owns the reservation and every chunk and mapping in it. Dropping it (not collective)
-/// unmaps all segments, newest first, then releases the reservation.
+/// Owns the reservation and every chunk and mapping in it, through a [`HeapPin`] of its own.
+/// Dropping it (not collective) unmaps all segments, newest first, then releases the
+/// reservation, once no other [`HeapPin`] is left.
 pub struct SymmetricHeap {
     backend: Arc<dyn MemoryBackend>,
     layout: Layout,
@@ -49,22 +59,46 @@ pub struct SymmetricHeap {
     /// Bytes mapped per slot; only grows, read without the lock.
     mapped: AtomicUsize,
     alloc: Mutex<Allocator>,
-    /// Held for the whole of a collective call.
-    state: Mutex<State>,
+    /// This heap among every heap of the process (from 1): part of each [`HeapAllocation::id`].
+    serial: u64,
+    /// Bumped under the `alloc` lock whenever the table of live allocations changes, so that a
+    /// thread's cached answer of [`SymmetricHeap::check_user`] is used only while still true.
+    generation: AtomicU64,
+    /// The mappings and the reservation.
+    memory: HeapPin,
+    /// Held for the whole of a collective call: the number of collective heap calls so far.
+    calls: Mutex<u64>,
 }
 
-struct State {
-    calls: u64,
-    /// Declared before `reservation` so it drops first.
-    segments: Vec<Segment>,
-    /// Held only to keep the addresses reserved until the heap is dropped.
-    _reservation: Box<dyn Reservation>,
+/// Keeps every mapping of a heap (and its reserved addresses) alive while it exists, even past
+/// the heap's own drop at `finalize`.
+///
+/// A front end hands one to each object built over heap memory (a Python tensor's storage), so
+/// that a tensor a program keeps after `finalize` reads and writes memory that is still mapped
+/// instead of faulting: after `finalize` that memory is this process's alone (the peers have
+/// unmapped theirs), and it is released when the last pin goes.
+#[derive(Clone)]
+pub struct HeapPin(Arc<Mapped>);
+
+impl std::fmt::Debug for HeapPin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeapPin").field("base", &self.0.reservation.base()).finish()
+    }
 }
 
-impl Drop for State {
+/// The segments and the reservation of one heap.
+struct Mapped {
+    /// Growth steps in order; dropped newest first, before the reservation.
+    segments: Mutex<Vec<Segment>>,
+    /// Held only to keep the addresses reserved until the last pin is gone.
+    reservation: Box<dyn Reservation>,
+}
+
+impl Drop for Mapped {
     fn drop(&mut self) {
-        // Newest first, then the reservation (field order) releases the addresses.
-        while self.segments.pop().is_some() {}
+        // Newest first, then the reservation (a field, dropped after this) releases the addresses.
+        let mut segments = lock(&self.segments);
+        while segments.pop().is_some() {}
     }
 }
 
@@ -166,7 +200,10 @@ impl SymmetricHeap {
             growth,
             mapped: AtomicUsize::new(0),
             alloc: Mutex::new(Allocator::new(MIN_ALIGN)?),
-            state: Mutex::new(State { calls: 0, segments: Vec::new(), _reservation: reservation }),
+            serial: record::next_serial(),
+            generation: AtomicU64::new(0),
+            memory: HeapPin(Arc::new(Mapped { segments: Mutex::new(Vec::new()), reservation })),
+            calls: Mutex::new(0),
             layout,
         })
     }
@@ -176,13 +213,13 @@ impl SymmetricHeap {
     /// # Errors
     /// As [`SymmetricHeap::malloc`].
     pub fn malloc_in(&self, group: &dyn Group, size: usize, align: usize) -> Result<usize> {
-        let mut st = lock(&self.state);
-        st.calls += 1;
-        agree(group, Call { op: Op::Malloc, seq: st.calls, a: size as u64, b: align as u64 })?;
+        let mut calls = lock(&self.calls);
+        *calls += 1;
+        agree(group, Call { op: Op::Malloc, seq: *calls, a: size as u64, b: align as u64 })?;
         if size == 0 {
             return Ok(0);
         }
-        self.allocate(&mut st, group, size, align)
+        self.allocate(group, size, align)
     }
 
     /// `shmem_calloc` over any [`Group`]; see [`SymmetricHeap::calloc`].
@@ -190,16 +227,16 @@ impl SymmetricHeap {
     /// # Errors
     /// As [`SymmetricHeap::calloc`].
     pub fn calloc_in(&self, group: &dyn Group, count: usize, size: usize) -> Result<usize> {
-        let mut st = lock(&self.state);
-        st.calls += 1;
-        agree(group, Call { op: Op::Calloc, seq: st.calls, a: count as u64, b: size as u64 })?;
+        let mut calls = lock(&self.calls);
+        *calls += 1;
+        agree(group, Call { op: Op::Calloc, seq: *calls, a: count as u64, b: size as u64 })?;
         let total = count.checked_mul(size).ok_or_else(|| {
             Error::InvalidArgument(format!("calloc of {count} elements of {size} bytes overflows"))
         })?;
         if total == 0 {
             return Ok(0);
         }
-        let addr = self.allocate(&mut st, group, total, 0)?;
+        let addr = self.allocate(group, total, 0)?;
         self.zero_range(addr, total)?;
         // No peer may write into its new block before this PE has zeroed it.
         group.barrier()?;
@@ -211,8 +248,23 @@ impl SymmetricHeap {
     /// # Errors
     /// As [`SymmetricHeap::free`].
     pub fn free_in(&self, group: &dyn Group, addr: usize) -> Result<()> {
-        let mut st = lock(&self.state);
-        st.calls += 1;
+        self.free_as(group, addr, Owner::User)
+    }
+
+    /// Frees an allocation of the runtime's own (see [`SymmetricHeap::set_owner`]). Collective,
+    /// as [`SymmetricHeap::free`].
+    ///
+    /// # Errors
+    /// As [`SymmetricHeap::free`].
+    pub fn free_runtime_in(&self, group: &dyn Group, addr: usize) -> Result<()> {
+        self.free_as(group, addr, Owner::Runtime)
+    }
+
+    /// `free` by `who`: an allocation of the other owner is refused (on every PE alike, since
+    /// owners are the same everywhere).
+    fn free_as(&self, group: &dyn Group, addr: usize, who: Owner) -> Result<()> {
+        let mut calls = lock(&self.calls);
+        *calls += 1;
         let offset = if addr == 0 {
             agree::NULL
         } else if self.contains(addr, 1) {
@@ -220,7 +272,7 @@ impl SymmetricHeap {
         } else {
             agree::NOT_IN_HEAP
         };
-        agree(group, Call { op: Op::Free, seq: st.calls, a: offset, b: 0 })?;
+        agree(group, Call { op: Op::Free, seq: *calls, a: offset, b: 0 })?;
         match offset {
             agree::NULL => Ok(()),
             // The same error as any other use of memory outside the heap, so callers catch one
@@ -231,16 +283,36 @@ impl SymmetricHeap {
                 heap_lo: self.my_base(),
                 heap_hi: self.my_base() + self.mapped(),
             }),
-            off => lock(&self.alloc).free(off as usize).map(|_| ()),
+            off => {
+                let mut a = lock(&self.alloc);
+                match a.find(off as usize) {
+                    Some(found) if found.offset == off as usize && found.owner != who => {
+                        return Err(Error::InvalidArgument(match found.owner {
+                            Owner::Runtime => format!(
+                                "free of {addr:#x}: heap offset {off} holds the runtime's own words \
+                                 (barrier counters, team table, collective workspace), which only \
+                                 finalize frees"
+                            ),
+                            Owner::User => format!("the runtime freeing the program's allocation at heap offset {off}"),
+                        }))
+                    }
+                    _ => {}
+                }
+                a.free(off as usize)?;
+                self.generation.fetch_add(1, Ordering::Release);
+                Ok(())
+            }
         }
     }
 
-    /// Finds room for `size` bytes, growing the heap (collectively) as often as needed.
-    fn allocate(&self, st: &mut State, group: &dyn Group, size: usize, align: usize) -> Result<usize> {
+    /// Finds room for `size` bytes, growing the heap (collectively) as often as needed. The
+    /// caller holds the `calls` lock.
+    fn allocate(&self, group: &dyn Group, size: usize, align: usize) -> Result<usize> {
         loop {
             let need = {
                 let mut a = lock(&self.alloc);
                 if let Some(off) = a.malloc(size, align)? {
+                    self.generation.fetch_add(1, Ordering::Release);
                     return Ok(self.my_base() + off);
                 }
                 a.capacity_needed(size, align)?.unwrap_or(a.capacity())
@@ -254,7 +326,7 @@ impl SymmetricHeap {
             let len = want.max(self.growth).min(self.layout.stride - mapped);
             tracing::debug!(pe = self.rank, offset = mapped, len, "growing the symmetric heap");
             let seg = Segment::grow(self.backend.as_ref(), group, &self.layout, mapped, len)?;
-            st.segments.push(seg);
+            lock(&self.memory.0.segments).push(seg);
             self.mapped.store(mapped + len, Ordering::Release);
             lock(&self.alloc).grow(mapped + len)?;
         }
@@ -357,6 +429,11 @@ impl SymmetricHeap {
     /// The memory backend.
     pub fn backend(&self) -> &Arc<dyn MemoryBackend> {
         &self.backend
+    }
+
+    /// A pin that keeps every mapping of this heap alive while it exists (see [`HeapPin`]).
+    pub fn pin(&self) -> HeapPin {
+        self.memory.clone()
     }
 }
 

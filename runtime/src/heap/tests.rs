@@ -244,6 +244,45 @@ fn translate_and_ptr_errors() {
 }
 
 #[test]
+fn issue_12_allocation_record_and_user_checks() {
+    use super::Owner;
+    let out = run(&[0, 0], |pe| {
+        let h = heap(pe, 16 * MIB, MIB);
+        let runtime = h.malloc_in(pe, 512, 0).unwrap();
+        h.set_owner(runtime, Owner::Runtime).unwrap();
+        let x = h.malloc_in(pe, 1000, 0).unwrap();
+        let a = h.allocation_of(x + 999).unwrap();
+        assert_eq!((a.pe, a.base, a.offset, a.len, a.owner), (pe.rank, x, 512, 1000, Owner::User));
+        let peer = h.allocation_of(h.slot_base(1 - pe.rank).unwrap() + 512 + 3).unwrap();
+        assert_eq!((peer.pe, peer.offset, peer.id), (1 - pe.rank, 512, a.id));
+        assert_eq!(h.allocation_of(x + 1000), None, "past the requested bytes");
+        h.check_user(x, 1000).unwrap();
+        h.check_user(x + 10, 8).unwrap(); // the cached answer
+        let errors = [
+            h.check_user(x + 996, 8).unwrap_err(),
+            h.check_user(runtime, 8).unwrap_err(),
+            h.check_user(h.my_base() + h.mapped(), 8).unwrap_err(),
+            h.free_in(pe, runtime).unwrap_err(),
+        ];
+        h.free_in(pe, x).unwrap();
+        let freed = h.check_user(x + 10, 8).unwrap_err(); // the cache must not answer now
+        let y = h.malloc_in(pe, 1000, 0).unwrap();
+        let reused = h.allocation_of(y).unwrap();
+        assert_eq!((y, reused.offset), (x, 512));
+        assert_ne!(reused.id, a.id, "a new allocation at the same offset has a new id");
+        h.free_runtime_in(pe, runtime).unwrap();
+        (errors.map(|e| e.to_string()), freed.to_string())
+    });
+    for ([past, runtime, outside, free_rt], freed) in out {
+        assert!(past.contains("runs past the end of the 1000-byte allocation at heap offset 512"), "{past}");
+        assert!(runtime.contains("runtime's own words"), "{runtime}");
+        assert!(outside.contains("is not inside the symmetric heap"), "{outside}");
+        assert!(free_rt.contains("only finalize frees"), "{free_rt}");
+        assert!(freed.contains("heap offset 522 is in no live allocation"), "{freed}");
+    }
+}
+
+#[test]
 fn free_checks_and_calloc_zeroes_reused_memory() {
     let out = run(&[0, 0], |pe| {
         let h = heap(pe, 16 * MIB, MIB);

@@ -22,7 +22,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_atomic_fetch_add")]
     #[doc(alias = "nvshmem_atomic_compare_swap")]
     pub fn atomic(&self, addr: usize, width: Width, op: AmoOp, pe: usize) -> Result<u64> {
-        let old = self.amo(addr, width, narrow(op, width), pe)?;
+        let old = self.user_amo(addr, width, narrow(op, width), pe, "atomic")?;
         Ok(match width {
             Width::W32 => old & 0xffff_ffff,
             Width::W64 => old,

@@ -1,6 +1,8 @@
 //! Collectives over a team: broadcast, fcollect, alltoall, reductions.
 //!
-//! Every member must call them with the same arguments. Each is "barrier, pull, barrier": after
+//! Every member must call them with the same arguments: the first barrier also checks that they
+//! did (`agree.rs`), so a mismatch fails on every member, naming both calls, before any data
+//! moves. Each is "barrier, pull, barrier": after
 //! the first barrier every member's source is ready, each PE reads what it needs from its peers'
 //! sources into its own destination (on the host backend all of them are mapped), and the last
 //! barrier keeps a peer from changing its source while others still read it. A reduction pulls
@@ -11,10 +13,26 @@
 //! # References
 //! <https://docs.nvidia.com/nvshmem/api/gen/api/collectives.html>
 
+use super::agree::{Kind, Signature};
 use super::team::TeamInfo;
 use super::{Runtime, Team};
 use crate::dtype::{reduce_bytes, DType, ReduceOp};
 use crate::error::{Error, Result};
+
+/// `bytes * members`, or an error naming the collective when it overflows.
+fn bytes_times(bytes: usize, members: usize, what: &str) -> Result<usize> {
+    bytes.checked_mul(members).ok_or_else(|| {
+        Error::InvalidArgument(format!("{what}: {bytes} bytes per PE times {members} PEs overflow the address space"))
+    })
+}
+
+/// A copy of an error of the root check, which is needed twice (to agree, then to use the root).
+fn clone_err(e: &Error) -> Error {
+    match e {
+        Error::PeOutOfRange { pe, n_pes, scope } => Error::PeOutOfRange { pe: *pe, n_pes: *n_pes, scope: scope.clone() },
+        other => Error::InvalidArgument(other.to_string()),
+    }
+}
 
 impl Runtime {
     /// The team's info and `nelems * dtype.size()`, checked.
@@ -26,11 +44,13 @@ impl Runtime {
         Ok((info, bytes))
     }
 
-    /// Checks that this PE's `len` bytes at `addr` are symmetric (before any barrier, so that
-    /// a bad pointer fails on every PE alike instead of leaving peers waiting).
+    /// Checks that this PE's `len` bytes at `addr` are symmetric memory of the program (before
+    /// any barrier, so that a bad pointer fails on every PE alike instead of leaving peers
+    /// waiting).
     pub(super) fn check_local(&self, addr: usize, len: usize) -> Result<()> {
         if len > 0 {
             self.remote(addr, len, self.my_pe())?;
+            self.user_range(addr, len, "a collective")?;
         }
         Ok(())
     }
@@ -52,11 +72,14 @@ impl Runtime {
         dtype: DType,
     ) -> Result<()> {
         let (info, bytes) = self.collective_setup("broadcast", team, nelems, dtype)?;
-        let root_pe = info.world_pe(root.into())?;
-        self.check_local(dest, bytes)?;
-        self.check_local(source, bytes)?;
-        self.barrier(team)?;
-        self.copy_heap(dest, self.my_pe(), source, root_pe, bytes)?;
+        let root_pe = info.world_pe(root.into());
+        let local = root_pe.as_ref().map(drop).map_err(clone_err).and_then(|()| {
+            self.check_local(dest, bytes)?;
+            self.check_local(source, bytes)
+        });
+        let sig = Signature { kind: Kind::Broadcast, dtype, op: None, root, nelems: nelems as u64, refused: false };
+        self.agreed_barrier(team, &info, sig, local)?;
+        self.copy_heap(dest, self.my_pe(), source, root_pe?, bytes)?;
         self.barrier(team)
     }
 
@@ -69,9 +92,12 @@ impl Runtime {
     #[doc(alias = "nvshmem_fcollect")]
     pub fn fcollect(&self, team: Team, dest: usize, source: usize, nelems: usize, dtype: DType) -> Result<()> {
         let (info, bytes) = self.collective_setup("fcollect", team, nelems, dtype)?;
-        self.check_local(dest, bytes * info.size())?;
-        self.check_local(source, bytes)?;
-        self.barrier(team)?;
+        let local = bytes_times(bytes, info.size(), "fcollect").and_then(|all| {
+            self.check_local(dest, all)?;
+            self.check_local(source, bytes)
+        });
+        let sig = Signature { kind: Kind::Fcollect, dtype, op: None, root: 0, nelems: nelems as u64, refused: false };
+        self.agreed_barrier(team, &info, sig, local)?;
         for (j, &pe) in info.members.iter().enumerate() {
             self.copy_heap(dest + j * bytes, self.my_pe(), source, pe, bytes)?;
         }
@@ -87,9 +113,12 @@ impl Runtime {
     #[doc(alias = "nvshmem_alltoall")]
     pub fn alltoall(&self, team: Team, dest: usize, source: usize, nelems: usize, dtype: DType) -> Result<()> {
         let (info, bytes) = self.collective_setup("alltoall", team, nelems, dtype)?;
-        self.check_local(dest, bytes * info.size())?;
-        self.check_local(source, bytes * info.size())?;
-        self.barrier(team)?;
+        let local = bytes_times(bytes, info.size(), "alltoall").and_then(|all| {
+            self.check_local(dest, all)?;
+            self.check_local(source, all)
+        });
+        let sig = Signature { kind: Kind::Alltoall, dtype, op: None, root: 0, nelems: nelems as u64, refused: false };
+        self.agreed_barrier(team, &info, sig, local)?;
         let me = info.my_index;
         for (j, &pe) in info.members.iter().enumerate() {
             self.copy_heap(dest + j * bytes, self.my_pe(), source + me * bytes, pe, bytes)?;
@@ -115,11 +144,13 @@ impl Runtime {
         nelems: usize,
         dtype: DType,
     ) -> Result<()> {
-        op.check(dtype)?;
         let (info, bytes) = self.collective_setup("reduce", team, nelems, dtype)?;
-        self.check_local(dest, bytes)?;
-        self.check_local(source, bytes)?;
-        self.barrier(team)?;
+        let local = op.check(dtype).and_then(|()| {
+            self.check_local(dest, bytes)?;
+            self.check_local(source, bytes)
+        });
+        let sig = Signature { kind: Kind::Reduce, dtype, op: Some(op), root: 0, nelems: nelems as u64, refused: false };
+        self.agreed_barrier(team, &info, sig, local)?;
         let mut acc = vec![0u8; bytes];
         let mut peer = vec![0u8; bytes];
         for (j, &pe) in info.members.iter().enumerate() {

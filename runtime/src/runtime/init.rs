@@ -10,7 +10,7 @@ use crate::bootstrap::{Bootstrap, UniqueId};
 use crate::driver::context;
 use crate::env;
 use crate::error::{Error, Result};
-use crate::heap::SymmetricHeap;
+use crate::heap::{Owner, SymmetricHeap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -85,6 +85,10 @@ impl Runtime {
             BackendKind::Cuda => heap.calloc(&boot, 1, workspace::staged::bytes(nranks))?,
             BackendKind::Host => 0,
         };
+        // The runtime's own words: host calls with a program's addresses refuse them.
+        for addr in [ws, coll_ws, staged_ws].into_iter().filter(|&a| a != 0) {
+            heap.set_owner(addr, Owner::Runtime)?;
+        }
         let reachable: Vec<bool> = (0..nranks).map(|pe| load_store[pe] && heap.ptr(ws, pe).is_some()).collect();
         let teams = TeamTable::new(rank, &boot.node().node_of, &reachable);
         let wait_timeout = env.debug_wait_timeout_ms.map(Duration::from_millis);
@@ -101,6 +105,7 @@ impl Runtime {
             staged_ws,
             gpu: None,
             wait_timeout,
+            stuck_report: env.stuck_report,
         };
         // Split slots are zero already (calloc).
         for slot in 0..PREDEFINED {
@@ -149,9 +154,9 @@ impl Runtime {
         self.barrier_all()?;
         self.unpublish_device_state()?;
         let Runtime { boot, heap, workspace, coll_ws, staged_ws, gpu, .. } = self;
-        heap.free(&boot, staged_ws)?;
-        heap.free(&boot, coll_ws)?;
-        heap.free(&boot, workspace)?;
+        heap.free_runtime_in(&boot, staged_ws)?;
+        heap.free_runtime_in(&boot, coll_ws)?;
+        heap.free_runtime_in(&boot, workspace)?;
         drop(gpu);
         drop(heap);
         boot.finalize()

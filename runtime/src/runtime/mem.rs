@@ -14,6 +14,45 @@ use crate::backend::{AmoOp, Width};
 use crate::error::{Error, Result};
 
 impl Runtime {
+    /// Checks a symmetric range the program passed (`[addr, addr+len)` in this PE's slot): it
+    /// must lie inside one live allocation of the program's, never in the runtime's own words.
+    /// Also fails once a peer is known dead, so that puts, gets and atomics stop succeeding
+    /// silently towards a job that cannot continue.
+    ///
+    /// # Errors
+    /// [`Error::PeerDied`], [`Error::NotSymmetric`], [`Error::NotAllocated`].
+    pub(super) fn user_range(&self, addr: usize, len: usize, what: &str) -> Result<()> {
+        self.boot.health().check(what)?;
+        self.heap.check_user(addr, len)
+    }
+
+    /// [`Runtime::user_range`], then where the range is mapped on PE `pe` in this process.
+    ///
+    /// # Errors
+    /// As [`Runtime::user_range`] and [`Runtime::remote`].
+    pub(super) fn user_remote(&self, addr: usize, len: usize, pe: usize, what: &str) -> Result<usize> {
+        self.check_pe(pe)?;
+        self.user_range(addr, len, what)?;
+        self.heap.translate(addr, len, pe)
+    }
+
+    /// [`Runtime::user_remote`] for a word used atomically, checking its alignment first.
+    ///
+    /// # Errors
+    /// As [`Runtime::user_remote`]; [`Error::InvalidArgument`] for a misaligned word.
+    pub(super) fn user_word(&self, addr: usize, width: Width, pe: usize, what: &str) -> Result<usize> {
+        let target = self.remote_word(addr, width, pe)?;
+        self.user_range(addr, width.bytes(), what)?;
+        Ok(target)
+    }
+
+    /// [`Runtime::amo`] on a word the program passed.
+    pub(super) fn user_amo(&self, addr: usize, width: Width, op: AmoOp, pe: usize, what: &str) -> Result<u64> {
+        let target = self.user_word(addr, width, pe, what)?;
+        // SAFETY: `target` is a mapped heap word of `width` bytes, aligned (remote_word).
+        unsafe { self.backend.atomic(target, width, op) }
+    }
+
     /// Where `len` bytes at symmetric `addr` of PE `pe` are mapped in this process.
     ///
     /// # Errors

@@ -21,7 +21,9 @@ impl Runtime {
     ///
     /// # Errors
     /// [`crate::Error::PeOutOfRange`], [`crate::Error::NotSymmetric`] when `dest..dest+nbytes`
-    /// is not inside the heap, [`crate::Error::InvalidArgument`] when the ranges overlap.
+    /// is not inside the heap, [`crate::Error::NotAllocated`] when it is not inside one live
+    /// allocation of the program's, [`crate::Error::PeerDied`] once a peer is known dead,
+    /// [`crate::Error::InvalidArgument`] when the ranges overlap.
     ///
     /// # Safety
     /// `source` must be readable for `nbytes` bytes for the duration of the call.
@@ -33,7 +35,7 @@ impl Runtime {
         if nbytes == 0 {
             return self.check_pe(pe);
         }
-        let d = self.remote(dest, nbytes, pe)?;
+        let d = self.user_remote(dest, nbytes, pe, "putmem")?;
         check_disjoint(d, source, nbytes)?;
         // SAFETY: `d` is mapped for `nbytes` (translate); the caller vouches for `source`;
         // the ranges are disjoint (checked).
@@ -52,7 +54,7 @@ impl Runtime {
         if nbytes == 0 {
             return self.check_pe(pe);
         }
-        let s = self.remote(source, nbytes, pe)?;
+        let s = self.user_remote(source, nbytes, pe, "getmem")?;
         check_disjoint(dest, s, nbytes)?;
         // SAFETY: `s` is mapped for `nbytes` (translate); the caller vouches for `dest`;
         // the ranges are disjoint (checked).
@@ -68,6 +70,7 @@ impl Runtime {
         let mut bytes = [0u8; 8];
         let n = T::DTYPE.size();
         value.write_ne(&mut bytes[..n]);
+        self.user_remote(dest, n, pe, "p")?;
         self.write_heap(dest, pe, &bytes[..n])
     }
 
@@ -79,6 +82,7 @@ impl Runtime {
     pub fn g<T: Element>(&self, source: usize, pe: usize) -> Result<T> {
         let mut bytes = [0u8; 8];
         let n = T::DTYPE.size();
+        self.user_remote(source, n, pe, "g")?;
         self.read_heap(source, pe, &mut bytes[..n])?;
         Ok(T::read_ne(&bytes[..n]))
     }

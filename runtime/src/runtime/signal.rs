@@ -43,7 +43,7 @@ impl Runtime {
         pe: usize,
     ) -> Result<()> {
         // Check the signal word first so that a bad one fails before any data moves.
-        self.remote(sig_addr, 8, pe)?;
+        self.user_word(sig_addr, Width::W64, pe, "putmem_signal")?;
         // SAFETY: the caller's promise about `source` is passed on unchanged.
         unsafe { self.putmem(dest, source, nbytes, pe)? };
         // Orders the data before the signal for backends whose copies are not plain stores;
@@ -60,7 +60,7 @@ impl Runtime {
     /// [`crate::Error::InvalidArgument`] for a word not 8-byte aligned.
     #[doc(alias = "nvshmemx_signal_op")]
     pub fn signal_op(&self, sig_addr: usize, signal: u64, op: SignalOp, pe: usize) -> Result<()> {
-        self.amo(sig_addr, Width::W64, amo_of(op, signal), pe).map(drop)
+        self.user_amo(sig_addr, Width::W64, amo_of(op, signal), pe, "signal_op").map(drop)
     }
 
     /// Reads this PE's signal word at `sig_addr` (acquire).
@@ -69,6 +69,7 @@ impl Runtime {
     /// As [`Runtime::signal_op`].
     #[doc(alias = "nvshmem_signal_fetch")]
     pub fn signal_fetch(&self, sig_addr: usize) -> Result<u64> {
+        self.user_word(sig_addr, Width::W64, self.my_pe(), "signal_fetch")?;
         self.load_local(sig_addr, Width::W64)
     }
 
@@ -79,6 +80,7 @@ impl Runtime {
     /// As [`Runtime::signal_op`]; [`crate::Error::PeerDied`]; [`crate::Error::WaitTimeout`].
     #[doc(alias = "nvshmem_signal_wait_until")]
     pub fn signal_wait_until(&self, sig_addr: usize, cmp: Cmp, value: u64) -> Result<u64> {
+        self.user_word(sig_addr, Width::W64, self.my_pe(), "signal_wait_until")?;
         self.poll("signal_wait_until", || {
             let seen = self.load_local(sig_addr, Width::W64)?;
             Ok(if cmp.holds(seen, value) {

@@ -135,7 +135,7 @@ impl Runtime {
         if nbytes == 0 {
             return self.check_pe(pe);
         }
-        let d = self.remote(dest, nbytes, pe)?;
+        let d = self.user_remote(dest, nbytes, pe, "putmem_on_stream")?;
         // SAFETY: `d` is mapped for `nbytes`; the caller vouches for `source` and `stream`.
         unsafe { self.queue_copy(gpu, stream, d, source, nbytes) }
     }
@@ -163,7 +163,7 @@ impl Runtime {
         if nbytes == 0 {
             return self.check_pe(pe);
         }
-        let s = self.remote(source, nbytes, pe)?;
+        let s = self.user_remote(source, nbytes, pe, "getmem_on_stream")?;
         // SAFETY: `s` is mapped for `nbytes`; the caller vouches for `dest` and `stream`.
         unsafe { self.queue_copy(gpu, stream, dest, s, nbytes) }
     }
@@ -196,9 +196,9 @@ impl Runtime {
             return unsafe { self.putmem_signal(dest, source, nbytes, sig_addr, signal, op, pe) };
         };
         // Check the signal word first so that a bad one fails before any data moves.
-        let sig = self.remote_word(sig_addr, Width::W64, pe)?;
+        let sig = self.user_word(sig_addr, Width::W64, pe, "putmem_signal_on_stream")?;
         if nbytes > 0 {
-            let d = self.remote(dest, nbytes, pe)?;
+            let d = self.user_remote(dest, nbytes, pe, "putmem_signal_on_stream")?;
             // SAFETY: as in `putmem_on_stream`.
             unsafe { self.queue_copy(gpu, stream, d, source, nbytes)? };
         } else {
@@ -229,7 +229,7 @@ impl Runtime {
         let Some(gpu) = self.gpu() else {
             return self.signal_op(sig_addr, signal, op, pe);
         };
-        let sig = self.remote_word(sig_addr, Width::W64, pe)?;
+        let sig = self.user_word(sig_addr, Width::W64, pe, "signal_op_on_stream")?;
         // SAFETY: `sig` is a mapped, aligned heap word; the caller vouches for the stream.
         unsafe { gpu.backend.stream_ops().signal(StreamHandle(stream), sig, signal, stream_signal_op(op)) }
     }
@@ -256,7 +256,7 @@ impl Runtime {
         let Some(gpu) = self.gpu() else {
             return self.signal_wait_until(sig_addr, cmp, value).map(drop);
         };
-        let sig = self.remote_word(sig_addr, Width::W64, self.my_pe())?;
+        let sig = self.user_word(sig_addr, Width::W64, self.my_pe(), "signal_wait_until_on_stream")?;
         // SAFETY: `sig` is this PE's mapped, aligned heap word; the caller vouches for the stream.
         unsafe { gpu.backend.stream_ops().wait(StreamHandle(stream), sig, cmp, value) }
     }

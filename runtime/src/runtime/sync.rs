@@ -30,9 +30,11 @@ impl Runtime {
     /// arrive before those issued after.
     ///
     /// # Errors
-    /// When the backend reports an earlier asynchronous failure.
+    /// [`crate::Error::PeerDied`] once a peer is known dead; when the backend reports an earlier
+    /// asynchronous failure.
     #[doc(alias = "nvshmem_fence")]
     pub fn fence(&self) -> Result<()> {
+        self.boot.health().check("fence")?;
         self.backend.quiet()
     }
 
@@ -40,12 +42,15 @@ impl Runtime {
     /// all PEs.
     ///
     /// # Errors
-    /// When the backend reports an earlier asynchronous failure.
+    /// [`crate::Error::PeerDied`] once a peer is known dead; when the backend reports an earlier
+    /// asynchronous failure.
     ///
     /// On the cuda backend it also reports a kernel that stopped on an error
     /// ([`Runtime::check_device_error`]).
     #[doc(alias = "nvshmem_quiet")]
     pub fn quiet(&self) -> Result<()> {
+        // Puts to a dead PE cannot be complete: say so instead of succeeding silently.
+        self.boot.health().check("quiet")?;
         self.check_device_error()?;
         self.backend.quiet().map_err(|e| self.prefer_device_error(e))
     }
@@ -131,7 +136,9 @@ impl Runtime {
             for k in 1..=n {
                 self.amo(arrive, Width::W64, AmoOp::Add(1), members[(my_index + k) % n])?;
             }
-            let waited = self.poll(during, || {
+            // A member whose ticket is below ours has not entered this barrier yet.
+            let detail = |u: &Unmet| self.describe_barrier(team, &members, ticket, e, u);
+            let waited = self.poll_with(during, &detail, || {
                 let seen = self.load_local(arrive, Width::W64)?;
                 Ok(if seen >= target {
                     Ok(())

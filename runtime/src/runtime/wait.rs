@@ -5,13 +5,16 @@
 //! sleeps in short steps. About every millisecond it asks the bootstrap whether a peer died,
 //! so a wait on a dead peer fails with [`Error::PeerDied`] instead of hanging; with
 //! `RSHMEM_DEBUG_WAIT_TIMEOUT_MS` set it gives up with [`Error::WaitTimeout`], naming the word
-//! (allocation and offset), the comparison and the last value seen.
+//! (allocation and offset), the comparison and the last value seen. Every 50 ms it asks whether
+//! the program wants to stop (Ctrl-C in Python, [`crate::watchdog`]), and after
+//! `RSHMEM_STUCK_REPORT_MS` without the word moving it prints once what it waits for.
 
 use super::Runtime;
 use crate::backend::Width;
 use crate::consts::Cmp;
 use crate::dtype::{DType, SYNC_DTYPES};
 use crate::error::{Error, Result};
+use crate::watchdog::{check_interrupt, Stall, INTERRUPT_EVERY};
 use std::time::{Duration, Instant};
 
 /// Polls that only spin before the loop starts yielding.
@@ -41,14 +44,32 @@ impl Runtime {
     ///
     /// # Errors
     /// The first error of `probe`; [`Error::PeerDied`] naming a dead peer (`during` says what
-    /// this PE was doing); [`Error::WaitTimeout`] past `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.
+    /// this PE was doing); [`Error::WaitTimeout`] past `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`;
+    /// [`Error::Interrupted`] when the program asked to stop (Ctrl-C).
     pub(super) fn poll<R>(
         &self,
         during: &str,
+        probe: impl FnMut() -> Result<std::result::Result<R, Unmet>>,
+    ) -> Result<R> {
+        self.poll_with(during, &|u| self.describe_unmet(u), probe)
+    }
+
+    /// [`Runtime::poll`], with `detail` saying what is awaited when the stuck report
+    /// (`RSHMEM_STUCK_REPORT_MS`) is printed.
+    ///
+    /// # Errors
+    /// As [`Runtime::poll`].
+    pub(super) fn poll_with<R>(
+        &self,
+        during: &str,
+        detail: &dyn Fn(&Unmet) -> String,
         mut probe: impl FnMut() -> Result<std::result::Result<R, Unmet>>,
     ) -> Result<R> {
         let start = Instant::now();
         let mut last_health = start;
+        let mut last_interrupt = start;
+        let mut stall = Stall::new(self.stuck_report);
+        let mut last_seen = None;
         let mut polls = 0u32;
         loop {
             let unmet = match probe()? {
@@ -64,6 +85,16 @@ impl Runtime {
             if now.duration_since(last_health) >= HEALTH_EVERY {
                 self.boot.health().check(during)?;
                 last_health = now;
+                if last_seen != Some(unmet.seen) {
+                    // The word moved (e.g. another member arrived): not stuck.
+                    last_seen = Some(unmet.seen);
+                    stall.progressed();
+                }
+                stall.check(&format!("PE {}", self.my_pe()), || format!("{during}: {}", detail(&unmet)));
+            }
+            if now.duration_since(last_interrupt) >= INTERRUPT_EVERY {
+                check_interrupt(during)?;
+                last_interrupt = now;
             }
             let waited = now.duration_since(start);
             if let Some(limit) = self.wait_timeout {
@@ -77,6 +108,37 @@ impl Runtime {
                 std::thread::sleep(SLEEP_STEP);
             }
         }
+    }
+
+    /// What a wait on a word awaits, for the stuck report.
+    fn describe_unmet(&self, u: &Unmet) -> String {
+        format!(
+            "waiting until the word at {:#x} ({}) {} {}; last seen {}",
+            u.addr,
+            self.heap.describe(u.addr),
+            u.cmp.symbol(),
+            u.expected,
+            u.seen
+        )
+    }
+
+    /// What a barrier awaits, for the stuck report: the team, its counter, and which members
+    /// have not arrived (their epoch word is behind this PE's).
+    pub(super) fn describe_barrier(&self, team: super::Team, members: &[usize], epoch_word: usize, epoch: u64, u: &Unmet) -> String {
+        let name = self.teams().get(team).map_or_else(|_| format!("team {}", team.0), |t| t.name.clone());
+        let mut missing = Vec::new();
+        let mut word = [0u8; 8];
+        for &pe in members {
+            if self.read_heap(epoch_word, pe, &mut word).is_ok() && u64::from_ne_bytes(word) < epoch {
+                missing.push(pe);
+            }
+        }
+        format!(
+            "barrier #{epoch} of {name} (members {members:?}): {} of {} arrivals counted; PEs not in \
+             this barrier yet: {missing:?}",
+            u.seen - (i128::from(epoch) - 1) * members.len() as i128,
+            members.len()
+        )
     }
 
     fn timeout_error(&self, unmet: Unmet, limit: Duration) -> Error {
@@ -131,7 +193,8 @@ impl Runtime {
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/sync.html>
     #[doc(alias = "nvshmem_wait_until")]
     pub fn wait_until(&self, addr: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<()> {
-        self.sync_word("wait_until", dtype, value)?;
+        let width = self.sync_word("wait_until", dtype, value)?;
+        self.user_word(addr, width, self.my_pe(), "wait_until")?;
         self.poll("wait_until", || self.probe_word(addr, 0, dtype, cmp, value))
     }
 
@@ -141,7 +204,8 @@ impl Runtime {
     /// As [`Runtime::wait_until`], without the waiting ones.
     #[doc(alias = "nvshmem_test")]
     pub fn test(&self, addr: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<bool> {
-        self.sync_word("test", dtype, value)?;
+        let width = self.sync_word("test", dtype, value)?;
+        self.user_word(addr, width, self.my_pe(), "test")?;
         Ok(self.probe_word(addr, 0, dtype, cmp, value)?.is_ok())
     }
 
@@ -192,6 +256,7 @@ impl Runtime {
         })?;
         if bytes > 0 {
             self.remote(addr, bytes, self.my_pe())?;
+            self.user_range(addr, bytes, what)?;
         }
         Ok(())
     }

@@ -129,6 +129,11 @@ impl MemoryBackend for CudaBackend {
         unsafe { self.host_ops.copy(dst, src, len) }
     }
 
+    fn checks_itself(&self, addr: usize) -> Result<bool> {
+        self.env.ctx.bind()?;
+        crate::driver::pointer::is_gpu_memory(addr)
+    }
+
     unsafe fn atomic(&self, addr: usize, width: Width, op: AmoOp) -> Result<u64> {
         // SAFETY: forwarded contract (mapped, aligned heap address).
         unsafe { self.host_ops.atomic(&self.kernels, addr, width, op) }

@@ -1,0 +1,181 @@
+//! Collective argument agreement: every member of a host collective checks that all members
+//! called the same collective with the same operator, dtype, element count and root, as part of
+//! the barrier the collective makes anyway.
+//!
+//! Before that first barrier each member writes its [`Signature`] (three words) into its own
+//! slot of the runtime workspace for the team; after it, each reads every member's slot
+//! (mapped in this process, as the data will be) and compares. Every member sees the same
+//! slots, so a difference is found by all of them: each makes the collective's second barrier,
+//! moves no data, and fails with [`Error::Mismatch`] naming the first member that differs and
+//! both calls. A member whose own arguments were refused (a bad pointer, a root outside the
+//! team) still takes part, marked as refused, so that the others fail too instead of waiting
+//! for it. The cost is one small write, one small read per member, and a comparison (see
+//! `examples/host_latency.rs`); no message is added.
+//!
+//! The slot is never read by a member of another collective: the second barrier keeps every
+//! member from writing its next signature before all have read this one.
+
+use super::team::TeamInfo;
+use super::{workspace, Runtime, Team};
+use crate::dtype::{DType, ReduceOp, ALL_DTYPES, ALL_REDUCE_OPS};
+use crate::error::{Error, Result};
+
+/// Which collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Broadcast = 1,
+    Fcollect = 2,
+    Alltoall = 3,
+    Reduce = 4,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Broadcast => "broadcast",
+            Kind::Fcollect => "fcollect",
+            Kind::Alltoall => "alltoall",
+            Kind::Reduce => "reduce",
+        }
+    }
+}
+
+/// What every member of one collective call must agree on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Signature {
+    pub kind: Kind,
+    pub dtype: DType,
+    pub op: Option<ReduceOp>,
+    /// Team PE of the root (broadcast), else 0.
+    pub root: i32,
+    pub nelems: u64,
+    /// This member refused its own arguments (it fails with its own error).
+    pub refused: bool,
+}
+
+/// Words of one member's slot: a tag with kind, dtype, op and the refused flag; the root; the
+/// element count.
+pub(super) const WORDS: usize = 3;
+
+/// Marks a written slot (a zeroed one reads as "no collective").
+const TAG: u64 = 0x5253_4147 << 32;
+
+impl Signature {
+    fn encode(&self) -> [u8; WORDS * 8] {
+        let op = self.op.map_or(0, |o| ALL_REDUCE_OPS.iter().position(|x| *x == o).unwrap_or(0) as u64 + 1);
+        let dtype = ALL_DTYPES.iter().position(|d| *d == self.dtype).unwrap_or(0) as u64;
+        let w0 = TAG | (self.kind as u64) << 24 | dtype << 16 | op << 8 | u64::from(self.refused);
+        let mut out = [0u8; WORDS * 8];
+        out[..8].copy_from_slice(&w0.to_le_bytes());
+        out[8..16].copy_from_slice(&(self.root as i64 as u64).to_le_bytes());
+        out[16..].copy_from_slice(&self.nelems.to_le_bytes());
+        out
+    }
+
+    /// `None` for a slot that holds no signature (never written, or another runtime's).
+    fn decode(b: &[u8; WORDS * 8]) -> Option<Signature> {
+        let word = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+        let w0 = word(0);
+        if w0 & (0xffff_ffff << 32) != TAG {
+            return None;
+        }
+        let kind = [Kind::Broadcast, Kind::Fcollect, Kind::Alltoall, Kind::Reduce]
+            .into_iter()
+            .find(|k| *k as u64 == (w0 >> 24) & 0xff)?;
+        let dtype = *ALL_DTYPES.get(((w0 >> 16) & 0xff) as usize)?;
+        let op = match (w0 >> 8) & 0xff {
+            0 => None,
+            i => Some(*ALL_REDUCE_OPS.get(i as usize - 1)?),
+        };
+        Some(Signature { kind, dtype, op, root: word(1) as i64 as i32, nelems: word(2), refused: w0 & 1 == 1 })
+    }
+
+    /// The call as a message shows it: "reduce sum of 8 x int64".
+    fn show(&self) -> String {
+        let what = match self.op {
+            Some(op) => format!("{} {}", self.kind.name(), op.name()),
+            None => self.kind.name().to_string(),
+        };
+        let root = if self.kind == Kind::Broadcast { format!(" from root {}", self.root) } else { String::new() };
+        format!("{what} of {} x {}{root}", self.nelems, self.dtype.name())
+    }
+}
+
+impl Runtime {
+    /// Symmetric address of this team slot's signature words.
+    fn agree_words(&self, team: Team) -> usize {
+        self.workspace + workspace::AGREE + team.0 as usize * WORDS * 8
+    }
+
+    /// The first barrier of a collective, with the agreement described in the module docs.
+    /// `local` is this PE's own check of its arguments; its error is returned after the others
+    /// have heard of it.
+    ///
+    /// # Errors
+    /// This PE's own `local` error; [`Error::Mismatch`] when a member called with other
+    /// arguments; [`Error::InvalidArgument`] when a member refused its own; barrier errors.
+    pub(super) fn agreed_barrier(&self, team: Team, info: &TeamInfo, mut sig: Signature, local: Result<()>) -> Result<()> {
+        sig.refused = local.is_err();
+        let words = self.agree_words(team);
+        let me = self.my_pe();
+        self.write_heap(words, me, &sig.encode())?;
+        self.barrier(team)?;
+        let mut problem = None;
+        let mut buf = [0u8; WORDS * 8];
+        for &pe in &info.members {
+            if pe == me {
+                continue;
+            }
+            self.read_heap(words, pe, &mut buf)?;
+            let theirs = Signature::decode(&buf);
+            if theirs == Some(sig) {
+                continue;
+            }
+            problem = Some(match theirs {
+                Some(t) if t.refused && Signature { refused: false, ..t } == Signature { refused: false, ..sig } => {
+                    Error::InvalidArgument(format!(
+                        "{} on {}: PE {pe} refused its arguments (see its error), so no PE moved any data",
+                        sig.show(),
+                        info.name
+                    ))
+                }
+                t => Error::Mismatch {
+                    what: "collective call",
+                    me,
+                    pe,
+                    mine: format!("{} on {}", sig.show(), info.name),
+                    theirs: t.map_or_else(|| "no collective (it is in another call)".to_string(), |t| t.show()),
+                },
+            });
+            break;
+        }
+        if local.is_err() || problem.is_some() {
+            // Every member found the same difference: all leave through the second barrier,
+            // so that the team's barriers stay in step for the next call.
+            self.barrier(team)?;
+            local?;
+            return Err(problem.unwrap_or_else(|| Error::InvalidArgument("collective refused".into())));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_round_trip_and_show_their_values() {
+        for dtype in ALL_DTYPES {
+            for op in [None, Some(ReduceOp::Max), Some(ReduceOp::Xor)] {
+                let s = Signature { kind: Kind::Reduce, dtype, op, root: -3, nelems: 1 << 40, refused: op.is_none() };
+                assert_eq!(Signature::decode(&s.encode()), Some(s));
+            }
+        }
+        assert_eq!(Signature::decode(&[0; WORDS * 8]), None);
+        let b = Signature { kind: Kind::Broadcast, dtype: DType::I64, op: None, root: 1, nelems: 8, refused: false };
+        assert_eq!(b.show(), "broadcast of 8 x int64 from root 1");
+        let r = Signature { kind: Kind::Reduce, dtype: DType::F32, op: Some(ReduceOp::Sum), root: 0, nelems: 4, refused: false };
+        assert_eq!(r.show(), "reduce sum of 4 x float32");
+    }
+}
