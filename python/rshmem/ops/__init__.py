@@ -12,7 +12,7 @@
 Every PE must call them with the same shapes and dtype, in the same order (they are collective).
 They are torch custom ops (`torch.ops.rshmem.*`): they run eagerly, under `torch.compile`, and in
 CUDA graphs, and autograd flows through them (the backward of AllGather+GEMM is a GEMM+ReduceScatter
-and the other way round). `b` may be contiguous or the transpose of a contiguous matrix (as
+and the other way round). `b` may be row-major or column-major (as
 `linear.weight.t()`); `a` / `x` must be contiguous. fp16 and bf16 for the GEMMs.
 
 On GPUs (the cuda backend) each op is Triton kernels on the symmetric heap: the GEMM waits for
@@ -52,6 +52,8 @@ def _team(group, what: str) -> int:
 def all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
     """`all_gather(a_shard) @ b` (and the gathered A with `return_a`); see the module docstring."""
     team = _team(group, "all_gather_matmul")
+    _checks.is_tensor(a_shard, "a_shard", "all_gather_matmul")
+    _checks.is_tensor(b, "b", "all_gather_matmul")
     # The weight gradient needs the gathered A: ask for it whenever autograd may want it.
     need_a = return_a or (torch.is_grad_enabled() and isinstance(b, torch.Tensor) and b.requires_grad)
     c, full = torch.ops.rshmem.all_gather_matmul(a_shard, b, team, need_a)
@@ -60,12 +62,17 @@ def all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
 
 def matmul_reduce_scatter(a, b, *, group=None):
     """`reduce_scatter(a @ b)` over the rows; see the module docstring."""
-    return torch.ops.rshmem.matmul_reduce_scatter(a, b, _team(group, "matmul_reduce_scatter"))
+    team = _team(group, "matmul_reduce_scatter")
+    _checks.is_tensor(a, "a", "matmul_reduce_scatter")
+    _checks.is_tensor(b, "b", "matmul_reduce_scatter")
+    return torch.ops.rshmem.matmul_reduce_scatter(a, b, team)
 
 
 def all_reduce(x, *, op: str = "sum", group=None):
     """`op` over the PEs of `x`, as a new tensor; see the module docstring."""
-    return torch.ops.rshmem.all_reduce(x, op, _team(group, "all_reduce"))
+    team = _team(group, "all_reduce")
+    _checks.is_tensor(x, "x", "all_reduce")
+    return torch.ops.rshmem.all_reduce(x, op, team)
 
 
 def _forget_all():

@@ -28,7 +28,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .. import torch as rtorch
 from ..host import CMP_EQ, CMP_GE, SIGNAL_SET
-from . import _group, _kernels_gemm as kg, _tuning, _workspace
+from . import _checks, _group, _kernels_gemm as kg, _tuning, _workspace
 from ._config import config
 from ._launch import Kernel
 
@@ -213,7 +213,7 @@ def gemm_alone(a, b, info: _group.TeamInfo, key: tuple):
     rows are whatever the buffer holds)."""
     W = info.size
     m, K = a.shape
-    b_t = not b.is_contiguous()
+    b_t = _checks.weight_layout(b, "all_gather_matmul")
     c = torch.empty((W * m, b.shape[1]), dtype=a.dtype, device=a.device)
     if W == 1:
         buf3d, space = a.view(1, m, K), _Dummy(a.device)

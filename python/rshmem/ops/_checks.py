@@ -47,6 +47,11 @@ def not_capturing(what: str, key) -> None:
             "cannot be captured. Call the op once eagerly with these shapes before capturing (a warm-up run)")
 
 
+def is_tensor(x, name: str, what: str) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise InvalidArgumentError(f"rshmem.ops.{what}: {name} must be a torch.Tensor, not {type(x).__name__}")
+
+
 def tensor(x, name: str, what: str, info: _group.TeamInfo, dtypes) -> torch.Tensor:
     """`x` checked: a tensor of one of `dtypes`, on this PE's device."""
     if not isinstance(x, torch.Tensor):
@@ -80,15 +85,16 @@ def matrix(x: torch.Tensor, name: str, what: str) -> None:
 
 
 def weight_layout(b: torch.Tensor, what: str) -> bool:
-    """Whether matrix `b` is the transpose of a contiguous matrix (e.g. `linear.weight.t()`);
-    False for a contiguous one. Any other layout is refused."""
-    if b.is_contiguous():
+    """Whether matrix `b` is column-major (the transpose of a row-major matrix, e.g.
+    `linear.weight.t()`, or of a slice of rows of one); False for a row-major one (contiguous, or
+    rows of a wider matrix). Any other layout is refused."""
+    if b.is_contiguous() or (b.stride(1) == 1 and b.stride(0) >= b.shape[1]):
         return False
-    if b.t().is_contiguous():
+    if b.stride(0) == 1 and b.stride(1) >= b.shape[0]:
         return True
     raise InvalidArgumentError(
-        f"rshmem.ops.{what}: b must be contiguous or the transpose of a contiguous matrix (such as weight.t()); its "
-        f"strides are {tuple(b.stride())} for shape {tuple(b.shape)} (call .contiguous() first)")
+        f"rshmem.ops.{what}: b must be row-major or column-major (such as weight.t()) with unit stride in one "
+        f"dimension; its strides are {tuple(b.stride())} for shape {tuple(b.shape)} (call .contiguous() first)")
 
 
 def same_dtype(a: torch.Tensor, b: torch.Tensor, what: str) -> None:

@@ -15,7 +15,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .. import torch as rtorch
 from ..host import CMP_EQ, SIGNAL_SET
-from . import _group, _kernels_gemm as kg, _tuning, _workspace
+from . import _checks, _group, _kernels_gemm as kg, _tuning, _workspace
 from ._ag_gemm import _Dummy, tma_ok
 from ._launch import Kernel
 
@@ -118,7 +118,7 @@ def run(a, b, b_t: bool, info: _group.TeamInfo, key: tuple):
 def gemm_alone(a, b, info: _group.TeamInfo, key: tuple):
     """The whole A @ B ([M, N]) by this op's kernel with its communication off (benchmarks time
     it beside cuBLAS)."""
-    call = _Call(a, b, not b.is_contiguous(), info)
+    call = _Call(a, b, _checks.weight_layout(b, "matmul_reduce_scatter"), info)
     c = torch.empty((call.M, call.N), dtype=a.dtype, device=a.device)
     call.launch(_config(call, key), c, False, _Dummy(a.device), c, _tuning.num_sms())
     return c
