@@ -144,3 +144,85 @@ def ag_gemm_device_desc_kernel(a_ptr, b_ptr, c_ptr, a_src, ready, M, N, K, SEG_M
         b_desc = tl.make_tensor_descriptor(b_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
         _consume_tiles(a_desc, b_desc, c_ptr, ready, M, N, K, SEG_M, epoch, NUM_CONSUMERS, BM, BN, BK, CONSUME,
                        WAIT_AT_TILE_START)
+
+
+# ---------------------------------------------------------------- SIMT regions and language_extra
+@triton_dist.jit(do_not_specialize=["n", "length"])
+def bincount_kernel(input, output, n, length):
+    """Each thread counts its strided share of ``input`` into ``output`` with per-thread atomics."""
+    pid = tl.program_id(0)
+    num_pid = tl.num_programs(0)
+    with dl.simt_exec_region() as (thread_idx, threads_per_block):
+        for i in range(pid * threads_per_block + thread_idx, n, num_pid * threads_per_block):
+            val = dl.ld(input + i)
+            if val < length:
+                dl.atomic_add(output + val, 1, scope="gpu", semantic="relaxed")
+
+
+@tl.constexpr_function
+def _log2(n):
+    return n.bit_length() - 1
+
+
+@triton_dist.jit
+def vector_copy_kernel(src, dst, n, VEC: tl.constexpr):
+    """Each thread moves VEC elements (128 bits at a time when VEC * element bits is a multiple
+    of it) and adds lane + 1: a warp prefix sum of ones through shuffles. A wrong shuffle or
+    ballot (lanes 0-3 vote, so it must read 15) moves the result off that."""
+    with dl.simt_exec_region() as (thread_idx, block_size):
+        base = (tl.program_id(0) * block_size + thread_idx) * VEC
+        lane = thread_idx % dl.threads_per_warp()
+        # inclusive prefix sum of 1s over the warp: lane + 1
+        acc = tl.cast(1, tl.int32)
+        for s in tl.static_range(_log2(32)):
+            up = dl.__shfl_up_sync_i32(0xFFFFFFFF, acc, 1 << s)
+            acc = tl.where(lane >= (1 << s), acc + up, acc)
+        votes = dl.__ballot_sync(0xFFFFFFFF, lane < 4)
+        ones = dl.__shfl_sync_i32(0xFFFFFFFF, acc, 0) + dl.__shfl_down_sync_i32(0xFFFFFFFF, 0, 1)
+        if base < n:
+            v = dl.ld_vector(src + base, vec_size=VEC)
+            bump = (acc + ones - 1 + (votes != 15).to(tl.int32) * 1000).to(src.dtype.element_ty)
+            dl.st_vector(dst + base, v + bump)
+
+
+@triton_dist.jit
+def extra_helpers_kernel(i32, i64, f32, f16, u8, out64, pe):
+    """Calls each language_extra name the way Triton-distributed's kernels do (compiled, not run)."""
+    tid = dl.tid(0)
+    dl.__syncthreads()
+    a = dl.ld(i32, scope="gpu", semantic="acquire") + dl.ld_b32(i32 + 1)
+    b = dl.ld(i64, "sys", "relaxed")
+    c = dl.ld(f32) + dl.ld(f16).to(tl.float32) + dl.ld(u8).to(tl.float32)
+    dl.st(i32 + 2, a, scope="sys", semantic="release")
+    dl.st(f16 + 1, c.to(tl.float16))
+    dl.st(u8 + 1, a.to(tl.uint8))
+    dl.st_b32(i32 + 3, b.to(tl.int32))
+    x0, x1, x2, x3 = dl.load_v4_b32(i32 + 4, scope="gpu", semantic="acquire")
+    y0, y1, y2, y3 = dl.load_v4_u32(i32 + 8)
+    z0, z1, z2, z3 = dl.load_v4_s32(i32 + 12)
+    w0, w1 = dl.load_v2_b64(i64 + 2)
+    dl.st_v4_b32(i32 + 16, x0, x1, x2, x3, scope="gpu", semantic="release")
+    dl.st_v4_u32(i32 + 20, y0, y1, y2, y3)
+    dl.st_v2_u32(i32 + 24, z0, z1)
+    packed = dl.pack_b32_v2(x0, y1) + w0.to(tl.uint64) + w1.to(tl.uint64)
+    halves = dl.unpack(packed, tl.uint32)
+    v = dl.zeros_vector(4, tl.float32) + dl.make_vector([c, c, c, c])
+    word = dl.pack(v.recast(tl.int16)[0:4], tl.uint64)
+    dl.st_vector(f32 + 8, v)
+    dl.membar("gl")
+    dl.fence("acq_rel", "sys")
+    dl.__fence()
+    old = dl.atomic_add_per_warp(i32 + 28, 1, "gpu", "relaxed")
+    dl.red_release(i32 + 29, 1, "gpu")
+    dl.arrive_inc(i32 + 30, tid, 1, "gpu")
+    dl.arrive_inc_asm(i32 + 31, tid, 1, "gpu")
+    dl.wait_eq(i32 + 32, tid, 0, "gpu")
+    cas = dl.atomic_cas(i64 + 4, 0, 1, "sys", "acq_rel")
+    t = dl.globaltimer_lo().to(tl.uint64) + dl.globaltimer_hi().to(tl.uint64) + dl.smid().to(tl.uint64)
+    t += dl.ntid(0).to(tl.uint64) + dl.laneid().to(tl.uint64) + dl.elect_one_sync().to(tl.uint64)
+    t += (dl.num_warps() * dl.threads_per_warp() + dl.num_threads()) + dl.__shfl_xor_sync_i32(0xFFFFFFFF, tid, 1)
+    dl.cp_async_bulk_wait_group(0)
+    remote = dl.symm_at(i64, pe)
+    total = (packed + halves[0] + halves[1] + word + old.to(tl.uint64) + cas.to(tl.uint64) + t +
+             dl.ld_acquire(remote, "sys").to(tl.uint64) + c.to(tl.uint64))
+    tl.store(out64, total)

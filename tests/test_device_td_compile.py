@@ -197,3 +197,64 @@ def test_consume_token_misuse_fails_at_compile_time():
                                                                                                "token": "i32"})
     msg = compile_error(_consume_bad, {"x": "i32", "token": "fp32"})
     assert "`token` must be an integer scalar" in msg
+
+
+# ---------------------------------------------------------------- simt_exec_region and language_extra
+def test_simt_region_rewrite_keeps_lines():
+    src = ("def k(x):\n"
+           "    with dl.simt_exec_region() as (thread_idx, block_size):\n"
+           "        pass\n"
+           "    with ops.simt_exec_region()  as  [a, b]:\n"
+           "        pass\n")
+    out = rt._lang_simt.rewrite_simt_regions(src)
+    assert out.splitlines()[1] == ('    with dl.simt_exec_region("thread") as thread_idx, '
+                                   'dl.simt_exec_region("threads") as block_size:')
+    assert out.splitlines()[3] == '    with ops.simt_exec_region("thread") as a, ops.simt_exec_region("threads") as b:'
+    assert len(out.splitlines()) == len(src.splitlines())
+    with pytest.raises(ValueError, match="binds exactly two names"):
+        rt._lang_simt.rewrite_simt_regions("def k():\n    with dl.simt_exec_region() as (a, b, c):\n        pass\n")
+
+
+def test_simt_region_compiles_to_per_thread_atomics():
+    k = compile_kernel(K.bincount_kernel, {"input": "*i32", "output": "*i32", "n": "i32", "length": "i32"})
+    ptx = k.asm["ptx"]
+    assert "%tid.x" in ptx and "atom.relaxed.gpu.global.add" in ptx
+    # Not predicated (as tl.atomic_add's scalar form is, on thread 0): every thread counts its own.
+    assert re.search(r"^\s*atom\.relaxed\.gpu\.global\.add", ptx, re.M) and not re.search(r"@%p\d+ atom", ptx)
+
+
+@pytest.mark.parametrize("sig,vec,loads", [({"src": "*fp16", "dst": "*fp16"}, 8, "ld.global.v4.b32"),
+                                           ({"src": "*fp32", "dst": "*fp32"}, 2, "ld.relaxed.gpu.global.u32")])
+def test_vectors_and_shuffles(sig, vec, loads):
+    ptx = compile_kernel(K.vector_copy_kernel, {**sig, "n": "i32"}, {"VEC": vec}).asm["ptx"]
+    for needle in (loads, "shfl.sync.up.b32", "shfl.sync.idx.b32", "shfl.sync.down.b32", "vote.sync.ballot.b32"):
+        assert needle in ptx, needle
+
+
+EXTRA_PTX = ("ld.acquire.gpu.global.u32", "ld.relaxed.sys.global.u64", "st.release.sys.global.u32",
+             "st.relaxed.gpu.global.u8", "st.relaxed.gpu.global.u16", "ld.acquire.gpu.global.v4.b32",
+             "ld.global.v4.u32", "ld.volatile.global.v2.b64", "st.release.gpu.global.v4.b32",
+             "st.volatile.global.v2.b32", "membar.gl", "fence.acq_rel.sys", "fence.sc.gpu",
+             "red.release.gpu.global.add.s32", "shfl.sync.bfly.b32", "elect.sync", "cp.async.bulk.wait_group 0",
+             "atom.acq_rel.sys.global.cas.b64", "%smid", "%globaltimer_hi", "%globaltimer_lo", "bar.sync")
+
+
+def test_language_extra_names_lower_to_their_ptx():
+    sig = {"i32": "*i32", "i64": "*i64", "f32": "*fp32", "f16": "*fp16", "u8": "*u8", "out64": "*u64", "pe": "i32"}
+    ptx = compile_kernel(K.extra_helpers_kernel, sig).asm["ptx"]
+    missing = [n for n in EXTRA_PTX if n not in ptx]
+    assert not missing, missing
+
+
+@triton.jit
+def _multicast(p):
+    dl.multimem_st_b32(p, 1)
+
+
+def test_multicast_names_fail_with_the_reason():
+    msg = compile_error(_multicast, {"p": "*i32"})
+    assert "multimem_st_b32 uses NVLink multicast" in msg and "does not support" in msg
+
+
+def test_constexpr_function_is_where_triton_distributed_kernels_look():
+    assert tl.constexpr_function is triton.runtime.jit.constexpr_function

@@ -122,3 +122,23 @@ def test_consume_token_on_a_descriptor_orders_tma_loads_after_the_wait(form, wai
     expected = a_src.float() @ b.float().T
     bad = (c != expected).any(dim=1).nonzero().flatten().tolist()
     assert not bad, f"rows read before their segment was ready (NaN or stale): {bad[:8]}..."
+
+
+def test_simt_region_bincount_matches_torch():
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    x = torch.randint(0, 70, (10_000,), generator=gen, dtype=torch.int32, device="cuda")
+    out = torch.zeros(64, dtype=torch.int32, device="cuda")
+    K.bincount_kernel[(4,)](x, out, x.numel(), 64, num_warps=4)  # values >= 64 are skipped
+    torch.cuda.synchronize()
+    assert torch.equal(out, torch.bincount(x[x < 64], minlength=64).to(torch.int32))
+
+
+@pytest.mark.parametrize("dtype,vec", [(torch.float16, 8), (torch.float32, 4), (torch.float32, 2)])
+def test_vectors_shuffles_and_ballot_per_thread(dtype, vec):
+    n = 4 * 128 * vec  # 4 programs of 128 threads
+    src = (torch.arange(n, device="cuda") % 1000).to(dtype)
+    dst = torch.zeros_like(src)
+    K.vector_copy_kernel[(4,)](src, dst, n, VEC=vec, num_warps=4)
+    torch.cuda.synchronize()
+    lane = (torch.arange(n, device="cuda") // vec) % 32
+    assert torch.equal(dst, src + (lane + 1).to(dtype))

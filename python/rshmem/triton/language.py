@@ -24,17 +24,58 @@ The names of this module follow the same rules; each docstring says who acts:
   ``notify_thread(ptr, pe, value, sig_op)`` are rshmem's thread-scope single-word forms.
 - ``consume_token(x, token)`` makes loads through ``x`` (pointers or tensor descriptors) wait for
   the ``wait`` that returned ``token``, also under Triton's software pipelining.
+- Triton-distributed's ``language_extra`` names (``ld``/``st`` with scope and semantic, vector
+  loads and stores, shuffles, ballots, fences, ...) act once per calling thread; inside
+  ``with simt_exec_region() as (thread_idx, block_size):`` (rewritten by ``rshmem.triton.jit``)
+  each thread works on its own values. NVLink multicast names (``multimem_*``) fail to compile
+  with the reason.
 
 ``scope`` is ``"cta"``, ``"gpu"`` or ``"sys"`` (peers' memory needs ``"sys"``); ``semantic`` is
 ``"relaxed"``, ``"acquire"``, ``"release"`` or ``"acq_rel"``.
 """
 from __future__ import annotations
 
+import triton.language as _tl
+from triton.runtime.jit import constexpr_function
+
 from rshmem.triton._lang_dist import (consume_token, notify, notify_thread, num_ranks, rank, symm_at, wait,
                                       wait_value)
+from rshmem.triton._lang_extra import (__ballot_sync, __fence, __shfl_down_sync_i32, __shfl_sync_i32,
+                                       __shfl_up_sync_i32, __shfl_xor_sync_i32, __syncthreads, arrive_inc,
+                                       arrive_inc_asm, atomic_add_per_warp, cp_async_bulk_wait_group, elect_one_sync,
+                                       fence, globaltimer_hi, globaltimer_lo, ld, ld_b32, ld_vector, load_v2_b64,
+                                       load_v4_b32, load_v4_s32, load_v4_u32, membar, multimem_ld_reduce_p_v4,
+                                       multimem_ld_reduce_v4, multimem_st_b32, multimem_st_b64, multimem_st_p_b32,
+                                       multimem_st_v2, multimem_st_v4, num_threads, num_warps, pack, pack_b32_v2,
+                                       red_release, smid, st, st_b32, st_v2_u32, st_v4_b32, st_v4_u32, st_vector,
+                                       threads_per_warp, tma_sync, unpack, wait_eq)
+from rshmem.triton._lang_simt import extract, insert, make_vector, simt_exec_region, vector, zeros_vector
 from rshmem.triton._lang_thread import (atomic_add, atomic_cas, globaltimer, laneid, ld_acquire, ntid, st_release,
                                         syncthreads, tid)
 
-__all__ = ["tid", "ntid", "laneid", "syncthreads", "ld_acquire", "st_release", "atomic_add", "atomic_cas",
-           "globaltimer", "wait", "wait_value", "notify", "notify_thread", "consume_token", "symm_at", "rank",
-           "num_ranks"]
+# Triton-distributed's fork exports ``constexpr_function`` from ``triton.language``, and its kernels
+# decorate module-level helpers with ``@tl.constexpr_function``; stock Triton 3.6 keeps it in
+# ``triton.runtime.jit``. The name is added to ``triton.language`` (only when missing) so those
+# modules import unchanged.
+if not hasattr(_tl, "constexpr_function"):
+    _tl.constexpr_function = constexpr_function
+
+__all__ = [
+    # rshmem's thread helpers
+    "tid", "ntid", "laneid", "syncthreads", "ld_acquire", "st_release", "atomic_add", "atomic_cas", "globaltimer",
+    # Triton-distributed's dl.*
+    "wait", "notify", "consume_token", "symm_at", "rank", "num_ranks", "simt_exec_region", "vector", "make_vector",
+    "zeros_vector", "extract", "insert", "ld_vector", "st_vector", "constexpr_function",
+    # rshmem's single-word forms of wait / notify
+    "wait_value", "notify_thread",
+    # Triton-distributed's language_extra
+    "__syncthreads", "__fence", "fence", "membar", "ld", "st", "ld_b32", "st_b32", "load_v4_u32", "load_v4_b32",
+    "load_v4_s32", "load_v2_b64", "st_v4_u32", "st_v4_b32", "st_v2_u32", "pack_b32_v2", "pack", "unpack",
+    "__shfl_sync_i32", "__shfl_up_sync_i32", "__shfl_down_sync_i32", "__shfl_xor_sync_i32", "__ballot_sync",
+    "atomic_add_per_warp", "wait_eq", "red_release", "arrive_inc", "arrive_inc_asm", "globaltimer_lo",
+    "globaltimer_hi", "smid", "threads_per_warp", "num_threads", "num_warps", "tma_sync", "cp_async_bulk_wait_group",
+    "elect_one_sync",
+    # NVLink multicast: present so ported kernels import, failing with a clear message when compiled
+    "multimem_st_b32", "multimem_st_b64", "multimem_st_v2", "multimem_st_v4", "multimem_st_p_b32",
+    "multimem_ld_reduce_v4", "multimem_ld_reduce_p_v4",
+]
