@@ -8,9 +8,10 @@ the loads of a program's next tile start while the current one finishes.
 **AllGather+GEMM** (`ag_gemm_kernel`): C rows of shard `s` = shard `s` of A @ B. Shard `me` is
 read from the caller's `a_loc` and computed first, with no wait; the other shards arrive in the
 symmetric buffer `a_buf` ([W, m, K]), pushed by the peers' producers, each chunk of `chunk_rows`
-rows with a flag SET to 1 (`flags[src, chunk]`). A tile waits for its chunk's flag, and the wait's
-result feeds the tile's row coordinate (`consume_token`), so no load of the tile, pipelined early
-or not, can be issued before the wait returns. The last program to finish (a done counter) sets
+rows with a flag SET to 1 (`flags[src, chunk]`). A tile waits for its chunk's flag (one flag: chunks are
+whole tiles high), and the wait's result feeds the tile's loads (`consume_token` on the TMA
+descriptor, or on the row coordinate of the pointer form), so no load of the tile, pipelined
+early or not, can be issued before the wait returns. The last program to finish (a done counter) sets
 the flags back to 0 and tells each producer that its slot is free again (`busy[me] = 0` on it),
 unless the caller still copies out of the buffer (`RELEASE=False`; `release_kernel` does it then).
 
@@ -35,7 +36,8 @@ import triton.language as tl
 
 import rshmem.triton as rt
 from rshmem.triton import libshmem_device as shm
-from rshmem.triton.language import consume_token, syncthreads, tid
+from rshmem.triton import language as dl
+from rshmem.triton.language import syncthreads, tid
 
 
 @triton.jit
@@ -47,15 +49,6 @@ def _tile(t, tiles_m, tiles_n, GROUP_M: tl.constexpr):
     pm = first_m + (t % per_group) % size_m
     pn = (t % per_group) // size_m
     return pm, pn
-
-
-@triton.jit
-def _wait_set(flag):
-    """Waits until `*flag` is set (acquire, system scope); the result is a token. The proxy fence
-    lets TMA loads (the async proxy) see what the wait made visible to ordinary loads."""
-    seen = shm.signal_wait_until(flag, shm.CMP_GE, 1)
-    return tl.inline_asm_elementwise("fence.proxy.async.global; mov.b64 $0, $1;", "=l,l", [seen], dtype=tl.uint64,
-                                     is_pure=False, pack=1)
 
 
 @triton.jit
@@ -159,13 +152,19 @@ def ag_gemm_kernel(a_loc, a_buf, b, c, flags, counter, busy, pes, me, W, m, N, K
         pm, pn = _tile(t - j * per_shard, tiles_m, tiles_n, GROUP_M)
         om = pm * BM
         on = pn * BN
+        a_src = a_buf
+        om_a = om
         if COMM:
-            token = _wait_set(flags + src * flag_stride + om // chunk_rows)
-            om_a = consume_token(om, token)
-        else:
-            om_a = om
-        acc = _mainloop(a_buf, tl.cast(src * m, tl.int64) * K, src, om_a, on, m, b, N, K, stride_bk, stride_bn, BM, BN, BK,
-                        TMA, True, B_T)
+            # The library's wait (it honours RSHMEM_DEBUG_WAIT_TIMEOUT_MS); its value is the token
+            # every load of the tile depends on, through the descriptor (which also fences the
+            # async proxy that TMA reads through) or through the row coordinate.
+            token = shm.signal_wait_until(flags + src * flag_stride + om // chunk_rows, shm.CMP_GE, 1)
+            if TMA:
+                a_src = dl.consume_token(a_buf, token)
+            else:
+                om_a = dl.consume_token(om, token)
+        acc = _mainloop(a_src, tl.cast(src * m, tl.int64) * K, src, om_a, on, m, b, N, K, stride_bk, stride_bn, BM, BN,
+                        BK, TMA, True, B_T)
         _store_c(c, src, om, on, acc, m, N, BM, BN, TMA, True)
     if COMM:
         if RELEASE:
@@ -208,7 +207,7 @@ def _push_tile(recv, pe, slot, om, on, acc, rows, N, BM: tl.constexpr, BN: tl.co
 @triton.jit
 def _add_partial(acc, recv, slot, token, om, on, rows, N, BM: tl.constexpr, BN: tl.constexpr):
     """acc + tile (om, on) of slot `slot` of the local `recv`, loaded after `token`'s wait."""
-    base = consume_token(recv, token)
+    base = dl.consume_token(recv, token)
     rm = om + tl.arange(0, BM)
     rn = on + tl.arange(0, BN)
     ptrs = base + tl.cast(slot * rows + rm[:, None], tl.int64) * N + rn[None, :]
