@@ -79,6 +79,16 @@ def test_simple_shift_tutorial_on_the_host_backend_3_pes():
     assert "skipped the Triton kernels" in out
 
 
+@pytest.mark.single
+def test_tensor_parallel_mlp_tutorial_on_the_host_backend():
+    out = _run_tutorial("05_tensor_parallel_mlp.py", "--steps", "2", "--iters", "2")
+    assert "2 PEs on the host backend" in out
+    assert out.count("gradients match") == 2
+    assert "training with the fused ops matches the unparallel block" in out
+    assert "fused (rshmem.ops" in out and "unfused (gloo + torch.matmul)" in out
+    assert "mean nothing for speed" in out
+
+
 def _gpus() -> int:
     try:
         import torch
