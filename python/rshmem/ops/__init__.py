@@ -35,6 +35,7 @@ from __future__ import annotations
 import sys
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .. import _core
 from . import _checks, _group, _library, _tuning, _workspace
@@ -45,8 +46,29 @@ __all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "config",
 
 
 @torch.compiler.assume_constant_result
-def _team(group, what: str) -> int:
+def _team_of(group, what: str) -> int:
     return _group.team_of(group, what)
+
+
+def _team(group, what: str) -> int:
+    # None is the world team; whether rshmem runs is checked by the op itself.
+    return 0 if group is None else _team_of(group, what)
+
+
+def _direct(*tensors) -> bool:
+    """Whether an eager call may run the op's implementation directly, skipping torch's
+    dispatcher (a few microseconds per call, which small all-reduces feel): only for plain
+    tensors that need no gradient, with no compiler, torch function mode or dispatch mode around
+    that would want to see the op."""
+    if torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled():
+        return False
+    if _get_current_dispatch_mode() is not None:
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if type(t) is not torch.Tensor or (grad and t.requires_grad) or t.device.type == "meta":
+            return False
+    return True
 
 
 def all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
@@ -55,8 +77,11 @@ def all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
     _checks.is_tensor(a_shard, "a_shard", "all_gather_matmul")
     _checks.is_tensor(b, "b", "all_gather_matmul")
     # The weight gradient needs the gathered A: ask for it whenever autograd may want it.
-    need_a = return_a or (torch.is_grad_enabled() and isinstance(b, torch.Tensor) and b.requires_grad)
-    c, full = torch.ops.rshmem.all_gather_matmul(a_shard, b, team, need_a)
+    need_a = return_a or (torch.is_grad_enabled() and b.requires_grad)
+    if _direct(a_shard, b):
+        c, full = _library.all_gather_matmul_impl(a_shard, b, team, need_a)
+    else:
+        c, full = torch.ops.rshmem.all_gather_matmul(a_shard, b, team, need_a)
     return (c, full) if return_a else c
 
 
@@ -65,6 +90,8 @@ def matmul_reduce_scatter(a, b, *, group=None):
     team = _team(group, "matmul_reduce_scatter")
     _checks.is_tensor(a, "a", "matmul_reduce_scatter")
     _checks.is_tensor(b, "b", "matmul_reduce_scatter")
+    if _direct(a, b):
+        return _library.matmul_reduce_scatter_impl(a, b, team)
     return torch.ops.rshmem.matmul_reduce_scatter(a, b, team)
 
 
@@ -72,6 +99,8 @@ def all_reduce(x, *, op: str = "sum", group=None):
     """`op` over the PEs of `x`, as a new tensor; see the module docstring."""
     team = _team(group, "all_reduce")
     _checks.is_tensor(x, "x", "all_reduce")
+    if _direct(x):
+        return _library.all_reduce_impl(x, op, team)
     return torch.ops.rshmem.all_reduce(x, op, team)
 
 

@@ -46,7 +46,7 @@ def _space(info: _group.TeamInfo, dtype, how: str, nbytes: int) -> _workspace.Sp
         per_slot = G * -(-(cap if how == "one_shot" else -(-cap // W)) // G)
         bufs = 1 if how == "one_shot" else 2
         space = _workspace.Space(info, bufs * W * per_slot * elt, bufs * W * G, G * W)
-        space.extra.update(programs=G, slot=per_slot, bufs=bufs)
+        space.extra.update(programs=G, slot=per_slot, bufs=bufs, views={})
         return space
 
     return _workspace.get("all_reduce", key, make)
@@ -62,7 +62,6 @@ def run(x: torch.Tensor, op: str, info: _group.TeamInfo) -> torch.Tensor:
     if W == 1:
         out.copy_(x)
         return out
-    flat_x, flat_out = x.view(-1), out.view(-1)
     elt = x.element_size()
     piece = max(1, config.allreduce_piece_bytes // elt)
     code = OPS[op]
@@ -73,8 +72,11 @@ def run(x: torch.Tensor, op: str, info: _group.TeamInfo) -> torch.Tensor:
         how = form(count * elt, W)
         space = _space(info, x.dtype, how, count * elt)
         G, slot = space.extra["programs"], space.extra["slot"]
-        buf = space.view(x.dtype, (space.extra["bufs"] * W * slot,))
-        xs, outs = flat_x[lo:hi], flat_out[lo:hi]
+        buf = space.extra["views"].get(x.dtype)
+        if buf is None:
+            buf = space.extra["views"][x.dtype] = space.view(x.dtype, (space.extra["bufs"] * W * slot,))
+        # The kernels take addresses: the tensors themselves when the call is one piece.
+        xs, outs = (x, out) if count == n else (x.view(-1)[lo:hi], out.view(-1)[lo:hi])
         if how == "one_shot":
             per = -(-count // G)
             _one((G,), (outs, xs, buf, space.flags, space.busy, pes, info.rank, W, count, per, slot),
@@ -82,6 +84,6 @@ def run(x: torch.Tensor, op: str, info: _group.TeamInfo) -> torch.Tensor:
         else:
             chunk = -(-count // W)
             per = -(-chunk // G)
-            _two((G,), (outs, xs, buf, buf[W * slot:], space.flags, space.busy, pes, info.rank, W, count, chunk, per,
+            _two((G,), (outs, xs, buf, space.extra.setdefault("second", buf[W * slot:]), space.flags, space.busy, pes, info.rank, W, count, chunk, per,
                         slot), (elt, code, BLOCK), num_warps=8)
     return out

@@ -60,8 +60,8 @@ def tensor(x, name: str, what: str, info: _group.TeamInfo, dtypes) -> torch.Tens
         names = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise DTypeError(f"rshmem.ops.{what}: {name} is {str(x.dtype).replace('torch.', '')}; this op takes {names}")
     if info.backend == "cuda":
-        want = _group.device()
-        if not x.is_cuda or x.get_device() != want.index:
+        if not x.is_cuda or x.get_device() != info.device_index:
+            want = _group.device()
             raise InvalidArgumentError(
                 f"rshmem.ops.{what}: {name} is on {x.device}, but this PE computes on {want} (rshmem runs on the cuda "
                 f"backend): move it there ({name}.to('{want}'))")

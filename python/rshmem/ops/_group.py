@@ -27,6 +27,7 @@ class TeamInfo:
     rank: int
     pes: tuple
     backend: str
+    device_index: int  # this PE's GPU, -1 on the host backend
 
     @property
     def device(self) -> torch.device:
@@ -100,14 +101,19 @@ def team_of(group, what: str) -> int:
 _infos: dict = {}
 
 
-def info(team: int) -> TeamInfo:
+def info(team: int, what: str = "op") -> TeamInfo:
     """The `TeamInfo` of `team` (cached until `rshmem.finalize()`)."""
     found = _infos.get(team)
     if found is None:
+        _require_init(what)
         size = _native.team_n_pes(team)
         rank = _native.team_my_pe(team)
+        if rank < 0:
+            raise InvalidArgumentError(f"rshmem.ops.{what}: this PE is not a member of team {team}")
         pes = tuple(_native.team_translate_pe(team, i, int(_core.Team.WORLD)) for i in range(size))
-        found = _infos[team] = TeamInfo(team, size, rank, pes, _native.backend())
+        backend = _native.backend()
+        index = device().index if backend == "cuda" else -1
+        found = _infos[team] = TeamInfo(team, size, rank, pes, backend, index)
     return found
 
 

@@ -30,7 +30,7 @@ def _dims(t: Tensor) -> str:
 
 
 def _gemm_inputs(what: str, a, b, team: int, aname: str):
-    info = _group.info(team)
+    info = _group.info(team, what)
     a = _checks.tensor(a, aname, what, info, GEMM_DTYPES)
     b = _checks.tensor(b, "b", what, info, GEMM_DTYPES)
     _checks.matrix(a, aname, what)
@@ -47,8 +47,7 @@ def _gemm_inputs(what: str, a, b, team: int, aname: str):
 # ------------------------------------------------------------------------ all_gather_matmul
 
 
-@torch.library.custom_op("rshmem::all_gather_matmul", mutates_args=())
-def all_gather_matmul(a: Tensor, b: Tensor, team: int, return_a: bool) -> tuple[Tensor, Tensor]:
+def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool) -> tuple:
     what = "all_gather_matmul"
     info, b_t = _gemm_inputs(what, a, b, team, "a_shard")
     m, K = a.shape
@@ -66,6 +65,11 @@ def all_gather_matmul(a: Tensor, b: Tensor, team: int, return_a: bool) -> tuple[
     from . import _ag_gemm
 
     return _ag_gemm.run(a, b, b_t, info, return_a, key)
+
+
+@torch.library.custom_op("rshmem::all_gather_matmul", mutates_args=())
+def all_gather_matmul(a: Tensor, b: Tensor, team: int, return_a: bool) -> tuple[Tensor, Tensor]:
+    return all_gather_matmul_impl(a, b, team, return_a)
 
 
 @all_gather_matmul.register_fake
@@ -108,8 +112,7 @@ all_gather_matmul.register_autograd(_ag_backward, setup_context=_ag_setup)
 # -------------------------------------------------------------------- matmul_reduce_scatter
 
 
-@torch.library.custom_op("rshmem::matmul_reduce_scatter", mutates_args=())
-def matmul_reduce_scatter(a: Tensor, b: Tensor, team: int) -> Tensor:
+def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int) -> Tensor:
     what = "matmul_reduce_scatter"
     info, b_t = _gemm_inputs(what, a, b, team, "a")
     M, K = a.shape
@@ -129,6 +132,11 @@ def matmul_reduce_scatter(a: Tensor, b: Tensor, team: int) -> Tensor:
     from . import _gemm_rs
 
     return _gemm_rs.run(a, b, b_t, info, key)
+
+
+@torch.library.custom_op("rshmem::matmul_reduce_scatter", mutates_args=())
+def matmul_reduce_scatter(a: Tensor, b: Tensor, team: int) -> Tensor:
+    return matmul_reduce_scatter_impl(a, b, team)
 
 
 @matmul_reduce_scatter.register_fake
@@ -162,10 +170,9 @@ matmul_reduce_scatter.register_autograd(_rs_backward, setup_context=_rs_setup)
 # ------------------------------------------------------------------------------- all_reduce
 
 
-@torch.library.custom_op("rshmem::all_reduce", mutates_args=())
-def all_reduce(x: Tensor, op: str, team: int) -> Tensor:
+def all_reduce_impl(x: Tensor, op: str, team: int) -> Tensor:
     what = "all_reduce"
-    info = _group.info(team)
+    info = _group.info(team, what)
     x = _checks.tensor(x, "x", what, info, REDUCE_DTYPES)
     if op not in REDUCE_OPS:
         raise InvalidArgumentError(f"rshmem.ops.{what}: op={op!r}; choose one of {', '.join(REDUCE_OPS)}")
@@ -179,6 +186,11 @@ def all_reduce(x: Tensor, op: str, team: int) -> Tensor:
     from . import _allreduce
 
     return _allreduce.run(x, op, info)
+
+
+@torch.library.custom_op("rshmem::all_reduce", mutates_args=())
+def all_reduce(x: Tensor, op: str, team: int) -> Tensor:
+    return all_reduce_impl(x, op, team)
 
 
 @all_reduce.register_fake
