@@ -58,9 +58,13 @@ def shape_name(shape) -> str:
 
 
 def shared_gpu(ctx: Ctx) -> bool:
-    """Whether the PEs share GPUs (fewer visible GPUs than PEs)."""
+    """Whether the PEs share GPUs: the harness's verdict where it gives one (`ctx.shared_gpu`),
+    else fewer visible GPUs than PEs."""
     import torch
 
+    given = getattr(ctx, "shared_gpu", None)
+    if given is not None:
+        return bool(given)
     return ctx.cuda and torch.cuda.device_count() < ctx.world
 
 
