@@ -132,9 +132,9 @@ def _ops_cases() -> list:
         c = cfg
         sig = {"a_loc": _desc(dt, c.BM, c.BK) if tma else f"*{dt}", "a_buf": _desc(dt, 1, c.BM, c.BK) if tma else f"*{dt}",
                "b": (_desc(dt, c.BN, c.BK) if b_t else _desc(dt, c.BK, c.BN)) if tma else f"*{dt}",
-               "c": _desc(dt, 1, c.BM, c.BN) if tma else f"*{dt}", **ws, **ag_ints}
+               "c": _desc(dt, 1, c.BM, c.BN // 2 if c.split_c else c.BN) if tma else f"*{dt}", **ws, **ag_ints}
         consts = dict(BM=c.BM, BN=c.BN, BK=c.BK, GROUP_M=c.GROUP_M, TMA=tma, B_T=b_t, COMM=comm, RELEASE=release,
-                      FLATTEN=c.flatten and tma, RESET_BLOCK=64)
+                      FLATTEN=c.flatten and tma, RESET_BLOCK=64, SPLIT_C=c.split_c and tma)
         out.append(("ops_gemm", "ag_gemm_kernel", sig, consts, {"num_warps": c.warps, "num_stages": c.stages}))
 
     def rs(cfg, dt, tma, b_t, comm):
@@ -185,7 +185,7 @@ def _ops_case_id(case) -> str:
     module, kernel, sig, consts, opts = case
     bits = [next(v.split("<")[1].split("[")[0] if v.startswith("tensordesc") else v[1:]
                  for k, v in sig.items() if k in ("a_loc", "a", "x")) if any(k in sig for k in ("a_loc", "a", "x")) else ""]
-    for k in ("BM", "BN", "TMA", "B_T", "COMM", "RELEASE", "FLATTEN", "OP"):
+    for k in ("BM", "BN", "TMA", "B_T", "COMM", "RELEASE", "FLATTEN", "SPLIT_C", "OP"):
         if k in consts:
             bits.append(f"{k}={consts[k]}")
     if "num_stages" in opts:

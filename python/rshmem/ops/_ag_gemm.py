@@ -107,7 +107,7 @@ class _Call:
             a_loc = TensorDescriptor.from_tensor(self.a, [cfg.BM, cfg.BK])
             a_buf = TensorDescriptor.from_tensor(self.buf3d, [1, cfg.BM, cfg.BK])
             b = TensorDescriptor.from_tensor(self.bmat, [cfg.BN, cfg.BK] if self.b_t else [cfg.BK, cfg.BN])
-            c = TensorDescriptor.from_tensor(c3d, [1, cfg.BM, cfg.BN])
+            c = TensorDescriptor.from_tensor(c3d, [1, cfg.BM, cfg.BN // 2 if cfg.split_c else cfg.BN])
             sbk = sbn = 0
         else:
             a_loc, a_buf, b, c = self.a, self.buf3d, self.b, self.c
@@ -118,7 +118,7 @@ class _Call:
         args = (a_loc, a_buf, b, c, space.flags, space.counter, space.busy, _workspace.pes(info), info.rank, W, m, N, K,
                 sbk, sbn, chunk_rows, n_chunks, FLAG_STRIDE, grid)
         consts = (cfg.BM, cfg.BN, cfg.BK, cfg.GROUP_M, self.tma, self.b_t, comm, release,
-                  cfg.flatten and self.tma, RESET_BLOCK)
+                  cfg.flatten and self.tma, RESET_BLOCK, cfg.split_c and self.tma)
         _consumer((grid,), args, consts, num_warps=cfg.warps, num_stages=cfg.stages)
 
 

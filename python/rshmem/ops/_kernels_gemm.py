@@ -88,14 +88,20 @@ def _mainloop(a, a_base, a_idx, om, on, rows, b, N, K, stride_bk, stride_bn, BM:
 
 @triton.jit
 def _store_c(c, c_idx, om, on, acc, rows, N, BM: tl.constexpr, BN: tl.constexpr, TMA: tl.constexpr,
-             C3D: tl.constexpr):
-    """Stores tile (om, on) of matrix `c_idx` of C ([c_idx, row, col] when C3D)."""
+             C3D: tl.constexpr, SPLIT_C: tl.constexpr = False):
+    """Stores tile (om, on) of matrix `c_idx` of C ([c_idx, row, col] when C3D). With SPLIT_C
+    (TMA, C3D) the tile goes out as two halves of BN / 2 columns (the descriptor's block), which
+    halves the shared memory the store stages and leaves room for one more pipeline stage."""
     if TMA:
-        out = acc.to(c.dtype)
-        if C3D:
-            c.store([c_idx, om, on], out.reshape(1, BM, BN))
+        if SPLIT_C:
+            halves = acc.reshape(BM, 2, BN // 2).permute(0, 2, 1)
+            left, right = tl.split(halves)
+            c.store([c_idx, om, on], left.to(c.dtype).reshape(1, BM, BN // 2))
+            c.store([c_idx, om, on + BN // 2], right.to(c.dtype).reshape(1, BM, BN // 2))
+        elif C3D:
+            c.store([c_idx, om, on], acc.to(c.dtype).reshape(1, BM, BN))
         else:
-            c.store([om, on], out)
+            c.store([om, on], acc.to(c.dtype))
     else:
         rm = om + tl.arange(0, BM)
         rn = on + tl.arange(0, BN)
@@ -128,7 +134,7 @@ def _release(flags, counter, busy, pes, me, W, n_flags, flag_stride, RESET_BLOCK
 def ag_gemm_kernel(a_loc, a_buf, b, c, flags, counter, busy, pes, me, W, m, N, K, stride_bk, stride_bn, chunk_rows,
                    n_chunks, flag_stride, num_sms, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                    TMA: tl.constexpr, B_T: tl.constexpr, COMM: tl.constexpr, RELEASE: tl.constexpr,
-                   FLATTEN: tl.constexpr, RESET_BLOCK: tl.constexpr):
+                   FLATTEN: tl.constexpr, RESET_BLOCK: tl.constexpr, SPLIT_C: tl.constexpr):
     """C ([W, m, N]) = all_gather(A) @ B; see the module docstring. A pointer-form `a_buf` is the
     whole [W, m, K] buffer, `c` the whole [W * m, N] output."""
     pid = tl.program_id(0)
@@ -140,7 +146,7 @@ def ag_gemm_kernel(a_loc, a_buf, b, c, flags, counter, busy, pes, me, W, m, N, K
         om = pm * BM
         on = pn * BN
         acc = _mainloop(a_loc, 0, 0, om, on, m, b, N, K, stride_bk, stride_bn, BM, BN, BK, TMA, False, B_T)
-        _store_c(c, me, om, on, acc, m, N, BM, BN, TMA, True)
+        _store_c(c, me, om, on, acc, m, N, BM, BN, TMA, True, SPLIT_C)
     # The other shards continue this program's round-robin where the own shard left it, so the
     # programs share the whole tile range as evenly as one loop would.
     first = pid
@@ -165,7 +171,7 @@ def ag_gemm_kernel(a_loc, a_buf, b, c, flags, counter, busy, pes, me, W, m, N, K
                 om_a = dl.consume_token(om, token)
         acc = _mainloop(a_src, tl.cast(src * m, tl.int64) * K, src, om_a, on, m, b, N, K, stride_bk, stride_bn, BM, BN,
                         BK, TMA, True, B_T)
-        _store_c(c, src, om, on, acc, m, N, BM, BN, TMA, True)
+        _store_c(c, src, om, on, acc, m, N, BM, BN, TMA, True, SPLIT_C)
     if COMM:
         if RELEASE:
             _release(flags, counter, busy, pes, me, W, n_chunks, flag_stride, RESET_BLOCK)

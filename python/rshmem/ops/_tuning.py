@@ -7,7 +7,8 @@ flags by tile and the PEs must therefore tile alike. The choice is cached for th
 `rshmem.ops.config.autotune = False` the first candidate is taken without timing.
 
 The candidates are for Hopper (sm_90: 227 KiB of shared memory, wgmma): 128x256 and 256x128
-tiles with 64-deep K steps in 3 stages, 128x128 in 4, all with 8 warps (two warpgroups). The
+tiles with 64-deep K steps in 3 stages (128x256 also in 4, its C stored in halves to make room),
+128x128 in 4, all with 8 warps (two warpgroups). The
 pointer form (shapes TMA cannot describe) has one configuration.
 """
 from __future__ import annotations
@@ -33,14 +34,16 @@ class GemmConfig:
     warps: int
     stages: int
     flatten: bool
+    split_c: bool = False  # store C in two halves (less shared memory: one more stage fits)
 
     def describe(self) -> str:
         return (f"{self.BM}x{self.BN}x{self.BK} group {self.GROUP_M}, {self.warps} warps, {self.stages} stages"
-                + (", flattened" if self.flatten else ""))
+                + (", flattened" if self.flatten else "") + (", C in halves" if self.split_c else ""))
 
 
 AG_CANDIDATES = (
     GemmConfig(128, 256, 64, 8, 8, 3, True),
+    GemmConfig(128, 256, 64, 8, 8, 4, True, True),
     GemmConfig(128, 128, 64, 8, 8, 4, True),
     GemmConfig(256, 128, 64, 8, 8, 3, True),
     GemmConfig(128, 256, 64, 8, 8, 3, False),
