@@ -142,3 +142,16 @@ def test_simple_shift_tutorial_on_2_gpus():
     out = _run_tutorial("04_simple_shift.py", host=False)
     assert "shift (Triton kernels int_p + putmem_block, then barrier_all_block): correct" in out
     assert "skipped" not in out
+
+
+@pytest.mark.gpu
+@pytest.mark.single
+@pytest.mark.skipif(_gpus() < 1, reason="needs a CUDA GPU (the fused ops' Triton kernels)")
+def test_tensor_parallel_mlp_tutorial_on_gpus():
+    # On one GPU the tutorial's setup lets the 2 PEs share it (and says the times mean nothing).
+    out = _run_tutorial("05_tensor_parallel_mlp.py", "--hidden", "1024", "--tokens", "2048", "--steps", "2",
+                        "--iters", "3", host=False)
+    assert "2 PEs on the cuda backend" in out
+    assert out.count("gradients match") == 2
+    assert "training with the fused ops matches the unparallel block" in out
+    assert "fused (rshmem.ops AllGather+GEMM, GEMM+ReduceScatter)" in out and "unfused (" in out
