@@ -16,8 +16,11 @@ from ._launch import Kernel
 
 OPS = {"sum": ka.SUM, "avg": ka.AVG, "max": ka.MAX, "min": ka.MIN}
 MIN_CLASS = 64 << 10
-MAX_PROGRAMS = 32
-BYTES_PER_PROGRAM = 64 << 10
+# Programs per workspace: one per 32 KiB of its size class, at most 128 and the SM count. Small
+# sizes want a few programs (latency: each puts and sums its slice in parallel), large ones many
+# (the summing pass reads W copies and writes one: it needs the SMs' bandwidth, not one CTA's).
+MAX_PROGRAMS = 128
+BYTES_PER_PROGRAM = 32 << 10
 BLOCK = 2048
 
 _one = Kernel(ka.one_shot_kernel)
@@ -32,7 +35,7 @@ def form(nbytes: int, W: int) -> str:
 
 
 def _programs(size: int) -> int:
-    return max(1, min(MAX_PROGRAMS, size // BYTES_PER_PROGRAM, _tuning.num_sms() // 2))
+    return max(1, min(MAX_PROGRAMS, size // BYTES_PER_PROGRAM, _tuning.num_sms()))
 
 
 def _space(info: _group.TeamInfo, dtype, how: str, nbytes: int) -> _workspace.Space:
