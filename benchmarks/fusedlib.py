@@ -19,8 +19,6 @@ anything for speed: the fused ops' kernels of the PEs time-slice the GPU.
 """
 from __future__ import annotations
 
-import statistics
-
 from .common import KiB, MiB, Ctx, gbps, pow2_sizes, summarize
 
 AG_SHAPES = [(4096, 8192, 28672), (4096, 8192, 5120), (8192, 8192, 28672), (8192, 8192, 5120)]
@@ -183,6 +181,3 @@ def ar_inputs(ctx: Ctx, nbytes: int, dtype=None):
         acc = acc + x.float()
     return xs, acc.to(dtype)
 
-
-def median(values: list) -> float:
-    return statistics.median(values) if values else float("nan")

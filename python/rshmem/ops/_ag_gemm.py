@@ -224,12 +224,3 @@ def gemm_alone(a, b, info: _group.TeamInfo, key: tuple):
     call.launch(_config(call, key), False, False, _tuning.num_sms())
     return c
 
-
-def describe_choice(a, b, info: _group.TeamInfo, key: tuple) -> dict:
-    """What a call with these inputs runs: the GEMM configuration, TMA or pointers, the producer."""
-    m, K = a.shape
-    shard_bytes = m * K * a.element_size()
-    how = producer(shard_bytes)
-    rows, chunks = chunking(m, config.ag_sm_ctas if how == "sm" else CE_CHUNKS)
-    cfg = _tuning.chosen().get(("all_gather_matmul", info.team) + tuple(key))
-    return {"config": cfg.describe() if cfg else None, "producer": how, "chunk_rows": rows, "chunks": chunks}
