@@ -121,6 +121,26 @@ def test_matmul_reduce_scatter(shape, dtype):
     _check(c2, (A @ B)[me * m:(me + 1) * m], "C_shard with b = weight.t()")
 
 
+def test_misaligned_inputs_on_one_pe_take_the_pointer_form_with_the_agreed_tiling():
+    """PE 1's inputs start 8 bytes past a 16-byte boundary, which TMA cannot take: it runs the
+    pointer form of the kernels, tiled as every PE agreed (GEMM+ReduceScatter numbers its flags
+    by tile), and every result is still right."""
+    M, K, N = 2 * 640, 512, 384
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    m, k = M // W, K // W
+
+    def placed(t):
+        if me != 1:
+            return t
+        raw = torch.empty(t.numel() + 4, dtype=t.dtype, device=t.device)[4:]
+        return raw.view(t.shape).copy_(t)
+
+    A, B, shard = _ag_inputs((M, K, N), BF16, 900)
+    _check(ops.all_gather_matmul(placed(shard), B), A @ B, "all_gather_matmul")
+    a = placed(A[:, me * k:(me + 1) * k].contiguous())
+    _check(ops.matmul_reduce_scatter(a, B[me * k:(me + 1) * k]), (A @ B)[me * m:(me + 1) * m], "matmul_reduce_scatter")
+
+
 def _ar_reference(xs, op):
     acc = xs[0].float()
     for x in xs[1:]:

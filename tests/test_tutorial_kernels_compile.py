@@ -154,11 +154,14 @@ def _ops_cases() -> list:
     ag(first, "bf16", True, False, False, False)  # the GEMM alone
     ag(_tuning.POINTER_CONFIG, "bf16", False, False, True, True)
     ag(_tuning.POINTER_CONFIG, "fp16", False, False, False, False)
+    # a PE whose tensors TMA cannot take runs the pointer form with the tiling every PE agreed on
+    ag(_tuning.AG_CANDIDATES[1], "bf16", False, True, True, True)
     for cfg in _tuning.RS_CANDIDATES:
         rs(cfg, "bf16", True, False, True)
     rs(_tuning.RS_CANDIDATES[0], "fp16", True, True, False)
     rs(_tuning.POINTER_CONFIG, "bf16", False, False, True)
     rs(_tuning.POINTER_CONFIG, "fp16", False, True, False)
+    rs(_tuning.RS_CANDIDATES[0], "bf16", False, False, True)
     out.append(("ops_gemm", "ag_push_kernel", {"a_shard": "*u8", "buf": "*u8", "flags": "*i64", "pes": "*i32",
                                                **ints("me", "W", "m", "row_bytes", "chunk_rows", "flag_stride")},
                 {}, {"num_warps": 16}))

@@ -72,6 +72,13 @@ def chunking(m: int, chunks: int) -> tuple:
     return rows, -(-m // rows)
 
 
+def shape_tma_ok(elt: int, *row_lengths) -> bool:
+    """Whether rows of these lengths (elements of `elt` bytes) give TMA its 16-byte strides. The
+    GEMM tiling is chosen from this, the shapes alone, so every PE tiles alike; a PE whose
+    tensors are misaligned runs the pointer form of the kernel with the same tiling."""
+    return all((n * elt) % 16 == 0 for n in row_lengths)
+
+
 def tma_ok(*mats) -> bool:
     """Whether TMA descriptors can describe these matrices: 16-byte aligned bases and row strides."""
     for t in mats:
@@ -96,7 +103,8 @@ class _Call:
         self.m, self.K = a.shape
         self.N = b.shape[1]
         self.bmat = b.t() if b_t else b
-        self.tma = tma_ok(a, self.bmat, c, buf3d)
+        self.shape_tma = shape_tma_ok(a.element_size(), self.K, self.N)
+        self.tma = self.shape_tma and tma_ok(a, self.bmat, c, buf3d)
 
     def launch(self, cfg: _tuning.GemmConfig, comm: bool, release: bool, sms: int, chunk_rows: int = CHUNK_ALIGN,
                n_chunks: int = 1) -> None:
@@ -123,7 +131,7 @@ class _Call:
 
 
 def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
-    if not call.tma:
+    if not call.shape_tma:
         return _tuning.POINTER_CONFIG
     return _tuning.choose("all_gather_matmul", call.info, key, _tuning.AG_CANDIDATES,
                           lambda cfg: call.launch(cfg, False, False, _tuning.num_sms()))

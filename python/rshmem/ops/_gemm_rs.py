@@ -16,7 +16,7 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from .. import torch as rtorch
 from ..host import CMP_EQ, SIGNAL_SET
 from . import _checks, _group, _kernels_gemm as kg, _tuning, _workspace
-from ._ag_gemm import _Dummy, tma_ok
+from ._ag_gemm import _Dummy, shape_tma_ok, tma_ok
 from ._launch import Kernel
 
 RESET_BLOCK = 1024
@@ -54,12 +54,13 @@ class _Call:
         self.N = b.shape[1]
         self.m = self.M // info.size
         self.bmat = b.t() if b_t else b
+        self.shape_tma = shape_tma_ok(a.element_size(), self.K, self.N)
 
     def launch(self, cfg: _tuning.GemmConfig, c, comm: bool, space, recv, sms: int) -> None:
         info, m, K, N = self.info, self.m, self.K, self.N
         W = info.size
         a3d = self.a.view(W, m, K)
-        tma = tma_ok(self.a, self.bmat, c)
+        tma = self.shape_tma and tma_ok(self.a, self.bmat, c)
         if tma:
             a = TensorDescriptor.from_tensor(a3d, [1, cfg.BM, cfg.BK])
             b = TensorDescriptor.from_tensor(self.bmat, [cfg.BN, cfg.BK] if self.b_t else [cfg.BK, cfg.BN])
@@ -79,7 +80,9 @@ class _Call:
 
 
 def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
-    if not tma_ok(call.a, call.bmat):
+    # From the shapes only (see shape_tma_ok): the PEs number their flags by tile, so they must
+    # tile alike, and the tuner's exchange must be made by all of them or none.
+    if not call.shape_tma:
         return _tuning.POINTER_CONFIG
     dev = call.a.device
 
