@@ -147,8 +147,10 @@ def test_simple_shift_tutorial_on_2_gpus():
 @pytest.mark.gpu
 @pytest.mark.single
 @pytest.mark.skipif(_gpus() < 1, reason="needs a CUDA GPU (the fused ops' Triton kernels)")
-def test_tensor_parallel_mlp_tutorial_on_gpus():
+def test_tensor_parallel_mlp_tutorial_on_gpus(monkeypatch):
     # On one GPU the tutorial's setup lets the 2 PEs share it (and says the times mean nothing).
+    # No GEMM tuning: it would only cost GPU time here (the benchmarks tune).
+    monkeypatch.setenv("RSHMEM_OPS_AUTOTUNE", "0")
     out = _run_tutorial("05_tensor_parallel_mlp.py", "--hidden", "1024", "--tokens", "2048", "--steps", "2",
                         "--iters", "3", host=False)
     assert "2 PEs on the cuda backend" in out
