@@ -130,7 +130,12 @@ def _release(flags, counter, busy, pes, me, W, n_flags, flag_stride, RESET_BLOCK
                 shm.signal_op(busy + me, 0, shm.SIGNAL_SET, tl.load(pes + p))
 
 
-@rt.jit(do_not_specialize=["me"])
+# Sizes are not specialized (Triton would compile a kernel per divisibility pattern of every
+# shape, a cost each new shape pays at its first call); the B strides are, for the pointer form.
+_SIZES = ["me", "W", "m", "N", "K", "chunk_rows", "n_chunks", "flag_stride", "num_sms"]
+
+
+@rt.jit(do_not_specialize=_SIZES)
 def ag_gemm_kernel(a_loc, a_buf, b, c, flags, counter, busy, pes, me, W, m, N, K, stride_bk, stride_bn, chunk_rows,
                    n_chunks, flag_stride, num_sms, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
                    TMA: tl.constexpr, B_T: tl.constexpr, COMM: tl.constexpr, RELEASE: tl.constexpr,
@@ -177,7 +182,7 @@ def ag_gemm_kernel(a_loc, a_buf, b, c, flags, counter, busy, pes, me, W, m, N, K
             _release(flags, counter, busy, pes, me, W, n_chunks, flag_stride, RESET_BLOCK)
 
 
-@rt.jit(do_not_specialize=["me"])
+@rt.jit(do_not_specialize=["me", "W", "m", "row_bytes", "chunk_rows", "flag_stride"])
 def ag_push_kernel(a_shard, buf, flags, pes, me, W, m, row_bytes, chunk_rows, flag_stride):
     """The SM producer of AllGather+GEMM: program (c, j) puts chunk c of this PE's shard (bytes)
     into slot `me` of the buffer on PE `me + 1 + j` and sets that PE's `flags[me, c]`.
@@ -193,7 +198,7 @@ def ag_push_kernel(a_shard, buf, flags, pes, me, W, m, row_bytes, chunk_rows, fl
                             shm.SIGNAL_SET, pe)
 
 
-@rt.jit(do_not_specialize=["me"])
+@rt.jit(do_not_specialize=["me", "W", "n_flags", "flag_stride"])
 def release_kernel(flags, counter, busy, pes, me, W, n_flags, flag_stride, RESET_BLOCK: tl.constexpr):
     """One program: the end of a call whose consumer left the release to the caller
     (AllGather+GEMM when the gathered A is copied out of the buffer after the GEMM)."""
@@ -221,7 +226,7 @@ def _add_partial(acc, recv, slot, token, om, on, rows, N, BM: tl.constexpr, BN: 
     return acc + part.to(tl.float32)
 
 
-@rt.jit(do_not_specialize=["me"])
+@rt.jit(do_not_specialize=_SIZES[:5] + ["flag_stride", "num_sms"])
 def gemm_rs_kernel(a, b, c, recv, flags, counter, busy, pes, me, W, m, N, K, stride_bk, stride_bn, flag_stride, num_sms,
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, TMA: tl.constexpr,
                    B_T: tl.constexpr, COMM: tl.constexpr, FLATTEN: tl.constexpr, RESET_BLOCK: tl.constexpr):
