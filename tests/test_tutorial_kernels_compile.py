@@ -8,10 +8,7 @@ from the C definition's). Each kernel is compiled with the argument types its pr
 with, including Triton's specialization of an integer argument equal to 1 into a constant.
 
 A kernel added to a tutorial or to tests/test_device_memory_model.py without a row in ``CASES``
-fails ``test_every_kernel_has_a_case``; so does a kernel of ``rshmem.ops`` (the fused ops) without
-a row in ``OPS_CASES``, which compile with the options the ops launch them with (warps, stages)
-and must also fit in sm_90's shared memory: every GEMM configuration the ops may choose is
-compiled.
+fails ``test_every_kernel_has_a_case``.
 
 Needs triton and either a built ``libshmem_device.bc`` or clang-19 to build it; skips otherwise.
 Run: ``PYTHONPATH=python python -m pytest tests/test_tutorial_kernels_compile.py -q``.
@@ -50,7 +47,6 @@ TUTORIALS = {
     "04": "tutorials/04_simple_shift.py",
 }
 MEMORY_MODEL = "mm"  # tests/test_device_memory_model.py
-OPS_MODULES = {"ops_gemm": "rshmem.ops._kernels_gemm", "ops_ar": "rshmem.ops._kernels_ar"}
 
 # (module, kernel, signature, constexprs, num_warps). Signatures follow the launches: tensors as
 # pointers of their dtype, Python ints as i32, an int equal to 1 as a constexpr.
@@ -111,7 +107,11 @@ CASES += [
 
 
 # ------------------------------------------------------------------ rshmem.ops (the fused ops)
+# Every kernel of rshmem.ops compiles with the options the ops launch it with (warps, stages) and
+# fits in sm_90's shared memory; every GEMM configuration the ops may choose is compiled. A kernel
+# added to rshmem.ops without a row in OPS_CASES fails test_every_ops_kernel_has_a_case.
 # (module, kernel, signature, constexprs, options): each row as the ops launch it.
+OPS_MODULES = {"ops_gemm": "rshmem.ops._kernels_gemm", "ops_ar": "rshmem.ops._kernels_ar"}
 SM90_SHARED_BYTES = 232448  # 227 KiB, the most one block may opt in to on sm_90
 
 
@@ -208,9 +208,7 @@ _modules: dict = {}
 def load(module: str):
     """The tutorial (by number) or the memory-model test module, imported once."""
     if module not in _modules:
-        if module in OPS_MODULES:
-            _modules[module] = importlib.import_module(OPS_MODULES[module])
-        elif module == MEMORY_MODEL:
+        if module == MEMORY_MODEL:
             sys.path.insert(0, str(ROOT / "tests"))
             _modules[module] = importlib.import_module("test_device_memory_model")
         else:
@@ -262,10 +260,20 @@ def test_kernel_compiles_to_sm90_cubin(case, bitcode):
         f"{_case_id(case)}: a library call was not inlined (binding and C signature differ?)"
 
 
+@pytest.mark.parametrize("module", [*TUTORIALS, MEMORY_MODEL])
+def test_every_kernel_has_a_case(module):
+    mod = load(module)
+    kernels = {name for name, obj in vars(mod).items()
+               if isinstance(obj, JITFunction) and getattr(obj.fn, "__module__", None) == mod.__name__}
+    covered = {kernel for m, kernel, *_ in CASES if m == module}
+    assert kernels, f"{module}: no Triton kernels found"
+    assert kernels <= covered, f"{module}: kernels without a compile case: {sorted(kernels - covered)}"
+
+
 @pytest.mark.parametrize("case", OPS_CASES, ids=_ops_case_id)
 def test_ops_kernel_compiles_to_sm90_cubin(case, bitcode):
     module, kernel, signature, constexprs, options = case
-    fn = getattr(load(module), kernel)
+    fn = getattr(importlib.import_module(OPS_MODULES[module]), kernel)
     full = {**signature, **{k: "constexpr" for k in constexprs}}
     src = ASTSource(fn=fn, signature=full, constexprs=constexprs)
     compiled = triton.compile(src, target=TARGET, options={"extern_libs": (("libshmem_device", bitcode),), **options})
@@ -279,13 +287,13 @@ def test_ops_kernel_compiles_to_sm90_cubin(case, bitcode):
         assert "cp.async.bulk.tensor" in compiled.asm["ptx"], f"{name}: the GEMM does not load through TMA"
 
 
-@pytest.mark.parametrize("module", [*TUTORIALS, MEMORY_MODEL, *OPS_MODULES])
-def test_every_kernel_has_a_case(module):
-    mod = load(module)
-    # Helpers (`_name`) are inlined into kernels; only kernels need a case.
+@pytest.mark.parametrize("module", list(OPS_MODULES))
+def test_every_ops_kernel_has_a_case(module):
+    mod = importlib.import_module(OPS_MODULES[module])
+    # Helpers (`_name`) are inlined into the kernels; only kernels need a case.
     kernels = {name for name, obj in vars(mod).items()
                if isinstance(obj, JITFunction) and getattr(obj.fn, "__module__", None) == mod.__name__
                and not name.startswith("_")}
-    covered = {kernel for m, kernel, *_ in CASES + OPS_CASES if m == module}
+    covered = {kernel for m, kernel, *_ in OPS_CASES if m == module}
     assert kernels, f"{module}: no Triton kernels found"
     assert kernels <= covered, f"{module}: kernels without a compile case: {sorted(kernels - covered)}"
