@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-SUITES = ("put", "latency", "allgather", "init")
+SUITES = ("put", "latency", "allgather", "init", "fused")
 EXTRA_SUITES = ("selftest",)  # chosen by name only, never part of "all"
 
 
@@ -62,6 +62,11 @@ _MAIN = (
     Job("allgather.nccl", "allgather", "allgather_nccl:run", False, 180, nccl=True),
     Job("allgather.nvshmem", "allgather", "allgather_nvshmem:run", False, 180, _NVSHMEM_ENV),
     Job("allgather.torch", "allgather", "allgather_torch:run", False, 180),
+    # The fused ops (rshmem.ops) beside NCCL + cuBLAS and torch's fused ops. The rshmem job tunes
+    # and compiles its kernels on the first call of each shape, inside its time.
+    Job("fused.rshmem", "fused", "fused_rshmem:run", True, 540),
+    Job("fused.nccl", "fused", "fused_nccl:run", False, 240),
+    Job("fused.torch", "fused", "fused_torch:run", False, 240),
 )
 
 _SELFTEST = (

@@ -307,8 +307,10 @@ def _jobs(results: dict) -> str:
         bad = sum(1 for s in j.get("series", []) if s.get("error"))
         wall = j.get("launch", {}).get("wall_s")
         err = (j.get("error") or "").replace("|", "/").replace("\n", " ")
-        rows.append([name, j.get("status", "?"), fnum(wall) if wall is not None else "—", f"{n - bad}/{n}",
-                     err[:300]])
+        status = j.get("status", "?")
+        if j.get("not_runnable"):  # a baseline this configuration cannot run (e.g. NCCL, 2 ranks on one GPU)
+            status, err = "not runnable", j["not_runnable"].replace("|", "/")
+        rows.append([name, status, fnum(wall) if wall is not None else "—", f"{n - bad}/{n}", err[:300]])
     return table(["job", "status", "wall s", "series ok", "error"], rows)
 
 
@@ -320,6 +322,12 @@ def _notes_and_errors(results: dict) -> str:
         if items:
             out.append(f"- **{name}**\n" + "\n".join(items))
     return ("\n".join(out) + "\n") if out else "_none_\n"
+
+
+def _fused_section(series: list) -> str:
+    from . import report_fused  # it uses this module's table helpers
+
+    return report_fused.section(series)
 
 
 def markdown(results: dict) -> str:
@@ -352,6 +360,7 @@ def markdown(results: dict) -> str:
         "\n## All-gather: time per call (us), bytes per rank\n\n",
         value_table(ag, "bytes", "median_us"), "\n", ratio_tables(ag, "bytes", "median_us", "lower"),
         "\n## Start-up (s): until the first symmetric buffer is usable\n\n", op_table(pick(series, "init"), "s", "s"),
+        _fused_section(series),
         "\n## Notes and errors\n\n", _notes_and_errors(results),
     ]
     return "".join(parts)

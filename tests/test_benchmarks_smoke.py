@@ -153,6 +153,46 @@ def test_plots_are_written(tmp_path):
     assert {"put_bandwidth.png", "put_cta_sweep.png", "latency.png", "allgather_busbw.png"} <= made
 
 
+def _fused_synthetic() -> dict:
+    """Made-up fused-suite numbers with known floor, hidden share and ratios."""
+    def gemm(kind, name, impl, us, tflops=None, op=None):
+        pt = {"shape": "4096x8192x5120", "median_us": us, "verified": True}
+        if tflops is not None:
+            pt["tflops"] = tflops
+        return _series("fused", name, impl, [pt], x="shape", y="median_us", better="lower", kind=kind,
+                       op=op or name)
+
+    def ar(name, impl, us, bw):
+        return _series("fused", name, impl, [{"bytes": KiB, "median_us": us, "busbw_gbps": bw, "verified": True}],
+                       y="median_us", better="lower", kind="ar", op=name)
+
+    series = [
+        gemm("ag_fused", "AllGather+GEMM (auto)", "rshmem", 1100.0),
+        gemm("ag_gemm_alone", "consumer GEMM alone (signals set)", "rshmem", 1000.0, tflops=700.0),
+        gemm("ag_gemm_alone", "cuBLAS torch.matmul alone", "cublas", 1050.0, tflops=666.0),
+        gemm("ag_comm", "all-gather alone", "rshmem", 200.0),
+        gemm("ag_fused", "NCCL all_gather_into_tensor + cuBLAS", "nccl", 1320.0),
+        gemm("ag_fused", "torch symm_mem fused_all_gather_matmul", "torch", 1210.0),
+        ar("all_reduce auto", "rshmem", 8.0, 0.1), ar("NCCL all_reduce", "nccl", 40.0, 0.02),
+        ar("torch symm_mem one_shot_all_reduce", "torch", 10.0, 0.08),
+    ]
+    return {"meta": {"command": "synthetic"}, "jobs": {"fused.x": {"status": "ok", "series": series},
+                                                       "fused.nccl": {"status": "ok", "series": [],
+                                                                      "not_runnable": "NCCL refuses it"}}}
+
+
+def test_report_fused_section_floor_hidden_share_and_targets():
+    md = report.markdown(_fused_synthetic())
+    # floor = max(1000, 200) us; fused / floor = 1.10; hidden = (1000 + 200 - 1100) / 200 = 50%
+    assert "| 4096x8192x5120 | 1.10 | — | — | 1.00 (700) | 1.05 (666) | 1.05x | 0.20 | 1.00 | 1.10x | 50% |" in md
+    assert "| 1.32 | 1.20x | 1.21 | 1.10x |" in md
+    assert "| AllGather+GEMM 4096x8192x5120 hidden share | >= 90% | 50% | not met |" in md
+    assert "| AllGather+GEMM 4096x8192x5120 GEMM alone vs cuBLAS | >= 1.0x | 700 vs 666 TFLOP/s = 1.05x | met |" in md
+    assert "| all-reduce 1 KiB vs NCCL | <= 0.5x NCCL's time | 8.00 vs 40.0 us | met |" in md
+    assert "| all-reduce 1 KiB vs torch one-shot | <= torch's time | 8.00 vs 10.0 us | met |" in md
+    assert "| fused.nccl | not runnable |" in md
+
+
 # ------------------------------------------------------------------------------ runs
 
 
@@ -170,6 +210,19 @@ def test_host_backend_run_measures_and_skips(tmp_path):
     for name in ("put.nvshmem", "put.torch", "init.nvshmem#1", "init.nccl#1"):
         assert jobs[name]["status"] == "skipped", name
     assert res["meta"]["nvls_env"]["NCCL_NVLS_ENABLE"] == "0"
+
+
+@needs_runtime
+def test_fused_suite_on_the_host_backend(tmp_path):
+    jobs = _run_bench(tmp_path, "--suite", "fused")["jobs"]
+    assert jobs["fused.rshmem"]["status"] == "ok", jobs["fused.rshmem"]
+    series = jobs["fused.rshmem"]["series"]
+    kinds = {s["params"]["kind"] for s in series}
+    assert {"ag_fused", "rs_fused", "ar"} <= kinds
+    assert all(s["error"] is None for s in series), [s["error"] for s in series if s["error"]]
+    assert all(p["verified"] and p["median_us"] > 0 for s in series for p in s["points"])
+    for name in ("fused.nccl", "fused.torch"):
+        assert jobs[name]["status"] == "skipped", name
 
 
 @needs_runtime

@@ -263,9 +263,9 @@ def test_constants_match_the_contract():
 @triton.jit
 def _language_helpers(buf, sig, out, pe):
     if language.tid(0) == 0:
-        language.notify(sig, pe, 1, "add")
+        language.notify_thread(sig, pe, 1, "add")
     language.syncthreads()
-    token = language.wait(sig, 1, "sys")
+    token = language.wait_value(sig, 1, "sys")
     data = language.consume_token(buf, token)
     a = language.ld_acquire(sig, "sys") + language.atomic_add(sig, 1, "gpu", "relaxed")
     a += language.atomic_cas(sig, 0, 1, "sys", "acq_rel")

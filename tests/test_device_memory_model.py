@@ -97,7 +97,7 @@ def signal_then_data_kernel(buf, src, sig, ack, errors, n_elems, rounds, FORM: t
     if me == 1:
         for r in range(1, rounds + 1):
             if L.tid(0) == 0:
-                L.wait(sig, r, "sys")
+                L.wait_value(sig, r, "sys")
             L.syncthreads()
             x = tl.load(buf + offs, mask=mask, other=0)
             err += tl.sum(((x != r * PATTERN + offs) & mask).to(tl.int32))

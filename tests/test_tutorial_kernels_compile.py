@@ -109,6 +109,96 @@ CASES += [
 ]
 
 
+# ------------------------------------------------------------------ rshmem.ops (the fused ops)
+# Every kernel of rshmem.ops compiles with the options the ops launch it with (warps, stages) and
+# fits in sm_90's shared memory; every GEMM configuration the ops may choose is compiled. A kernel
+# added to rshmem.ops without a row in OPS_CASES fails test_every_ops_kernel_has_a_case.
+# (module, kernel, signature, constexprs, options): each row as the ops launch it.
+OPS_MODULES = {"ops_gemm": "rshmem.ops._kernels_gemm", "ops_ar": "rshmem.ops._kernels_ar"}
+SM90_SHARED_BYTES = 232448  # 227 KiB, the most one block may opt in to on sm_90
+
+
+def _desc(dtype: str, *block) -> str:
+    return f"tensordesc<{dtype}[{', '.join(str(b) for b in block)}]>"
+
+
+def _ops_cases() -> list:
+    from rshmem.ops import _tuning
+
+    out = []
+    ints = lambda *names: {n: "i32" for n in names}  # noqa: E731
+    ws = {"flags": "*i64", "counter": "*i32", "busy": "*i64", "pes": "*i32"}
+    ag_ints = ints("me", "W", "m", "N", "K", "stride_bk", "stride_bn", "chunk_rows", "n_chunks", "flag_stride", "num_sms")
+    rs_ints = ints("me", "W", "m", "N", "K", "stride_bk", "stride_bn", "flag_stride", "num_sms")
+
+    def ag(cfg, dt, tma, b_t, comm, release):
+        c = cfg
+        sig = {"a_loc": _desc(dt, c.BM, c.BK) if tma else f"*{dt}", "a_buf": _desc(dt, 1, c.BM, c.BK) if tma else f"*{dt}",
+               "b": (_desc(dt, c.BN, c.BK) if b_t else _desc(dt, c.BK, c.BN)) if tma else f"*{dt}",
+               "c": _desc(dt, 1, c.BM, c.BN // 2 if c.split_c else c.BN) if tma else f"*{dt}", **ws, **ag_ints}
+        consts = dict(BM=c.BM, BN=c.BN, BK=c.BK, GROUP_M=c.GROUP_M, TMA=tma, B_T=b_t, COMM=comm, RELEASE=release,
+                      FLATTEN=c.flatten and tma, RESET_BLOCK=64, SPLIT_C=c.split_c and tma)
+        out.append(("ops_gemm", "ag_gemm_kernel", sig, consts, {"num_warps": c.warps, "num_stages": c.stages}))
+
+    def rs(cfg, dt, tma, b_t, comm):
+        c = cfg
+        sig = {"a": _desc(dt, 1, c.BM, c.BK) if tma else f"*{dt}",
+               "b": (_desc(dt, c.BN, c.BK) if b_t else _desc(dt, c.BK, c.BN)) if tma else f"*{dt}",
+               "c": ((_desc(dt, c.BM, c.BN) if comm else _desc(dt, 1, c.BM, c.BN)) if tma else f"*{dt}"),
+               "recv": f"*{dt}", **ws, **rs_ints}
+        consts = dict(BM=c.BM, BN=c.BN, BK=c.BK, GROUP_M=c.GROUP_M, TMA=tma, B_T=b_t, COMM=comm,
+                      FLATTEN=c.flatten and tma, RESET_BLOCK=1024)
+        out.append(("ops_gemm", "gemm_rs_kernel", sig, consts, {"num_warps": c.warps, "num_stages": c.stages}))
+
+    for cfg in _tuning.AG_CANDIDATES:  # every configuration the tuner may pick
+        ag(cfg, "bf16", True, False, True, True)
+    first = _tuning.AG_CANDIDATES[0]
+    ag(first, "fp16", True, True, True, False)  # weight.t(), gathered A copied out (release kernel)
+    ag(first, "bf16", True, False, False, False)  # the GEMM alone
+    ag(_tuning.POINTER_CONFIG, "bf16", False, False, True, True)
+    ag(_tuning.POINTER_CONFIG, "fp16", False, False, False, False)
+    # a PE whose tensors TMA cannot take runs the pointer form with the tiling every PE agreed on
+    ag(_tuning.AG_CANDIDATES[1], "bf16", False, True, True, True)
+    for cfg in _tuning.RS_CANDIDATES:
+        rs(cfg, "bf16", True, False, True)
+    rs(_tuning.RS_CANDIDATES[0], "fp16", True, True, False)
+    rs(_tuning.POINTER_CONFIG, "bf16", False, False, True)
+    rs(_tuning.POINTER_CONFIG, "fp16", False, True, False)
+    rs(_tuning.RS_CANDIDATES[0], "bf16", False, False, True)
+    out.append(("ops_gemm", "ag_push_kernel", {"a_shard": "*u8", "buf": "*u8", "flags": "*i64", "pes": "*i32",
+                                               **ints("me", "W", "m", "row_bytes", "chunk_rows", "flag_stride")},
+                {}, {"num_warps": 16}))
+    out.append(("ops_gemm", "release_kernel", {**ws, **ints("me", "W", "n_flags", "flag_stride")},
+                {"RESET_BLOCK": 64}, {"num_warps": 4}))
+    for form, dt, op in (("one_shot", "bf16", 0), ("one_shot", "fp32", 2), ("two_shot", "bf16", 1),
+                         ("two_shot", "fp16", 3)):
+        sig = {"out": f"*{dt}", "x": f"*{dt}", "buf": f"*{dt}"}
+        if form == "two_shot":
+            sig["buf2"] = f"*{dt}"
+        sig.update({"flags": "*i64", "busy": "*i64", "pes": "*i32", **ints("me", "W", "n")})
+        if form == "two_shot":
+            sig["chunk"] = "i32"
+        sig.update(ints("per", "slot_stride"))
+        out.append(("ops_ar", f"{form}_kernel", sig, {"ELEM": 4 if dt == "fp32" else 2, "OP": op, "BLOCK": 2048},
+                    {"num_warps": 8}))
+    return out
+
+
+OPS_CASES = _ops_cases()
+
+
+def _ops_case_id(case) -> str:
+    module, kernel, sig, consts, opts = case
+    bits = [next(v.split("<")[1].split("[")[0] if v.startswith("tensordesc") else v[1:]
+                 for k, v in sig.items() if k in ("a_loc", "a", "x")) if any(k in sig for k in ("a_loc", "a", "x")) else ""]
+    for k in ("BM", "BN", "TMA", "B_T", "COMM", "RELEASE", "FLATTEN", "SPLIT_C", "OP"):
+        if k in consts:
+            bits.append(f"{k}={consts[k]}")
+    if "num_stages" in opts:
+        bits.append(f"stages={opts['num_stages']}")
+    return f"{kernel}[{','.join(b for b in bits if b)}]"
+
+
 def _case_id(case) -> str:
     module, kernel, _sig, constexprs, _warps = case
     extra = ",".join(f"{k}={v}" for k, v in constexprs.items() if k not in ("BLOCK", "ELEM_BYTES"))
@@ -179,5 +269,34 @@ def test_every_kernel_has_a_case(module):
     kernels = {name for name, obj in vars(mod).items()
                if isinstance(obj, JITFunction) and getattr(obj.fn, "__module__", None) == mod.__name__}
     covered = {kernel for m, kernel, *_ in CASES if m == module}
+    assert kernels, f"{module}: no Triton kernels found"
+    assert kernels <= covered, f"{module}: kernels without a compile case: {sorted(kernels - covered)}"
+
+
+@pytest.mark.parametrize("case", OPS_CASES, ids=_ops_case_id)
+def test_ops_kernel_compiles_to_sm90_cubin(case, bitcode):
+    module, kernel, signature, constexprs, options = case
+    fn = getattr(importlib.import_module(OPS_MODULES[module]), kernel)
+    full = {**signature, **{k: "constexpr" for k in constexprs}}
+    src = ASTSource(fn=fn, signature=full, constexprs=constexprs)
+    compiled = triton.compile(src, target=TARGET, options={"extern_libs": (("libshmem_device", bitcode),), **options})
+    name = _ops_case_id(case)
+    assert compiled.asm["cubin"], f"{name}: no cubin"
+    assert not re.search(r"\bcall(\.uni)?\b", compiled.asm["ptx"]), f"{name}: a library call was not inlined"
+    assert compiled.metadata.shared <= SM90_SHARED_BYTES, \
+        f"{name}: needs {compiled.metadata.shared} bytes of shared memory, more than sm_90 has ({SM90_SHARED_BYTES})"
+    if constexprs.get("TMA") and constexprs.get("BM"):
+        assert "wgmma.mma_async" in compiled.asm["ptx"], f"{name}: the GEMM does not use wgmma"
+        assert "cp.async.bulk.tensor" in compiled.asm["ptx"], f"{name}: the GEMM does not load through TMA"
+
+
+@pytest.mark.parametrize("module", list(OPS_MODULES))
+def test_every_ops_kernel_has_a_case(module):
+    mod = importlib.import_module(OPS_MODULES[module])
+    # Helpers (`_name`) are inlined into the kernels; only kernels need a case.
+    kernels = {name for name, obj in vars(mod).items()
+               if isinstance(obj, JITFunction) and getattr(obj.fn, "__module__", None) == mod.__name__
+               and not name.startswith("_")}
+    covered = {kernel for m, kernel, *_ in OPS_CASES if m == module}
     assert kernels, f"{module}: no Triton kernels found"
     assert kernels <= covered, f"{module}: kernels without a compile case: {sorted(kernels - covered)}"

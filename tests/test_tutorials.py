@@ -80,6 +80,16 @@ def test_simple_shift_tutorial_on_the_host_backend_3_pes():
     assert "skipped the Triton kernels" in out
 
 
+@pytest.mark.single
+def test_tensor_parallel_mlp_tutorial_on_the_host_backend():
+    out = _run_tutorial("05_tensor_parallel_mlp.py", "--steps", "2", "--iters", "2")
+    assert "2 PEs on the host backend" in out
+    assert out.count("gradients match") == 2
+    assert "training with the fused ops matches the unparallel block" in out
+    assert "fused (rshmem.ops" in out and "unfused (gloo + torch.matmul)" in out
+    assert "mean nothing for speed" in out
+
+
 def _gpus() -> int:
     try:
         import torch
@@ -147,3 +157,18 @@ def test_simple_shift_tutorial_on_gpus():
     _says_how_gpus_are_used(out)
     assert "shift (Triton kernels int_p + putmem_block, then barrier_all_block): correct" in out
     assert "skipped" not in out
+
+
+@pytest.mark.gpu
+@pytest.mark.single
+@pytest.mark.skipif(_gpus() < 1, reason="needs a CUDA GPU (the fused ops' Triton kernels)")
+def test_tensor_parallel_mlp_tutorial_on_gpus(monkeypatch):
+    # On one GPU the tutorial's setup lets the 2 PEs share it (and says the times mean nothing).
+    # No GEMM tuning: it would only cost GPU time here (the benchmarks tune).
+    monkeypatch.setenv("RSHMEM_OPS_AUTOTUNE", "0")
+    out = _run_tutorial("05_tensor_parallel_mlp.py", "--hidden", "1024", "--tokens", "2048", "--steps", "2",
+                        "--iters", "3", host=False)
+    assert "2 PEs on the cuda backend" in out
+    assert out.count("gradients match") == 2
+    assert "training with the fused ops matches the unparallel block" in out
+    assert "fused (rshmem.ops AllGather+GEMM, GEMM+ReduceScatter)" in out and "unfused (" in out

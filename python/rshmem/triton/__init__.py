@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from rshmem.triton import language, libshmem_device
+from rshmem.triton._lang_simt import rewrite_simt_regions
 
 __all__ = ["libshmem_device", "language", "jit", "extern_libs", "bitcode_path", "install_load_hook",
            "LIBRARY_NAME"]
@@ -84,11 +85,21 @@ def install_load_hook() -> None:
 def jit(fn=None, **jit_kwargs):
     """``triton.jit`` plus the device library: every launch (and warmup) gets
     ``extern_libs`` merged with ours, and the load hook is installed. Use as ``@jit`` or
-    ``@jit(...)`` with the arguments of ``triton.jit``."""
+    ``@jit(...)`` with the arguments of ``triton.jit``.
+
+    It also rewrites Triton-distributed's ``with dl.simt_exec_region() as (thread_idx, n):``,
+    which stock Triton's code generator refuses, into a form it accepts (same lines; see
+    ``rshmem.triton._lang_simt``)."""
     import triton  # noqa: PLC0415
 
     def decorate(f):
         kernel = triton.jit(f, **jit_kwargs)
+        try:
+            src = rewrite_simt_regions(kernel.src)
+        except ValueError as e:
+            raise ValueError(f"rshmem.triton.jit: {getattr(f, '__qualname__', f)}: {e}") from None
+        if src != kernel.src:
+            kernel._unsafe_update_src(src)
         plain_run = kernel.run
 
         def run(*args, **kwargs):

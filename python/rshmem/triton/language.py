@@ -1,4 +1,5 @@
-"""Thread-level helpers for Triton kernels that communicate through rshmem.
+"""Thread-level helpers for Triton kernels that communicate through rshmem, and the names
+Triton-distributed's kernels import as ``dl`` (``triton_dist.language``).
 
 Execution model
 ---------------
@@ -15,188 +16,66 @@ threads along axis 0. The functions of ``libshmem_device`` come in three scopes:
           libshmem_device.signal_op(sig, 1, libshmem_device.SIGNAL_ADD, peer)
       syncthreads()      # others wait for thread 0 when they depend on its result
 
-The helpers below are inline PTX (``tl.inline_asm_elementwise``) or calls into the library.
+The names of this module follow the same rules; each docstring says who acts:
+
+- ``wait(ptrs, num_barriers, scope, semantic, waitValue=1)`` (Triton-distributed's): every warp
+  waits on the flags, lane ``i`` on ``ptrs + i``; ``notify(ptr, rank, signal, sig_op,
+  comm_scope)`` (theirs): thread 0 acts. ``wait_value(ptr, value, scope)`` and
+  ``notify_thread(ptr, pe, value, sig_op)`` are rshmem's thread-scope single-word forms.
+- ``consume_token(x, token)`` makes loads through ``x`` (pointers or tensor descriptors) wait for
+  the ``wait`` that returned ``token``, also under Triton's software pipelining.
+- Triton-distributed's ``language_extra`` names (``ld``/``st`` with scope and semantic, vector
+  loads and stores, shuffles, ballots, fences, ...) act once per calling thread; inside
+  ``with simt_exec_region() as (thread_idx, block_size):`` (rewritten by ``rshmem.triton.jit``)
+  each thread works on its own values. NVLink multicast names (``multimem_*``) fail to compile
+  with the reason.
+
 ``scope`` is ``"cta"``, ``"gpu"`` or ``"sys"`` (peers' memory needs ``"sys"``); ``semantic`` is
 ``"relaxed"``, ``"acquire"``, ``"release"`` or ``"acq_rel"``.
 """
 from __future__ import annotations
 
-import triton.language as tl
-from triton.language import core
+import triton.language as _tl
+from triton.runtime.jit import constexpr_function
 
-from rshmem.triton import libshmem_device
+from rshmem.triton._lang_dist import (consume_token, notify, notify_thread, num_ranks, rank, symm_at, wait,
+                                      wait_value)
+from rshmem.triton._lang_extra import (__ballot_sync, __fence, __shfl_down_sync_i32, __shfl_sync_i32,
+                                       __shfl_up_sync_i32, __shfl_xor_sync_i32, __syncthreads, arrive_inc,
+                                       arrive_inc_asm, atomic_add_per_warp, cp_async_bulk_wait_group, elect_one_sync,
+                                       fence, globaltimer_hi, globaltimer_lo, ld, ld_b32, ld_vector, load_v2_b64,
+                                       load_v4_b32, load_v4_s32, load_v4_u32, membar, multimem_ld_reduce_p_v4,
+                                       multimem_ld_reduce_v4, multimem_st_b32, multimem_st_b64, multimem_st_p_b32,
+                                       multimem_st_v2, multimem_st_v4, num_threads, num_warps, pack, pack_b32_v2,
+                                       red_release, smid, st, st_b32, st_v2_u32, st_v4_b32, st_v4_u32, st_vector,
+                                       threads_per_warp, tma_sync, unpack, wait_eq)
+from rshmem.triton._lang_simt import extract, insert, make_vector, simt_exec_region, vector, zeros_vector
+from rshmem.triton._lang_thread import (atomic_add, atomic_cas, globaltimer, laneid, ld_acquire, ntid, st_release,
+                                        syncthreads, tid)
 
-__all__ = ["tid", "ntid", "laneid", "syncthreads", "ld_acquire", "st_release", "atomic_add", "atomic_cas",
-           "wait", "notify", "symm_at", "consume_token", "globaltimer", "rank", "num_ranks"]
+# Triton-distributed's fork exports ``constexpr_function`` from ``triton.language``, and its kernels
+# decorate module-level helpers with ``@tl.constexpr_function``; stock Triton 3.6 keeps it in
+# ``triton.runtime.jit``. The name is added to ``triton.language`` (only when missing) so those
+# modules import unchanged.
+if not hasattr(_tl, "constexpr_function"):
+    _tl.constexpr_function = constexpr_function
 
-_SCOPES = ("cta", "gpu", "sys")
-_SEMANTICS = ("relaxed", "acquire", "release", "acq_rel")
-_AXES = {0: "x", 1: "y", 2: "z"}
-
-
-def _const(x, what: str, allowed):
-    x = core._unwrap_if_constexpr(x)
-    if x not in allowed:
-        raise ValueError(f"rshmem.triton.language: {what} must be one of {allowed}, got {x!r}")
-    return x
-
-
-def _int_suffix(dtype, fn: str) -> tuple[str, str]:
-    """(PTX type suffix for ld/st/atom, register constraint) of a 32/64-bit integer dtype."""
-    if dtype.is_int() and dtype.primitive_bitwidth == 32:
-        return "32", "r"
-    if dtype.is_int() and dtype.primitive_bitwidth == 64:
-        return "64", "l"
-    raise TypeError(f"rshmem.triton.language.{fn}: needs a pointer to a 32- or 64-bit integer, got {dtype}")
-
-
-def _pointee(ptr, fn: str):
-    ptr = core._unwrap_if_constexpr(ptr)
-    if not isinstance(ptr, core.tensor) or not ptr.dtype.is_ptr():
-        raise TypeError(f"rshmem.triton.language.{fn}: first argument must be a pointer")
-    return ptr.dtype.element_ty
-
-
-@core.extern
-def tid(axis, _semantic=None):
-    """Thread index in the CTA along ``axis`` (0, 1, 2); int32."""
-    r = _AXES[_const(axis, "axis", (0, 1, 2))]
-    return tl.inline_asm_elementwise("mov.u32 $0, %tid." + r + ";", "=r", [], dtype=tl.int32, is_pure=True,
-                                     pack=1, _semantic=_semantic)
-
-
-@core.extern
-def ntid(axis, _semantic=None):
-    """Threads per CTA along ``axis``; int32."""
-    r = _AXES[_const(axis, "axis", (0, 1, 2))]
-    return tl.inline_asm_elementwise("mov.u32 $0, %ntid." + r + ";", "=r", [], dtype=tl.int32, is_pure=True,
-                                     pack=1, _semantic=_semantic)
-
-
-@core.extern
-def laneid(_semantic=None):
-    """Lane of this thread in its warp (0..31); int32."""
-    return tl.inline_asm_elementwise("mov.u32 $0, %laneid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1,
-                                     _semantic=_semantic)
-
-
-@core.extern
-def globaltimer(_semantic=None):
-    """The GPU's global nanosecond timer (%globaltimer); int64."""
-    return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1,
-                                     _semantic=_semantic)
-
-
-@core.extern
-def syncthreads(_semantic=None):
-    """Barrier of all threads of the CTA (bar.sync 0), also ordering their memory at CTA scope."""
-    return tl.debug_barrier(_semantic=_semantic)
-
-
-@core.extern
-def ld_acquire(ptr, scope="gpu", _semantic=None):
-    """``*ptr`` loaded with acquire semantics at ``scope`` (32/64-bit integers; scalar or block)."""
-    scope = _const(scope, "scope", _SCOPES)
-    bits, c = _int_suffix(_pointee(ptr, "ld_acquire"), "ld_acquire")
-    return tl.inline_asm_elementwise(f"ld.acquire.{scope}.global.b{bits} $0, [$1];", f"={c},l,~{{memory}}", [ptr],
-                                     dtype=_pointee(ptr, "ld_acquire"), is_pure=False, pack=1, _semantic=_semantic)
-
-
-@core.extern
-def st_release(ptr, value, scope="gpu", _semantic=None):
-    """Stores ``value`` to ``*ptr`` with release semantics at ``scope``; returns 0 (int32)."""
-    scope = _const(scope, "scope", _SCOPES)
-    t = _pointee(ptr, "st_release")
-    bits, c = _int_suffix(t, "st_release")
-    value = tl.cast(value, t, _semantic=_semantic)
-    return tl.inline_asm_elementwise(f"st.release.{scope}.global.b{bits} [$1], $2; mov.u32 $0, 0;",
-                                     f"=r,l,{c},~{{memory}}", [ptr, value], dtype=tl.int32, is_pure=False, pack=1,
-                                     _semantic=_semantic)
-
-
-@core.extern
-def atomic_add(ptr, value, scope="gpu", semantic="relaxed", _semantic=None):
-    """Atomic add at ``scope`` with ``semantic``; returns the old value."""
-    scope = _const(scope, "scope", _SCOPES)
-    sem = _const(semantic, "semantic", _SEMANTICS)
-    t = _pointee(ptr, "atomic_add")
-    bits, c = _int_suffix(t, "atomic_add")
-    value = tl.cast(value, t, _semantic=_semantic)
-    return tl.inline_asm_elementwise(f"atom.{sem}.{scope}.global.add.u{bits} $0, [$1], $2;",
-                                     f"={c},l,{c},~{{memory}}", [ptr, value], dtype=t, is_pure=False, pack=1,
-                                     _semantic=_semantic)
-
-
-@core.extern
-def atomic_cas(ptr, cmp, value, scope="gpu", semantic="relaxed", _semantic=None):
-    """Atomic compare-and-swap at ``scope`` with ``semantic``; returns the old value."""
-    scope = _const(scope, "scope", _SCOPES)
-    sem = _const(semantic, "semantic", _SEMANTICS)
-    t = _pointee(ptr, "atomic_cas")
-    bits, c = _int_suffix(t, "atomic_cas")
-    cmp = tl.cast(cmp, t, _semantic=_semantic)
-    value = tl.cast(value, t, _semantic=_semantic)
-    return tl.inline_asm_elementwise(f"atom.{sem}.{scope}.global.cas.b{bits} $0, [$1], $2, $3;",
-                                     f"={c},l,{c},{c},~{{memory}}", [ptr, cmp, value], dtype=t, is_pure=False,
-                                     pack=1, _semantic=_semantic)
-
-
-@core.extern
-def wait(ptr, value, scope="gpu", _semantic=None):
-    """Spins until ``*ptr == value`` (acquire at ``scope``); returns the value seen, usable as a
-    token for ``consume_token``. Thread scope: every calling thread spins."""
-    scope = _const(scope, "scope", _SCOPES)
-    t = _pointee(ptr, "wait")
-    bits, c = _int_suffix(t, "wait")
-    value = tl.cast(value, t, _semantic=_semantic)
-    asm = ("{ .reg .pred %p; rshmem_wait_${:uid}: ld.acquire." + scope + ".global.b" + bits + " $0, [$1]; "
-           "setp.ne.b" + bits + " %p, $0, $2; @%p bra rshmem_wait_${:uid}; }")
-    return tl.inline_asm_elementwise(asm, f"={c},l,{c},~{{memory}}", [ptr, value], dtype=t, is_pure=False, pack=1,
-                                     _semantic=_semantic)
-
-
-@core.extern
-def notify(ptr, pe, value=1, sig_op="set", _semantic=None):
-    """Sets (``"set"``) or adds to (``"add"``) the 64-bit signal ``ptr`` on ``pe`` with release at
-    system scope (``libshmem_device.signal_op``). Thread scope."""
-    op = _const(sig_op, "sig_op", ("set", "add"))
-    code = libshmem_device.SIGNAL_SET if op == "set" else libshmem_device.SIGNAL_ADD
-    return libshmem_device.signal_op(ptr, value, code, pe, _semantic=_semantic)
-
-
-@core.extern
-def symm_at(ptr, pe, _semantic=None):
-    """The address of symmetric ``ptr`` on ``pe`` (``libshmem_device.remote_ptr``), same type."""
-    return libshmem_device.remote_ptr(ptr, pe, _semantic=_semantic)
-
-
-@core.extern
-def consume_token(x, token, _semantic=None):
-    """Returns ``x`` with a data dependence on ``token`` (e.g. the result of ``wait``), so loads
-    through ``x`` are not issued before the wait completes."""
-    x = core._unwrap_if_constexpr(x)
-    token = core._unwrap_if_constexpr(token)
-    if not isinstance(token, core.tensor):
-        token = _semantic.to_tensor(token)
-    tbits, tc = ("64", "l") if token.dtype.primitive_bitwidth == 64 else ("32", "r")
-    if x.dtype.is_ptr() or x.dtype.primitive_bitwidth == 64:
-        c = "l"
-    elif x.dtype.primitive_bitwidth == 32:
-        c = "r"
-    else:
-        raise TypeError(f"rshmem.triton.language.consume_token: x must be a pointer or a 32/64-bit value, got {x.dtype}")
-    return tl.inline_asm_elementwise("mov.b" + ("64" if c == "l" else "32") + " $0, $1; // token $2",
-                                     f"={c},{c},{tc}", [x, token], dtype=x.dtype, is_pure=False, pack=1,
-                                     _semantic=_semantic)
-
-
-@core.extern
-def rank(_semantic=None):
-    """This PE (``libshmem_device.my_pe``)."""
-    return libshmem_device.my_pe(_semantic=_semantic)
-
-
-@core.extern
-def num_ranks(_semantic=None):
-    """Number of PEs (``libshmem_device.n_pes``)."""
-    return libshmem_device.n_pes(_semantic=_semantic)
+__all__ = [
+    # rshmem's thread helpers
+    "tid", "ntid", "laneid", "syncthreads", "ld_acquire", "st_release", "atomic_add", "atomic_cas", "globaltimer",
+    # Triton-distributed's dl.*
+    "wait", "notify", "consume_token", "symm_at", "rank", "num_ranks", "simt_exec_region", "vector", "make_vector",
+    "zeros_vector", "extract", "insert", "ld_vector", "st_vector", "constexpr_function",
+    # rshmem's single-word forms of wait / notify
+    "wait_value", "notify_thread",
+    # Triton-distributed's language_extra
+    "__syncthreads", "__fence", "fence", "membar", "ld", "st", "ld_b32", "st_b32", "load_v4_u32", "load_v4_b32",
+    "load_v4_s32", "load_v2_b64", "st_v4_u32", "st_v4_b32", "st_v2_u32", "pack_b32_v2", "pack", "unpack",
+    "__shfl_sync_i32", "__shfl_up_sync_i32", "__shfl_down_sync_i32", "__shfl_xor_sync_i32", "__ballot_sync",
+    "atomic_add_per_warp", "wait_eq", "red_release", "arrive_inc", "arrive_inc_asm", "globaltimer_lo",
+    "globaltimer_hi", "smid", "threads_per_warp", "num_threads", "num_warps", "tma_sync", "cp_async_bulk_wait_group",
+    "elect_one_sync",
+    # NVLink multicast: present so ported kernels import, failing with a clear message when compiled
+    "multimem_st_b32", "multimem_st_b64", "multimem_st_v2", "multimem_st_v4", "multimem_st_p_b32",
+    "multimem_ld_reduce_v4", "multimem_ld_reduce_p_v4",
+]

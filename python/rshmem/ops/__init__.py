@@ -1,0 +1,120 @@
+"""Fused communication + computation ops for PyTorch programs (tensor parallelism).
+
+- `all_gather_matmul(a_shard, b, *, group=None, return_a=False)`: `C = all_gather(a_shard, dim 0) @ b`.
+  `a_shard` is `[m, K]` on every PE, `b` is `[K, N]`; C is `[W * m, N]`, rows of PE `i` at
+  `i * m`. With `return_a`, returns `(C, gathered A)`.
+- `matmul_reduce_scatter(a, b, *, group=None)`: `C_shard = reduce_scatter(a @ b, dim 0)`. `a` is
+  `[M, K]` (M a multiple of the PE count W), `b` `[K, N]`; C_shard is `[M / W, N]`, PE `i`
+  holding rows `i * M / W ...`.
+- `all_reduce(x, *, op="sum", group=None)`: `op` ("sum", "avg", "max", "min") over the PEs of
+  `x` (fp16, bf16, fp32), as a new tensor.
+
+Every PE must call them with the same shapes and dtype, in the same order (they are collective).
+They are torch custom ops (`torch.ops.rshmem.*`): they run eagerly, under `torch.compile`, and in
+CUDA graphs, and autograd flows through them (the backward of AllGather+GEMM is a GEMM+ReduceScatter
+and the other way round). `b` may be row-major or column-major (as
+`linear.weight.t()`); `a` / `x` must be contiguous. fp16 and bf16 for the GEMMs.
+
+On GPUs (the cuda backend) each op is Triton kernels on the symmetric heap: the GEMM waits for
+each row block of A as it arrives (or pushes each finished tile to the PE that owns it), so the
+communication hides behind the computation; see `docs/ops.md`. On the host backend (CPU tensors)
+each op is an exact unfused implementation through rshmem's host API, so programs using them run
+without a GPU.
+
+The first call with a new shape and dtype exchanges the shapes between the PEs (a mismatch raises
+`rshmem.MismatchError` on every PE), allocates symmetric workspaces and, on GPUs, picks the GEMM
+tiling (`config.autotune`); it must not be captured in a CUDA graph (call once eagerly first).
+Later calls allocate nothing and never synchronize the host.
+
+`group` is None (every PE), a torch.distributed group whose ranks are the PEs in order (the one
+rshmem was initialized with), or an `rshmem.Team` of every PE. `config` holds the tunable choices
+(`rshmem.ops.config.ag_producer = "sm"`, ...; see `rshmem.ops._config`).
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+from .. import _core
+from . import _checks, _group, _library, _tuning, _workspace
+from ._config import Config, config
+from ._library import REDUCE_OPS
+
+__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "config", "Config", "REDUCE_OPS"]
+
+
+@torch.compiler.assume_constant_result
+def _team_of(group, what: str) -> int:
+    return _group.team_of(group, what)
+
+
+def _team(group, what: str) -> int:
+    # None is the world team; whether rshmem runs is checked by the op itself.
+    return 0 if group is None else _team_of(group, what)
+
+
+def _direct(*tensors) -> bool:
+    """Whether an eager call may run the op's implementation directly, skipping torch's
+    dispatcher (a few microseconds per call, which small all-reduces feel): only for plain
+    tensors that need no gradient, with no compiler, torch function mode or dispatch mode around
+    that would want to see the op."""
+    if torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled():
+        return False
+    if _get_current_dispatch_mode() is not None:
+        return False
+    grad = torch.is_grad_enabled()
+    for t in tensors:
+        if type(t) is not torch.Tensor or (grad and t.requires_grad) or t.device.type == "meta":
+            return False
+    return True
+
+
+def all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
+    """`all_gather(a_shard) @ b` (and the gathered A with `return_a`); see the module docstring."""
+    team = _team(group, "all_gather_matmul")
+    _checks.is_tensor(a_shard, "a_shard", "all_gather_matmul")
+    _checks.is_tensor(b, "b", "all_gather_matmul")
+    # The weight gradient needs the gathered A: ask for it whenever autograd may want it.
+    need_a = return_a or (torch.is_grad_enabled() and b.requires_grad)
+    if _direct(a_shard, b):
+        c, full = _library.all_gather_matmul_impl(a_shard, b, team, need_a)
+    else:
+        c, full = torch.ops.rshmem.all_gather_matmul(a_shard, b, team, need_a)
+    return (c, full) if return_a else c
+
+
+def matmul_reduce_scatter(a, b, *, group=None):
+    """`reduce_scatter(a @ b)` over the rows; see the module docstring."""
+    team = _team(group, "matmul_reduce_scatter")
+    _checks.is_tensor(a, "a", "matmul_reduce_scatter")
+    _checks.is_tensor(b, "b", "matmul_reduce_scatter")
+    if _direct(a, b):
+        return _library.matmul_reduce_scatter_impl(a, b, team)
+    return torch.ops.rshmem.matmul_reduce_scatter(a, b, team)
+
+
+def all_reduce(x, *, op: str = "sum", group=None):
+    """`op` over the PEs of `x`, as a new tensor; see the module docstring."""
+    team = _team(group, "all_reduce")
+    _checks.is_tensor(x, "x", "all_reduce")
+    if _direct(x):
+        return _library.all_reduce_impl(x, op, team)
+    return torch.ops.rshmem.all_reduce(x, op, team)
+
+
+def _forget_all():
+    """rshmem.finalize(): drop every workspace and cache (the heap goes away), before the other
+    hooks count the live tensors."""
+    _workspace.forget()
+    _checks.forget()
+    _tuning.forget()
+    _group.forget()
+    ag = sys.modules.get(__name__ + "._ag_gemm")  # imported (with triton) only on GPUs
+    if ag is not None:
+        ag.forget()
+    return (0, 0)
+
+
+_core._finalize_hooks.insert(0, _forget_all)

@@ -1,0 +1,234 @@
+"""AllGather+GEMM on the cuda backend: `C = all_gather(A_shard) @ B`.
+
+One call, in stream order (the protocol is in `_kernels_gemm`):
+
+1. An event on the caller's stream marks the inputs ready.
+2. The consumer GEMM is launched on the caller's stream first, so the GPU starts on the local
+   shard at once; it waits for the other shards tile row by tile row.
+3. The producer runs on a side stream per peer, after that event: it waits until the peer has
+   finished reading this PE's slot (`busy[p] == 0`, `cuStreamWaitValue`), marks it taken, then
+   moves the shard in `n_chunks` chunks of rows, each with a flag on the peer: by the copy engine
+   (`putmem_signal_on_stream`) or by `ag_push_kernel`'s `putmem_signal_block` (a few CTAs, whose
+   SMs the GEMM leaves free so both always run). `rshmem.ops.config.ag_producer` picks one;
+   `auto` takes the SM producer for small shards, where the copy engine's per-copy latency
+   dominates, and the copy engine for large ones, where SMs are worth more to the GEMM.
+4. With `return_a`, a copy-out stream copies the gathered A out of the buffer as the chunks
+   arrive (waiting on the same flags), and `release_kernel` ends the call after it instead of the
+   GEMM's last CTA.
+5. The caller's stream waits for the side streams: everything later on it sees the call done.
+
+Nothing here allocates or synchronizes on the host after the first call of a shape, so the op
+may be called back to back and captured in a CUDA graph (side streams fork from and join the
+capturing stream).
+"""
+from __future__ import annotations
+
+import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from .. import torch as rtorch
+from ..host import CMP_EQ, CMP_GE, SIGNAL_SET
+from . import _checks, _group, _kernels_gemm as kg, _tuning, _workspace
+from ._config import config
+from ._launch import Kernel
+
+FLAG_STRIDE = 64  # chunks per shard at most
+RESET_BLOCK = 64
+CHUNK_ALIGN = 256  # chunk rows are a multiple of every tile height, so a tile needs one flag
+CE_CHUNKS = 2  # copy-engine chunks per shard: the first lands early, and each costs a few us of CPU
+PUSH_WARPS = 16
+
+_consumer = Kernel(kg.ag_gemm_kernel)
+_push = Kernel(kg.ag_push_kernel)
+_release = Kernel(kg.release_kernel)
+_streams: dict = {}
+
+
+def forget() -> None:
+    _streams.clear()
+
+
+def _side_streams(count: int) -> list:
+    """`count` side streams of this PE's device (kept for the process)."""
+    dev = _group.device()
+    found = _streams.setdefault(dev.index, [])
+    while len(found) < count:
+        found.append(torch.cuda.Stream(device=dev))
+    return found[:count]
+
+
+def _space(info: _group.TeamInfo, dtype, need: int) -> _workspace.Space:
+    size = _workspace.size_class(need)
+    key = ("all_gather_matmul", info.team, str(dtype), size)
+    return _workspace.get("all_gather_matmul", key,
+                          lambda: _workspace.Space(info, size, info.size * FLAG_STRIDE, info.size))
+
+
+def chunking(m: int, chunks: int) -> tuple:
+    """(rows per chunk, chunk count) of a shard of `m` rows cut into about `chunks` chunks."""
+    chunks = max(1, min(chunks, FLAG_STRIDE))
+    rows = -(-m // chunks)
+    rows = max(CHUNK_ALIGN, -(-rows // CHUNK_ALIGN) * CHUNK_ALIGN)
+    return rows, -(-m // rows)
+
+
+def shape_tma_ok(elt: int, *row_lengths) -> bool:
+    """Whether rows of these lengths (elements of `elt` bytes) give TMA its 16-byte strides. The
+    GEMM tiling is chosen from this, the shapes alone, so every PE tiles alike; a PE whose
+    tensors are misaligned runs the pointer form of the kernel with the same tiling."""
+    return all((n * elt) % 16 == 0 for n in row_lengths)
+
+
+def tma_ok(*mats) -> bool:
+    """Whether TMA descriptors can describe these matrices: 16-byte aligned bases and row strides."""
+    for t in mats:
+        if t.data_ptr() % 16 or any((s * t.element_size()) % 16 for s in t.stride()[:-1]) or t.stride()[-1] != 1:
+            return False
+    return True
+
+
+def producer(shard_bytes: int) -> str:
+    """"sm" or "copy_engine" for a shard of this size, per `config.ag_producer`."""
+    config.check()
+    if config.ag_producer != "auto":
+        return config.ag_producer
+    return "sm" if shard_bytes <= config.ag_sm_max_bytes else "copy_engine"
+
+
+class _Call:
+    """The arguments of one consumer launch that do not depend on the configuration."""
+
+    def __init__(self, a, b, b_t, c, buf3d, space, info):
+        self.a, self.b, self.b_t, self.c, self.buf3d, self.space, self.info = a, b, b_t, c, buf3d, space, info
+        self.m, self.K = a.shape
+        self.N = b.shape[1]
+        self.bmat = b.t() if b_t else b
+        self.shape_tma = shape_tma_ok(a.element_size(), self.K, self.N)
+        self.tma = self.shape_tma and tma_ok(a, self.bmat, c, buf3d)
+
+    def launch(self, cfg: _tuning.GemmConfig, comm: bool, release: bool, sms: int, chunk_rows: int = CHUNK_ALIGN,
+               n_chunks: int = 1) -> None:
+        info, m, K, N = self.info, self.m, self.K, self.N
+        W = info.size
+        c3d = self.c.view(W, m, N)
+        if self.tma:
+            a_loc = TensorDescriptor.from_tensor(self.a, [cfg.BM, cfg.BK])
+            a_buf = TensorDescriptor.from_tensor(self.buf3d, [1, cfg.BM, cfg.BK])
+            b = TensorDescriptor.from_tensor(self.bmat, [cfg.BN, cfg.BK] if self.b_t else [cfg.BK, cfg.BN])
+            c = TensorDescriptor.from_tensor(c3d, [1, cfg.BM, cfg.BN // 2 if cfg.split_c else cfg.BN])
+            sbk = sbn = 0
+        else:
+            a_loc, a_buf, b, c = self.a, self.buf3d, self.b, self.c
+            sbk, sbn = self.b.stride()
+        tiles = W * (-(-m // cfg.BM)) * (-(-N // cfg.BN))
+        grid = max(1, min(sms, tiles))
+        space = self.space
+        args = (a_loc, a_buf, b, c, space.flags, space.counter, space.busy, _workspace.pes(info), info.rank, W, m, N, K,
+                sbk, sbn, chunk_rows, n_chunks, FLAG_STRIDE, grid)
+        consts = (cfg.BM, cfg.BN, cfg.BK, cfg.GROUP_M, self.tma, self.b_t, comm, release,
+                  cfg.flatten and self.tma, RESET_BLOCK, cfg.split_c and self.tma)
+        _consumer((grid,), args, consts, num_warps=cfg.warps, num_stages=cfg.stages)
+
+
+def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
+    if not call.shape_tma:
+        return _tuning.POINTER_CONFIG
+    return _tuning.choose("all_gather_matmul", call.info, key, _tuning.AG_CANDIDATES,
+                          lambda cfg: call.launch(cfg, False, False, _tuning.num_sms()))
+
+
+def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple):
+    """C (and the gathered A when `return_a`, else an empty tensor) on the caller's stream."""
+    W, me = info.size, info.rank
+    m, K = a.shape
+    N = b.shape[1]
+    dtype, elt = a.dtype, a.element_size()
+    dev = a.device
+    c = torch.empty((W * m, N), dtype=dtype, device=dev)
+    full = torch.empty((W * m, K) if return_a else (0,), dtype=dtype, device=dev)
+    if W == 1:
+        call = _Call(a, b, b_t, c, a.view(1, m, K), _Dummy(dev), info)
+        call.launch(_config(call, key), False, False, _tuning.num_sms())
+        if return_a:
+            full.copy_(a)
+        return c, full
+    shard_bytes = m * K * elt
+    space = _space(info, dtype, W * shard_bytes)
+    buf3d = space.view(dtype, (W, m, K))
+    call = _Call(a, b, b_t, c, buf3d, space, info)
+    cfg = _config(call, key)
+    how = producer(shard_bytes)
+    chunk_rows, n_chunks = chunking(m, config.ag_sm_ctas if how == "sm" else CE_CHUNKS)
+    sms = _tuning.num_sms()
+    if how == "sm":
+        sms -= n_chunks * (W - 1)  # the producer's CTAs must find SMs while the GEMM runs
+
+    main = torch.cuda.current_stream(dev)
+    ready = torch.cuda.Event()
+    ready.record(main)
+    call.launch(cfg, True, not return_a, sms, chunk_rows, n_chunks)
+
+    my_pe = info.pes[me]
+    flags, busy = space.flags, space.busy
+    sides = _side_streams(W - 1 + (1 if return_a else 0))
+    for j in range(1, W):
+        p = (me + j) % W
+        side = sides[0] if how == "sm" else sides[j - 1]
+        side.wait_event(ready)
+        # The peer has read what this PE put into its slot last time, before anything new goes there.
+        rtorch.signal_wait_until_on_stream(busy[p], CMP_EQ, 0, side)
+        rtorch.signal_op_on_stream(busy[p], 1, SIGNAL_SET, my_pe, side)
+        if how == "copy_engine":
+            for ci in range(n_chunks):
+                r0, r1 = ci * chunk_rows, min(m, (ci + 1) * chunk_rows)
+                rtorch.putmem_signal_on_stream(buf3d[me, r0:r1], a[r0:r1], flags[me * FLAG_STRIDE + ci], 1, SIGNAL_SET,
+                                               info.pes[p], side)
+    if how == "sm":
+        with torch.cuda.stream(sides[0]):
+            _push((n_chunks, W - 1), (a.view(torch.uint8), space.buf, flags, _workspace.pes(info), me, W, m, K * elt,
+                                      chunk_rows, FLAG_STRIDE), (), num_warps=PUSH_WARPS)
+    if return_a:
+        out = sides[-1]
+        out.wait_event(ready)
+        with torch.cuda.stream(out):
+            full[me * m:(me + 1) * m].copy_(a)
+            for j in range(1, W):
+                src = (me + j) % W
+                for ci in range(n_chunks):
+                    r0, r1 = ci * chunk_rows, min(m, (ci + 1) * chunk_rows)
+                    rtorch.signal_wait_until_on_stream(flags[src * FLAG_STRIDE + ci], CMP_GE, 1, out)
+                    full[src * m + r0:src * m + r1].copy_(buf3d[src, r0:r1])
+    for s in sides:
+        main.wait_stream(s)
+    if return_a:
+        _release((1,), (flags, space.counter, busy, _workspace.pes(info), me, W, n_chunks, FLAG_STRIDE),
+                 (RESET_BLOCK,), num_warps=4)
+    return c, full
+
+
+class _Dummy:
+    """The workspace arguments of a launch without communication (never read by the kernel)."""
+
+    def __init__(self, dev):
+        z = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.flags = self.busy = z
+        self.counter = torch.zeros(1, dtype=torch.int32, device=dev)
+
+
+def gemm_alone(a, b, info: _group.TeamInfo, key: tuple):
+    """The consumer GEMM with its signals as if set: C from `a` (this PE's shard) and the buffer
+    as the last call left it (benchmarks time this beside cuBLAS; the values of the other shards'
+    rows are whatever the buffer holds)."""
+    W = info.size
+    m, K = a.shape
+    b_t = _checks.weight_layout(b, "all_gather_matmul")
+    c = torch.empty((W * m, b.shape[1]), dtype=a.dtype, device=a.device)
+    if W == 1:
+        buf3d, space = a.view(1, m, K), _Dummy(a.device)
+    else:
+        space = _space(info, a.dtype, W * m * K * a.element_size())
+        buf3d = space.view(a.dtype, (W, m, K))
+    call = _Call(a, b, b_t, c, buf3d, space, info)
+    call.launch(_config(call, key), False, False, _tuning.num_sms())
+    return c
+

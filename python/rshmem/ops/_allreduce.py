@@ -1,0 +1,92 @@
+"""All-reduce on the cuda backend: one Triton kernel per call (per piece of
+`config.allreduce_piece_bytes`), one-shot or two-shot (see `_kernels_ar`), no barrier kernel.
+
+The form: `config.allreduce_form`, or by default one-shot on 2 PEs (both forms move the same bytes
+there, and one-shot has one phase fewer) and up to `config.allreduce_one_shot_max` bytes on more
+PEs, two-shot above. NCCL is never called: the two-shot kernel is used at every size, and the
+benchmarks report where NCCL's ring would be faster.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _group, _kernels_ar as ka, _tuning, _workspace
+from ._config import config
+from ._launch import Kernel
+
+OPS = {"sum": ka.SUM, "avg": ka.AVG, "max": ka.MAX, "min": ka.MIN}
+MIN_CLASS = 64 << 10
+# Programs per workspace: one per 32 KiB of its size class, at most 128 and the SM count. Small
+# sizes want a few programs (latency: each puts and sums its slice in parallel), large ones many
+# (the summing pass reads W copies and writes one: it needs the SMs' bandwidth, not one CTA's).
+MAX_PROGRAMS = 128
+BYTES_PER_PROGRAM = 32 << 10
+BLOCK = 2048
+
+_one = Kernel(ka.one_shot_kernel)
+_two = Kernel(ka.two_shot_kernel)
+
+
+def form(nbytes: int, W: int) -> str:
+    config.check()
+    if config.allreduce_form != "auto":
+        return config.allreduce_form
+    return "one_shot" if W == 2 or nbytes <= config.allreduce_one_shot_max else "two_shot"
+
+
+def _programs(size: int) -> int:
+    return max(1, min(MAX_PROGRAMS, size // BYTES_PER_PROGRAM, _tuning.num_sms()))
+
+
+def _space(info: _group.TeamInfo, dtype, how: str, nbytes: int) -> _workspace.Space:
+    W, elt = info.size, dtype.itemsize
+    size = _workspace.size_class(nbytes, MIN_CLASS)
+    key = ("all_reduce", how, info.team, str(dtype), size)
+
+    def make():
+        G = _programs(size)
+        cap = size // elt
+        per_slot = G * -(-(cap if how == "one_shot" else -(-cap // W)) // G)
+        bufs = 1 if how == "one_shot" else 2
+        space = _workspace.Space(info, bufs * W * per_slot * elt, bufs * W * G, G * W)
+        space.extra.update(programs=G, slot=per_slot, bufs=bufs, views={})
+        return space
+
+    return _workspace.get("all_reduce", key, make)
+
+
+def run(x: torch.Tensor, op: str, info: _group.TeamInfo) -> torch.Tensor:
+    """op over the team's PEs of `x` (contiguous), as a new tensor, on the caller's stream."""
+    W = info.size
+    out = torch.empty_like(x)
+    n = x.numel()
+    if n == 0:
+        return out
+    if W == 1:
+        out.copy_(x)
+        return out
+    elt = x.element_size()
+    piece = max(1, config.allreduce_piece_bytes // elt)
+    code = OPS[op]
+    pes = _workspace.pes(info)
+    for lo in range(0, n, piece):
+        hi = min(n, lo + piece)
+        count = hi - lo
+        how = form(count * elt, W)
+        space = _space(info, x.dtype, how, count * elt)
+        G, slot = space.extra["programs"], space.extra["slot"]
+        buf = space.extra["views"].get(x.dtype)
+        if buf is None:
+            buf = space.extra["views"][x.dtype] = space.view(x.dtype, (space.extra["bufs"] * W * slot,))
+        # The kernels take addresses: the tensors themselves when the call is one piece.
+        xs, outs = (x, out) if count == n else (x.view(-1)[lo:hi], out.view(-1)[lo:hi])
+        if how == "one_shot":
+            per = -(-count // G)
+            _one((G,), (outs, xs, buf, space.flags, space.busy, pes, info.rank, W, count, per, slot),
+                 (elt, code, BLOCK), num_warps=8)
+        else:
+            chunk = -(-count // W)
+            per = -(-chunk // G)
+            _two((G,), (outs, xs, buf, space.extra.setdefault("second", buf[W * slot:]), space.flags, space.busy, pes, info.rank, W, count, chunk, per,
+                        slot), (elt, code, BLOCK), num_warps=8)
+    return out

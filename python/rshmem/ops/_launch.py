@@ -1,0 +1,58 @@
+"""Launching the ops' Triton kernels with little CPU time per call.
+
+`JITFunction.run` binds the arguments by name, computes the specialization key, merges the
+options (and `rshmem.triton.jit` merges `extern_libs`) on every launch; for the ops' small
+collectives that is a large part of an eager call. `Kernel` does the full launch once per
+specialization and keeps the compiled kernel; later calls with the same specialization go to the
+compiled kernel's launcher directly. The specialization is Triton's own (`native_specialize_impl`
+on every runtime argument: integer value 1, divisibility by 16, pointer alignment, descriptor
+types), so a cached kernel is reused exactly where Triton would reuse it.
+
+Every kernel of the ops takes its runtime arguments first and its `tl.constexpr` arguments last,
+which is what lets a call pass them positionally here.
+"""
+from __future__ import annotations
+
+import torch
+from triton.backends.compiler import BaseBackend
+from triton.runtime.jit import native_specialize_impl
+
+from .. import _cuda
+
+
+def _spec(arg):
+    if isinstance(arg, bool):
+        return ("u1", arg)
+    if isinstance(arg, (int, float)) or hasattr(arg, "data_ptr") or hasattr(arg, "block_shape"):
+        return native_specialize_impl(BaseBackend, arg, False, True, True)
+    return ("o", arg)
+
+
+class Kernel:
+    """A Triton kernel launched as `kernel(grid, runtime_args, constexprs, num_warps=..., ...)`.
+
+    `runtime_args` are the kernel's non-constexpr parameters in order, `constexprs` its
+    constexpr values in order (the kernel lists them last)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self._compiled: dict = {}
+
+    def compiled(self, grid, args: tuple, consts: tuple, options: dict):
+        """The compiled kernel for these arguments (compiles through Triton on a miss, which also
+        launches it once: the caller's launch)."""
+        key = (tuple(_spec(a) for a in args), consts, tuple(sorted(options.items())))
+        found = self._compiled.get(key)
+        if found is None:
+            found = self.fn[grid](*args, *consts, **options)
+            self._compiled[key] = found
+            return found, True
+        return found, False
+
+    def __call__(self, grid, args: tuple, consts: tuple = (), **options) -> None:
+        ck, launched = self.compiled(grid, args, consts, options)
+        if launched:
+            return
+        stream = _cuda._current_raw_stream(torch.cuda.current_device())
+        ck.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream, ck.function,
+               ck.packed_metadata, None, None, None, *args, *consts)

@@ -1,0 +1,211 @@
+"""The ops as torch custom ops (`torch.ops.rshmem.*`), with fake implementations (shapes only,
+for `torch.compile` and meta tensors) and autograd.
+
+- `rshmem::all_gather_matmul(Tensor a, Tensor b, int team, bool return_a) -> (Tensor, Tensor)`:
+  C = all_gather(a) @ b, and the gathered `a` when `return_a` (an empty tensor otherwise).
+- `rshmem::matmul_reduce_scatter(Tensor a, Tensor b, int team) -> Tensor`.
+- `rshmem::all_reduce(Tensor x, str op, int team) -> Tensor`.
+
+Backward: AllGather+GEMM's input gradient is a GEMM+ReduceScatter (dC @ B^T), its weight gradient
+a local GEMM with the gathered A; GEMM+ReduceScatter's input gradient is an AllGather+GEMM
+(all_gather(dC) @ B^T), which also returns the gathered dC for the weight gradient. The
+all-reduce's gradient is the same all-reduce of the gradient (`sum`, `avg`); `max` and `min` have
+none here.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .. import _native
+from .._native import InvalidArgumentError, UnsupportedError
+from . import _checks, _group
+from ._checks import GEMM_DTYPES, REDUCE_DTYPES
+
+REDUCE_OPS = ("sum", "avg", "max", "min")
+
+
+def _dims(t: Tensor) -> str:
+    return "x".join(str(d) for d in t.shape)
+
+
+def _gemm_inputs(what: str, a, b, team: int, aname: str):
+    info = _group.info(team, what)
+    a = _checks.tensor(a, aname, what, info, GEMM_DTYPES)
+    b = _checks.tensor(b, "b", what, info, GEMM_DTYPES)
+    _checks.matrix(a, aname, what)
+    _checks.matrix(b, "b", what)
+    _checks.same_dtype(a, b, what)
+    _checks.contiguous(a, aname, what)
+    b_t = _checks.weight_layout(b, what)
+    if a.shape[1] != b.shape[0]:
+        raise InvalidArgumentError(f"rshmem.ops.{what}: {aname} is {_dims(a)} and b is {_dims(b)}: b must have "
+                                   f"{a.shape[1]} rows ({aname}'s columns)")
+    return info, b_t
+
+
+# ------------------------------------------------------------------------ all_gather_matmul
+
+
+def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool) -> tuple:
+    what = "all_gather_matmul"
+    info, b_t = _gemm_inputs(what, a, b, team, "a_shard")
+    m, K = a.shape
+    N = b.shape[1]
+    key = (str(a.dtype), m, K, N)
+    _checks.agree(what, info, key, lambda: f"a_shard {_dims(a)}, b {_dims(b)}, {a.dtype}")
+    W = info.size
+    if m == 0 or N == 0 or K == 0:
+        c = a.new_zeros((W * m, N))
+        return c, (a.new_zeros((W * m, K)) if return_a else a.new_empty((0,)))
+    if info.backend == "host":
+        from . import _fallback
+
+        return _fallback.all_gather_matmul(a, b, info, return_a)
+    from . import _ag_gemm
+
+    return _ag_gemm.run(a, b, b_t, info, return_a, key)
+
+
+@torch.library.custom_op("rshmem::all_gather_matmul", mutates_args=())
+def all_gather_matmul(a: Tensor, b: Tensor, team: int, return_a: bool) -> tuple[Tensor, Tensor]:
+    return all_gather_matmul_impl(a, b, team, return_a)
+
+
+@all_gather_matmul.register_fake
+def _(a, b, team, return_a):
+    W = _native.team_n_pes(team)
+    c = a.new_empty((W * a.shape[0], b.shape[1]))
+    return c, (a.new_empty((W * a.shape[0], a.shape[1])) if return_a else a.new_empty((0,)))
+
+
+def _ag_setup(ctx, inputs, output):
+    a, b, team, return_a = inputs
+    ctx.team = team
+    ctx.save_for_backward(b, output[1])
+
+
+def _ag_backward(ctx, grad_c, grad_full):
+    b, full = ctx.saved_tensors
+    grad_a = grad_b = None
+    if grad_c is not None:
+        grad_c = grad_c.contiguous()
+    if ctx.needs_input_grad[0]:
+        grad_a = torch.ops.rshmem.matmul_reduce_scatter(grad_c, b.t(), ctx.team)
+        if grad_full is not None and grad_full.numel():
+            # The gathered A was an output too: its gradient comes back to its rows' owners.
+            info = _group.info(ctx.team)
+            summed = torch.ops.rshmem.all_reduce(grad_full.contiguous(), "sum", ctx.team)
+            m = grad_a.shape[0]
+            grad_a = grad_a + summed[info.rank * m:(info.rank + 1) * m]
+    if ctx.needs_input_grad[1]:
+        if full.numel() == 0 and grad_c.numel():
+            raise UnsupportedError("rshmem::all_gather_matmul: b needs a gradient, which needs the gathered A: call "
+                                   "the op with return_a=True (rshmem.ops.all_gather_matmul does so by itself)")
+        grad_b = (full.t() @ grad_c).to(b.dtype)
+    return grad_a, grad_b, None, None
+
+
+all_gather_matmul.register_autograd(_ag_backward, setup_context=_ag_setup)
+
+
+# -------------------------------------------------------------------- matmul_reduce_scatter
+
+
+def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int) -> Tensor:
+    what = "matmul_reduce_scatter"
+    info, b_t = _gemm_inputs(what, a, b, team, "a")
+    M, K = a.shape
+    N = b.shape[1]
+    W = info.size
+    if M % W:
+        raise InvalidArgumentError(f"rshmem.ops.{what}: a has {M} rows, which the {W} PEs cannot share evenly: the "
+                                   f"rows must be a multiple of {W}")
+    key = (str(a.dtype), M, K, N)
+    _checks.agree(what, info, key, lambda: f"a {_dims(a)}, b {_dims(b)}, {a.dtype}")
+    if M == 0 or N == 0 or K == 0:
+        return a.new_zeros((M // W, N))
+    if info.backend == "host":
+        from . import _fallback
+
+        return _fallback.matmul_reduce_scatter(a, b, info)
+    from . import _gemm_rs
+
+    return _gemm_rs.run(a, b, b_t, info, key)
+
+
+@torch.library.custom_op("rshmem::matmul_reduce_scatter", mutates_args=())
+def matmul_reduce_scatter(a: Tensor, b: Tensor, team: int) -> Tensor:
+    return matmul_reduce_scatter_impl(a, b, team)
+
+
+@matmul_reduce_scatter.register_fake
+def _(a, b, team):
+    return a.new_empty((a.shape[0] // _native.team_n_pes(team), b.shape[1]))
+
+
+def _rs_setup(ctx, inputs, output):
+    a, b, team = inputs
+    ctx.team = team
+    ctx.save_for_backward(a, b)
+
+
+def _rs_backward(ctx, grad):
+    a, b = ctx.saved_tensors
+    grad = grad.contiguous()
+    need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    grad_a = grad_b = None
+    if need_a or need_b:
+        gathered_grad_a, full = torch.ops.rshmem.all_gather_matmul(grad, b.t(), ctx.team, need_b)
+        if need_a:
+            grad_a = gathered_grad_a
+        if need_b:
+            grad_b = (a.t() @ full).to(b.dtype)
+    return grad_a, grad_b, None
+
+
+matmul_reduce_scatter.register_autograd(_rs_backward, setup_context=_rs_setup)
+
+
+# ------------------------------------------------------------------------------- all_reduce
+
+
+def all_reduce_impl(x: Tensor, op: str, team: int) -> Tensor:
+    what = "all_reduce"
+    info = _group.info(team, what)
+    x = _checks.tensor(x, "x", what, info, REDUCE_DTYPES)
+    if op not in REDUCE_OPS:
+        raise InvalidArgumentError(f"rshmem.ops.{what}: op={op!r}; choose one of {', '.join(REDUCE_OPS)}")
+    _checks.contiguous(x, "x", what)
+    key = (str(x.dtype), op, x.numel())
+    _checks.agree(what, info, key, lambda: f"x of {x.numel()} elements ({_dims(x)}), {x.dtype}, op {op}")
+    if info.backend == "host":
+        from . import _fallback
+
+        return _fallback.all_reduce(x, op, info)
+    from . import _allreduce
+
+    return _allreduce.run(x, op, info)
+
+
+@torch.library.custom_op("rshmem::all_reduce", mutates_args=())
+def all_reduce(x: Tensor, op: str, team: int) -> Tensor:
+    return all_reduce_impl(x, op, team)
+
+
+@all_reduce.register_fake
+def _(x, op, team):
+    return torch.empty_like(x)
+
+
+def _ar_setup(ctx, inputs, output):
+    ctx.op, ctx.team = inputs[1], inputs[2]
+
+
+def _ar_backward(ctx, grad):
+    if ctx.op not in ("sum", "avg"):
+        raise UnsupportedError(f"rshmem.ops.all_reduce: op={ctx.op!r} has no gradient here (only sum and avg)")
+    return torch.ops.rshmem.all_reduce(grad.contiguous(), ctx.op, ctx.team), None, None
+
+
+all_reduce.register_autograd(_ar_backward, setup_context=_ar_setup)

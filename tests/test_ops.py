@@ -1,0 +1,267 @@
+"""rshmem.ops and rshmem.nn on the session's backend (the host backend in CI: CPU tensors, the
+unfused implementations), 1 or 2 PEs: every op against torch's unfused result, autograd against
+the unparallel model, torch.compile of a module using them, and every misuse.
+
+Every PE builds the whole (global) inputs from one seed and takes its part, so each can check the
+whole result locally. GPU runs of the same ops are in test_ops_gpu.py.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import rshmem
+import rshmem.nn as rnn
+import rshmem.ops as ops
+
+DTYPES = [torch.float16, torch.bfloat16]
+
+
+def _global(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g, dtype=torch.float32).to(dtype)
+
+
+def _close(got, want, dtype, what):
+    tol = 2e-2 if dtype == torch.bfloat16 else 3e-3
+    err = (got.float() - want.float()).abs().max().item()
+    scale = max(want.float().abs().max().item(), 1.0)
+    assert err <= tol * scale, f"{what}: max error {err} against a largest value {scale}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,K,N", [(8, 16, 24), (5, 24, 7), (1, 8, 3)])
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "w.t()"])
+def test_all_gather_matmul_matches_torch(me, npes, dtype, m, K, N, b_t):
+    A = _global((npes * m, K), dtype, 1)
+    B = _global((N, K), dtype, 2).t() if b_t else _global((K, N), dtype, 2)
+    shard = A[me * m:(me + 1) * m].contiguous()
+    c = ops.all_gather_matmul(shard, B)
+    assert c.shape == (npes * m, N) and c.dtype == dtype
+    _close(c, A.float() @ B.float(), dtype, "C")
+    c2, full = ops.all_gather_matmul(shard, B, return_a=True)
+    assert torch.equal(full, A) and torch.equal(c2, c)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows,K,N", [(8, 16, 24), (3, 40, 5)])
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "w.t()"])
+def test_matmul_reduce_scatter_matches_torch(me, npes, dtype, rows, K, N, b_t):
+    M = rows * npes
+    A = _global((M, npes * K), dtype, 3)
+    B = _global((N, npes * K), dtype, 4).t() if b_t else _global((npes * K, N), dtype, 4)
+    a = A[:, me * K:(me + 1) * K].contiguous()
+    b = B[me * K:(me + 1) * K]
+    c = ops.matmul_reduce_scatter(a, b)
+    assert c.shape == (rows, N) and c.dtype == dtype
+    _close(c, (A.float() @ B.float())[me * rows:(me + 1) * rows], dtype, "C_shard")
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float32], ids=str)
+@pytest.mark.parametrize("op", ["sum", "avg", "max", "min"])
+def test_all_reduce_matches_torch(me, npes, dtype, op):
+    xs = [_global((3, 37), dtype, 10 + p) for p in range(npes)]
+    stacked = torch.stack([x.float() for x in xs])
+    want = {"sum": stacked.sum(0), "avg": stacked.mean(0), "max": stacked.amax(0), "min": stacked.amin(0)}[op]
+    got = ops.all_reduce(xs[me], op=op)
+    assert got.shape == (3, 37) and got.dtype == dtype
+    _close(got, want, dtype, op)
+    assert torch.equal(xs[me], _global((3, 37), dtype, 10 + me)), "the input was changed"
+
+
+def test_ops_are_torch_custom_ops_with_fake_shapes(npes):
+    a = torch.empty((4, 8), dtype=torch.bfloat16, device="meta")
+    b = torch.empty((8, 6), dtype=torch.bfloat16, device="meta")
+    c, full = torch.ops.rshmem.all_gather_matmul(a, b, 0, True)
+    assert c.shape == (4 * npes, 6) and full.shape == (4 * npes, 8)
+    assert torch.ops.rshmem.matmul_reduce_scatter(torch.empty((2 * npes, 8), device="meta"),
+                                                  torch.empty((8, 3), device="meta"), 0).shape == (2, 3)
+    assert torch.ops.rshmem.all_reduce(torch.empty(5, device="meta"), "sum", 0).shape == (5,)
+
+
+class _ParallelMlp(torch.nn.Module):
+    """A transformer MLP block with sequence parallelism: LayerNorm, column-parallel up
+    projection, GELU, row-parallel down projection, residual."""
+
+    def __init__(self, ref: "_Mlp", group=None):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(ref.norm.normalized_shape, dtype=ref.norm.weight.dtype)
+        self.norm.load_state_dict(ref.norm.state_dict())
+        for p in self.norm.parameters():
+            p.sequence_parallel = True
+        self.up = rnn.ColumnParallelLinear.from_linear(ref.up, group=group)
+        self.down = rnn.RowParallelLinear.from_linear(ref.down, group=group)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self, hidden, ffn, dtype):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(hidden, dtype=dtype)
+        self.up = torch.nn.Linear(hidden, ffn, dtype=dtype)
+        self.down = torch.nn.Linear(ffn, hidden, dtype=dtype)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+def _twins(hidden, ffn, seed):
+    """An unparallel block in fp32 whose weights are bf16 values, and its parallel bf16 twin."""
+    import copy
+
+    torch.manual_seed(seed)  # the same reference block on every PE
+    ref = _Mlp(hidden, ffn, torch.float32)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.copy_(p.to(torch.bfloat16).float())
+    return ref, _ParallelMlp(copy.deepcopy(ref).to(torch.bfloat16))
+
+
+def test_parallel_mlp_forward_and_gradients_match_the_unparallel_block(me, npes):
+    hidden, ffn, tokens = 16, 32, 4 * npes
+    ref, par = _twins(hidden, ffn, 5)
+    x = _global((tokens, 2, hidden), torch.bfloat16, 6).float().requires_grad_()
+    rows = slice(me * tokens // npes, (me + 1) * tokens // npes)
+    x_shard = x.detach()[rows].to(torch.bfloat16).requires_grad_()
+    y = par(x_shard)
+    want = ref(x)
+    assert y.shape == (tokens // npes, 2, hidden) and y.dtype == torch.bfloat16
+    _close(y, want[rows], torch.bfloat16, "block output")
+    y.float().pow(2).sum().backward()
+    # The loss of the whole batch is the sum of every PE's: the reference takes all of it.
+    want.pow(2).sum().backward()
+    rnn.allreduce_sequence_parallel_grads(par)
+    bf = torch.bfloat16
+    _close(x_shard.grad, x.grad[rows], bf, "input gradient")
+    part = slice(me * ffn // npes, (me + 1) * ffn // npes)
+    _close(par.up.weight.grad, ref.up.weight.grad[part], bf, "up weight gradient")
+    _close(par.up.bias.grad, ref.up.bias.grad[part], bf, "up bias gradient")
+    _close(par.down.weight.grad, ref.down.weight.grad[:, part], bf, "down weight gradient")
+    _close(par.down.bias.grad, ref.down.bias.grad, bf, "down bias gradient (summed over PEs)")
+    _close(par.norm.weight.grad, ref.norm.weight.grad, bf, "LayerNorm gradient (summed over PEs)")
+
+
+def test_all_reduce_gradient_is_the_all_reduce_of_the_gradient(me, npes):
+    x = _global((6,), torch.float32, 20 + me).requires_grad_()
+    y = ops.all_reduce(x, op="avg")
+    (y * (me + 1)).sum().backward()
+    # d/dx_me of sum_p (p + 1) * avg(x) = avg over p of (p + 1)
+    want = sum(p + 1 for p in range(npes)) / npes
+    assert torch.allclose(x.grad, torch.full((6,), want))
+    z = ops.all_reduce(x.detach().clone().requires_grad_(), op="max")
+    with pytest.raises(rshmem.UnsupportedError, match="no gradient"):
+        z.sum().backward()
+
+
+def test_torch_compile_of_a_module_using_the_ops(me, npes):
+    _, par = _twins(8, 16, 7)
+    compiled = torch.compile(par)
+    x = _global((2 * npes, 8), torch.bfloat16, 8)
+    shard = x[me * 2:(me + 1) * 2].clone().requires_grad_()
+    y = compiled(shard)
+    _close(y, par(shard), torch.bfloat16, "compiled output")
+    y.float().sum().backward()
+    assert shard.grad is not None and par.up.weight.grad is not None
+
+
+# ---------------------------------------------------------------------------------- misuse
+
+
+def test_bad_dtypes_raise():
+    a = torch.ones((2, 4), dtype=torch.bfloat16)
+    with pytest.raises(rshmem.DTypeError, match="takes float16, bfloat16"):
+        ops.all_gather_matmul(a.float(), torch.ones((4, 2)))
+    with pytest.raises(rshmem.DTypeError, match="a is torch.bfloat16 but b is torch.float16"):
+        ops.all_gather_matmul(a, torch.ones((4, 2), dtype=torch.float16))
+    with pytest.raises(rshmem.DTypeError, match="x is int32"):
+        ops.all_reduce(torch.ones(3, dtype=torch.int32))
+    with pytest.raises(rshmem.InvalidArgumentError, match="must be a torch.Tensor"):
+        ops.all_reduce([1.0, 2.0])
+
+
+def test_bad_layouts_and_shapes_raise(npes):
+    a = torch.ones((2 * npes, 4), dtype=torch.float16)
+    b = torch.ones((4, 6), dtype=torch.float16)
+    with pytest.raises(rshmem.InvalidArgumentError, match="a_shard must be contiguous"):
+        ops.all_gather_matmul(torch.ones((4, 2 * npes), dtype=torch.float16).t(), b)
+    with pytest.raises(rshmem.InvalidArgumentError, match="b must be row-major or column-major"):
+        ops.all_gather_matmul(a, torch.ones((4, 12), dtype=torch.float16)[:, ::2])
+    with pytest.raises(rshmem.InvalidArgumentError, match="b must have 4 rows"):
+        ops.matmul_reduce_scatter(a, torch.ones((5, 6), dtype=torch.float16))
+    with pytest.raises(rshmem.InvalidArgumentError, match="must be a matrix"):
+        ops.all_gather_matmul(a.view(-1), b)
+    with pytest.raises(rshmem.InvalidArgumentError, match="x must be contiguous"):
+        ops.all_reduce(torch.ones((4, 4))[:, 1])
+    with pytest.raises(rshmem.InvalidArgumentError, match="op='prod'"):
+        ops.all_reduce(torch.ones(3), op="prod")
+
+
+@pytest.mark.multi
+def test_rows_not_divisible_by_the_pe_count_raise(npes):
+    with pytest.raises(rshmem.InvalidArgumentError, match=f"must be a multiple of {npes}"):
+        ops.matmul_reduce_scatter(torch.ones((npes + 1, 4), dtype=torch.float16), torch.ones((4, 2), dtype=torch.float16))
+
+
+@pytest.mark.multi
+def test_mismatched_shapes_between_pes_raise_on_every_pe(me):
+    # PE 1 passes one more column than PE 0; the first call of the key finds it on both.
+    b = torch.ones((4, 3 + (me == 1)), dtype=torch.bfloat16)
+    with pytest.raises(rshmem.MismatchError, match="other shapes or dtype than this PE"):
+        ops.all_gather_matmul(torch.ones((2, 4), dtype=torch.bfloat16), b)
+    x = torch.ones(7 + me)
+    with pytest.raises(rshmem.MismatchError, match="every PE must pass the same shapes"):
+        ops.all_reduce(x)
+    # and the ops still work afterwards
+    assert torch.equal(ops.all_reduce(torch.ones(5)), torch.full((5,), float(rshmem.n_pes())))
+
+
+@pytest.mark.multi
+def test_groups_of_some_pes_are_refused(me, npes):
+    import torch.distributed as dist
+
+    sub = rshmem.team_split_strided(rshmem.Team.WORLD, 0, 1, 1)
+    if me == 0:
+        with pytest.raises(rshmem.UnsupportedError, match="teams of every PE only"):
+            ops.all_reduce(torch.ones(3), group=sub)
+        rshmem.team_destroy(sub)
+    pg = dist.new_group([0])  # collective in torch.distributed: every rank makes it
+    if me == 0:
+        with pytest.raises(rshmem.UnsupportedError, match="over all PEs in PE order"):
+            ops.all_reduce(torch.ones(3), group=pg)
+    with pytest.raises(rshmem.InvalidArgumentError, match="group must be None"):
+        ops.all_reduce(torch.ones(3), group=True)
+    rshmem.barrier_all()
+
+
+def test_group_forms_that_name_every_pe_are_accepted(npes):
+    import torch.distributed as dist
+
+    x = torch.ones(4)
+    want = torch.full((4,), float(npes))
+    assert torch.equal(ops.all_reduce(x, group=rshmem.Team.WORLD), want)
+    if dist.is_initialized():
+        assert torch.equal(ops.all_reduce(x, group=dist.group.WORLD), want)
+
+
+def test_calls_before_init_raise_and_ops_work_after_reinit():
+    from conftest import start
+
+    rshmem.finalize()
+    try:
+        with pytest.raises(rshmem.NotInitializedError, match="call rshmem.init"):
+            ops.all_reduce(torch.ones(3))
+    finally:
+        start()
+    assert torch.equal(ops.all_reduce(torch.ones(3)), torch.full((3,), float(rshmem.n_pes())))
+
+
+def test_config_rejects_unknown_choices():
+    old = ops.config.allreduce_form
+    ops.config.allreduce_form = "three_shot"
+    try:
+        with pytest.raises(rshmem.ConfigError, match="allreduce_form='three_shot'"):
+            ops.config.check()
+    finally:
+        ops.config.allreduce_form = old

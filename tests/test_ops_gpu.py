@@ -1,0 +1,266 @@
+"""rshmem.ops on GPUs (the cuda backend): every op against torch's unfused result, in fp16 and
+bf16, at the fused-ops issue's shapes and at ragged ones (multiples of 8 that are not multiples
+of the tiles: TMA), and at shapes TMA cannot describe (the pointer form); both producers of
+AllGather+GEMM; back to back on one stream and replayed from a CUDA graph; misuse.
+
+2 PEs on 2 GPUs, or sharing one (`RSHMEM_ALLOW_SHARED_GPU=1`; waits then progress by the GPU's
+time-slicing between the processes, and the timings mean nothing):
+
+    RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 -m pytest -m gpu -q tests/test_ops_gpu.py
+
+By default a quick selection runs (bf16 at the issue's smaller shapes, fp16 at the ragged ones,
+every path once); `RSHMEM_OPS_GPU_FULL=1` runs every shape in both dtypes. GEMM tuning is off
+(the first candidate) except in the one test of the tuner. Every PE builds the global inputs
+from seeds on its GPU and checks the whole result itself.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+pytest.importorskip("triton", reason="triton is not installed")
+
+pytestmark = pytest.mark.gpu
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+
+import rshmem  # noqa: E402
+import rshmem.ops as ops  # noqa: E402
+
+FULL = os.environ.get("RSHMEM_OPS_GPU_FULL") == "1"
+BF16, FP16 = torch.bfloat16, torch.float16
+
+# (M = rows of C, K, N): the issue's AllGather+GEMM shapes, then ragged and pointer-form ones.
+AG_ISSUE = [(4096, 8192, 5120), (4096, 8192, 28672), (8192, 8192, 5120), (8192, 8192, 28672)]
+AG_RAGGED = [(2 * 1000, 1000, 1208), (2 * 136, 8, 264)]
+AG_POINTER = [(2 * 77, 100, 60)]
+# (M, K = the whole inner dimension, N): GEMM+ReduceScatter.
+RS_ISSUE = [(8192, 8192, 8192), (8192, 28672, 8192)]
+RS_RAGGED = [(2 * 1000, 2 * 1000, 1208)]
+RS_POINTER = [(2 * 77, 2 * 100, 60)]
+
+
+def _cases(issue, ragged, pointer):
+    quick_issue = issue[:1] if not FULL else issue
+    out = [pytest.param(s, BF16, id=f"{s}-bf16") for s in quick_issue]
+    if FULL:
+        out += [pytest.param(s, FP16, id=f"{s}-fp16") for s in issue]
+    out += [pytest.param(s, dt, id=f"{s}-{str(dt)[6:]}") for s in ragged + pointer for dt in (FP16, BF16)
+            if FULL or dt == FP16]
+    return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def on_cuda(cuda_backend):
+    old = ops.config.autotune
+    ops.config.autotune = False
+    yield
+    ops.config.autotune = old
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+def _dev():
+    from rshmem.ops import _group
+
+    return _group.device()
+
+
+def _rand(shape, dtype, seed, scale=1.0):
+    g = torch.Generator(device=_dev()).manual_seed(seed)
+    return (torch.randn(shape, generator=g, device=_dev(), dtype=torch.float32) * scale).to(dtype)
+
+
+def _check(got, want, what):
+    assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)}, want {tuple(want.shape)}"
+    tol = 2e-2 if got.dtype == BF16 else 4e-3
+    err = (got.float() - want.float()).abs().max().item()
+    scale = max(want.float().abs().max().item(), 1.0)
+    assert err <= tol * scale, f"{what}: max error {err} against a largest value {scale}"
+
+
+def _ag_inputs(shape, dtype, seed):
+    M, K, N = shape
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    m = M // W
+    A = _rand((M, K), dtype, seed)
+    B = _rand((K, N), dtype, seed + 1, 1.0 / K ** 0.5)
+    return A, B, A[me * m:(me + 1) * m].contiguous()
+
+
+@pytest.mark.parametrize("producer", ["copy_engine", "sm"])
+@pytest.mark.parametrize("shape,dtype", _cases(AG_ISSUE, AG_RAGGED, AG_POINTER))
+def test_all_gather_matmul(shape, dtype, producer):
+    A, B, shard = _ag_inputs(shape, dtype, 100)
+    old = ops.config.ag_producer
+    ops.config.ag_producer = producer
+    try:
+        c = ops.all_gather_matmul(shard, B)
+        _check(c, A @ B, f"C, {producer}")
+        # The weight as nn.Linear keeps it ([N, K], used transposed), and the gathered A back.
+        c2, full = ops.all_gather_matmul(shard, B.t().contiguous().t(), return_a=True)
+    finally:
+        ops.config.ag_producer = old
+    _check(c2, A @ B, "C with b = weight.t()")
+    assert torch.equal(full, A), "the gathered A differs from the PEs' shards"
+
+
+@pytest.mark.parametrize("shape,dtype", _cases(RS_ISSUE, RS_RAGGED, RS_POINTER))
+def test_matmul_reduce_scatter(shape, dtype):
+    M, K, N = shape
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    k, m = K // W, M // W
+    A = _rand((M, K), dtype, 200)
+    B = _rand((K, N), dtype, 201, 1.0 / K ** 0.5)
+    a, b = A[:, me * k:(me + 1) * k].contiguous(), B[me * k:(me + 1) * k]
+    c = ops.matmul_reduce_scatter(a, b)
+    _check(c, (A @ B)[me * m:(me + 1) * m], "C_shard")
+    c2 = ops.matmul_reduce_scatter(a, b.t().contiguous().t())
+    _check(c2, (A @ B)[me * m:(me + 1) * m], "C_shard with b = weight.t()")
+
+
+def test_misaligned_inputs_on_one_pe_take_the_pointer_form_with_the_agreed_tiling():
+    """PE 1's inputs start 8 bytes past a 16-byte boundary, which TMA cannot take: it runs the
+    pointer form of the kernels, tiled as every PE agreed (GEMM+ReduceScatter numbers its flags
+    by tile), and every result is still right."""
+    M, K, N = 2 * 640, 512, 384
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    m, k = M // W, K // W
+
+    def placed(t):
+        if me != 1:
+            return t
+        raw = torch.empty(t.numel() + 4, dtype=t.dtype, device=t.device)[4:]
+        return raw.view(t.shape).copy_(t)
+
+    A, B, shard = _ag_inputs((M, K, N), BF16, 900)
+    _check(ops.all_gather_matmul(placed(shard), B), A @ B, "all_gather_matmul")
+    a = placed(A[:, me * k:(me + 1) * k].contiguous())
+    _check(ops.matmul_reduce_scatter(a, B[me * k:(me + 1) * k]), (A @ B)[me * m:(me + 1) * m], "matmul_reduce_scatter")
+
+
+def _ar_reference(xs, op):
+    acc = xs[0].float()
+    for x in xs[1:]:
+        acc = {"sum": torch.add, "avg": torch.add, "max": torch.maximum, "min": torch.minimum}[op](acc, x.float())
+    if op == "avg":
+        acc = acc / len(xs)
+    return acc.to(xs[0].dtype)
+
+
+AR_KINDS = [(torch.float32, "sum"), (BF16, "sum"), (FP16, "avg"), (BF16, "max")]
+AR_SIZES = [1024, 256 << 10, 4 << 20] + ([64 << 20, 3 * 1000 * 1000 + 6] if FULL else [])
+# quick: bf16 sums at every size, the other kinds at 1 KiB
+AR_CASES = [pytest.param(n, dt, op, id=f"{n}B-{str(dt)[6:]}-{op}") for n in AR_SIZES for dt, op in AR_KINDS
+            if FULL or (dt, op) == (BF16, "sum") or n == 1024]
+
+
+@pytest.mark.parametrize("form", ["one_shot", "two_shot"])
+@pytest.mark.parametrize("nbytes,dtype,op", AR_CASES)
+def test_all_reduce_is_bit_exact(nbytes, dtype, op, form):
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    n = nbytes // dtype.itemsize
+    xs = [_rand((n,), dtype, 300 + p) for p in range(W)]
+    old = ops.config.allreduce_form
+    ops.config.allreduce_form = form
+    try:
+        got = ops.all_reduce(xs[me], op=op)
+    finally:
+        ops.config.allreduce_form = old
+    # Summed in fp32 in PE order 0..W-1 on every PE, as here: the same bits.
+    assert torch.equal(got, _ar_reference(xs, op))
+
+
+def test_back_to_back_calls_on_one_stream():
+    """Three calls of each op queued with no synchronization between them, each with other data:
+    a fast PE must never overwrite a slot its peer has not consumed yet."""
+    M, K, N = 2 * 512, 1024, 768
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    m, k = M // W, K // W
+    results = []
+    for it in range(3):
+        A, B, shard = _ag_inputs((M, K, N), BF16, 400 + it)
+        xs = [_rand((5000,), torch.float32, 500 + 10 * it + p) for p in range(W)]
+        results.append((ops.all_gather_matmul(shard, B), A @ B,
+                        ops.all_reduce(xs[me]), _ar_reference(xs, "sum"),
+                        ops.matmul_reduce_scatter(A[:, me * k:(me + 1) * k].contiguous(), B[me * k:(me + 1) * k]),
+                        (A @ B)[me * m:(me + 1) * m]))
+    torch.cuda.synchronize()
+    for it, (c, want_c, r, want_r, s, want_s) in enumerate(results):
+        _check(c, want_c, f"all_gather_matmul, call {it}")
+        assert torch.equal(r, want_r), f"all_reduce, call {it}"
+        _check(s, want_s, f"matmul_reduce_scatter, call {it}")
+
+
+def test_cuda_graph_replays():
+    """Each op captured in one CUDA graph (after an eager warm-up call), replayed with new data
+    in the captured inputs: the protocol needs nothing reset by the host between replays."""
+    M, K, N = 2 * 384, 512, 640
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    m, k = M // W, K // W
+    shard = torch.empty((m, K), dtype=BF16, device=_dev())
+    B = torch.empty((K, N), dtype=BF16, device=_dev())
+    a_rs = torch.empty((M, k), dtype=BF16, device=_dev())
+    x = torch.empty(70000, dtype=torch.float32, device=_dev())
+
+    def fill(seed):
+        A, Bv, sh = _ag_inputs((M, K, N), BF16, seed)
+        shard.copy_(sh)
+        B.copy_(Bv)
+        a_rs.copy_(A[:, me * k:(me + 1) * k])
+        xs = [_rand((x.numel(),), torch.float32, seed + 50 + p) for p in range(W)]
+        x.copy_(xs[me])
+        return A @ Bv, (A @ Bv)[me * m:(me + 1) * m], _ar_reference(xs, "sum")
+
+    def step():
+        return (ops.all_gather_matmul(shard, B), ops.matmul_reduce_scatter(a_rs, B[me * k:(me + 1) * k]),
+                ops.all_reduce(x))
+
+    fill(600)
+    step()  # the first call of each shape agrees, allocates and compiles: not capturable
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = step()
+        outs2 = step()  # two calls in one graph: back to back inside a replay too
+    for it in range(3):
+        want = fill(700 + it)
+        graph.replay()
+        torch.cuda.synchronize()
+        for got in (outs, outs2):
+            _check(got[0], want[0], f"all_gather_matmul, replay {it}")
+            _check(got[1], want[1], f"matmul_reduce_scatter, replay {it}")
+            assert torch.equal(got[2], want[2]), f"all_reduce, replay {it}"
+    del graph
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+def test_autotuned_choice_is_agreed_and_correct():
+    from rshmem.ops import _tuning
+
+    A, B, shard = _ag_inputs((2 * 512, 1024, 1024), BF16, 800)
+    ops.config.autotune = True
+    try:
+        c = ops.all_gather_matmul(shard, B)
+    finally:
+        ops.config.autotune = False
+    _check(c, A @ B, "C with the tuned configuration")
+    chosen = [v for k, v in _tuning.chosen().items() if k[0] == "all_gather_matmul" and k[-1] == 1024]
+    assert chosen and chosen[-1] in _tuning.AG_CANDIDATES
+
+
+def test_misuse_on_the_cuda_backend():
+    with pytest.raises(rshmem.InvalidArgumentError, match="this PE computes on cuda"):
+        ops.all_reduce(torch.ones(4))
+    fresh = torch.ones(1234 + 8, dtype=torch.float32, device=_dev())  # a size no test used before
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(rshmem.RshmemError, match="Call the op once eagerly"):
+        with torch.cuda.graph(graph):
+            ops.all_reduce(fresh)
+    del graph
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
