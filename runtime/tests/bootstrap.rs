@@ -346,6 +346,12 @@ fn death_seen_by_health_check() {
                 msg.contains("PE 1") && msg.contains("spin-wait in test"),
                 "{msg}"
             );
+            if pe == 2 {
+                // Stay until PE 0 has seen PE 1's death too: PE 2 leaving first (its relay can
+                // reach it before PE 0's own check on a loaded machine) would make PE 0 report
+                // PE 2 instead.
+                std::thread::sleep(Duration::from_secs(2));
+            }
         });
 }
 
