@@ -65,7 +65,7 @@ _MAIN = (
     # The fused ops (rshmem.ops) beside NCCL + cuBLAS and torch's fused ops. The rshmem job tunes
     # and compiles its kernels on the first call of each shape, inside its time.
     Job("fused.rshmem", "fused", "fused_rshmem:run", True, 540),
-    Job("fused.nccl", "fused", "fused_nccl:run", False, 240),
+    Job("fused.nccl", "fused", "fused_nccl:run", False, 240, nccl=True),
     Job("fused.torch", "fused", "fused_torch:run", False, 240),
 )
 

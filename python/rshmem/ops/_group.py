@@ -35,15 +35,10 @@ class TeamInfo:
 
 
 def device() -> torch.device:
-    """The torch device of this PE: its GPU on the cuda backend, the CPU on the host backend.
+    """The torch device of this PE: its GPU on the cuda backend, the CPU on the host backend."""
+    from .. import torch as rtorch
 
-    The one place the ops ask for it (`rshmem.torch.device()` of the shared-GPU work replaces
-    the body once it exists)."""
-    if _native.backend() == "cuda":
-        from .. import _cuda
-
-        return _cuda.device()
-    return torch.device("cpu")
+    return rtorch.device()
 
 
 def _require_init(what: str) -> None:
