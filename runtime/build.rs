@@ -1,11 +1,10 @@
 //! Builds the runtime's own GPU kernels: PTX from `triton-lib/src/runtime_kernels.cu` (clang-19),
 //! then a cubin of every kernel module for each architecture of [`CUBIN_ARCHS`] (ptxas).
 //!
-//! The kernels (barrier, small fcollects and reductions on a stream) are CUDA C++ built from the
-//! device library's headers, so they share its memory-ordering code and barrier words. clang-19
+//! The kernels (barrier, small fcollects and reductions on a stream, and the cuda backend's
+//! one-thread kernels: host atomics, the stream signal add) are CUDA C++ built from the device
+//! library's headers, so they share its memory-ordering code and barrier words. clang-19
 //! compiles them as CUDA device code without any CUDA installation (`-nocudainc -nocudalib`).
-//! The backend's hand-written PTX (`src/backend/cuda/kernels.ptx`: host atomics, the stream
-//! signal add) goes through the same assembly step.
 //!
 //! Why cubins: the driver compiles PTX when a module is loaded, which took 0.03 s (barrier),
 //! 0.4 s (fcollect) and 1.7 s (reductions) per module with ptxas for sm_90. With cubins, init
@@ -39,20 +38,20 @@ const PTX_FEATURE: &str = "+ptx80";
 const CUBIN_ARCHS: [u32; 4] = [80, 89, 90, 100];
 
 /// The kernel modules built from `runtime_kernels.cu`: (module name, macro that selects it).
-const CU_MODULES: [(&str, &str); 3] =
-    [("barrier", "RSHMEMI_RT_BARRIER"), ("fcollect", "RSHMEMI_RT_FCOLLECT"), ("reduce", "RSHMEMI_RT_REDUCE")];
-/// The backend's hand-written PTX module (host atomics, stream signal add).
-const PTX_MODULE: (&str, &str) = ("ops", "src/backend/cuda/kernels.ptx");
+const CU_MODULES: [(&str, &str); 4] = [
+    ("barrier", "RSHMEMI_RT_BARRIER"),
+    ("fcollect", "RSHMEMI_RT_FCOLLECT"),
+    ("reduce", "RSHMEMI_RT_REDUCE"),
+    ("ops", "RSHMEMI_RT_OPS"),
+];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let lib = manifest.join("..").join("triton-lib");
     let src = lib.join("src").join("runtime_kernels.cu");
-    let ops_ptx = manifest.join(PTX_MODULE.1);
     // A directory is scanned for any change inside it.
     println!("cargo:rerun-if-changed={}", lib.join("src").display());
     println!("cargo:rerun-if-changed={}", lib.join("include").display());
-    println!("cargo:rerun-if-changed={}", ops_ptx.display());
     for var in ["RSHMEM_CLANG", "RSHMEM_PTXAS", "RSHMEM_VENV", "VIRTUAL_ENV", "PYO3_PYTHON"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
@@ -67,7 +66,6 @@ fn main() {
         compile(&clang, &lib, &src, part, &ptx);
         modules.push((name, ptx));
     }
-    modules.push((PTX_MODULE.0, ops_ptx));
 
     let ptxas = find_ptxas(&manifest);
     let mut built: Vec<(&str, u32, PathBuf)> = Vec::new();

@@ -68,6 +68,26 @@ pub const ERROR_FLAG_BAD_ADDRESS: u32 = 3;
 /// argument (0 if none), `cmp` the bad value.
 pub const ERROR_FLAG_BAD_ARGUMENT: u32 = 4;
 
+/// Operation codes of the cuda backend's one-thread atomic kernels (`rshmemi_amo32/64` in
+/// `triton-lib/src/runtime_kernels.cu`, which reads them from the generated header): fetch.
+pub const AMO_FETCH: u32 = 0;
+/// Store (returns the old value).
+pub const AMO_SET: u32 = 1;
+/// Exchange.
+pub const AMO_SWAP: u32 = 2;
+/// Compare and swap (first operand: the expected value, second: the new one).
+pub const AMO_COMPARE_SWAP: u32 = 3;
+/// Wrapping add.
+pub const AMO_ADD: u32 = 4;
+/// Bitwise and.
+pub const AMO_AND: u32 = 5;
+/// Bitwise or.
+pub const AMO_OR: u32 = 6;
+/// Bitwise xor.
+pub const AMO_XOR: u32 = 7;
+/// A load with acquire ordering (no fence before it).
+pub const AMO_LOAD_ACQUIRE: u32 = 8;
+
 /// A team as device code sees it: entry `t` of the array at `DeviceState::team_table`.
 ///
 /// Member `i` of the team (0 <= i < `size`) is world PE `start + i * stride`. The runtime writes

@@ -1,5 +1,7 @@
 // rshmem's runtime kernels: what the host runtime launches on a caller's stream for the
-// `*_on_stream` operations that need a GPU thread (barriers, small fcollects, reductions).
+// `*_on_stream` operations that need a GPU thread (barriers, small fcollects, reductions), and
+// the one-thread kernels of the cuda backend (host-issued atomics, the on-stream SIGNAL_ADD).
+// This file is the one source of every kernel the runtime launches.
 //
 // Built by runtime/build.rs with clang-19 into PTX, and by ptxas into a cubin per GPU
 // architecture, which the runtime embeds, loads into its context at init (cuModuleLoadData) and
@@ -14,10 +16,13 @@
 //   rshmemi_rt_fcollect_staged: any number of blocks (the same on every PE and in every call) of
 //                               RSHMEMI_RT_FCOLLECT_THREADS threads.
 //   rshmemi_rt_reduce:  1 block of RSHMEMI_RT_REDUCE_THREADS threads.
+//   rshmemi_amo32, rshmemi_amo64, rshmemi_signal_add: 1 thread
+//                       (runtime/src/backend/cuda/kernels.rs).
 //
-// build.rs compiles this file three times: with -DRSHMEMI_RT_BARRIER (the barrier, a few
+// build.rs compiles this file four times: with -DRSHMEMI_RT_BARRIER (the barrier, a few
 // hundred lines of PTX), with -DRSHMEMI_RT_FCOLLECT (the small-fcollect kernels, whose copy loops
-// make thousands of lines) and with -DRSHMEMI_RT_REDUCE (72 operator/dtype pairs). All three are
+// make thousands of lines), with -DRSHMEMI_RT_REDUCE (72 operator/dtype pairs) and with
+// -DRSHMEMI_RT_OPS (the backend's one-thread kernels). All four are
 // loaded at init, never on first use (runtime/src/runtime/kernels.rs says why); from cubins that
 // costs milliseconds, while the driver's compiler took about 0.03 s, 0.4 s and 1.7 s of ptxas
 // time for the three PTX modules.
@@ -230,3 +235,85 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_REDUCE_THREADS)
   }
 }
 #endif  // RSHMEMI_RT_REDUCE
+
+#ifdef RSHMEMI_RT_OPS
+// Host-issued atomics on symmetric memory and the on-stream SIGNAL_ADD, one thread each.
+//
+// Memory ordering follows the PTX memory model's mapping of C++ atomics (PTX ISA "Memory
+// Consistency Model"): a sequentially consistent read-modify-write is `fence.sc.sys` then an
+// `atom.acq_rel.sys`, an acquire load is `ld.acquire.sys`. `.sys` scope makes each operation
+// coherent with the host and every peer GPU, which host-issued SHMEM atomics need. The operation
+// codes are RSHMEM_AMO_* of device_state.h, generated from runtime/src/device_state.rs, which
+// the launch code (runtime/src/backend/cuda/kernels.rs) uses too.
+
+// atom.acq_rel.sys.<OP> for 32-bit (register constraint "r") and 64-bit ("l") words.
+#define RSHMEMI_RT_ATOM(NAME, OP32, OP64)                                                      \
+  static __device__ __attribute__((always_inline)) inline uint32_t NAME(uint32_t* p, uint32_t v) { \
+    uint32_t old;                                                                              \
+    asm volatile("atom.acq_rel.sys." OP32 " %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory"); \
+    return old;                                                                                \
+  }                                                                                            \
+  static __device__ __attribute__((always_inline)) inline uint64_t NAME(uint64_t* p, uint64_t v) { \
+    uint64_t old;                                                                              \
+    asm volatile("atom.acq_rel.sys." OP64 " %0, [%1], %2;" : "=l"(old) : "l"(p), "l"(v) : "memory"); \
+    return old;                                                                                \
+  }
+RSHMEMI_RT_ATOM(rshmemi_rt_atom_exch, "exch.b32", "exch.b64")
+RSHMEMI_RT_ATOM(rshmemi_rt_atom_add, "add.u32", "add.u64")
+RSHMEMI_RT_ATOM(rshmemi_rt_atom_and, "and.b32", "and.b64")
+RSHMEMI_RT_ATOM(rshmemi_rt_atom_or, "or.b32", "or.b64")
+RSHMEMI_RT_ATOM(rshmemi_rt_atom_xor, "xor.b32", "xor.b64")
+#undef RSHMEMI_RT_ATOM
+
+static __device__ __attribute__((always_inline)) inline uint32_t rshmemi_rt_atom_cas(uint32_t* p, uint32_t c, uint32_t v) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.sys.cas.b32 %0, [%1], %2, %3;" : "=r"(old) : "l"(p), "r"(c), "r"(v) : "memory");
+  return old;
+}
+static __device__ __attribute__((always_inline)) inline uint64_t rshmemi_rt_atom_cas(uint64_t* p, uint64_t c, uint64_t v) {
+  uint64_t old;
+  asm volatile("atom.acq_rel.sys.cas.b64 %0, [%1], %2, %3;" : "=l"(old) : "l"(p), "l"(c), "l"(v) : "memory");
+  return old;
+}
+
+// The old value of the word at `addr` after operation `op` with operands `a` (the operand, or the
+// expected value of compare-swap) and `b` (compare-swap's new value). An unknown code does
+// nothing and reports 0: the launch code never sends one.
+template <typename T>
+RSHMEMI_DEV T rshmemi_rt_amo(T* addr, uint32_t op, T a, T b) {
+  if (op == RSHMEM_AMO_LOAD_ACQUIRE) return rshmemi_ld_acquire_sys(addr);
+  rshmemi_fence_sc_sys();
+  switch (op) {
+    case RSHMEM_AMO_FETCH: return rshmemi_ld_acquire_sys(addr);
+    case RSHMEM_AMO_SET:
+    case RSHMEM_AMO_SWAP: return rshmemi_rt_atom_exch(addr, a);
+    case RSHMEM_AMO_COMPARE_SWAP: return rshmemi_rt_atom_cas(addr, a, b);
+    case RSHMEM_AMO_ADD: return rshmemi_rt_atom_add(addr, a);
+    case RSHMEM_AMO_AND: return rshmemi_rt_atom_and(addr, a);
+    case RSHMEM_AMO_OR: return rshmemi_rt_atom_or(addr, a);
+    case RSHMEM_AMO_XOR: return rshmemi_rt_atom_xor(addr, a);
+    default: return 0;
+  }
+}
+
+// *out = the old value of the 64-bit word at addr (see rshmemi_rt_amo).
+extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(1)
+    rshmemi_amo64(void* addr, uint32_t op, uint64_t a, uint64_t b, uint64_t* out) {
+  *out = rshmemi_rt_amo<uint64_t>((uint64_t*)addr, op, a, b);
+}
+
+// As rshmemi_amo64 on a 32-bit word: a and b are truncated to 32 bits, *out receives the old
+// value zero-extended to 64 bits.
+extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(1)
+    rshmemi_amo32(void* addr, uint32_t op, uint64_t a, uint64_t b, uint64_t* out) {
+  *out = rshmemi_rt_amo<uint32_t>((uint32_t*)addr, op, (uint32_t)a, (uint32_t)b);
+}
+
+// On-stream SIGNAL_ADD. The fence makes every write that stream order put before this kernel
+// (puts by the copy engine or by kernels) visible at system scope before the add, so a peer that
+// sees the new signal value also sees the data.
+extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(1) rshmemi_signal_add(uint64_t* addr, uint64_t value) {
+  rshmemi_fence_sc_sys();
+  rshmemi_red_add_release_sys_u64(addr, value);
+}
+#endif  // RSHMEMI_RT_OPS

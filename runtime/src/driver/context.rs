@@ -10,11 +10,13 @@ use std::ffi::c_int;
 use std::sync::{Arc, OnceLock};
 
 /// Oldest driver this build supports, as `cuDriverGetVersion` reports it (1000 × major +
-/// 10 × minor). It equals cudarc's `cuda-11070` feature: the bindings are those of CUDA 11.7,
-/// the first release with the `_v2` stream memory operations (`cuStreamWaitValue64_v2`,
-/// `cuStreamWriteValue64_v2`) that need no driver module parameter, and every other symbol we
-/// call is older. An older driver would lack a symbol and cudarc would panic on first use.
-pub const MIN_DRIVER_VERSION: i32 = 11070;
+/// 10 × minor): CUDA 12.0. Two things set it. The runtime's kernels are PTX ISA 8.0
+/// (`runtime/build.rs`: the copy loops use cache-eviction qualifiers), which a driver older than
+/// 12.0 refuses to load (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`) wherever no cubin fits the GPU.
+/// And the driver symbols come from cudarc's `cuda-11070` bindings, the first release with the
+/// `_v2` stream memory operations (`cuStreamWaitValue64_v2`, `cuStreamWriteValue64_v2`); every
+/// 12.x driver has them. Checking 12.0 here turns both into one clear error at init.
+pub const MIN_DRIVER_VERSION: i32 = 12000;
 
 /// The file name the driver library is loaded as on Linux.
 pub const LIBRARY: &str = "libcuda.so.1";
@@ -457,8 +459,8 @@ mod tests {
 
     #[test]
     fn too_old_driver_message_names_both_versions() {
-        let msg = InitFailure::TooOld(11040).to_error().to_string();
-        assert!(msg.contains("CUDA 11.4") && msg.contains("11.7"), "{msg}");
+        let msg = InitFailure::TooOld(11070).to_error().to_string();
+        assert!(msg.contains("CUDA 11.7") && msg.contains("needs 12.0"), "{msg}");
         assert_eq!(DriverInfo { version: 13000 }.cuda_version(), (13, 0));
         assert_eq!(DriverInfo { version: 12020 }.cuda_version(), (12, 2));
     }

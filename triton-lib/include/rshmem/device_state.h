@@ -152,6 +152,52 @@
 #define RSHMEM_ERROR_FLAG_BAD_ARGUMENT 4
 
 /*
+ Operation codes of the cuda backend's one-thread atomic kernels (`rshmemi_amo32/64` in
+ `triton-lib/src/runtime_kernels.cu`, which reads them from the generated header): fetch.
+ */
+#define RSHMEM_AMO_FETCH 0
+
+/*
+ Store (returns the old value).
+ */
+#define RSHMEM_AMO_SET 1
+
+/*
+ Exchange.
+ */
+#define RSHMEM_AMO_SWAP 2
+
+/*
+ Compare and swap (first operand: the expected value, second: the new one).
+ */
+#define RSHMEM_AMO_COMPARE_SWAP 3
+
+/*
+ Wrapping add.
+ */
+#define RSHMEM_AMO_ADD 4
+
+/*
+ Bitwise and.
+ */
+#define RSHMEM_AMO_AND 5
+
+/*
+ Bitwise or.
+ */
+#define RSHMEM_AMO_OR 6
+
+/*
+ Bitwise xor.
+ */
+#define RSHMEM_AMO_XOR 7
+
+/*
+ A load with acquire ordering (no fence before it).
+ */
+#define RSHMEM_AMO_LOAD_ACQUIRE 8
+
+/*
  The state every module linking the device library reads from `rshmemi_device_state_d`.
 
  All addresses are this process's virtual addresses, passed as `u64` so that the layout is the

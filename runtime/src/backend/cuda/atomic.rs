@@ -3,7 +3,7 @@
 //! Callers (the `MemoryBackend` methods) vouch for the addresses; this file only adds that the
 //! result slot is page-locked host memory owned here, written by one kernel at a time.
 //!
-//! Choice: an atomic is a one-thread kernel (`kernels.ptx`) launched on a private
+//! Choice: an atomic is a one-thread kernel (`kernels.rs`, built from `runtime_kernels.cu`) launched on a private
 //! non-blocking stream, then `cuStreamSynchronize`. The kernel writes the old value into a
 //! page-locked host word, so there is no extra copy. About 10 µs per operation, which host
 //! atomics can afford; device code uses its own atomics. A plain `cuMemcpy` would be cheaper

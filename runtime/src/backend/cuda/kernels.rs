@@ -1,15 +1,21 @@
-//! # Safety
-//! rshmem's own kernels (`kernels.ptx`), loaded once per backend, and their launches. Each
-//! launch passes one pointer per kernel parameter, to a local of the exact type the PTX
-//! declares (`.u64` -> `u64`, `.u32` -> `u32`).
+//! The cuda backend's one-thread kernels (host-issued atomics, the on-stream signal add), loaded
+//! once per backend, and their launches.
 //!
-//! Why hand-written PTX: these three kernels are a few instructions each, and their memory
-//! ordering is the whole point (`fence.sc.sys`, `atom.acq_rel.sys`, `ld.acquire.sys`).
-//! `runtime/build.rs` assembles the PTX into cubins like the runtime's other kernels
-//! (`device::image::OPS`), so loading it compiles nothing on the GPUs built for.
+//! The kernels are the `RSHMEMI_RT_OPS` part of `triton-lib/src/runtime_kernels.cu`, the one
+//! source of the runtime's kernels, built by `runtime/build.rs` into PTX and cubins
+//! (`device::image::OPS`). Their memory ordering is the whole point (`fence.sc.sys`,
+//! `atom.acq_rel.sys`, `ld.acquire.sys`); the operation codes are `device_state::AMO_*`, which
+//! the kernel source reads from the generated header.
+//!
+//! # Safety
+//! Each launch passes one pointer per kernel parameter, to a local of the exact type the PTX
+//! declares (`.u64` -> `u64`, `.u32` -> `u32`); the tests check the PTX parameter lists.
 #![allow(unsafe_code)]
 
 use crate::backend::{AmoOp, Width};
+use crate::device_state::{
+    AMO_ADD, AMO_AND, AMO_COMPARE_SWAP, AMO_FETCH, AMO_LOAD_ACQUIRE, AMO_OR, AMO_SET, AMO_SWAP, AMO_XOR,
+};
 use crate::device::image;
 use crate::driver::context::PrimaryContext;
 use crate::driver::module::{self, Function, LaunchDims, LoadedModule};
@@ -19,25 +25,25 @@ use std::ffi::{c_void, CStr};
 use std::sync::Arc;
 
 /// The PTX text of the kernels.
-pub const PTX: &str = include_str!("kernels.ptx");
+pub const PTX: &str = image::OPS.ptx;
 
 const AMO32: &CStr = c"rshmemi_amo32";
 const AMO64: &CStr = c"rshmemi_amo64";
 const SIGNAL_ADD: &CStr = c"rshmemi_signal_add";
 
-/// The op codes `rshmemi_amo32/64` understand (see `kernels.ptx`).
+/// The op codes `rshmemi_amo32/64` understand (`device_state::AMO_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub(crate) enum AmoCode {
-    Fetch = 0,
-    Set = 1,
-    Swap = 2,
-    CompareSwap = 3,
-    Add = 4,
-    And = 5,
-    Or = 6,
-    Xor = 7,
-    LoadAcquire = 8,
+    Fetch = AMO_FETCH,
+    Set = AMO_SET,
+    Swap = AMO_SWAP,
+    CompareSwap = AMO_COMPARE_SWAP,
+    Add = AMO_ADD,
+    And = AMO_AND,
+    Or = AMO_OR,
+    Xor = AMO_XOR,
+    LoadAcquire = AMO_LOAD_ACQUIRE,
 }
 
 /// One launch of `rshmemi_amo*`: op code and the two operands.
@@ -140,14 +146,9 @@ impl Kernels {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_loaded_image_is_this_ptx() {
-        assert_eq!(image::OPS.ptx, PTX);
-    }
-
     /// The parameter list of `.entry name( ... )` in the PTX text.
     fn entry_params(name: &str) -> Vec<String> {
-        let start = PTX.find(&format!(".visible .entry {name}(")).unwrap_or_else(|| panic!("no entry {name}"));
+        let start = PTX.find(&format!(".entry {name}(")).unwrap_or_else(|| panic!("no entry {name}"));
         let rest = &PTX[start..];
         let close = rest.find(')').unwrap();
         rest[..close]
@@ -161,7 +162,7 @@ mod tests {
     #[test]
     fn ptx_entries_match_the_launch_code() {
         // The launch code passes u64, u32, u64, u64, u64 to the amo kernels and u64, u64 to
-        // signal_add; a change to the PTX signature must change the launch code too.
+        // signal_add; a change to the kernel signature must change the launch code too.
         for amo in ["rshmemi_amo32", "rshmemi_amo64"] {
             assert_eq!(entry_params(amo), [".u64", ".u32", ".u64", ".u64", ".u64"], "{amo}");
         }
@@ -174,28 +175,34 @@ mod tests {
     }
 
     #[test]
-    fn op_codes_match_the_ptx_comment_and_branches() {
-        assert!(PTX.contains("0 fetch   1 set   2 swap   3 compare-swap   4 add   5 and   6 or   7 xor   8 load-acquire"));
+    fn the_kernels_order_as_seq_cst_atomics_at_system_scope() {
+        for op in ["exch.b32", "exch.b64", "cas.b32", "cas.b64", "add.u32", "add.u64", "and.b64", "or.b64", "xor.b64"] {
+            assert!(PTX.contains(&format!("atom.acq_rel.sys.{op}")), "{op}");
+        }
+        assert!(PTX.contains("fence.sc.sys") && PTX.contains("ld.acquire.sys") && PTX.contains("red.release.sys.add.u64"));
+    }
+
+    #[test]
+    fn op_codes_come_from_the_shared_header() {
+        let header = include_str!("../../../../triton-lib/include/rshmem/device_state.h");
         let cases = [
-            (AmoOp::Fetch, AmoCode::Fetch, 0, 0),
-            (AmoOp::Set(5), AmoCode::Set, 5, 0),
-            (AmoOp::Swap(6), AmoCode::Swap, 6, 0),
-            (AmoOp::CompareSwap { cond: 1, value: 2 }, AmoCode::CompareSwap, 1, 2),
-            (AmoOp::Add(7), AmoCode::Add, 7, 0),
-            (AmoOp::And(8), AmoCode::And, 8, 0),
-            (AmoOp::Or(9), AmoCode::Or, 9, 0),
-            (AmoOp::Xor(10), AmoCode::Xor, 10, 0),
+            (AmoOp::Fetch, AmoCode::Fetch, 0, 0, "FETCH"),
+            (AmoOp::Set(5), AmoCode::Set, 5, 0, "SET"),
+            (AmoOp::Swap(6), AmoCode::Swap, 6, 0, "SWAP"),
+            (AmoOp::CompareSwap { cond: 1, value: 2 }, AmoCode::CompareSwap, 1, 2, "COMPARE_SWAP"),
+            (AmoOp::Add(7), AmoCode::Add, 7, 0, "ADD"),
+            (AmoOp::And(8), AmoCode::And, 8, 0, "AND"),
+            (AmoOp::Or(9), AmoCode::Or, 9, 0, "OR"),
+            (AmoOp::Xor(10), AmoCode::Xor, 10, 0, "XOR"),
         ];
-        for (op, code, a, b) in cases {
+        for (op, code, a, b, name) in cases {
             assert_eq!(encode(op), (code, a, b), "{op:?}");
+            assert!(header.contains(&format!("#define RSHMEM_AMO_{name} {}\n", code as u32)), "{name}");
         }
-        // Each code the host sends has a branch in both kernels (8 is tested first).
-        for (code, label) in [(0, "FETCH"), (3, "CAS"), (4, "ADD"), (5, "AND"), (6, "OR"), (7, "XOR")] {
-            for w in ["A32", "A64"] {
-                assert!(PTX.contains(&format!("%op, {code};\n\t@%p{code} bra \t${w}_{label};")), "{w} {code}");
-            }
+        assert!(header.contains(&format!("#define RSHMEM_AMO_LOAD_ACQUIRE {}\n", AmoCode::LoadAcquire as u32)));
+        let source = include_str!("../../../../triton-lib/src/runtime_kernels.cu");
+        for name in ["FETCH", "SET", "SWAP", "COMPARE_SWAP", "ADD", "AND", "OR", "XOR", "LOAD_ACQUIRE"] {
+            assert!(source.contains(&format!("RSHMEM_AMO_{name}")), "the kernels handle AMO_{name}");
         }
-        assert_eq!(AmoCode::LoadAcquire as u32, 8);
-        assert!(PTX.contains("setp.eq.u32 \t%p8, %op, 8;\n\t@%p8 bra \t$A64_LOAD_ACQUIRE;"));
     }
 }

@@ -51,7 +51,7 @@ impl CudaBackend {
     /// Triton use), and loads the runtime's kernels.
     ///
     /// # Errors
-    /// [`Error::Unsupported`] without a driver, with a driver older than CUDA 11.7, or when the
+    /// [`Error::Unsupported`] without a driver, with a driver older than CUDA 12.0 (`driver::context::MIN_DRIVER_VERSION`), or when the
     /// device cannot export memory as file descriptors; [`Error::Driver`] for other failures.
     pub fn new(device: Device, peers: &[Device]) -> Result<CudaBackend> {
         context::init()?;
