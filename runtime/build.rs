@@ -14,7 +14,7 @@
 //! the driver compiles at init then.
 //!
 //! Outputs in `$OUT_DIR`: `<module>.ptx`, `<module>.sm_<arch>.cubin`, and `kernel_images.rs`,
-//! which `runtime/src/device/image.rs` includes (one `KernelImage` per module).
+//! which `runtime/src/backend/cuda/image.rs` includes (one `KernelImage` per module).
 //!
 //! clang is `$RSHMEM_CLANG` if set, else `clang-19` on `PATH`, else `/usr/lib/llvm-19/bin/clang`.
 //! ptxas is `$RSHMEM_PTXAS` if set (empty: build no cubins), else `ptxas` on `PATH`, else

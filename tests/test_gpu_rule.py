@@ -1,4 +1,4 @@
-"""Which GPU a PE uses: the one rule (runtime `device::select::choose_ordinal`) as every entry
+"""Which GPU a PE uses: the one rule (runtime `backend::cuda::select::choose_ordinal`) as every entry
 point sees it through `rshmem._native.plan_device` and `rshmem.torch.device()`. No GPU needed:
 the rule is a function of the launcher's variables, the GPU count and the opt-in."""
 

@@ -7,7 +7,7 @@
 //! Without torchrun variables it re-runs itself once per PE on the loopback interface with the
 //! host backend; under `torchrun --no-python` it is one PE of that job.
 
-use rshmem::backend::host::HostBackend;
+use rshmem::backend::host::HostMemory;
 use rshmem::bootstrap::{Bootstrap, UniqueId};
 use rshmem::heap::allocator::{Allocator, MIN_ALIGN};
 use rshmem::heap::SymmetricHeap;
@@ -68,7 +68,7 @@ fn launch(n: usize) {
 
 fn pe(uid: &UniqueId, rank: usize, n: usize) {
     let b = Bootstrap::connect(uid, rank, n, Duration::from_secs(30)).unwrap();
-    let h = SymmetricHeap::new(Arc::new(HostBackend::new()), &b, 1 << 30, 64 << 20).unwrap();
+    let h = SymmetricHeap::new(Arc::new(HostMemory::new()), &b, 1 << 30, 64 << 20).unwrap();
     let keep = h.malloc(&b, 1 << 20, 0).unwrap(); // grow once: measure the steady state
     let iters = 2000;
     let time = |f: &dyn Fn()| {

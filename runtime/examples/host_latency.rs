@@ -74,10 +74,10 @@ fn pe() {
         rows.push((format!("getmem {bytes} B"), get));
     }
     rows.push(("p<u64>".into(), measure(20_000, &mut || rt.p::<u64>(buf, 1, peer).unwrap())));
-    rows.push(("g<u64>".into(), measure(20_000, &mut || drop(rt.g::<u64>(buf, peer).unwrap()))));
+    rows.push(("g<u64>".into(), measure(20_000, &mut || { std::hint::black_box(rt.g::<u64>(buf, peer).unwrap()); })));
     rows.push((
         "atomic fetch_add u64".into(),
-        measure(20_000, &mut || drop(rt.atomic(buf, Width::W64, AmoOp::Add(1), peer).unwrap())),
+        measure(20_000, &mut || { std::hint::black_box(rt.atomic(buf, Width::W64, AmoOp::Add(1), peer).unwrap()); }),
     ));
     rows.push(("signal_op add".into(), measure(20_000, &mut || rt.signal_op(buf + 64, 1, SignalOp::Add, peer).unwrap())));
     rows.push(("barrier_all".into(), measure(2_000, &mut || rt.barrier_all().unwrap())));

@@ -84,7 +84,54 @@ pub const VARIABLES: &[Variable] = &[
     },
 ];
 
-/// Parsed values of [`VARIABLES`].
+/// Where this PE sits among the PEs of its host, as its launcher describes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalPlace {
+    /// This PE's index among the PEs of its host (`LOCAL_RANK`).
+    pub rank: usize,
+    /// How many PEs its host runs (`LOCAL_WORLD_SIZE`).
+    pub size: usize,
+}
+
+/// The launchers' variables for a PE's index and count on its host: torchrun, Open MPI, MPICH
+/// (Hydra), Slurm. The first pair found wins; a missing count is taken as `rank + 1`.
+const LOCAL_VARS: [(&str, &str); 4] = [
+    ("LOCAL_RANK", "LOCAL_WORLD_SIZE"),
+    ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    ("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
+];
+
+impl LocalPlace {
+    /// From the launcher's environment, read through `lookup`; `None` when no launcher variable
+    /// is set (a lone process, or a launcher that names none).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a variable that is not a non-negative integer.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<LocalPlace>> {
+        let parse = |var: &'static str, v: String| -> Result<usize> {
+            v.trim().parse().map_err(|_| Error::Config {
+                var,
+                value: v.clone(),
+                reason: "expected a non-negative integer (set by the launcher)".into(),
+            })
+        };
+        for (rank_var, size_var) in LOCAL_VARS {
+            if let Some(r) = lookup(rank_var) {
+                let rank = parse(rank_var, r)?;
+                let size = match lookup(size_var) {
+                    Some(s) => parse(size_var, s)?,
+                    None => rank + 1,
+                };
+                return Ok(Some(LocalPlace { rank, size: size.max(rank + 1) }));
+            }
+        }
+        Ok(None)
+    }
+
+}
+
+/// Parsed values of [`VARIABLES`], and the launcher's variables rshmem reads.
 #[derive(Debug, Clone)]
 pub struct Env {
     /// `RSHMEM_BACKEND`, if set.
@@ -107,6 +154,9 @@ pub struct Env {
     pub stuck_report: Option<std::time::Duration>,
     /// `RSHMEM_ALLOW_SHARED_GPU`.
     pub allow_shared_gpu: bool,
+    /// This PE's place on its host as its launcher tells it (`LOCAL_RANK`, ...; see
+    /// [`LocalPlace`]), if any launcher variable is set.
+    pub local_place: Option<LocalPlace>,
 }
 
 impl Env {
@@ -161,6 +211,7 @@ impl Env {
                 .filter(|&ms| ms > 0)
                 .map(std::time::Duration::from_millis),
             allow_shared_gpu: bool_var(&get, "RSHMEM_ALLOW_SHARED_GPU")?,
+            local_place: LocalPlace::from_lookup(&get)?,
         })
     }
 }

@@ -9,8 +9,8 @@
 //! | [`error`], [`env`], [`consts`] | the one error type, every `RSHMEM_*` variable, SHMEM constants |
 //! | [`bootstrap`] | how PEs find each other: unique id over TCP, torchrun env, byte-blob collectives, peer-death detection, fd passing over Unix sockets |
 //! | [`driver`] | the CUDA driver, loaded at run time: thin checked wrappers (VMM, modules, streams) and RAII handles; only it and `backend::cuda` name raw driver items |
-//! | [`backend`] | where physical memory comes from: one trait, `host` (memfd) and `cuda` backends |
-//! | [`device`] | which GPU a PE uses, peer reachability, publishing the [`device_state`] into loaded modules |
+//! | [`backend`] | the one seam: a [`backend::Backend`] owns memory, streams, the runtime's kernels and the device state; `host` (memfd, no device) and `cuda` (everything GPU: selection, VMM memory, kernels, streams, publishing the [`device_state`]) |
+//! | [`device_state`] | the one struct device code reads, shared with the device library through a generated header |
 //! | [`heap`] | the symmetric heap: one reserved range with a slot per node-local PE, grown on demand; the allocator |
 //! | [`dtype`] | element types (the twelve SHMEM dtypes) and reduction operators |
 //! | [`runtime`] | [`Runtime`]: init / finalize and the host API (RMA, atomics, signals, waits, barriers, teams, collectives) |
@@ -25,7 +25,6 @@
 pub mod backend;
 pub mod bootstrap;
 pub mod consts;
-pub mod device;
 pub mod device_state;
 pub mod driver;
 pub mod dtype;

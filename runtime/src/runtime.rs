@@ -6,10 +6,8 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `init.rs` | [`InitOptions`], init, finalize, the backend choice |
-//! | `gpu.rs` | the cuda side: GPU selection, the device state and its publication, device error records |
-//! | `kernels.rs` | the runtime's own kernels (barrier, fcollect, reduction), built from `triton-lib/src/runtime_kernels.cu`, all loaded at init |
-//! | `barrier_order.rs` | host barriers ordered after the barrier kernels this PE queued on streams |
+//! | `init.rs` | [`InitOptions`], init, finalize, the device state this PE publishes |
+//! | `device.rs` | what the backend's device side adds to the host API: kernel error records, module publication |
 //! | `mem.rs` | checked access to symmetric memory (the only place that dereferences heap addresses, with `rma.rs`) |
 //! | `rma.rs` | `putmem` / `getmem` / `p` / `g` |
 //! | `raw.rs` | checks on raw local addresses a front end received as integers |
@@ -20,18 +18,19 @@
 //! | `team.rs` | [`Team`], the team table, `team_*` calls |
 //! | `collective.rs` | broadcast, fcollect, alltoall, reductions |
 //! | `agree.rs` | every member of a host collective checks the others' arguments in its first barrier |
-//! | `stream.rs` | on-stream puts, gets, signals, waits, quiet, barriers (`*_on_stream`) |
+//! | `stream.rs` | on-stream puts, gets, signals, waits, quiet, barriers (`*_on_stream`): queued on the backend's streams, or run as their host forms where it has none |
 //! | `stream_collective.rs` | on-stream broadcast, fcollect, alltoall, reductions |
+//!
+//! The runtime reaches memory, streams, kernels and the device state only through its
+//! [`crate::backend::Backend`]; it never names a backend.
 //!
 //! Semantics follow OpenSHMEM 1.5 and NVSHMEM; each method names its SHMEM equivalent.
 
 mod agree;
 mod atomic;
-mod barrier_order;
 mod collective;
-mod gpu;
+mod device;
 mod init;
-mod kernels;
 mod mem;
 mod raw;
 mod rma;
@@ -46,7 +45,7 @@ pub use init::InitOptions;
 pub use raw::Access;
 pub use team::Team;
 
-use crate::backend::{BackendKind, MemoryBackend};
+use crate::backend::{Backend, BackendKind, MemoryBackend};
 use crate::bootstrap::Bootstrap;
 use crate::consts::MAX_TEAMS;
 use crate::error::{Error, Result};
@@ -88,26 +87,6 @@ mod workspace {
     /// Bytes of the collective workspace, a separate allocation: one part per team slot.
     pub const COLL_WS_BYTES: usize = MAX_TEAMS * COLL_WS_BYTES_PER_TEAM;
 
-    /// The staged fcollect's workspace (`rshmemi_rt_fcollect_staged` in runtime_kernels.cu),
-    /// a separate allocation on the cuda backend: `[u64; STAGED_BLOCKS]` epochs, then
-    /// `[u64; n_pes * STAGED_BLOCKS]` flags, then two parities of `n_pes` slots of
-    /// `STAGED_SLOT_BYTES`.
-    pub mod staged {
-        /// Blocks of every staged fcollect launch (the kernel needs the same count in every call).
-        pub const BLOCKS: usize = 8;
-        /// Largest fcollect per PE that goes through the staging slots.
-        pub const SLOT_BYTES: usize = 256 << 10;
-        /// Offset of the flags.
-        pub const FLAGS: usize = BLOCKS * 8;
-        /// Offset of the staging slots for `n_pes` PEs (256-byte aligned).
-        pub const fn staging(n_pes: usize) -> usize {
-            (FLAGS + n_pes * BLOCKS * 8).next_multiple_of(256)
-        }
-        /// Total size for `n_pes` PEs.
-        pub const fn bytes(n_pes: usize) -> usize {
-            staging(n_pes) + 2 * n_pes * SLOT_BYTES
-        }
-    }
 }
 
 /// An initialized PE: the bootstrap, the symmetric heap and the runtime's own state.
@@ -119,22 +98,22 @@ mod workspace {
 pub struct Runtime {
     boot: Bootstrap,
     heap: SymmetricHeap,
-    backend: Arc<dyn MemoryBackend>,
-    kind: BackendKind,
-    device: Option<i32>,
-    /// Node-local PEs on this PE's GPU, itself included (1: a GPU of its own; 0: host backend).
-    gpu_sharers: usize,
+    /// Memory, streams, the runtime's kernels and the device state.
+    backend: Box<dyn Backend>,
+    /// The backend's memory (the heap's too), kept here for the host API's copies and atomics.
+    mem: Arc<dyn MemoryBackend>,
+    /// Per world PE: whether device code of this PE reaches it by load/store (its heap slot is
+    /// mapped here and the backend's device reaches its device).
+    reachable: Vec<bool>,
     teams: Mutex<TeamTable>,
     /// Symmetric address of the runtime workspace (see `workspace`).
     workspace: usize,
     /// Symmetric address of the collective workspace (`workspace::COLL_WS_BYTES`, one part of
     /// `workspace::COLL_WS_BYTES_PER_TEAM` per team slot).
     coll_ws: usize,
-    /// Symmetric address of the staged fcollect's workspace (`workspace::staged`); 0 on the
-    /// host backend.
+    /// Symmetric address of the backend's stream workspace (`Backend::stream_workspace_bytes`);
+    /// 0 where it needs none.
     staged_ws: usize,
-    /// The cuda side (device state, kernels, error record); `None` on the host backend.
-    gpu: Option<gpu::Gpu>,
     /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.
     wait_timeout: Option<Duration>,
     /// `RSHMEM_STUCK_REPORT_MS` (`None`: never).
@@ -146,8 +125,8 @@ impl std::fmt::Debug for Runtime {
         f.debug_struct("Runtime")
             .field("my_pe", &self.my_pe())
             .field("n_pes", &self.n_pes())
-            .field("backend", &self.kind)
-            .field("device", &self.device)
+            .field("backend", &self.backend.kind())
+            .field("device", &self.backend.device())
             .finish_non_exhaustive()
     }
 }
@@ -167,18 +146,18 @@ impl Runtime {
 
     /// The memory backend of the symmetric heap.
     pub fn backend_kind(&self) -> BackendKind {
-        self.kind
+        self.backend.kind()
     }
 
     /// The ordinal (in this process) of the GPU this PE uses; `None` on the host backend.
     pub fn device(&self) -> Option<i32> {
-        self.device
+        self.backend.device()
     }
 
     /// How many PEs of this host use this PE's GPU, this one included: 1 for a GPU of its own,
     /// more when `RSHMEM_ALLOW_SHARED_GPU=1` let PEs share it, 0 on the host backend.
     pub fn gpu_sharers(&self) -> usize {
-        self.gpu_sharers
+        self.backend.device_sharers()
     }
 
     /// The symmetric heap.
@@ -228,7 +207,9 @@ impl Runtime {
     }
 
     /// Frees symmetric memory allocated by [`Runtime::malloc`] and friends. Collective: every
-    /// PE frees the same allocation; outstanding puts of this PE are completed first.
+    /// PE frees the same allocation; outstanding puts of this PE are completed first, and on a
+    /// backend with a device every operation queued there has run (a kernel or copy still queued
+    /// on a stream could otherwise touch memory a later allocation reuses).
     ///
     /// # Errors
     /// [`Error::NotSymmetric`] / [`Error::InvalidArgument`] for an address that is not an
@@ -236,6 +217,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_free")]
     pub fn free(&self, addr: usize) -> Result<()> {
         self.quiet()?;
+        self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
         self.heap.free(&self.boot, addr)
     }
 

@@ -12,11 +12,11 @@
 mod common;
 
 use common::Pes;
-use rshmem::backend::cuda::stream_ops::SignalOp;
-use rshmem::backend::cuda::CudaBackend;
+use rshmem::consts::SignalOp;
+use rshmem::backend::cuda::CudaMemory;
 use rshmem::backend::{AmoOp, Chunk, Mapping, MemoryBackend, Reservation, Width};
 use rshmem::consts::Cmp;
-use rshmem::device::{registry, select};
+use rshmem::backend::cuda::{registry, select};
 use rshmem::device_state::DeviceState;
 use rshmem::driver::context;
 use rshmem::driver::module::{self, LoadedModule};
@@ -108,7 +108,7 @@ impl Link {
 
 /// A backend on this PE's GPU, opened to the other PE's GPU, after the same checks the runtime
 /// makes (distinct GPUs, peer reachable by load/store).
-fn backend(pe: usize, link: &Link) -> CudaBackend {
+fn backend(pe: usize, link: &Link) -> CudaMemory {
     assert_eq!(std::env::var("RSHMEM_BACKEND").as_deref(), Ok("cuda"));
     let info = context::init().expect("CUDA driver");
     assert!(info.version >= context::MIN_DRIVER_VERSION);
@@ -133,7 +133,7 @@ fn backend(pe: usize, link: &Link) -> CudaBackend {
     select::check_distinct(&node, pe, allow).expect("each PE on its own GPU (or RSHMEM_ALLOW_SHARED_GPU=1)");
     let reach = select::reachability(dev, &[theirs]).unwrap();
     assert!(reach[0].load_store && reach[0].verified, "GPUs not peer-accessible: {reach:?}");
-    CudaBackend::new(dev, &select::access_devices(&reach)).unwrap()
+    CudaMemory::new(dev, &select::access_devices(&reach)).unwrap()
 }
 
 /// Each PE's chunk, mapped at slot `pe` of its own reservation, and the peer's chunk, imported
@@ -147,7 +147,7 @@ struct Pair {
 }
 
 impl Pair {
-    fn new(b: &CudaBackend, link: &Link, pe: usize, want: usize) -> Pair {
+    fn new(b: &CudaMemory, link: &Link, pe: usize, want: usize) -> Pair {
         let g = b.granularity();
         let len = want.div_ceil(g) * g;
         let res = b.reserve(2 * len).unwrap();
@@ -171,25 +171,25 @@ impl Pair {
     }
 }
 
-fn put_host(b: &CudaBackend, dst: usize, data: &[u8]) {
+fn put_host(b: &CudaMemory, dst: usize, data: &[u8]) {
     // SAFETY: `dst` is inside a mapped slot (callers stay within `Pair::len`), `data` is a live
     // host slice; they cannot overlap.
     unsafe { b.copy(dst, data.as_ptr() as usize, data.len()).unwrap() }
 }
 
-fn get_host(b: &CudaBackend, src: usize, len: usize) -> Vec<u8> {
+fn get_host(b: &CudaMemory, src: usize, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     // SAFETY: as in `put_host`.
     unsafe { b.copy(v.as_mut_ptr() as usize, src, len).unwrap() };
     v
 }
 
-fn amo(b: &CudaBackend, addr: usize, w: Width, op: AmoOp) -> u64 {
+fn amo(b: &CudaMemory, addr: usize, w: Width, op: AmoOp) -> u64 {
     // SAFETY: callers pass aligned words inside a mapped slot.
     unsafe { b.atomic(addr, w, op).unwrap() }
 }
 
-fn load(b: &CudaBackend, addr: usize) -> u64 {
+fn load(b: &CudaMemory, addr: usize) -> u64 {
     // SAFETY: as in `amo`.
     unsafe { b.load_acquire(addr, Width::W64).unwrap() }
 }
@@ -206,7 +206,7 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-fn wait_for(b: &CudaBackend, addr: usize, want: u64) {
+fn wait_for(b: &CudaMemory, addr: usize, want: u64) {
     let start = Instant::now();
     while load(b, addr) != want {
         assert!(start.elapsed() < Duration::from_secs(30), "word at {addr:#x} never became {want}");
@@ -387,7 +387,7 @@ fn module_with_state_global(bytes: usize) -> String {
 #[ignore = "needs a GPU: 2 joined by NVLink, or 1 shared with RSHMEM_ALLOW_SHARED_GPU=1"]
 fn device_state_is_published_only_into_modules_that_link_the_library() {
     let dev = select::select(select::LocalPlace { rank: 0, size: 1 }, None, true).unwrap();
-    let b = CudaBackend::new(dev, &[]).unwrap();
+    let b = CudaMemory::new(dev, &[]).unwrap();
     let ctx = b.context();
     let size = std::mem::size_of::<DeviceState>();
     let with = LoadedModule::load_ptx(ctx, &module_with_state_global(size)).unwrap();

@@ -6,7 +6,7 @@
 //! `CUDA_CACHE_DISABLE=1 cargo test -p rshmem --test cuda_kernels -- --ignored --nocapture`
 //! or, from the bundle, `CUDA_CACHE_DISABLE=1 .gpu/bin/cuda_kernels --ignored --nocapture`.
 
-use rshmem::device::image::{self, Form};
+use rshmem::backend::cuda::image::{self, Form};
 use rshmem::driver::context::{self, Device, PrimaryContext};
 use rshmem::driver::module::LoadedModule;
 use std::time::Instant;

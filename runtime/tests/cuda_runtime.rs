@@ -18,7 +18,7 @@ use rshmem::backend::{AmoOp, BackendKind, Width};
 use rshmem::consts::{Cmp, SignalOp};
 use rshmem::device_state::{DEVICE_FLAG_ALL_REACHABLE, DEVICE_STATE_MAGIC};
 use rshmem::driver::context::{Device, PrimaryContext};
-use rshmem::driver::stream::Stream;
+use rshmem::driver::stream::{Stream, StreamHandle};
 use rshmem::dtype::{reduce_bytes, DType, ReduceOp};
 use rshmem::runtime::{InitOptions, Runtime, Team};
 use rshmem::Error;
@@ -130,7 +130,7 @@ fn on_stream_put_get_signal_wait_and_barriers() {
     two_pes("on_stream_put_get_signal_wait_and_barriers").run(|pe, _n| {
         let rt = init();
         let (_ctx, st) = stream_of(&rt);
-        let s = st.handle().0;
+        let s = st.handle();
         let peer = 1 - pe;
         const N: usize = 4 << 20;
         let src = rt.malloc(N).unwrap();
@@ -219,7 +219,7 @@ fn on_stream_put_get_signal_wait_and_barriers() {
 }
 
 /// Runs every on-stream collective for `dtype` and checks it against a host-side reference.
-fn check_collectives(rt: &Runtime, s: usize, st: &Stream, dtype: DType, nelems: usize, case: u64) {
+fn check_collectives(rt: &Runtime, s: StreamHandle, st: &Stream, dtype: DType, nelems: usize, case: u64) {
     let (pe, n) = (rt.my_pe(), rt.n_pes());
     let sz = dtype.size();
     let bytes = nelems * sz;
@@ -271,7 +271,7 @@ fn collectives_on_stream_match_the_reference() {
     two_pes("collectives_on_stream_match_the_reference").run(|_pe, _n| {
         let rt = init();
         let (_ctx, st) = stream_of(&rt);
-        let s = st.handle().0;
+        let s = st.handle();
         // Sizes above the 1 MiB collective workspace make reductions take several rounds.
         let cases = [
             (DType::I32, 1000),
@@ -316,7 +316,7 @@ fn heap_grows_over_ten_allocations_and_keeps_data() {
             assert_eq!(get(&rt, a, len, pe), data(DType::U8, len, pe, 100 + i as u64), "own allocation {i}");
             assert_eq!(get(&rt, a, len, peer), data(DType::U8, len, peer, 100 + i as u64), "peer allocation {i}");
             // SAFETY: symmetric buffers, live stream.
-            unsafe { rt.getmem_on_stream(scratch, a, len, peer, st.handle().0).unwrap() };
+            unsafe { rt.getmem_on_stream(scratch, a, len, peer, st.handle()).unwrap() };
             st.synchronize().unwrap();
             assert_eq!(get(&rt, scratch, len, pe), data(DType::U8, len, peer, 100 + i as u64), "stream get {i}");
         }
@@ -335,7 +335,7 @@ fn finalize_then_init_again_in_one_process() {
             let a = rt.malloc(1 << 16).unwrap();
             put_local(&rt, a, &data(DType::U8, 1 << 16, pe, 200 + round));
             // SAFETY: live stream.
-            unsafe { rt.barrier_all_on_stream(st.handle().0).unwrap() };
+            unsafe { rt.barrier_all_on_stream(st.handle()).unwrap() };
             st.synchronize().unwrap();
             rt.barrier_all().unwrap();
             assert_eq!(get(&rt, a, 1 << 16, 1 - pe), data(DType::U8, 1 << 16, 1 - pe, 200 + round), "round {round}");
@@ -389,7 +389,7 @@ fn a_stream_barrier_past_the_debug_timeout_reports_pe_address_and_values() {
                 let (_ctx, st) = stream_of(&rt);
                 // PE 1 never joins: the barrier kernel gives up and records why.
                 // SAFETY: live stream.
-                unsafe { rt.barrier_all_on_stream(st.handle().0).unwrap() };
+                unsafe { rt.barrier_all_on_stream(st.handle()).unwrap() };
                 assert!(st.synchronize().is_err(), "the kernel stopped with trap");
                 let err = rt.check_device_error().unwrap_err();
                 let msg = err.to_string();
@@ -417,7 +417,7 @@ fn measure_put_bandwidth_and_barrier_latency_on_stream() {
         |pe, _n| {
             let rt = init();
             let (_ctx, st) = stream_of(&rt);
-            let s = st.handle().0;
+            let s = st.handle();
             const LEN: usize = 256 << 20;
             let src = rt.malloc(LEN).unwrap();
             let dst = rt.malloc(LEN).unwrap();

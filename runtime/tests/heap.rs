@@ -4,7 +4,7 @@
 mod common;
 use common::Pes;
 
-use rshmem::backend::host::HostBackend;
+use rshmem::backend::host::HostMemory;
 use rshmem::backend::{AmoOp, Width};
 use rshmem::bootstrap::{Bootstrap, UniqueId};
 use rshmem::heap::SymmetricHeap;
@@ -21,7 +21,7 @@ fn boot() -> Bootstrap {
 
 fn heap(boot: &Bootstrap) -> SymmetricHeap {
     let env = rshmem::env::env().unwrap();
-    SymmetricHeap::new(Arc::new(HostBackend::new()), boot, env.symmetric_size, env.heap_growth).unwrap()
+    SymmetricHeap::new(Arc::new(HostMemory::new()), boot, env.symmetric_size, env.heap_growth).unwrap()
 }
 
 fn set(h: &SymmetricHeap, addr: usize, v: u64) {

@@ -12,9 +12,9 @@
 use crate::error::IntoPy;
 use crate::init::runtime;
 use pyo3::prelude::*;
-use rshmem::device::registry;
-use rshmem::device::select::{self, LocalPlace, Visible};
-use rshmem::env::Env;
+use rshmem::backend::cuda::registry;
+use rshmem::backend::cuda::select::{self, Visible};
+use rshmem::env::{Env, LocalPlace};
 use rshmem::driver::module::ModuleHandle;
 
 /// The ordinal of the GPU this PE uses, or `None` on the host backend.
@@ -39,7 +39,7 @@ fn gpu_sharers() -> PyResult<usize> {
 #[pyo3(signature = (visible, requested=None))]
 fn plan_device(visible: usize, requested: Option<usize>) -> PyResult<Option<(usize, usize)>> {
     let env = Env::from_process().py_err()?;
-    let place = match (LocalPlace::from_env().py_err()?, requested) {
+    let place = match (env.local_place, requested) {
         (Some(p), _) => p,
         (None, Some(_)) => LocalPlace { rank: 0, size: 1 },
         (None, None) => return Ok(None),

@@ -20,6 +20,7 @@ use crate::init::{pe_arg, runtime};
 use crate::team::team as team_of;
 use pyo3::prelude::*;
 use rshmem::consts::{Cmp, SignalOp};
+use rshmem::driver::stream::StreamHandle;
 use rshmem::runtime::Access;
 
 /// Queues a copy of `nbytes` from local `src` to symmetric `dest` on `pe`
@@ -45,7 +46,7 @@ fn putmem_on_stream(
         }
         // SAFETY: see the file header: `src..src+nbytes` was checked above or comes from a
         // live tensor; the caller vouches for the stream.
-        unsafe { rt.putmem_on_stream(dest, src, nbytes, pe, stream) }
+        unsafe { rt.putmem_on_stream(dest, src, nbytes, pe, StreamHandle(stream)) }
     })
     .py_err()
 }
@@ -72,7 +73,7 @@ fn getmem_on_stream(
         }
         // SAFETY: see the file header: `dest..dest+nbytes` was checked above or comes from a
         // live tensor; the caller vouches for the stream.
-        unsafe { rt.getmem_on_stream(dest, src, nbytes, pe, stream) }
+        unsafe { rt.getmem_on_stream(dest, src, nbytes, pe, StreamHandle(stream)) }
     })
     .py_err()
 }
@@ -104,7 +105,7 @@ fn putmem_signal_on_stream(
             rt.check_local_buffer(src, nbytes, Access::Read)?;
         }
         // SAFETY: see the file header; `src` checked above or from a live tensor.
-        unsafe { rt.putmem_signal_on_stream(dest, src, nbytes, sig_addr, signal, op, pe, stream) }
+        unsafe { rt.putmem_signal_on_stream(dest, src, nbytes, sig_addr, signal, op, pe, StreamHandle(stream)) }
     })
     .py_err()
 }
@@ -123,7 +124,7 @@ fn signal_op_on_stream(
     let pe = pe_arg(&rt, pe)?;
     let op = SignalOp::from_raw(sig_op).py_err()?;
     // SAFETY: see the file header (the stream).
-    py.detach(|| unsafe { rt.signal_op_on_stream(sig_addr, signal, op, pe, stream) }).py_err()
+    py.detach(|| unsafe { rt.signal_op_on_stream(sig_addr, signal, op, pe, StreamHandle(stream)) }).py_err()
 }
 
 /// Makes later work on the stream wait until this PE's signal word `sig_addr` compares `cmp`
@@ -133,7 +134,7 @@ fn signal_wait_until_on_stream(py: Python<'_>, sig_addr: usize, cmp: i32, value:
     let rt = runtime("rshmem.signal_wait_until_on_stream()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     // SAFETY: see the file header (the stream).
-    py.detach(|| unsafe { rt.signal_wait_until_on_stream(sig_addr, cmp, value, stream) }).py_err()
+    py.detach(|| unsafe { rt.signal_wait_until_on_stream(sig_addr, cmp, value, StreamHandle(stream)) }).py_err()
 }
 
 /// Completes every put and signal queued on the stream before it (`nvshmemx_quiet_on_stream`).
@@ -141,7 +142,7 @@ fn signal_wait_until_on_stream(py: Python<'_>, sig_addr: usize, cmp: i32, value:
 fn quiet_on_stream(py: Python<'_>, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.quiet_on_stream()")?;
     // SAFETY: see the file header (the stream).
-    py.detach(|| unsafe { rt.quiet_on_stream(stream) }).py_err()
+    py.detach(|| unsafe { rt.quiet_on_stream(StreamHandle(stream)) }).py_err()
 }
 
 /// Queues a barrier over all PEs (`nvshmemx_barrier_all_on_stream`). Every PE calls it.
@@ -149,7 +150,7 @@ fn quiet_on_stream(py: Python<'_>, stream: usize) -> PyResult<()> {
 fn barrier_all_on_stream(py: Python<'_>, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.barrier_all_on_stream()")?;
     // SAFETY: see the file header (the stream).
-    py.detach(|| unsafe { rt.barrier_all_on_stream(stream) }).py_err()
+    py.detach(|| unsafe { rt.barrier_all_on_stream(StreamHandle(stream)) }).py_err()
 }
 
 /// Queues a barrier over `team` (`nvshmemx_barrier_on_stream`). Every member calls it.
@@ -157,7 +158,7 @@ fn barrier_all_on_stream(py: Python<'_>, stream: usize) -> PyResult<()> {
 fn barrier_on_stream(py: Python<'_>, team: i32, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.barrier_on_stream()")?;
     // SAFETY: see the file header (the stream).
-    py.detach(|| unsafe { rt.barrier_on_stream(team_of(team), stream) }).py_err()
+    py.detach(|| unsafe { rt.barrier_on_stream(team_of(team), StreamHandle(stream)) }).py_err()
 }
 
 /// Queues a broadcast of `nelems` elements of `dtype` from `src` on team PE `root` into `dest`
@@ -177,7 +178,7 @@ fn broadcast_on_stream(
     let rt = runtime("rshmem.broadcast_on_stream()")?;
     let dt = parse_dtype(dtype)?;
     // SAFETY: see the file header (the stream; symmetric buffers are checked).
-    py.detach(|| unsafe { rt.broadcast_on_stream(team_of(team), dest, src, nelems, root, dt, stream) }).py_err()
+    py.detach(|| unsafe { rt.broadcast_on_stream(team_of(team), dest, src, nelems, root, dt, StreamHandle(stream)) }).py_err()
 }
 
 /// Queues the concatenation of every member's `nelems` elements of `src` into `dest`, in team
@@ -195,7 +196,7 @@ fn fcollect_on_stream(
     let rt = runtime("rshmem.fcollect_on_stream()")?;
     let dt = parse_dtype(dtype)?;
     // SAFETY: see the file header.
-    py.detach(|| unsafe { rt.fcollect_on_stream(team_of(team), dest, src, nelems, dt, stream) }).py_err()
+    py.detach(|| unsafe { rt.fcollect_on_stream(team_of(team), dest, src, nelems, dt, StreamHandle(stream)) }).py_err()
 }
 
 /// Queues an all-to-all exchange of blocks of `nelems` elements
@@ -213,7 +214,7 @@ fn alltoall_on_stream(
     let rt = runtime("rshmem.alltoall_on_stream()")?;
     let dt = parse_dtype(dtype)?;
     // SAFETY: see the file header.
-    py.detach(|| unsafe { rt.alltoall_on_stream(team_of(team), dest, src, nelems, dt, stream) }).py_err()
+    py.detach(|| unsafe { rt.alltoall_on_stream(team_of(team), dest, src, nelems, dt, StreamHandle(stream)) }).py_err()
 }
 
 /// Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`)
@@ -234,7 +235,7 @@ fn reduce_on_stream(
     let rt = runtime("rshmem.reduce_on_stream()")?;
     let (op, dt) = reduce_args(op, dtype)?;
     // SAFETY: see the file header.
-    py.detach(|| unsafe { rt.reduce_on_stream(team_of(team), op, dest, src, nelems, dt, stream) }).py_err()
+    py.detach(|| unsafe { rt.reduce_on_stream(team_of(team), op, dest, src, nelems, dt, StreamHandle(stream)) }).py_err()
 }
 
 /// Adds this file's functions.

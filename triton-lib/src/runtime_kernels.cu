@@ -10,7 +10,7 @@
 // a barrier from the host runtime all use the same never-reset words (barrier_device.h) and
 // interoperate.
 //
-// Launch configurations (runtime/src/runtime/kernels.rs must match):
+// Launch configurations (runtime/src/backend/cuda/stream_kernels.rs must match):
 //   rshmemi_rt_barrier: 1 block of 32 threads (one warp; lane 0 runs the barrier).
 //   rshmemi_rt_fcollect: 1 block of RSHMEMI_RT_FCOLLECT_THREADS threads.
 //   rshmemi_rt_fcollect_staged: any number of blocks (the same on every PE and in every call) of
@@ -23,7 +23,7 @@
 // hundred lines of PTX), with -DRSHMEMI_RT_FCOLLECT (the small-fcollect kernels, whose copy loops
 // make thousands of lines), with -DRSHMEMI_RT_REDUCE (72 operator/dtype pairs) and with
 // -DRSHMEMI_RT_OPS (the backend's one-thread kernels). All four are
-// loaded at init, never on first use (runtime/src/runtime/kernels.rs says why); from cubins that
+// loaded at init, never on first use (runtime/src/backend/cuda/stream_kernels.rs says why); from cubins that
 // costs milliseconds, while the driver's compiler took about 0.03 s, 0.4 s and 1.7 s of ptxas
 // time for the three PTX modules.
 #include "collective_device.h"
@@ -124,7 +124,7 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
 
 #ifdef RSHMEMI_RT_REDUCE
 
-// Element type codes passed by the host (runtime/src/runtime/kernels.rs, `dtype_code`):
+// Element type codes passed by the host (runtime/src/backend/cuda/stream_kernels.rs, `dtype_code`):
 //   0 int8   1 int16   2 int32   3 int64   4 uint8   5 uint16   6 uint32   7 uint64
 //   8 fp16   9 bf16   10 fp32   11 fp64
 // Operator codes follow `enum rshmemi_op` (collective_device.h):

@@ -1,31 +1,32 @@
-//! Memory backends: where the symmetric heap's physical memory comes from.
+//! Backends: the one seam between the runtime and what it runs on.
 //!
-//! One trait, [`MemoryBackend`], several implementations (as PyTorch's symmetric-memory
-//! allocators): `host` (memfd chunks in host memory, runs anywhere) and `cuda` (cuMemCreate with
-//! POSIX-fd handles). The heap (`crate::heap`) owns the layout and never names a backend.
+//! A [`Backend`] owns everything that differs between running on host memory and on GPUs: the
+//! memory the symmetric heap is made of ([`MemoryBackend`]), how on-stream work is queued
+//! ([`Streams`]: copies, signals, waits and the runtime's kernels), the device state published
+//! into modules that link the device library, and the errors kernels record. The runtime holds
+//! one `Box<dyn Backend>` and never names an implementation: [`open`] is the one place that
+//! does, so a new backend is a new folder here plus one line there.
 //!
-//! Concepts:
-//! - a **reservation** is a range of virtual addresses with nothing behind it; the heap reserves
-//!   one per process, holding a slot per node-local PE;
-//! - a **chunk** is physical memory, created by one PE and exported as a file descriptor that
-//!   node-local peers import (the fd travels over a Unix socket);
-//! - a **mapping** puts a chunk (own or imported) at an address inside the reservation.
-//!
-//! Each handle is an RAII value; dropping a mapping unmaps, dropping a chunk releases the memory
-//! once no mapping uses it, dropping the reservation releases the addresses. The heap drops
-//! mappings first, then chunks, then the reservation.
-//!
-//! # Safety
-//! The memory-access methods take raw addresses, because the heap hands out addresses that
-//! peers write behind Rust's back; they are `unsafe fn` and callers check ranges against the
-//! heap first.
-#![allow(unsafe_code)]
+//! | folder | what |
+//! |---|---|
+//! | [`host`] | memfd chunks in host memory; no streams (on-stream calls run as their host forms), no device state |
+//! | [`cuda`] | GPU memory through the driver's VMM API, GPU selection, the runtime's kernels, streams, the device state and its publication, kernel error records |
+//! | [`memory`] | the traits the heap uses: reservations, chunks, mappings, copies and atomics |
 
 pub mod cuda;
 pub mod host;
+pub mod memory;
 
-use crate::error::Result;
-use std::os::fd::OwnedFd;
+pub use memory::{AmoOp, Chunk, Mapping, MemoryBackend, Reservation, Width};
+
+use crate::bootstrap::Bootstrap;
+use crate::consts::{Cmp, SignalOp};
+use crate::device_state::DeviceState;
+use crate::driver::stream::StreamHandle;
+use crate::dtype::{DType, ReduceOp};
+use crate::env::Env;
+use crate::error::{Error, Result};
+use std::sync::Arc;
 
 /// Which backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,156 +61,241 @@ impl BackendKind {
             }),
         }
     }
-}
 
-/// A reserved virtual address range. Dropping it releases the addresses.
-pub trait Reservation: Send + Sync {
-    /// First address.
-    fn base(&self) -> usize;
-    /// Length in bytes.
-    fn len(&self) -> usize;
-}
-
-/// Physical memory, own or imported from a peer.
-pub trait Chunk: Send + Sync {
-    /// Size in bytes.
-    fn len(&self) -> usize;
-    /// A new file descriptor for this chunk, to send to node-local peers.
+    /// The backend of a job: the caller's choice, else `RSHMEM_BACKEND` (`env_value`), else
+    /// cuda when the driver loads and sees a GPU, else host.
     ///
     /// # Errors
-    /// When the OS or driver cannot export it.
-    fn export_fd(&self) -> Result<OwnedFd>;
-    /// Maps the whole chunk at `addr`, which lies inside a reservation of the same backend.
-    ///
-    /// # Errors
-    /// When the OS or driver refuses the mapping.
-    fn map_at(&self, addr: usize) -> Result<Box<dyn Mapping>>;
+    /// [`crate::Error::Config`] for an unknown name.
+    pub fn choose(asked: Option<BackendKind>, env_value: Option<&str>) -> Result<BackendKind> {
+        choose_with(asked, env_value, cuda::gpu_visible)
+    }
 }
 
-/// A chunk mapped at an address. Dropping it unmaps (the reservation keeps the addresses).
-pub trait Mapping: Send + Sync {
-    /// Mapped address.
-    fn addr(&self) -> usize;
-    /// Mapped length.
-    fn len(&self) -> usize;
+/// [`BackendKind::choose`] with the GPU probe as an argument (tests pass their own).
+fn choose_with(
+    asked: Option<BackendKind>,
+    env_value: Option<&str>,
+    gpu_visible: impl FnOnce() -> bool,
+) -> Result<BackendKind> {
+    match (asked, env_value) {
+        (Some(kind), _) => Ok(kind),
+        (None, Some(name)) => BackendKind::parse(name),
+        (None, None) if gpu_visible() => Ok(BackendKind::Cuda),
+        (None, None) => Ok(BackendKind::Host),
+    }
 }
 
-/// A source of symmetric memory.
-pub trait MemoryBackend: Send + Sync {
+/// Opens this PE's backend of `kind`. Collective over all PEs for backends that pick devices
+/// (cuda: node-local PEs exchange their GPUs' identities, so a PE that fails makes every PE fail
+/// with an error naming it). `device` is an explicit GPU ordinal, ignored by the host backend.
+///
+/// # Errors
+/// What the backend's own `open` returns: [`Error::Unsupported`] without a usable driver or GPU,
+/// [`Error::InvalidArgument`] for a bad device or a shared GPU, bootstrap errors.
+pub fn open(kind: BackendKind, boot: &Bootstrap, device: Option<i32>, env: &Env) -> Result<Box<dyn Backend>> {
+    Ok(match kind {
+        BackendKind::Host => Box::new(host::HostBackend::open(device)),
+        BackendKind::Cuda => Box::new(cuda::CudaBackend::open(boot, device, env)?),
+    })
+}
+
+/// One backend of a runtime: memory, streams, the runtime's kernels and the device state.
+///
+/// Defaults describe a backend without devices (the host backend): no device, no streams, no
+/// state to publish, no kernel errors.
+pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Which backend this is.
     fn kind(&self) -> BackendKind;
-    /// Chunk sizes and mapping addresses are multiples of this.
-    fn granularity(&self) -> usize;
-    /// Reserves `len` bytes of addresses (a multiple of the granularity).
+
+    /// The memory the symmetric heap is made of.
+    fn memory(&self) -> Arc<dyn MemoryBackend>;
+
+    /// The ordinal (in this process) of the GPU this PE uses; `None` without one.
+    fn device(&self) -> Option<i32> {
+        None
+    }
+
+    /// How many PEs of this host use this PE's GPU, this one included (0 without a GPU).
+    fn device_sharers(&self) -> usize {
+        0
+    }
+
+    /// Whether this PE's device reaches world PE `pe`'s memory by load/store once the heap maps
+    /// it (false for PEs on other hosts, or GPUs without peer access).
+    fn load_store(&self, pe: usize) -> bool {
+        let _ = pe;
+        true
+    }
+
+    /// Bytes of symmetric workspace the backend's stream kernels need for `n_pes` PEs (the
+    /// runtime allocates it at init, zeroed, and hands it to [`Streams::fcollect_staged`]).
+    fn stream_workspace_bytes(&self, n_pes: usize) -> usize {
+        let _ = n_pes;
+        0
+    }
+
+    /// On-stream work; `None` when the backend has no streams, where every `*_on_stream` call
+    /// runs as its host form, synchronously.
+    fn streams(&self) -> Option<&dyn Streams> {
+        None
+    }
+
+    /// Called once by init after the heap and the runtime's workspace exist: publishes `state`
+    /// (loads the runtime's kernels, writes the state into them and into every module handed
+    /// over before). Backends without devices ignore it.
     ///
     /// # Errors
-    /// When the address space cannot be reserved.
-    fn reserve(&self, len: usize) -> Result<Box<dyn Reservation>>;
-    /// Creates a chunk of `len` bytes (a multiple of the granularity).
-    ///
-    /// # Errors
-    /// When memory cannot be had.
-    fn create_chunk(&self, len: usize) -> Result<Box<dyn Chunk>>;
-    /// Imports a chunk a node-local peer exported.
-    ///
-    /// # Errors
-    /// When the descriptor is not a chunk of this backend.
-    fn import_chunk(&self, fd: OwnedFd, len: usize) -> Result<Box<dyn Chunk>>;
-    /// Copies `len` bytes between any two addresses this process can reach (heap or not).
-    ///
-    /// # Safety
-    /// Both ranges must be valid for `len` bytes and must not overlap.
-    unsafe fn copy(&self, dst: usize, src: usize, len: usize) -> Result<()>;
-    /// Writes `len` zero bytes at `addr` (for `calloc`). The default copies from a static zero
-    /// buffer with [`MemoryBackend::copy`]; backends with a memset override it.
-    ///
-    /// # Safety
-    /// The range must be valid for writes of `len` bytes.
-    unsafe fn zero(&self, addr: usize, len: usize) -> Result<()> {
-        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(ZEROS.len());
-            // SAFETY: the destination part is inside the caller's valid range; the source is
-            // a static buffer of at least `n` bytes, so the two cannot overlap.
-            unsafe { self.copy(addr + done, ZEROS.as_ptr() as usize, n)? };
-            done += n;
-        }
+    /// [`Error::Driver`]; [`Error::InvalidArgument`] for a module built against another
+    /// device-library version.
+    fn start(&mut self, state: DeviceState) -> Result<()> {
+        let _ = state;
         Ok(())
     }
-    /// Whether `addr` is memory this backend's own copies check (GPU memory on the cuda backend,
-    /// whose driver refuses a bad device address with an error): such an address needs no other
-    /// check before [`MemoryBackend::copy`]. Host memory never is.
+
+    /// The state published into modules, once started.
+    fn device_state(&self) -> Option<&DeviceState> {
+        None
+    }
+
+    /// The error a kernel of this PE recorded before it stopped, if any; `describe` names a heap
+    /// address for the message.
+    fn device_error(&self, describe: &dyn Fn(usize) -> String) -> Option<Error> {
+        let _ = describe;
+        None
+    }
+
+    /// Writes the device state into a loaded module (a `CUmodule` as an integer) and remembers
+    /// it; `false` for a module without the state global, and for backends without devices.
     ///
     /// # Errors
-    /// When the backend cannot tell.
-    fn checks_itself(&self, addr: usize) -> Result<bool> {
-        let _ = addr;
+    /// [`Error::InvalidArgument`] for a module of another device-library version; [`Error::Driver`].
+    ///
+    /// # Safety
+    /// `module` must be a live module loaded in this PE's device's context, and stay loaded
+    /// until it is forgotten (`backend::cuda::registry::forget`).
+    #[allow(unsafe_code)]
+    unsafe fn publish_module(&self, module: usize) -> Result<bool> {
+        let _ = module;
         Ok(false)
     }
-    /// Atomically applies `op` to the `width`-byte word at `addr` and returns the old value.
-    ///
-    /// Ordering is sequentially consistent at system scope, so host atomics and device
-    /// atomics on the same word agree.
-    ///
-    /// # Safety
-    /// `addr` must be a mapped, `width`-aligned heap address.
-    unsafe fn atomic(&self, addr: usize, width: Width, op: AmoOp) -> Result<u64>;
-    /// Reads the word at `addr` with acquire ordering.
-    ///
-    /// # Safety
-    /// As [`MemoryBackend::atomic`].
-    unsafe fn load_acquire(&self, addr: usize, width: Width) -> Result<u64>;
-    /// Makes every earlier write of this process through this backend visible to all PEs
-    /// before any later one (`fence.sc.sys` / `SeqCst` fence).
+
+    /// Clears the published state in every module (finalize).
     ///
     /// # Errors
-    /// When the backend's queue reports an earlier failure.
-    fn quiet(&self) -> Result<()>;
-}
+    /// [`Error::Driver`].
+    fn unpublish(&self) -> Result<()> {
+        Ok(())
+    }
 
-/// Width of an atomic word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Width {
-    /// 4 bytes.
-    W32,
-    /// 8 bytes.
-    W64,
-}
-
-impl Width {
-    /// Bytes.
-    pub fn bytes(self) -> usize {
-        match self {
-            Width::W32 => 4,
-            Width::W64 => 8,
-        }
+    /// Waits until every operation queued on this PE's device has run (before memory is freed).
+    ///
+    /// # Errors
+    /// [`Error::Driver`], for instance when a queued kernel failed.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
     }
 }
 
-/// An atomic memory operation. Operands are the raw bits of the word: every operation here
-/// gives the same bits for signed and unsigned words in two's complement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AmoOp {
-    /// Read.
-    Fetch,
-    /// Store (returns the old value).
-    Set(u64),
-    /// Exchange.
-    Swap(u64),
-    /// Store `value` if the word equals `cond`; returns the old value either way.
-    CompareSwap {
-        /// Expected old value.
-        cond: u64,
-        /// New value.
-        value: u64,
-    },
-    /// Wrapping add.
-    Add(u64),
-    /// Bitwise and.
-    And(u64),
-    /// Bitwise or.
-    Or(u64),
-    /// Bitwise xor.
-    Xor(u64),
+/// The on-stream operations of a backend with streams: each is queued on the caller's stream
+/// (a `CUstream` as a [`StreamHandle`]; 0 is the legacy default stream) and ordered with the
+/// caller's other work there; each call returns once the work is queued.
+///
+/// # Safety
+/// Every method takes a stream handle, which must be a live stream of this PE's device (or 0),
+/// and addresses that must stay mapped and valid until the stream has run the operation.
+#[allow(unsafe_code)]
+pub trait Streams: Send + Sync {
+    /// Copies `len` bytes from `src` to `dst` (two disjoint ranges mapped in this process).
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn copy(&self, stream: StreamHandle, dst: usize, src: usize, len: usize) -> Result<()>;
+
+    /// Updates the 64-bit signal word at `addr`, ordered after everything queued before it at
+    /// system scope.
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn signal(&self, stream: StreamHandle, addr: usize, value: u64, op: SignalOp) -> Result<()>;
+
+    /// Makes later work on the stream wait until the 64-bit word at `addr` compares `cmp` to
+    /// `value`.
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn wait(&self, stream: StreamHandle, addr: usize, cmp: Cmp, value: u64) -> Result<()>;
+
+    /// A barrier (with quiet) over team slot `team`, whose device table entry is written on
+    /// every member.
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn barrier(&self, stream: StreamHandle, team: i32) -> Result<()>;
+
+    /// An fcollect of `nbytes` per member over team slot `team` as one kernel; `dest` and
+    /// `source` are this PE's symmetric addresses.
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn fcollect(&self, stream: StreamHandle, team: i32, dest: usize, source: usize, nbytes: usize)
+        -> Result<()>;
+
+    /// The largest fcollect per PE that [`Streams::fcollect_staged`] takes.
+    fn staged_max_bytes(&self) -> usize;
+
+    /// An fcollect over all PEs of up to [`Streams::staged_max_bytes`] per PE through the
+    /// workspace at `ws` (zeroed at init, used by nothing else), without barriers.
+    ///
+    /// # Safety
+    /// See the trait.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn fcollect_staged(
+        &self,
+        stream: StreamHandle,
+        ws: usize,
+        n_pes: usize,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+    ) -> Result<()>;
+
+    /// `dest[i] = op over the members of team slot `team` of source[i]`; `op` takes `dtype`.
+    ///
+    /// # Safety
+    /// See the trait.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn reduce(
+        &self,
+        stream: StreamHandle,
+        team: i32,
+        op: ReduceOp,
+        dtype: DType,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+    ) -> Result<()>;
+
+    /// Whether every barrier-using kernel queued so far for team slot `team` has finished (host
+    /// barriers of the team wait for them).
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    fn queued_done(&self, team: i32) -> Result<bool>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_choice_order() {
+        let never = || -> bool { panic!("the GPU probe runs only when nothing was asked") };
+        assert_eq!(choose_with(Some(BackendKind::Host), Some("cuda"), never).unwrap(), BackendKind::Host);
+        assert_eq!(choose_with(None, Some("cuda"), never).unwrap(), BackendKind::Cuda);
+        assert_eq!(choose_with(None, Some("host"), never).unwrap(), BackendKind::Host);
+        assert_eq!(choose_with(None, None, || false).unwrap(), BackendKind::Host);
+        assert_eq!(choose_with(None, None, || true).unwrap(), BackendKind::Cuda);
+        assert!(choose_with(None, Some("tpu"), never).unwrap_err().to_string().contains("`host`"));
+    }
 }

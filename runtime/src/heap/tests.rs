@@ -7,7 +7,7 @@
 
 use super::group::{Group, NodeView};
 use super::SymmetricHeap;
-use crate::backend::host::HostBackend;
+use crate::backend::host::HostMemory;
 use crate::backend::{AmoOp, Width};
 use crate::error::{Error, Result};
 use std::os::fd::{BorrowedFd, OwnedFd};
@@ -120,7 +120,7 @@ fn run<T: Send>(node_of: &[usize], body: impl Fn(&ThreadPe) -> T + Sync) -> Vec<
 }
 
 fn heap(pe: &ThreadPe, bound: usize, growth: usize) -> SymmetricHeap {
-    SymmetricHeap::new_in(Arc::new(HostBackend::new()), pe, bound, growth).unwrap()
+    SymmetricHeap::new_in(Arc::new(HostMemory::new()), pe, bound, growth).unwrap()
 }
 
 fn set(h: &SymmetricHeap, addr: usize, v: u64) {
@@ -315,7 +315,7 @@ fn free_checks_and_calloc_zeroes_reused_memory() {
 #[test]
 fn different_bounds_are_a_mismatch() {
     let out = run(&[0, 0], |pe| {
-        SymmetricHeap::new_in(Arc::new(HostBackend::new()), pe, (16 + 16 * pe.rank) * MIB, MIB).map(|_| ())
+        SymmetricHeap::new_in(Arc::new(HostMemory::new()), pe, (16 + 16 * pe.rank) * MIB, MIB).map(|_| ())
     });
     for r in out {
         let e = r.unwrap_err().to_string();
@@ -325,7 +325,7 @@ fn different_bounds_are_a_mismatch() {
 
 /// A host backend that refuses chunks larger than `max`, to make one PE fail a growth step.
 struct Stingy {
-    inner: HostBackend,
+    inner: HostMemory,
     max: usize,
 }
 
@@ -369,7 +369,7 @@ impl crate::backend::MemoryBackend for Stingy {
 fn a_growth_step_failing_on_one_pe_fails_on_all_and_leaves_the_heap_as_it_was() {
     let out = run(&[0, 0, 0], |pe| {
         let max = if pe.rank == 1 { 2 * MIB } else { usize::MAX };
-        let backend = Arc::new(Stingy { inner: HostBackend::new(), max });
+        let backend = Arc::new(Stingy { inner: HostMemory::new(), max });
         let h = SymmetricHeap::new_in(backend, pe, 64 * MIB, MIB).unwrap();
         let x = h.malloc_in(pe, MIB, 0).unwrap();
         set(&h, h.translate(x, 8, (pe.rank + 1) % 3).unwrap(), 5 + pe.rank as u64);
@@ -393,5 +393,5 @@ fn a_growth_step_failing_on_one_pe_fails_on_all_and_leaves_the_heap_as_it_was() 
 fn the_heap_is_send_and_sync() {
     fn shareable<T: Send + Sync>() {}
     shareable::<SymmetricHeap>();
-    shareable::<HostBackend>();
+    shareable::<HostMemory>();
 }

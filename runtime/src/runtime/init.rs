@@ -1,17 +1,15 @@
-//! `init` and `finalize`, and the one place that chooses a memory backend.
+//! `init` and `finalize`, and the device state this PE describes itself with.
 
-use super::gpu::{self, Gpu, StateInputs};
 use super::team::{TeamTable, PREDEFINED};
 use super::{workspace, Runtime, DEFAULT_ALIGN};
-use crate::backend::cuda::CudaBackend;
-use crate::backend::host::HostBackend;
-use crate::backend::{BackendKind, MemoryBackend};
+use crate::backend::{self, BackendKind};
 use crate::bootstrap::{Bootstrap, UniqueId};
-use crate::driver::context;
+use crate::device_state::{DeviceState, DEVICE_FLAG_ALL_REACHABLE, MAX_PES, PE_NOT_REACHABLE};
 use crate::env;
 use crate::error::{Error, Result};
+use crate::heap::layout::Layout;
 use crate::heap::{Owner, SymmetricHeap};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// How [`Runtime::init`] finds its peers and what it builds. Every field is optional.
@@ -46,7 +44,7 @@ impl Runtime {
     /// to the heap. After the heap and the runtime's symmetric workspace (barrier words, device
     /// team table, collective scratch) exist, the device state is written into the runtime's
     /// kernels, into every module published before an earlier finalize, and into modules handed
-    /// over before init (`device::registry::defer`). `finalize` then `init` again works.
+    /// over before init (`backend::cuda::registry::defer`). `finalize` then `init` again works.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] when only some of `uid`/`rank`/`nranks` are given,
@@ -64,46 +62,34 @@ impl Runtime {
         let env = env::env()?;
         let (uid, rank, nranks) = peers(opts.uid, opts.rank, opts.nranks)?;
         let boot = Bootstrap::connect(&uid, rank, nranks, env.bootstrap_timeout)?;
-        let kind = choose_backend(opts.backend, env.backend.as_deref(), gpu_visible)?;
+        let kind = BackendKind::choose(opts.backend, env.backend.as_deref())?;
         agree_on_backend(&boot, kind)?;
-        let (backend, cuda, device, load_store, gpu_sharers): (Arc<dyn MemoryBackend>, Option<Arc<CudaBackend>>, _, _, _) = match kind {
-            BackendKind::Host => {
-                if let Some(d) = opts.device {
-                    tracing::debug!(device = d, "host backend: device ordinal ignored");
-                }
-                (Arc::new(HostBackend::new()), None, None, vec![true; nranks], 0)
-            }
-            BackendKind::Cuda => {
-                let g = gpu::open(&boot, opts.device, env.allow_shared_gpu)?;
-                (g.backend.clone(), Some(g.backend), Some(g.ordinal), g.load_store, g.sharers)
-            }
-        };
-        let heap = SymmetricHeap::new(backend.clone(), &boot, env.symmetric_size, env.heap_growth)?;
+        let backend = backend::open(kind, &boot, opts.device, env)?;
+        let mem = backend.memory();
+        let heap = SymmetricHeap::new(mem.clone(), &boot, env.symmetric_size, env.heap_growth)?;
         let ws = heap.calloc(&boot, 1, workspace::BYTES)?;
         let coll_ws = heap.malloc(&boot, workspace::COLL_WS_BYTES, DEFAULT_ALIGN)?;
-        let staged_ws = match kind {
-            BackendKind::Cuda => heap.calloc(&boot, 1, workspace::staged::bytes(nranks))?,
-            BackendKind::Host => 0,
+        let staged_ws = match backend.stream_workspace_bytes(nranks) {
+            0 => 0,
+            bytes => heap.calloc(&boot, 1, bytes)?,
         };
         // The runtime's own words: host calls with a program's addresses refuse them.
         for addr in [ws, coll_ws, staged_ws].into_iter().filter(|&a| a != 0) {
             heap.set_owner(addr, Owner::Runtime)?;
         }
-        let reachable: Vec<bool> = (0..nranks).map(|pe| load_store[pe] && heap.ptr(ws, pe).is_some()).collect();
+        let reachable: Vec<bool> = (0..nranks).map(|pe| backend.load_store(pe) && heap.ptr(ws, pe).is_some()).collect();
         let teams = TeamTable::new(rank, &boot.node().node_of, &reachable);
         let wait_timeout = env.debug_wait_timeout_ms.map(Duration::from_millis);
         let mut rt = Runtime {
             boot,
             heap,
             backend,
-            kind,
-            device,
-            gpu_sharers,
+            mem,
+            reachable,
             teams: Mutex::new(teams),
             workspace: ws,
             coll_ws,
             staged_ws,
-            gpu: None,
             wait_timeout,
             stuck_report: env.stuck_report,
         };
@@ -111,21 +97,19 @@ impl Runtime {
         for slot in 0..PREDEFINED {
             rt.write_team_desc(slot)?;
         }
-        if let Some(cuda) = cuda {
-            let state = gpu::device_state(&StateInputs {
-                my_pe: rank,
-                n_pes: nranks,
-                layout: rt.heap.layout(),
-                heap_bound: rt.heap.bound(),
-                reachable: &reachable,
-                team_table: ws + workspace::TEAM_TABLE,
-                barrier_ws: ws + workspace::BARRIER,
-                coll_ws,
-                coll_ws_size: workspace::COLL_WS_BYTES_PER_TEAM,
-                wait_timeout,
-            });
-            rt.gpu = Some(Gpu::new(cuda, state)?);
-        }
+        let state = device_state(&StateInputs {
+            my_pe: rank,
+            n_pes: nranks,
+            layout: rt.heap.layout(),
+            heap_bound: rt.heap.bound(),
+            reachable: &rt.reachable,
+            team_table: ws + workspace::TEAM_TABLE,
+            barrier_ws: ws + workspace::BARRIER,
+            coll_ws,
+            coll_ws_size: workspace::COLL_WS_BYTES_PER_TEAM,
+            wait_timeout,
+        });
+        rt.backend.start(state)?;
         // Every PE's barrier words and team table must be in place before any PE can arrive
         // at a barrier.
         rt.boot.barrier()?;
@@ -133,7 +117,7 @@ impl Runtime {
             pe = rank,
             n_pes = nranks,
             backend = kind.name(),
-            device = ?rt.device,
+            device = ?rt.backend.device(),
             elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
             "rshmem initialized"
         );
@@ -152,21 +136,67 @@ impl Runtime {
     pub fn finalize(self) -> Result<()> {
         self.check_device_error()?;
         self.barrier_all()?;
-        self.unpublish_device_state()?;
-        let Runtime { boot, heap, workspace, coll_ws, staged_ws, gpu, .. } = self;
-        heap.free_runtime_in(&boot, staged_ws)?;
+        // Work still queued on the device may touch the heap that is unmapped below.
+        self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
+        self.backend.unpublish()?;
+        let Runtime { boot, heap, workspace, coll_ws, staged_ws, backend, mem, .. } = self;
+        if staged_ws != 0 {
+            heap.free_runtime_in(&boot, staged_ws)?;
+        }
         heap.free_runtime_in(&boot, coll_ws)?;
         heap.free_runtime_in(&boot, workspace)?;
-        drop(gpu);
+        drop(backend);
+        drop(mem);
         drop(heap);
         boot.finalize()
     }
 }
 
-/// Whether the CUDA driver loads and sees at least one GPU (the default backend's test).
-fn gpu_visible() -> bool {
-    context::init().is_ok() && context::device_count().is_ok_and(|n| n > 0)
+/// Everything the device state is made of, gathered by init.
+#[derive(Debug, Clone)]
+struct StateInputs<'a> {
+    my_pe: usize,
+    n_pes: usize,
+    layout: &'a Layout,
+    /// `RSHMEM_SYMMETRIC_SIZE`: the bytes of a slot that may hold symmetric data.
+    heap_bound: usize,
+    /// Per world PE: reachable by load/store (heap slot mapped here and the GPUs connected).
+    reachable: &'a [bool],
+    team_table: usize,
+    barrier_ws: usize,
+    coll_ws: usize,
+    coll_ws_size: usize,
+    wait_timeout: Option<Duration>,
 }
+
+/// The device state of `i` (without `error_buf`, which [`Gpu::new`] fills in).
+fn device_state(i: &StateInputs<'_>) -> DeviceState {
+    let clamp = |v: usize| i32::try_from(v).unwrap_or(i32::MAX);
+    let mut s = DeviceState::new(clamp(i.my_pe), clamp(i.n_pes));
+    s.node_size = clamp(i.layout.nslots());
+    s.my_slot = clamp(i.layout.my_slot);
+    s.heap_base = i.layout.base as u64;
+    s.heap_stride = i.layout.stride as u64;
+    s.heap_bound = i.heap_bound.min(i.layout.stride) as u64;
+    s.team_table = i.team_table as u64;
+    s.barrier_ws = i.barrier_ws as u64;
+    s.coll_ws = i.coll_ws as u64;
+    s.coll_ws_size = i.coll_ws_size as u64;
+    s.debug_wait_timeout_ns = i.wait_timeout.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1));
+    let mut all = true;
+    for pe in 0..i.n_pes {
+        let slot = i.layout.slot_of.get(pe).copied().flatten().filter(|_| pe == i.my_pe || i.reachable[pe]);
+        all &= slot.is_some();
+        if pe < MAX_PES {
+            s.pe_slot[pe] = slot.map_or(PE_NOT_REACHABLE, clamp);
+        }
+    }
+    if all && i.n_pes <= MAX_PES {
+        s.flags |= DEVICE_FLAG_ALL_REACHABLE;
+    }
+    s
+}
+
 
 /// Who we are and whom to join.
 fn peers(uid: Option<UniqueId>, rank: Option<usize>, nranks: Option<usize>) -> Result<(UniqueId, usize, usize)> {
@@ -192,21 +222,6 @@ fn peers(uid: Option<UniqueId>, rank: Option<usize>, nranks: Option<usize>) -> R
     Ok((uid, rank, nranks))
 }
 
-/// The backend: the caller's choice, else `RSHMEM_BACKEND`, else cuda when `gpu_visible()`,
-/// else host.
-fn choose_backend(
-    asked: Option<BackendKind>,
-    env_value: Option<&str>,
-    gpu_visible: impl FnOnce() -> bool,
-) -> Result<BackendKind> {
-    match (asked, env_value) {
-        (Some(kind), _) => Ok(kind),
-        (None, Some(name)) => BackendKind::parse(name),
-        (None, None) if gpu_visible() => Ok(BackendKind::Cuda),
-        (None, None) => Ok(BackendKind::Host),
-    }
-}
-
 /// Every PE must use the same backend: a heap of host memory cannot map a peer's GPU memory.
 fn agree_on_backend(boot: &Bootstrap, kind: BackendKind) -> Result<()> {
     let mine = kind.name();
@@ -226,16 +241,54 @@ fn agree_on_backend(boot: &Bootstrap, kind: BackendKind) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device_state::{DEVICE_FLAG_INITIALIZED, DEVICE_STATE_MAGIC};
 
+    fn layout() -> Layout {
+        // Three PEs on this host (slots 0..3), PE 1 on another host.
+        Layout { base: 0x7000_0000_0000, stride: 1 << 30, my_slot: 1, slot_of: vec![Some(0), None, Some(1), Some(2)] }
+    }
     #[test]
-    fn backend_choice_order() {
-        let never = || -> bool { panic!("the GPU probe runs only when nothing was asked") };
-        assert_eq!(choose_backend(Some(BackendKind::Host), Some("cuda"), never).unwrap(), BackendKind::Host);
-        assert_eq!(choose_backend(None, Some("cuda"), never).unwrap(), BackendKind::Cuda);
-        assert_eq!(choose_backend(None, Some("host"), never).unwrap(), BackendKind::Host);
-        assert_eq!(choose_backend(None, None, || false).unwrap(), BackendKind::Host);
-        assert_eq!(choose_backend(None, None, || true).unwrap(), BackendKind::Cuda);
-        assert!(choose_backend(None, Some("tpu"), never).unwrap_err().to_string().contains("`host`"));
+    fn state_describes_layout_reachability_and_workspaces() {
+        let l = layout();
+        let reachable = [true, false, true, false];
+        let s = device_state(&StateInputs {
+            my_pe: 2,
+            n_pes: 4,
+            layout: &l,
+            heap_bound: 1 << 40,
+            reachable: &reachable,
+            team_table: 0x10,
+            barrier_ws: 0x20,
+            coll_ws: 0x30,
+            coll_ws_size: 1 << 20,
+            wait_timeout: Some(Duration::from_millis(250)),
+        });
+        assert_eq!((s.magic, s.my_pe, s.n_pes, s.node_size, s.my_slot), (DEVICE_STATE_MAGIC, 2, 4, 3, 1));
+        assert_eq!(s.flags, DEVICE_FLAG_INITIALIZED, "PE 1 and PE 3 are not reachable");
+        assert_eq!((s.heap_base, s.heap_stride), (0x7000_0000_0000, 1 << 30));
+        assert_eq!(s.heap_bound, 1 << 30, "the bound never exceeds a slot");
+        assert_eq!((s.team_table, s.barrier_ws, s.coll_ws, s.coll_ws_size), (0x10, 0x20, 0x30, 1 << 20));
+        assert_eq!(s.debug_wait_timeout_ns, 250_000_000);
+        assert_eq!(&s.pe_slot[..5], &[0, PE_NOT_REACHABLE, 1, PE_NOT_REACHABLE, PE_NOT_REACHABLE]);
+        assert_eq!(s.error_buf, 0);
+
+        let all = [true; 4];
+        let one_host = Layout { slot_of: vec![Some(0), Some(1), Some(2), Some(3)], ..l };
+        let s = device_state(&StateInputs {
+            my_pe: 0,
+            n_pes: 4,
+            layout: &one_host,
+            heap_bound: 4096,
+            reachable: &all,
+            team_table: 0,
+            barrier_ws: 0,
+            coll_ws: 0,
+            coll_ws_size: 0,
+            wait_timeout: None,
+        });
+        assert_eq!(s.flags, DEVICE_FLAG_INITIALIZED | DEVICE_FLAG_ALL_REACHABLE);
+        assert_eq!((s.heap_bound, s.debug_wait_timeout_ns), (4096, 0));
+        assert_eq!(&s.pe_slot[..4], &[0, 1, 2, 3]);
     }
 
     #[test]

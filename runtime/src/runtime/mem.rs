@@ -50,7 +50,7 @@ impl Runtime {
     pub(super) fn user_amo(&self, addr: usize, width: Width, op: AmoOp, pe: usize, what: &str) -> Result<u64> {
         let target = self.user_word(addr, width, pe, what)?;
         // SAFETY: `target` is a mapped heap word of `width` bytes, aligned (remote_word).
-        unsafe { self.backend.atomic(target, width, op) }
+        unsafe { self.mem.atomic(target, width, op) }
     }
 
     /// Where `len` bytes at symmetric `addr` of PE `pe` are mapped in this process.
@@ -79,14 +79,14 @@ impl Runtime {
     pub(super) fn amo(&self, addr: usize, width: Width, op: AmoOp, pe: usize) -> Result<u64> {
         let target = self.remote_word(addr, width, pe)?;
         // SAFETY: `target` is a mapped heap word of `width` bytes, aligned (remote_word).
-        unsafe { self.backend.atomic(target, width, op) }
+        unsafe { self.mem.atomic(target, width, op) }
     }
 
     /// Reads this PE's word at symmetric `addr` with acquire ordering.
     pub(super) fn load_local(&self, addr: usize, width: Width) -> Result<u64> {
         let target = self.remote_word(addr, width, self.my_pe())?;
         // SAFETY: as in `amo`.
-        unsafe { self.backend.load_acquire(target, width) }
+        unsafe { self.mem.load_acquire(target, width) }
     }
 
     /// Copies `len` bytes from symmetric `src` of PE `src_pe` to symmetric `dst` of PE
@@ -102,7 +102,7 @@ impl Runtime {
         }
         check_disjoint(d, s, len)?;
         // SAFETY: both ranges are mapped for `len` bytes (translate) and disjoint (checked).
-        unsafe { self.backend.copy(d, s, len) }
+        unsafe { self.mem.copy(d, s, len) }
     }
 
     /// Reads `out.len()` bytes at symmetric `src` of PE `pe`.
@@ -113,7 +113,7 @@ impl Runtime {
         let s = self.remote(src, out.len(), pe)?;
         // SAFETY: `s` is mapped for `out.len()` bytes; `out` is a Rust buffer we own uniquely,
         // so it cannot overlap the heap mapping.
-        unsafe { self.backend.copy(out.as_mut_ptr() as usize, s, out.len()) }
+        unsafe { self.mem.copy(out.as_mut_ptr() as usize, s, out.len()) }
     }
 
     /// Writes `data` at symmetric `dst` of PE `pe`.
@@ -124,7 +124,7 @@ impl Runtime {
         let d = self.remote(dst, data.len(), pe)?;
         // SAFETY: `d` is mapped for `data.len()` bytes; `data` is a Rust buffer, so it cannot
         // overlap the heap mapping.
-        unsafe { self.backend.copy(d, data.as_ptr() as usize, data.len()) }
+        unsafe { self.mem.copy(d, data.as_ptr() as usize, data.len()) }
     }
 }
 

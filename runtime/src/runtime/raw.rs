@@ -33,7 +33,7 @@ impl Runtime {
         if len == 0 {
             return Ok(());
         }
-        if self.backend.checks_itself(addr)? {
+        if self.mem.checks_itself(addr)? {
             return Ok(());
         }
         let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| Error::os("read /proc/self/maps", e))?;

@@ -39,7 +39,7 @@ impl Runtime {
         check_disjoint(d, source, nbytes)?;
         // SAFETY: `d` is mapped for `nbytes` (translate); the caller vouches for `source`;
         // the ranges are disjoint (checked).
-        unsafe { self.backend.copy(d, source, nbytes) }
+        unsafe { self.mem.copy(d, source, nbytes) }
     }
 
     /// Copies `nbytes` from symmetric `source` on PE `pe` to local memory `dest`.
@@ -58,7 +58,7 @@ impl Runtime {
         check_disjoint(dest, s, nbytes)?;
         // SAFETY: `s` is mapped for `nbytes` (translate); the caller vouches for `dest`;
         // the ranges are disjoint (checked).
-        unsafe { self.backend.copy(dest, s, nbytes) }
+        unsafe { self.mem.copy(dest, s, nbytes) }
     }
 
     /// Writes one element to symmetric `dest` on PE `pe`.

@@ -2,45 +2,157 @@
 //! `torch.cuda.Stream`'s `cuda_stream`, or 0 for the legacy default stream) and ordered with the
 //! caller's kernels and copies on it; each call returns once the work is queued.
 //!
-//! - puts and gets are copy-engine copies (`cuMemcpyAsync`) between two addresses mapped in this
-//!   process (a node-local peer's heap is mapped in our reservation);
-//! - signals are `cuStreamWriteValue64` (set) or a one-thread kernel (add), queued after the
-//!   data, so the target sees the data once it sees the signal;
-//! - `signal_wait_until_on_stream` is `cuStreamWaitValue64`: later work on the stream waits;
-//! - barriers are the runtime's barrier kernel (`triton-lib/src/runtime_kernels.cu`), which uses
-//!   the same never-reset words as host and in-kernel barriers, so all three interoperate.
+//! Every public call describes itself as an [`OnStream`] value, and [`Runtime::on_stream`] makes
+//! the one decision: a backend with streams ([`crate::backend::Streams`]) queues it, a backend
+//! without runs its host form synchronously and ignores the stream (the host backend: each call
+//! completes before it returns, which is the order a stream would give).
 //!
-//! On the host backend there are no streams: each call does the host operation synchronously
-//! and ignores `stream`.
+//! Queued, on the cuda backend:
+//! - puts and gets are copy-engine copies between two addresses mapped in this process (a
+//!   node-local peer's heap is mapped in our reservation);
+//! - signals are a stream memory operation (set) or a one-thread kernel (add), queued after the
+//!   data, so the target sees the data once it sees the signal;
+//! - `signal_wait_until_on_stream` is a stream wait: later work on the stream waits;
+//! - barriers are the runtime's barrier kernel, which uses the same never-reset words as host
+//!   and in-kernel barriers, so all three interoperate.
 //!
 //! # Safety
-//! Every function takes a raw stream handle, which must be a live stream of this PE's device's
+//! Every function takes a stream handle, which must be a live stream of this PE's device's
 //! primary context (or 0), and symmetric memory it touches must stay allocated until the stream
 //! has run the operation (do not `free` it before synchronizing). Puts and gets also take a raw
 //! local address, valid for `nbytes` until the copy has run. So they are all `unsafe fn`.
 #![allow(unsafe_code)]
 
-use super::gpu::Gpu;
 use super::mem::check_disjoint;
 use super::team::TeamInfo;
 use super::{Runtime, Team};
-use crate::backend::cuda::stream_ops;
-use crate::backend::Width;
+use crate::backend::{Streams, Width};
 use crate::consts::{Cmp, SignalOp};
 use crate::driver::stream::StreamHandle;
+use crate::dtype::{DType, ReduceOp};
 use crate::error::{Error, Result};
 
-fn stream_signal_op(op: SignalOp) -> stream_ops::SignalOp {
-    match op {
-        SignalOp::Set => stream_ops::SignalOp::Set,
-        SignalOp::Add => stream_ops::SignalOp::Add,
-    }
+/// One on-stream call, as the caller made it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum OnStream {
+    Put { dest: usize, source: usize, nbytes: usize, pe: usize },
+    Get { dest: usize, source: usize, nbytes: usize, pe: usize },
+    PutSignal { dest: usize, source: usize, nbytes: usize, sig_addr: usize, signal: u64, op: SignalOp, pe: usize },
+    Signal { sig_addr: usize, signal: u64, op: SignalOp, pe: usize },
+    Wait { sig_addr: usize, cmp: Cmp, value: u64 },
+    Quiet,
+    Barrier { team: Team },
+    Broadcast { team: Team, dest: usize, source: usize, nelems: usize, root: i32, dtype: DType },
+    Fcollect { team: Team, dest: usize, source: usize, nelems: usize, dtype: DType },
+    Alltoall { team: Team, dest: usize, source: usize, nelems: usize, dtype: DType },
+    Reduce { team: Team, op: ReduceOp, dest: usize, source: usize, nelems: usize, dtype: DType },
 }
 
 impl Runtime {
-    /// The cuda part, or `None` on the host backend.
-    pub(super) fn gpu(&self) -> Option<&Gpu> {
-        self.gpu.as_ref()
+    /// Runs `call`: queued on `stream` by a backend with streams, else as its host form.
+    ///
+    /// # Safety
+    /// As the module docs.
+    pub(super) unsafe fn on_stream(&self, stream: StreamHandle, call: OnStream) -> Result<()> {
+        match self.backend.streams() {
+            // SAFETY: forwarded contract.
+            Some(queue) => unsafe { self.queue(queue, stream, call) },
+            // SAFETY: forwarded contract (the host forms read and write the same memory now).
+            None => unsafe { self.run_on_host(call) },
+        }
+    }
+
+    /// `call` as its host form (a backend without streams).
+    ///
+    /// # Safety
+    /// Local addresses valid for their sizes (module docs).
+    unsafe fn run_on_host(&self, call: OnStream) -> Result<()> {
+        use OnStream::*;
+        match call {
+            // SAFETY: forwarded contract.
+            Put { dest, source, nbytes, pe } => unsafe { self.putmem(dest, source, nbytes, pe) },
+            // SAFETY: forwarded contract.
+            Get { dest, source, nbytes, pe } => unsafe { self.getmem(dest, source, nbytes, pe) },
+            PutSignal { dest, source, nbytes, sig_addr, signal, op, pe } => {
+                // SAFETY: forwarded contract.
+                unsafe { self.putmem_signal(dest, source, nbytes, sig_addr, signal, op, pe) }
+            }
+            Signal { sig_addr, signal, op, pe } => self.signal_op(sig_addr, signal, op, pe),
+            Wait { sig_addr, cmp, value } => self.signal_wait_until(sig_addr, cmp, value).map(drop),
+            Quiet => self.quiet(),
+            Barrier { team } => self.barrier(team),
+            Broadcast { team, dest, source, nelems, root, dtype } => self.broadcast(team, dest, source, nelems, root, dtype),
+            Fcollect { team, dest, source, nelems, dtype } => self.fcollect(team, dest, source, nelems, dtype),
+            Alltoall { team, dest, source, nelems, dtype } => self.alltoall(team, dest, source, nelems, dtype),
+            Reduce { team, op, dest, source, nelems, dtype } => self.reduce(team, op, dest, source, nelems, dtype),
+        }
+    }
+
+    /// `call` queued on `stream`.
+    ///
+    /// # Safety
+    /// As the module docs.
+    unsafe fn queue(&self, q: &dyn Streams, stream: StreamHandle, call: OnStream) -> Result<()> {
+        use OnStream::*;
+        // SAFETY (every arm): forwarded contract; each queued form checks its symmetric ranges.
+        unsafe {
+            match call {
+                Put { dest, source, nbytes, pe } => {
+                    if nbytes == 0 {
+                        return self.check_pe(pe);
+                    }
+                    let d = self.user_remote(dest, nbytes, pe, "putmem_on_stream")?;
+                    self.queue_copy(q, stream, d, source, nbytes)
+                }
+                Get { dest, source, nbytes, pe } => {
+                    if nbytes == 0 {
+                        return self.check_pe(pe);
+                    }
+                    let s = self.user_remote(source, nbytes, pe, "getmem_on_stream")?;
+                    self.queue_copy(q, stream, dest, s, nbytes)
+                }
+                PutSignal { dest, source, nbytes, sig_addr, signal, op, pe } => {
+                    // Check the signal word first so that a bad one fails before any data moves.
+                    let sig = self.user_word(sig_addr, Width::W64, pe, "putmem_signal_on_stream")?;
+                    if nbytes > 0 {
+                        let d = self.user_remote(dest, nbytes, pe, "putmem_signal_on_stream")?;
+                        self.queue_copy(q, stream, d, source, nbytes)?;
+                    } else {
+                        self.check_pe(pe)?;
+                    }
+                    q.signal(stream, sig, signal, op)
+                }
+                Signal { sig_addr, signal, op, pe } => {
+                    let sig = self.user_word(sig_addr, Width::W64, pe, "signal_op_on_stream")?;
+                    q.signal(stream, sig, signal, op)
+                }
+                Wait { sig_addr, cmp, value } => {
+                    let sig = self.user_word(sig_addr, Width::W64, self.my_pe(), "signal_wait_until_on_stream")?;
+                    q.wait(stream, sig, cmp, value)
+                }
+                // Peers reached by load/store need nothing queued: the stream's own ordering
+                // completes a copy, memory operation or kernel, its writes performed, before the
+                // next one starts. What is left is to check that nothing failed.
+                Quiet => self.stream_precheck("quiet_on_stream"),
+                Barrier { team } => {
+                    self.device_team(team, "barrier_on_stream")?;
+                    self.stream_precheck("barrier_on_stream")?;
+                    q.barrier(stream, team.0)
+                }
+                Broadcast { team, dest, source, nelems, root, dtype } => {
+                    self.queue_broadcast(q, stream, team, dest, source, nelems, root, dtype)
+                }
+                Fcollect { team, dest, source, nelems, dtype } => {
+                    self.queue_fcollect(q, stream, team, dest, source, nelems, dtype)
+                }
+                Alltoall { team, dest, source, nelems, dtype } => {
+                    self.queue_alltoall(q, stream, team, dest, source, nelems, dtype)
+                }
+                Reduce { team, op, dest, source, nelems, dtype } => {
+                    self.queue_reduce(q, stream, team, op, dest, source, nelems, dtype)
+                }
+            }
+        }
     }
 
     /// Checks that nothing already failed (a dead peer, a kernel that stopped) before queueing
@@ -71,17 +183,15 @@ impl Runtime {
             }
             info
         };
-        if let Some(gpu) = self.gpu() {
-            if let Some(pe) = info.first_unreachable(|pe| gpu.reaches(pe)) {
-                return Err(Error::Unsupported(format!(
-                    "{what} on {}: member PE {pe} is not reachable by load/store from PE {} (it runs \
-                     on another host, or its GPU has no peer access to this one), and on-stream \
-                     collectives and barriers move data with this GPU's loads and stores; rshmem has \
-                     no transport between hosts yet: use a team of PEs on one host (TEAM_NODE)",
-                    info.name,
-                    self.my_pe()
-                )));
-            }
+        if let Some(pe) = info.first_unreachable(|pe| self.reachable.get(pe).copied().unwrap_or(false)) {
+            return Err(Error::Unsupported(format!(
+                "{what} on {}: member PE {pe} is not reachable by load/store from PE {} (it runs \
+                 on another host, or its GPU has no peer access to this one), and on-stream \
+                 collectives and barriers move data with this GPU's loads and stores; rshmem has \
+                 no transport between hosts yet: use a team of PEs on one host (TEAM_NODE)",
+                info.name,
+                self.my_pe()
+            )));
         }
         Ok(info)
     }
@@ -90,22 +200,20 @@ impl Runtime {
     ///
     /// # Safety
     /// As the module docs: mapped ranges, live stream.
-    pub(super) unsafe fn queue_copy(&self, gpu: &Gpu, stream: usize, dst: usize, src: usize, len: usize) -> Result<()> {
+    pub(super) unsafe fn queue_copy(
+        &self,
+        q: &dyn Streams,
+        stream: StreamHandle,
+        dst: usize,
+        src: usize,
+        len: usize,
+    ) -> Result<()> {
         if len == 0 || dst == src {
             return Ok(());
         }
         check_disjoint(dst, src, len)?;
         // SAFETY: the caller's contract (module docs); the ranges are disjoint.
-        unsafe { gpu.backend.stream_ops().copy(StreamHandle(stream), dst, src, len) }
-    }
-
-    /// Queues a barrier over `team` (all members must queue one) with quiet semantics.
-    ///
-    /// # Safety
-    /// `stream` is live (module docs); the team was checked with [`Runtime::device_team`].
-    pub(super) unsafe fn queue_barrier(&self, gpu: &Gpu, stream: usize, team: Team) -> Result<()> {
-        // SAFETY: forwarded; the team's device entry is written on every member (init / split).
-        unsafe { gpu.kernels().barrier(StreamHandle(stream), team.0) }
+        unsafe { q.copy(stream, dst, src, len) }
     }
 
     /// Queues a copy of `nbytes` from local `source` to symmetric `dest` on PE `pe`.
@@ -126,18 +234,10 @@ impl Runtime {
         source: usize,
         nbytes: usize,
         pe: usize,
-        stream: usize,
+        stream: StreamHandle,
     ) -> Result<()> {
-        let Some(gpu) = self.gpu() else {
-            // SAFETY: forwarded contract.
-            return unsafe { self.putmem(dest, source, nbytes, pe) };
-        };
-        if nbytes == 0 {
-            return self.check_pe(pe);
-        }
-        let d = self.user_remote(dest, nbytes, pe, "putmem_on_stream")?;
-        // SAFETY: `d` is mapped for `nbytes`; the caller vouches for `source` and `stream`.
-        unsafe { self.queue_copy(gpu, stream, d, source, nbytes) }
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::Put { dest, source, nbytes, pe }) }
     }
 
     /// Queues a copy of `nbytes` from symmetric `source` on PE `pe` to local `dest`.
@@ -154,18 +254,10 @@ impl Runtime {
         source: usize,
         nbytes: usize,
         pe: usize,
-        stream: usize,
+        stream: StreamHandle,
     ) -> Result<()> {
-        let Some(gpu) = self.gpu() else {
-            // SAFETY: forwarded contract.
-            return unsafe { self.getmem(dest, source, nbytes, pe) };
-        };
-        if nbytes == 0 {
-            return self.check_pe(pe);
-        }
-        let s = self.user_remote(source, nbytes, pe, "getmem_on_stream")?;
-        // SAFETY: `s` is mapped for `nbytes`; the caller vouches for `dest` and `stream`.
-        unsafe { self.queue_copy(gpu, stream, dest, s, nbytes) }
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::Get { dest, source, nbytes, pe }) }
     }
 
     /// Queues a put of `nbytes` from local `source` to symmetric `dest` on PE `pe`, then the
@@ -189,23 +281,10 @@ impl Runtime {
         signal: u64,
         op: SignalOp,
         pe: usize,
-        stream: usize,
+        stream: StreamHandle,
     ) -> Result<()> {
-        let Some(gpu) = self.gpu() else {
-            // SAFETY: forwarded contract.
-            return unsafe { self.putmem_signal(dest, source, nbytes, sig_addr, signal, op, pe) };
-        };
-        // Check the signal word first so that a bad one fails before any data moves.
-        let sig = self.user_word(sig_addr, Width::W64, pe, "putmem_signal_on_stream")?;
-        if nbytes > 0 {
-            let d = self.user_remote(dest, nbytes, pe, "putmem_signal_on_stream")?;
-            // SAFETY: as in `putmem_on_stream`.
-            unsafe { self.queue_copy(gpu, stream, d, source, nbytes)? };
-        } else {
-            self.check_pe(pe)?;
-        }
-        // SAFETY: `sig` is a mapped, aligned heap word; the caller vouches for the stream.
-        unsafe { gpu.backend.stream_ops().signal(StreamHandle(stream), sig, signal, stream_signal_op(op)) }
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::PutSignal { dest, source, nbytes, sig_addr, signal, op, pe }) }
     }
 
     /// Queues the update of the 64-bit signal word `sig_addr` on PE `pe`, after (and ordered
@@ -224,14 +303,10 @@ impl Runtime {
         signal: u64,
         op: SignalOp,
         pe: usize,
-        stream: usize,
+        stream: StreamHandle,
     ) -> Result<()> {
-        let Some(gpu) = self.gpu() else {
-            return self.signal_op(sig_addr, signal, op, pe);
-        };
-        let sig = self.user_word(sig_addr, Width::W64, pe, "signal_op_on_stream")?;
-        // SAFETY: `sig` is a mapped, aligned heap word; the caller vouches for the stream.
-        unsafe { gpu.backend.stream_ops().signal(StreamHandle(stream), sig, signal, stream_signal_op(op)) }
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::Signal { sig_addr, signal, op, pe }) }
     }
 
     /// Makes work queued on `stream` after this call wait until this PE's signal word at
@@ -251,14 +326,10 @@ impl Runtime {
         sig_addr: usize,
         cmp: Cmp,
         value: u64,
-        stream: usize,
+        stream: StreamHandle,
     ) -> Result<()> {
-        let Some(gpu) = self.gpu() else {
-            return self.signal_wait_until(sig_addr, cmp, value).map(drop);
-        };
-        let sig = self.user_word(sig_addr, Width::W64, self.my_pe(), "signal_wait_until_on_stream")?;
-        // SAFETY: `sig` is this PE's mapped, aligned heap word; the caller vouches for the stream.
-        unsafe { gpu.backend.stream_ops().wait(StreamHandle(stream), sig, cmp, value) }
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::Wait { sig_addr, cmp, value }) }
     }
 
     /// Completes, in `stream`'s order, every put, atomic and signal queued before it on the
@@ -274,12 +345,9 @@ impl Runtime {
     /// # Safety
     /// See the module docs.
     #[doc(alias = "nvshmemx_quiet_on_stream")]
-    pub unsafe fn quiet_on_stream(&self, stream: usize) -> Result<()> {
-        let _ = stream;
-        if self.gpu().is_none() {
-            return self.quiet();
-        }
-        self.stream_precheck("quiet_on_stream")
+    pub unsafe fn quiet_on_stream(&self, stream: StreamHandle) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::Quiet) }
     }
 
     /// Queues a barrier over all PEs on `stream`: every PE's work queued before it (including
@@ -292,9 +360,9 @@ impl Runtime {
     /// # Safety
     /// See the module docs.
     #[doc(alias = "nvshmemx_barrier_all_on_stream")]
-    pub unsafe fn barrier_all_on_stream(&self, stream: usize) -> Result<()> {
+    pub unsafe fn barrier_all_on_stream(&self, stream: StreamHandle) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.barrier_on_stream(Team::WORLD, stream) }
+        unsafe { self.on_stream(stream, OnStream::Barrier { team: Team::WORLD }) }
     }
 
     /// Queues a barrier over `team` on `stream` (a one-warp kernel). Every member must call it.
@@ -308,13 +376,8 @@ impl Runtime {
     /// See the module docs.
     #[doc(alias = "nvshmemx_barrier_on_stream")]
     #[doc(alias = "nvshmemx_team_sync_on_stream")]
-    pub unsafe fn barrier_on_stream(&self, team: Team, stream: usize) -> Result<()> {
-        let Some(gpu) = self.gpu() else {
-            return self.barrier(team);
-        };
-        self.device_team(team, "barrier_on_stream")?;
-        self.stream_precheck("barrier_on_stream")?;
-        // SAFETY: the team was checked; the caller vouches for the stream.
-        unsafe { self.queue_barrier(gpu, stream, team) }
+    pub unsafe fn barrier_on_stream(&self, team: Team, stream: StreamHandle) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::Barrier { team }) }
     }
 }

@@ -12,14 +12,17 @@
 //! inside; `dest` may equal `source`.
 //!
 //! Every member must call them with the same arguments, in the same order as its other
-//! collectives of the team. On the host backend they are the host collectives.
+//! collectives of the team. On a backend without streams they are the host collectives
+//! (`stream.rs` decides).
 //!
 //! # Safety
 //! As `stream.rs`: `stream` is a live stream of this PE's context (or 0), and the symmetric
 //! buffers stay allocated until the stream has run the collective.
 #![allow(unsafe_code)]
 
-use super::{workspace, Runtime, Team};
+use super::stream::OnStream;
+use super::{Runtime, Team};
+use crate::backend::Streams;
 use crate::driver::stream::StreamHandle;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::Result;
@@ -53,29 +56,10 @@ impl Runtime {
         nelems: usize,
         root: i32,
         dtype: DType,
-        stream: usize,
+        stream: StreamHandle,
     ) -> Result<()> {
-        let Some(gpu) = self.gpu() else {
-            return self.broadcast(team, dest, source, nelems, root, dtype);
-        };
-        let (_, bytes) = self.collective_setup("broadcast_on_stream", team, nelems, dtype)?;
-        let info = self.device_team(team, "broadcast_on_stream")?;
-        let root_pe = info.world_pe(root.into())?;
-        self.check_local(dest, bytes)?;
-        self.check_local(source, bytes)?;
-        let (d, s) = if bytes > 0 {
-            (self.remote(dest, bytes, self.my_pe())?, self.remote(source, bytes, root_pe)?)
-        } else {
-            (0, 0)
-        };
-        self.stream_precheck("broadcast_on_stream")?;
-        // SAFETY: the team was checked; `d` / `s` are mapped for `bytes`; the caller vouches for
-        // the stream and for the buffers living until it has run.
-        unsafe {
-            self.queue_barrier(gpu, stream, team)?;
-            self.queue_copy(gpu, stream, d, s, bytes)?;
-            self.queue_barrier(gpu, stream, team)
-        }
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::Broadcast { team, dest, source, nelems, root, dtype }) }
     }
 
     /// Concatenates every member's `nelems` elements at `source` into `dest` on every member,
@@ -94,45 +78,10 @@ impl Runtime {
         source: usize,
         nelems: usize,
         dtype: DType,
-        stream: usize,
+        stream: StreamHandle,
     ) -> Result<()> {
-        let Some(gpu) = self.gpu() else {
-            return self.fcollect(team, dest, source, nelems, dtype);
-        };
-        let (_, bytes) = self.collective_setup("fcollect_on_stream", team, nelems, dtype)?;
-        let info = self.device_team(team, "fcollect_on_stream")?;
-        self.check_local(dest, bytes * info.size())?;
-        self.check_local(source, bytes)?;
-        self.stream_precheck("fcollect_on_stream")?;
-        if bytes > 0 && bytes <= workspace::staged::SLOT_BYTES && team == Team::WORLD && self.staged_ws != 0 {
-            // SAFETY: as below, for the world team; the staged workspace was zeroed at init and
-            // only this kernel uses it; `bytes` fits a slot.
-            return unsafe {
-                gpu.kernels().fcollect_staged(
-                    StreamHandle(stream),
-                    self.staged_ws,
-                    self.n_pes(),
-                    dest,
-                    source,
-                    bytes,
-                )
-            };
-        }
-        if bytes > 0 && bytes <= FCOLLECT_PUSH_MAX_BYTES {
-            // SAFETY: the team was checked; `dest` / `source` are this PE's symmetric ranges
-            // (check_local), mapped on every member; the caller vouches for the stream and for
-            // the buffers living until it has run.
-            return unsafe { gpu.kernels().fcollect(StreamHandle(stream), team.0, dest, source, bytes) };
-        }
-        let copies = info
-            .members
-            .iter()
-            .enumerate()
-            .filter(|_| bytes > 0)
-            .map(|(j, &pe)| Ok((self.remote(dest + j * bytes, bytes, self.my_pe())?, self.remote(source, bytes, pe)?)))
-            .collect::<Result<Vec<_>>>()?;
-        // SAFETY: as in `broadcast_on_stream`.
-        unsafe { self.queue_pulls(gpu, stream, team, &copies, bytes) }
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::Fcollect { team, dest, source, nelems, dtype }) }
     }
 
     /// Exchanges blocks of `nelems` elements: block `i` of member `j`'s `source` lands in block
@@ -151,28 +100,10 @@ impl Runtime {
         source: usize,
         nelems: usize,
         dtype: DType,
-        stream: usize,
+        stream: StreamHandle,
     ) -> Result<()> {
-        let Some(gpu) = self.gpu() else {
-            return self.alltoall(team, dest, source, nelems, dtype);
-        };
-        let (_, bytes) = self.collective_setup("alltoall_on_stream", team, nelems, dtype)?;
-        let info = self.device_team(team, "alltoall_on_stream")?;
-        self.check_local(dest, bytes * info.size())?;
-        self.check_local(source, bytes * info.size())?;
-        let me = info.my_index;
-        let copies = info
-            .members
-            .iter()
-            .enumerate()
-            .filter(|_| bytes > 0)
-            .map(|(j, &pe)| {
-                Ok((self.remote(dest + j * bytes, bytes, self.my_pe())?, self.remote(source + me * bytes, bytes, pe)?))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        self.stream_precheck("alltoall_on_stream")?;
-        // SAFETY: as in `broadcast_on_stream`.
-        unsafe { self.queue_pulls(gpu, stream, team, &copies, bytes) }
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::Alltoall { team, dest, source, nelems, dtype }) }
     }
 
     /// Barrier, the copies `(dst, src)` of `bytes` each, barrier.
@@ -181,19 +112,19 @@ impl Runtime {
     /// As `queue_copy` and `queue_barrier`.
     unsafe fn queue_pulls(
         &self,
-        gpu: &super::gpu::Gpu,
-        stream: usize,
+        q: &dyn Streams,
+        stream: StreamHandle,
         team: Team,
         copies: &[(usize, usize)],
         bytes: usize,
     ) -> Result<()> {
         // SAFETY: forwarded contract.
         unsafe {
-            self.queue_barrier(gpu, stream, team)?;
+            q.barrier(stream, team.0)?;
             for &(d, s) in copies {
-                self.queue_copy(gpu, stream, d, s, bytes)?;
+                self.queue_copy(q, stream, d, s, bytes)?;
             }
-            self.queue_barrier(gpu, stream, team)
+            q.barrier(stream, team.0)
         }
     }
 
@@ -217,11 +148,147 @@ impl Runtime {
         source: usize,
         nelems: usize,
         dtype: DType,
-        stream: usize,
+        stream: StreamHandle,
     ) -> Result<()> {
-        let Some(gpu) = self.gpu() else {
-            return self.reduce(team, op, dest, source, nelems, dtype);
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::Reduce { team, op, dest, source, nelems, dtype }) }
+    }
+    /// The queued form of [`Runtime::broadcast_on_stream`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn queue_broadcast(
+        &self,
+        q: &dyn Streams,
+        stream: StreamHandle,
+        team: Team,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        root: i32,
+        dtype: DType,
+    ) -> Result<()> {
+        let (_, bytes) = self.collective_setup("broadcast_on_stream", team, nelems, dtype)?;
+        let info = self.device_team(team, "broadcast_on_stream")?;
+        let root_pe = info.world_pe(root.into())?;
+        self.check_local(dest, bytes)?;
+        self.check_local(source, bytes)?;
+        let (d, s) = if bytes > 0 {
+            (self.remote(dest, bytes, self.my_pe())?, self.remote(source, bytes, root_pe)?)
+        } else {
+            (0, 0)
         };
+        self.stream_precheck("broadcast_on_stream")?;
+        // SAFETY: the team was checked; `d` / `s` are mapped for `bytes`; the caller vouches for
+        // the stream and for the buffers living until it has run.
+        unsafe {
+            q.barrier(stream, team.0)?;
+            self.queue_copy(q, stream, d, s, bytes)?;
+            q.barrier(stream, team.0)
+        }    }
+
+    /// The queued form of [`Runtime::fcollect_on_stream`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn queue_fcollect(
+        &self,
+        q: &dyn Streams,
+        stream: StreamHandle,
+        team: Team,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        dtype: DType,
+    ) -> Result<()> {
+        let (_, bytes) = self.collective_setup("fcollect_on_stream", team, nelems, dtype)?;
+        let info = self.device_team(team, "fcollect_on_stream")?;
+        self.check_local(dest, bytes * info.size())?;
+        self.check_local(source, bytes)?;
+        self.stream_precheck("fcollect_on_stream")?;
+        if bytes > 0 && bytes <= q.staged_max_bytes() && team == Team::WORLD && self.staged_ws != 0 {
+            // SAFETY: as below, for the world team; the staged workspace was zeroed at init and
+            // only this kernel uses it; `bytes` fits a slot.
+            return unsafe {
+                q.fcollect_staged(
+                    stream,
+                    self.staged_ws,
+                    self.n_pes(),
+                    dest,
+                    source,
+                    bytes,
+                )
+            };
+        }
+        if bytes > 0 && bytes <= FCOLLECT_PUSH_MAX_BYTES {
+            // SAFETY: the team was checked; `dest` / `source` are this PE's symmetric ranges
+            // (check_local), mapped on every member; the caller vouches for the stream and for
+            // the buffers living until it has run.
+            return unsafe { q.fcollect(stream, team.0, dest, source, bytes) };
+        }
+        let copies = info
+            .members
+            .iter()
+            .enumerate()
+            .filter(|_| bytes > 0)
+            .map(|(j, &pe)| Ok((self.remote(dest + j * bytes, bytes, self.my_pe())?, self.remote(source, bytes, pe)?)))
+            .collect::<Result<Vec<_>>>()?;
+        // SAFETY: as in `broadcast_on_stream`.
+        unsafe { self.queue_pulls(q, stream, team, &copies, bytes) }
+    }
+
+    /// The queued form of [`Runtime::alltoall_on_stream`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn queue_alltoall(
+        &self,
+        q: &dyn Streams,
+        stream: StreamHandle,
+        team: Team,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        dtype: DType,
+    ) -> Result<()> {
+        let (_, bytes) = self.collective_setup("alltoall_on_stream", team, nelems, dtype)?;
+        let info = self.device_team(team, "alltoall_on_stream")?;
+        self.check_local(dest, bytes * info.size())?;
+        self.check_local(source, bytes * info.size())?;
+        let me = info.my_index;
+        let copies = info
+            .members
+            .iter()
+            .enumerate()
+            .filter(|_| bytes > 0)
+            .map(|(j, &pe)| {
+                Ok((self.remote(dest + j * bytes, bytes, self.my_pe())?, self.remote(source + me * bytes, bytes, pe)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.stream_precheck("alltoall_on_stream")?;
+        // SAFETY: as in `broadcast_on_stream`.
+        unsafe { self.queue_pulls(q, stream, team, &copies, bytes) }
+    }
+
+    /// The queued form of [`Runtime::reduce_on_stream`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn queue_reduce(
+        &self,
+        q: &dyn Streams,
+        stream: StreamHandle,
+        team: Team,
+        op: ReduceOp,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+        dtype: DType,
+    ) -> Result<()> {
         op.check(dtype)?;
         let (_, bytes) = self.collective_setup("reduce_on_stream", team, nelems, dtype)?;
         self.device_team(team, "reduce_on_stream")?;
@@ -233,6 +300,6 @@ impl Runtime {
         self.stream_precheck("reduce_on_stream")?;
         // SAFETY: the team was checked; `op` takes `dtype`; `dest` and `source` are this PE's
         // symmetric ranges of `bytes`; the caller vouches for the stream and their lifetime.
-        unsafe { gpu.kernels().reduce(StreamHandle(stream), team.0, op, dtype, dest, source, nelems) }
+        unsafe { q.reduce(stream, team.0, op, dtype, dest, source, nelems) }
     }
 }

@@ -15,7 +15,7 @@
 //! need no extra phase.
 //!
 //! On the cuda backend a host barrier first waits for the barrier kernels this PE queued on
-//! streams for the team (`barrier_order.rs`): instances match in the order each PE calls them,
+//! streams for the team (`backend/cuda/barrier_order.rs`): instances match in the order each PE calls them,
 //! host calls and stream calls alike, as long as every member calls them in the same order.
 
 use super::wait::Unmet;
@@ -35,7 +35,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_fence")]
     pub fn fence(&self) -> Result<()> {
         self.boot.health().check("fence")?;
-        self.backend.quiet()
+        self.mem.quiet()
     }
 
     /// Completes every put, atomic and signal this PE issued before it: they are visible to
@@ -52,7 +52,7 @@ impl Runtime {
         // Puts to a dead PE cannot be complete: say so instead of succeeding silently.
         self.boot.health().check("quiet")?;
         self.check_device_error()?;
-        self.backend.quiet().map_err(|e| self.prefer_device_error(e))
+        self.mem.quiet().map_err(|e| self.prefer_device_error(e))
     }
 
     /// `quiet`, then waits until every PE of `team` has arrived. Every member must call it.
@@ -158,15 +158,15 @@ impl Runtime {
     /// Waits until the barrier-using kernels this PE queued on streams for `team` have run
     /// (cuda backend; nothing to wait for on the host backend, where on-stream calls run at once).
     pub(super) fn wait_for_queued_barriers(&self, team: Team, during: &str) -> Result<()> {
-        let Some(gpu) = self.gpu() else { return Ok(()) };
-        if gpu.kernels().queued_done(team.0)? {
+        let Some(queue) = self.backend.streams() else { return Ok(()) };
+        if queue.queued_done(team.0)? {
             return Ok(());
         }
         // For the timeout message: the queued kernels must take tickets past the current one.
         let ticket = self.barrier_words(team.0 as usize) + 8;
         let now = self.load_local(ticket, Width::W64)?;
         self.poll(during, || {
-            Ok(if gpu.kernels().queued_done(team.0)? {
+            Ok(if queue.queued_done(team.0)? {
                 Ok(())
             } else {
                 Err(Unmet { addr: ticket, cmp: Cmp::Gt, expected: now.into(), seen: now.into() })

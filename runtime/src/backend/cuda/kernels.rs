@@ -3,7 +3,7 @@
 //!
 //! The kernels are the `RSHMEMI_RT_OPS` part of `triton-lib/src/runtime_kernels.cu`, the one
 //! source of the runtime's kernels, built by `runtime/build.rs` into PTX and cubins
-//! (`device::image::OPS`). Their memory ordering is the whole point (`fence.sc.sys`,
+//! (`image::OPS`). Their memory ordering is the whole point (`fence.sc.sys`,
 //! `atom.acq_rel.sys`, `ld.acquire.sys`); the operation codes are `device_state::AMO_*`, which
 //! the kernel source reads from the generated header.
 //!
@@ -16,7 +16,7 @@ use crate::backend::{AmoOp, Width};
 use crate::device_state::{
     AMO_ADD, AMO_AND, AMO_COMPARE_SWAP, AMO_FETCH, AMO_LOAD_ACQUIRE, AMO_OR, AMO_SET, AMO_SWAP, AMO_XOR,
 };
-use crate::device::image;
+use super::image;
 use crate::driver::context::PrimaryContext;
 use crate::driver::module::{self, Function, LaunchDims, LoadedModule};
 use crate::driver::stream::StreamHandle;
@@ -73,7 +73,7 @@ pub(crate) struct Kernels {
 
 impl Kernels {
     /// Loads the module into `ctx`: the cubin for the device's architecture, else the PTX
-    /// (`device::image`).
+    /// (`image`).
     pub(crate) fn load(ctx: &Arc<PrimaryContext>) -> Result<Kernels> {
         let cc = ctx.device().compute_capability()?;
         let (module, form) = image::load(ctx, &image::OPS, cc)?;

@@ -1,150 +1,210 @@
-//! The cuda backend: GPU memory through the driver's virtual memory management.
+//! The cuda backend: everything rshmem does with GPUs.
 //!
-//! Chunks are `cuMemCreate` allocations of pinned device memory, exportable as POSIX file
-//! descriptors that node-local peers import (`cuMemImportFromShareableHandle`); both are mapped
-//! with `cuMemMap` into the heap's reservation and opened read/write (`cuMemSetAccess`) to this
-//! PE's GPU and every node-local GPU that reaches it. Peers then reach each other by plain loads,
-//! stores and atomics over NVLink or PCIe. NVLink multicast is never used.
-//!
-//! | file | role (same names as `backend::host`) |
+//! | file | what |
 //! |---|---|
-//! | `mod.rs` | [`CudaBackend`]: the [`MemoryBackend`] |
-//! | [`reserve`] | [`reserve::VaRange`]: reserved device addresses |
-//! | [`chunk`] | [`chunk::PhysChunk`] and [`chunk::Mapping`] |
-//! | `atomic.rs` | host-issued copies and atomics on device memory |
-//! | [`kernels`] | the runtime's PTX kernels (atomics, signal add) |
-//! | [`stream_ops`] | on-stream put/get, signal, wait |
+//! | [`select`] | which GPU a PE uses (one rule, before init too), who reaches whom by load/store |
+//! | `gpu.rs` | opening the GPU (collective over the node-local PEs), the published state, the error record kernels write |
+//! | `memory.rs` | [`CudaMemory`]: the [`MemoryBackend`] (same file roles as `backend::host`: [`reserve`], [`chunk`], `atomic.rs`) |
+//! | [`kernels`] | the one-thread kernels of host atomics and the on-stream signal add |
+//! | `stream_kernels.rs` | the kernels on a caller's stream: barrier, fcollects, reductions |
+//! | [`stream_ops`] | on-stream copies, signals, waits |
+//! | `barrier_order.rs` | host barriers ordered after the barrier kernels queued on streams |
+//! | [`registry`] | writing the device state into every loaded module that links the device library |
+//! | [`image`] | the kernel modules as built into the crate (PTX and cubins), and which form a GPU loads |
 //!
-//! Release order: mappings (each waits for the context's queued work), chunks, reservations,
-//! kernels and private stream, then the primary context. Every RAII type holds an `Arc` of what
-//! must outlive it, so any drop order of the handles is safe.
+//! Every kernel comes from `triton-lib/src/runtime_kernels.cu`, built by `runtime/build.rs`.
+//!
+//! # Safety
+//! [`CudaBackend`]'s `Streams` methods forward to the kernels and stream operations under the
+//! contract of [`Streams`]; `publish_module` to [`registry::publish`] under its own.
 #![allow(unsafe_code)]
 
 mod atomic;
+mod barrier_order;
 pub mod chunk;
+mod gpu;
+pub mod image;
 pub mod kernels;
+mod memory;
+pub mod registry;
 pub mod reserve;
+pub mod select;
+mod stream_kernels;
 pub mod stream_ops;
 
-use crate::backend::{AmoOp, BackendKind, Chunk, MemoryBackend, Reservation, Width};
-use crate::driver::context::{self, Device, PrimaryContext};
-use crate::driver::vmm;
+pub use gpu::record_error;
+pub use memory::CudaMemory;
+
+use crate::backend::{Backend, BackendKind, MemoryBackend, Streams};
+use crate::bootstrap::Bootstrap;
+use crate::consts::{Cmp, SignalOp};
+use crate::device_state::DeviceState;
+use crate::driver::context;
+use crate::driver::module::ModuleHandle;
+use crate::driver::stream::StreamHandle;
+use crate::dtype::{DType, ReduceOp};
+use crate::env::Env;
 use crate::error::{Error, Result};
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-/// GPU memory of one device, shared with node-local peers by file descriptor.
+/// Whether the CUDA driver loads and sees at least one GPU (the default backend's test).
+pub fn gpu_visible() -> bool {
+    context::init().is_ok() && context::device_count().is_ok_and(|n| n > 0)
+}
+
+/// The cuda backend of one PE: its GPU's memory, what the node-local PEs learned about each
+/// other's GPUs, and once started the runtime's kernels, the published state and the error
+/// record. Dropping it unloads the kernels and frees the record; the memory goes with the last
+/// `Arc` (the heap holds one).
 #[derive(Debug)]
 pub struct CudaBackend {
-    env: Arc<chunk::ChunkEnv>,
-    host_ops: atomic::HostOps,
-    kernels: Arc<kernels::Kernels>,
-    stream_ops: stream_ops::StreamOps,
+    memory: Arc<CudaMemory>,
+    ordinal: i32,
+    load_store: Vec<bool>,
+    sharers: usize,
+    gpu: Option<gpu::Gpu>,
 }
 
 impl CudaBackend {
-    /// A backend on `device` whose mappings are also opened to `peers` (node-local devices
-    /// visible in this process that reach `device` by load/store; `device` itself may be in
-    /// the list, duplicates are dropped).
-    ///
-    /// Initialises the driver, retains the device's primary context (the one PyTorch and
-    /// Triton use), and loads the runtime's kernels.
+    /// Collective over all PEs: each selects its GPU (`device`, else [`select::choose_ordinal`]'s
+    /// rule on the launcher's variables), the node-local PEs exchange their GPUs' identities,
+    /// refuse two PEs on one GPU unless `RSHMEM_ALLOW_SHARED_GPU`, work out who reaches whom, and
+    /// open the GPU's memory with access for every reachable peer GPU visible here.
     ///
     /// # Errors
-    /// [`Error::Unsupported`] without a driver, with a driver older than CUDA 12.0 (`driver::context::MIN_DRIVER_VERSION`), or when the
-    /// device cannot export memory as file descriptors; [`Error::Driver`] for other failures.
-    pub fn new(device: Device, peers: &[Device]) -> Result<CudaBackend> {
-        context::init()?;
-        if !device.supports_vmm_fd()? {
-            return Err(Error::Unsupported(format!(
-                "GPU {} ({}) cannot export memory as POSIX file descriptors through the virtual \
-                 memory management API, which the cuda backend needs; use RSHMEM_BACKEND=host",
-                device.ordinal(),
-                device.name().unwrap_or_default()
-            )));
-        }
-        let mem_ops_64 = device.supports_stream_mem_ops_64()?;
-        let ctx = PrimaryContext::retain(device)?;
-        let granularity = vmm::granularity(device, true)?;
-        let mut access = vec![device];
-        for &p in peers {
-            if !access.contains(&p) {
-                access.push(p);
-            }
-        }
-        let kernels = Arc::new(kernels::Kernels::load(&ctx)?);
-        let host_ops = atomic::HostOps::new(&ctx)?;
-        let stream_ops = stream_ops::StreamOps::new(kernels.clone(), ctx.clone(), mem_ops_64);
-        tracing::debug!(
-            device = device.ordinal(),
-            granularity,
-            access = ?access.iter().map(|d| d.ordinal()).collect::<Vec<_>>(),
-            mem_ops_64,
-            "cuda backend ready"
-        );
-        let env = Arc::new(chunk::ChunkEnv { ctx, registry: Arc::default(), access, granularity });
-        Ok(CudaBackend { env, host_ops, kernels, stream_ops })
+    /// [`Error::Unsupported`] without a usable driver or GPU; [`Error::InvalidArgument`] for a
+    /// bad device ordinal or a shared GPU; [`Error::Driver`]; bootstrap errors.
+    pub fn open(boot: &Bootstrap, device: Option<i32>, env: &Env) -> Result<CudaBackend> {
+        let g = gpu::open(boot, device, env)?;
+        Ok(CudaBackend { memory: g.memory, ordinal: g.ordinal, load_store: g.load_store, sharers: g.sharers, gpu: None })
     }
 
-    /// The device this backend allocates on.
-    pub fn device(&self) -> Device {
-        self.env.ctx.device()
-    }
-
-    /// The retained primary context (to bind before other driver calls, e.g. publishing the
-    /// device state).
-    pub fn context(&self) -> &Arc<PrimaryContext> {
-        &self.env.ctx
-    }
-
-    /// On-stream puts, gets, signals and waits (`*_on_stream`).
-    pub fn stream_ops(&self) -> &stream_ops::StreamOps {
-        &self.stream_ops
+    fn started(&self) -> Result<&gpu::Gpu> {
+        self.gpu.as_ref().ok_or_else(|| {
+            Error::InvalidArgument("the cuda backend's kernels are used before init published the device state".into())
+        })
     }
 }
 
-impl MemoryBackend for CudaBackend {
+impl Backend for CudaBackend {
     fn kind(&self) -> BackendKind {
         BackendKind::Cuda
     }
 
-    fn granularity(&self) -> usize {
-        self.env.granularity
+    fn memory(&self) -> Arc<dyn MemoryBackend> {
+        self.memory.clone()
     }
 
-    fn reserve(&self, len: usize) -> Result<Box<dyn Reservation>> {
-        Ok(Box::new(reserve::reserve(&self.env.ctx, &self.env.registry, len, self.env.granularity)?))
+    fn device(&self) -> Option<i32> {
+        Some(self.ordinal)
     }
 
-    fn create_chunk(&self, len: usize) -> Result<Box<dyn Chunk>> {
-        Ok(Box::new(chunk::create(&self.env, len)?))
+    fn device_sharers(&self) -> usize {
+        self.sharers
     }
 
-    fn import_chunk(&self, fd: OwnedFd, len: usize) -> Result<Box<dyn Chunk>> {
-        Ok(Box::new(chunk::import(&self.env, fd, len)?))
+    fn load_store(&self, pe: usize) -> bool {
+        self.load_store.get(pe).copied().unwrap_or(false)
     }
 
-    unsafe fn copy(&self, dst: usize, src: usize, len: usize) -> Result<()> {
-        // SAFETY: forwarded contract (valid, non-overlapping ranges).
-        unsafe { self.host_ops.copy(dst, src, len) }
+    fn stream_workspace_bytes(&self, n_pes: usize) -> usize {
+        stream_kernels::staged::bytes(n_pes)
     }
 
-    fn checks_itself(&self, addr: usize) -> Result<bool> {
-        self.env.ctx.bind()?;
-        crate::driver::pointer::is_gpu_memory(addr)
+    fn streams(&self) -> Option<&dyn Streams> {
+        Some(self)
     }
 
-    unsafe fn atomic(&self, addr: usize, width: Width, op: AmoOp) -> Result<u64> {
-        // SAFETY: forwarded contract (mapped, aligned heap address).
-        unsafe { self.host_ops.atomic(&self.kernels, addr, width, op) }
+    fn start(&mut self, state: DeviceState) -> Result<()> {
+        self.gpu = Some(gpu::Gpu::new(self.memory.clone(), state)?);
+        Ok(())
     }
 
-    unsafe fn load_acquire(&self, addr: usize, width: Width) -> Result<u64> {
+    fn device_state(&self) -> Option<&DeviceState> {
+        self.gpu.as_ref().map(gpu::Gpu::state)
+    }
+
+    fn device_error(&self, describe: &dyn Fn(usize) -> String) -> Option<Error> {
+        let gpu = self.gpu.as_ref()?;
+        gpu.error_record().map(|rec| record_error(&rec, describe, gpu.wait_timeout()))
+    }
+
+    unsafe fn publish_module(&self, module: usize) -> Result<bool> {
+        let gpu = self.started()?;
+        // SAFETY: the caller's contract (`Backend::publish_module`).
+        unsafe { registry::publish(self.memory.context(), ModuleHandle(module), gpu.state()) }
+    }
+
+    fn unpublish(&self) -> Result<()> {
+        match &self.gpu {
+            Some(gpu) => gpu.unpublish().map(drop),
+            None => Ok(()),
+        }
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        context::synchronize(self.memory.context())
+    }
+}
+
+impl Streams for CudaBackend {
+    unsafe fn copy(&self, stream: StreamHandle, dst: usize, src: usize, len: usize) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.host_ops.load_acquire(&self.kernels, addr, width) }
+        unsafe { self.memory.stream_ops().copy(stream, dst, src, len) }
     }
 
-    fn quiet(&self) -> Result<()> {
-        self.host_ops.quiet()
+    unsafe fn signal(&self, stream: StreamHandle, addr: usize, value: u64, op: SignalOp) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.memory.stream_ops().signal(stream, addr, value, op) }
+    }
+
+    unsafe fn wait(&self, stream: StreamHandle, addr: usize, cmp: Cmp, value: u64) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.memory.stream_ops().wait(stream, addr, cmp, value) }
+    }
+
+    unsafe fn barrier(&self, stream: StreamHandle, team: i32) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.started()?.kernels().barrier(stream, team) }
+    }
+
+    unsafe fn fcollect(&self, stream: StreamHandle, team: i32, dest: usize, source: usize, nbytes: usize) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.started()?.kernels().fcollect(stream, team, dest, source, nbytes) }
+    }
+
+    fn staged_max_bytes(&self) -> usize {
+        stream_kernels::staged::SLOT_BYTES
+    }
+
+    unsafe fn fcollect_staged(
+        &self,
+        stream: StreamHandle,
+        ws: usize,
+        n_pes: usize,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.started()?.kernels().fcollect_staged(stream, ws, n_pes, dest, source, nbytes) }
+    }
+
+    unsafe fn reduce(
+        &self,
+        stream: StreamHandle,
+        team: i32,
+        op: ReduceOp,
+        dtype: DType,
+        dest: usize,
+        source: usize,
+        nelems: usize,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.started()?.kernels().reduce(stream, team, op, dtype, dest, source, nelems) }
+    }
+
+    fn queued_done(&self, team: i32) -> Result<bool> {
+        self.started()?.kernels().queued_done(team)
     }
 }

@@ -1,42 +1,19 @@
-//! # Safety
 //! The on-stream building blocks of `*_on_stream` operations: copies, signal updates and
 //! waits, queued on a caller's stream (a `torch.cuda.Stream`, say). Addresses of node-local
 //! peers are plain addresses inside our own reservation (the heap maps their chunks there), so
-//! a put or get is an ordinary async copy between two mapped addresses. The caller vouches
-//! that the addresses stay mapped until the stream has run the operation, hence `unsafe fn`.
+//! a put or get is an ordinary async copy between two mapped addresses.
+//!
+//! # Safety
+//! The caller vouches that the addresses stay mapped until the stream has run the operation,
+//! hence `unsafe fn`.
 #![allow(unsafe_code)]
 
 use super::kernels::Kernels;
-use crate::consts::{Cmp, SIGNAL_ADD, SIGNAL_SET};
+use crate::consts::{Cmp, SignalOp};
 use crate::driver::context::PrimaryContext;
 use crate::driver::stream::{self, StreamHandle, WaitCmp};
 use crate::error::{Error, Result};
 use std::sync::Arc;
-
-/// A signal update (`NVSHMEM_SIGNAL_SET` / `NVSHMEM_SIGNAL_ADD`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignalOp {
-    /// Store the value.
-    Set,
-    /// Add the value atomically.
-    Add,
-}
-
-impl SignalOp {
-    /// From `SIGNAL_SET` (9) / `SIGNAL_ADD` (10).
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] naming the allowed values.
-    pub fn from_raw(raw: i32) -> Result<SignalOp> {
-        match raw {
-            SIGNAL_SET => Ok(SignalOp::Set),
-            SIGNAL_ADD => Ok(SignalOp::Add),
-            other => Err(Error::InvalidArgument(format!(
-                "signal operation {other} is not SIGNAL_SET={SIGNAL_SET} or SIGNAL_ADD={SIGNAL_ADD}"
-            ))),
-        }
-    }
-}
 
 /// How a SHMEM comparison `*addr <cmp> value` runs as `cuStreamWaitValue64`: the driver's
 /// condition and the value to pass.
@@ -202,11 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn signal_ops_follow_the_shmem_constants() {
-        assert_eq!(SignalOp::from_raw(9).unwrap(), SignalOp::Set);
-        assert_eq!(SignalOp::from_raw(10).unwrap(), SignalOp::Add);
-        let e = SignalOp::from_raw(0).unwrap_err().to_string();
-        assert!(e.contains("SIGNAL_SET=9") && e.contains("SIGNAL_ADD=10"), "{e}");
+    fn signal_words_must_be_aligned() {
         assert!(check_aligned(0x1008, "wait").is_ok());
         assert!(check_aligned(0x1004, "wait").unwrap_err().to_string().contains("0x1004"));
     }

@@ -1,9 +1,9 @@
-//! The host backend: memfd chunks in host memory.
+//! The host backend: memfd chunks in host memory, no device.
 //!
 //! It runs the same heap layout and host API as the CUDA backend with no GPU, so CI tests the
-//! runtime through it and programs run on a laptop with CPU tensors. Files by role, as in
-//! `backend/cuda/`: `reserve.rs` (address ranges), `chunk.rs` (physical memory and mappings),
-//! `access.rs` (copies and atomics).
+//! runtime through it and programs run on a laptop with CPU tensors. It has no streams: every
+//! `*_on_stream` call runs as its host form. Files by role, as in `backend/cuda/`: `reserve.rs`
+//! (address ranges), `chunk.rs` (physical memory and mappings), `access.rs` (copies and atomics).
 //!
 //! # Safety
 //! The `unsafe fn`s of [`MemoryBackend`] forward to `access.rs` under the same contract.
@@ -16,22 +16,48 @@ mod reserve;
 pub use chunk::{HostChunk, HostMapping};
 pub use reserve::HostReservation;
 
-use crate::backend::{AmoOp, BackendKind, Chunk, MemoryBackend, Reservation, Width};
+use crate::backend::{AmoOp, Backend, BackendKind, Chunk, MemoryBackend, Reservation, Width};
 use crate::error::{Error, Result};
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-/// Host memory through memfd + mmap. Cheap to create; holds the list of its live reservations
-/// (mappings are only allowed inside one).
-#[derive(Debug, Default)]
+/// The host backend: host memory, no device.
+#[derive(Debug)]
 pub struct HostBackend {
-    registry: Arc<reserve::Registry>,
+    memory: Arc<HostMemory>,
 }
 
 impl HostBackend {
-    /// A host backend.
-    pub fn new() -> HostBackend {
-        HostBackend::default()
+    /// The backend of a PE on the host backend; a device ordinal means nothing here.
+    pub fn open(device: Option<i32>) -> HostBackend {
+        if let Some(d) = device {
+            tracing::debug!(device = d, "host backend: device ordinal ignored");
+        }
+        HostBackend { memory: Arc::new(HostMemory::new()) }
+    }
+}
+
+impl Backend for HostBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Host
+    }
+
+    fn memory(&self) -> Arc<dyn MemoryBackend> {
+        self.memory.clone()
+    }
+}
+
+/// Host memory through memfd + mmap. Cheap to create; holds the list of its live reservations
+/// (mappings are only allowed inside one).
+#[derive(Debug, Default)]
+pub struct HostMemory {
+    registry: Arc<reserve::Registry>,
+}
+
+impl HostMemory {
+    /// Host memory for a heap.
+    pub fn new() -> HostMemory {
+        HostMemory::default()
     }
 
     fn check_len(&self, what: &str, len: usize) -> Result<()> {
@@ -45,7 +71,7 @@ impl HostBackend {
     }
 }
 
-impl MemoryBackend for HostBackend {
+impl MemoryBackend for HostMemory {
     fn kind(&self) -> BackendKind {
         BackendKind::Host
     }

@@ -2,16 +2,16 @@
 //! Tests read and write the memory they just mapped through raw addresses.
 #![allow(unsafe_code)]
 
-use super::HostBackend;
+use super::HostMemory;
 use crate::backend::{AmoOp, MemoryBackend, Width};
 
 fn page() -> usize {
-    HostBackend::new().granularity()
+    HostMemory::new().granularity()
 }
 
 #[test]
 fn a_chunk_mapped_twice_aliases() {
-    let b = HostBackend::new();
+    let b = HostMemory::new();
     let (g, len) = (page(), 4 * page());
     let res = b.reserve(4 * len).unwrap();
     let chunk = b.create_chunk(len).unwrap();
@@ -44,7 +44,7 @@ fn a_chunk_mapped_twice_aliases() {
 
 #[test]
 fn maps_only_inside_a_reservation_and_never_over_a_mapping() {
-    let b = HostBackend::new();
+    let b = HostMemory::new();
     let len = 2 * page();
     let res = b.reserve(2 * len).unwrap();
     let chunk = b.create_chunk(len).unwrap();
@@ -61,7 +61,7 @@ fn maps_only_inside_a_reservation_and_never_over_a_mapping() {
 
 #[test]
 fn import_checks_the_size() {
-    let b = HostBackend::new();
+    let b = HostMemory::new();
     let chunk = b.create_chunk(page()).unwrap();
     let err = b.import_chunk(chunk.export_fd().unwrap(), 2 * page()).err().unwrap().to_string();
     assert!(err.contains(&format!("is {} bytes, expected at least {}", page(), 2 * page())), "{err}");
@@ -69,7 +69,7 @@ fn import_checks_the_size() {
 
 #[test]
 fn reservation_outlives_its_mappings() {
-    let b = HostBackend::new();
+    let b = HostMemory::new();
     let res = b.reserve(page()).unwrap();
     let base = res.base();
     let m = b.create_chunk(page()).unwrap().map_at(base).unwrap();
@@ -86,7 +86,7 @@ fn reservation_outlives_its_mappings() {
 
 #[test]
 fn atomics_give_old_values() {
-    let b = HostBackend::new();
+    let b = HostMemory::new();
     let res = b.reserve(page()).unwrap();
     let m = b.create_chunk(page()).unwrap().map_at(res.base()).unwrap();
     let (w, d) = (m.addr(), m.addr() + 8);
@@ -112,7 +112,7 @@ fn atomics_give_old_values() {
 
 #[test]
 fn atomic_adds_from_threads_through_two_views_do_not_lose_updates() {
-    let b = std::sync::Arc::new(HostBackend::new());
+    let b = std::sync::Arc::new(HostMemory::new());
     let res = b.reserve(2 * page()).unwrap();
     let chunk = b.create_chunk(page()).unwrap();
     let views = [chunk.map_at(res.base()).unwrap(), chunk.map_at(res.base() + page()).unwrap()];

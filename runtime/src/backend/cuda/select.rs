@@ -11,6 +11,7 @@
 //! `CUDA_VISIBLE_DEVICES`.
 
 use crate::driver::context::{self, Device};
+pub use crate::env::LocalPlace;
 use crate::error::{Error, Result};
 
 /// A GPU as node-local peers see it: the same physical GPU has the same UUID in every process.
@@ -74,60 +75,6 @@ impl DeviceIdentity {
             h[8..10].concat(),
             h[10..].concat()
         )
-    }
-}
-
-/// Where this PE sits among the PEs of its host, as its launcher describes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LocalPlace {
-    /// This PE's index among the PEs of its host (`LOCAL_RANK`).
-    pub rank: usize,
-    /// How many PEs its host runs (`LOCAL_WORLD_SIZE`).
-    pub size: usize,
-}
-
-/// The launchers' variables for a PE's index and count on its host: torchrun, Open MPI, MPICH
-/// (Hydra), Slurm. The first pair found wins; a missing count is taken as `rank + 1`.
-const LOCAL_VARS: [(&str, &str); 4] = [
-    ("LOCAL_RANK", "LOCAL_WORLD_SIZE"),
-    ("OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
-    ("MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
-    ("SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"),
-];
-
-impl LocalPlace {
-    /// From the launcher's environment, read through `lookup`; `None` when no launcher variable
-    /// is set (a lone process, or a launcher that names none).
-    ///
-    /// # Errors
-    /// [`Error::Config`] for a variable that is not a non-negative integer.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<LocalPlace>> {
-        let parse = |var: &'static str, v: String| -> Result<usize> {
-            v.trim().parse().map_err(|_| Error::Config {
-                var,
-                value: v.clone(),
-                reason: "expected a non-negative integer (set by the launcher)".into(),
-            })
-        };
-        for (rank_var, size_var) in LOCAL_VARS {
-            if let Some(r) = lookup(rank_var) {
-                let rank = parse(rank_var, r)?;
-                let size = match lookup(size_var) {
-                    Some(s) => parse(size_var, s)?,
-                    None => rank + 1,
-                };
-                return Ok(Some(LocalPlace { rank, size: size.max(rank + 1) }));
-            }
-        }
-        Ok(None)
-    }
-
-    /// [`LocalPlace::from_lookup`] on the process environment.
-    ///
-    /// # Errors
-    /// As [`LocalPlace::from_lookup`].
-    pub fn from_env() -> Result<Option<LocalPlace>> {
-        Self::from_lookup(|k| std::env::var(k).ok())
     }
 }
 
@@ -309,7 +256,7 @@ pub fn reachability(mine: Device, peers: &[DeviceIdentity]) -> Result<Vec<PeerRe
 }
 
 /// The devices to open mapped chunks to: every reachable peer GPU visible in this process
-/// (for [`crate::backend::cuda::CudaBackend::new`]).
+/// (for [`super::CudaMemory::new`]).
 pub fn access_devices(reach: &[PeerReach]) -> Vec<Device> {
     let mut out: Vec<Device> = Vec::new();
     for r in reach {

@@ -1,11 +1,13 @@
+//! The runtime's kernels that run on a caller's stream (barrier, fcollects, reductions; from
+//! `triton-lib/src/runtime_kernels.cu`, built by `build.rs` into PTX and cubins, [`super::image`]):
+//! loading them into this PE's context at init, publishing the device state into them, and
+//! launching them.
+//!
 //! # Safety
-//! The runtime's own kernels (`triton-lib/src/runtime_kernels.cu`, built by `build.rs` into PTX
-//! and cubins, `device::image`): loading them into this PE's context at init, publishing the
-//! device state into them, and launching them on a caller's stream. Each launch passes one
-//! pointer per kernel parameter, to a local of the exact type the kernel declares (`int32_t` ->
-//! `i32`, pointers and `uint64_t` -> `u64`); the tests below check the PTX parameter lists
-//! against these launches. A loaded module is forgotten by the device-state registry before it
-//! is unloaded, so no later republish writes into an unloaded module.
+//! Each launch passes one pointer per kernel parameter, to a local of the exact type the kernel
+//! declares (`int32_t` -> `i32`, pointers and `uint64_t` -> `u64`); the tests below check the PTX
+//! parameter lists against these launches. A loaded module is forgotten by the device-state
+//! registry before it is unloaded, so no later republish writes into an unloaded module.
 //!
 //! Every module is loaded at init, never on first use: loading a module may wait for kernels
 //! already running (CUDA's lazy-loading hazard: a fcollect loaded while a kernel spins on a
@@ -14,8 +16,8 @@
 #![allow(unsafe_code)]
 
 use super::barrier_order::BarrierOrder;
-use crate::device::image::{self, Form, KernelImage};
-use crate::device::registry;
+use super::image::{self, Form, KernelImage};
+use super::registry;
 use crate::device_state::DeviceState;
 use crate::driver::context::PrimaryContext;
 use crate::driver::module::{self, Function, LaunchDims, LoadedModule};
@@ -38,6 +40,26 @@ const BARRIER_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (32, 1, 1)
 const REDUCE_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (512, 1, 1), shared_bytes: 0 };
 /// One block (`RSHMEMI_RT_FCOLLECT_THREADS`): see the kernel for why not more.
 const FCOLLECT_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (512, 1, 1), shared_bytes: 0 };
+
+/// The staged fcollect's workspace (`rshmemi_rt_fcollect_staged` in runtime_kernels.cu), a
+/// symmetric allocation the runtime makes at init: `[u64; BLOCKS]` epochs, then
+/// `[u64; n_pes * BLOCKS]` flags, then two parities of `n_pes` slots of `SLOT_BYTES`.
+pub(super) mod staged {
+    /// Blocks of every staged fcollect launch (the kernel needs the same count in every call).
+    pub const BLOCKS: usize = 8;
+    /// Largest fcollect per PE that goes through the staging slots.
+    pub const SLOT_BYTES: usize = 256 << 10;
+    /// Offset of the flags.
+    pub const FLAGS: usize = BLOCKS * 8;
+    /// Offset of the staging slots for `n_pes` PEs (256-byte aligned).
+    pub const fn staging(n_pes: usize) -> usize {
+        (FLAGS + n_pes * BLOCKS * 8).next_multiple_of(256)
+    }
+    /// Total size for `n_pes` PEs.
+    pub const fn bytes(n_pes: usize) -> usize {
+        staging(n_pes) + 2 * n_pes * SLOT_BYTES
+    }
+}
 
 /// The dtype code `rshmemi_rt_reduce` takes (the table in `runtime_kernels.cu`).
 pub(super) fn dtype_code(d: DType) -> i32 {
@@ -211,12 +233,12 @@ impl RuntimeKernels {
     }
 
     /// Enqueues a TEAM_WORLD fcollect of `nbytes` per PE through the staging slots of the
-    /// workspace at `ws` (`workspace::staged`), with `workspace::staged::BLOCKS` blocks.
+    /// workspace at `ws` ([`staged`]), with [`staged::BLOCKS`] blocks.
     ///
     /// # Safety
     /// As [`RuntimeKernels::fcollect`] for the world team; `ws` is this PE's staged workspace
     /// (zeroed at init, used by nothing else) for the job's `n_pes`; `nbytes` is at most
-    /// `workspace::staged::SLOT_BYTES`.
+    /// [`staged::SLOT_BYTES`].
     #[allow(clippy::too_many_arguments)] // one per kernel parameter, plus stream
     pub(super) unsafe fn fcollect_staged(
         &self,
@@ -227,7 +249,6 @@ impl RuntimeKernels {
         source: usize,
         nbytes: usize,
     ) -> Result<()> {
-        use super::workspace::staged;
         self.ctx.bind()?;
         let mut p_epochs = ws as u64;
         let mut p_flags = (ws + staged::FLAGS) as u64;
@@ -295,7 +316,7 @@ mod tests {
     use super::*;
     use crate::dtype::{ALL_DTYPES, ALL_REDUCE_OPS};
 
-    const SOURCE: &str = include_str!("../../../triton-lib/src/runtime_kernels.cu");
+    const SOURCE: &str = include_str!("../../../../triton-lib/src/runtime_kernels.cu");
 
     /// The parameter types of `.entry name( ... )` in `ptx`.
     fn entry_params(ptx: &str, name: &str) -> Vec<String> {

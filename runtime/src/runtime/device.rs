@@ -1,0 +1,60 @@
+//! What a backend with a device adds to the host API: errors kernels recorded before they
+//! stopped, and publishing the device state into modules Triton loads. On a backend without a
+//! device these do nothing.
+
+use super::Runtime;
+use crate::device_state::DeviceState;
+use crate::error::{Error, Result};
+
+impl Runtime {
+    /// Reports an error a kernel of this PE recorded before it stopped (`trap`): a wait past
+    /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS` becomes [`Error::WaitTimeout`] naming the PE, the
+    /// allocation and offset, the comparison and the expected and last seen values. Does nothing
+    /// on the host backend. Called by `quiet`, `barrier*` and `finalize`; the record stays, so
+    /// every later call reports it too (the CUDA context is unusable after a trap).
+    ///
+    /// # Errors
+    /// The recorded error.
+    pub fn check_device_error(&self) -> Result<()> {
+        match self.backend.device_error(&|a| self.heap.describe(a)) {
+            None => Ok(()),
+            Some(e) => Err(e),
+        }
+    }
+
+    /// `err`, or the device error that explains it: after a kernel traps, every driver call
+    /// fails with a bare launch error, and the record says why.
+    pub(super) fn prefer_device_error(&self, err: Error) -> Error {
+        match (&err, self.check_device_error()) {
+            (Error::Driver { .. }, Err(recorded)) => recorded,
+            _ => err,
+        }
+    }
+
+    /// Writes this PE's device state into a CUDA module (a `CUmodule` as an integer) that links
+    /// the device library, and remembers it so a later init writes it again. Returns `false`,
+    /// quietly, for a module without the state global, and always on the host backend.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a module built against another device-library version;
+    /// [`Error::Driver`] (for instance a module of another device's context).
+    ///
+    /// # Safety
+    /// `module` must be a live module loaded in this PE's device's primary context (what
+    /// Triton's `kernel_load_end_hook` hands over), and stay loaded until
+    /// the backend forgets it (the loader does that before unloading).
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/setup.html> (`nvshmemx_cumodule_init`)
+    #[doc(alias = "nvshmemx_cumodule_init")]
+    #[allow(unsafe_code)]
+    pub unsafe fn publish_module(&self, module: usize) -> Result<bool> {
+        // SAFETY: the caller's contract above is the backend's.
+        unsafe { self.backend.publish_module(module) }
+    }
+
+    /// The device state published into modules (backends with a device only).
+    pub fn device_state(&self) -> Option<&DeviceState> {
+        self.backend.device_state()
+    }
+}
