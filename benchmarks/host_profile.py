@@ -64,7 +64,7 @@ def main() -> None:
          lambda: _native.fcollect_on_stream(team, d, s, n, "uint8", stream), True)
     step("barrier_all_on_stream (whole call)", rtorch.barrier_all_on_stream, True)
     step("stream_handle(None)", lambda: _cuda.stream_handle(None), False)
-    step("_gpu(tensor) x 2", lambda: (_cuda._gpu(dst, "dst"), _cuda._gpu(src, "src")), False)
+    step("_local(tensor) x 2", lambda: (rtorch._local(dst, "dst", _native.device_ordinal()), rtorch._local(src, "src", _native.device_ordinal())), False)
     step("rshmem.team_n_pes()", lambda: rshmem.team_n_pes(), False)
 
     prof = cProfile.Profile()

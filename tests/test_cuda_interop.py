@@ -1,8 +1,8 @@
-"""The pieces of the cuda path that run without a GPU: the tensor exporters of `rshmem._cuda`
-(DLPack checked end to end on CPU memory, the `__cuda_array_interface__` dict), argument
-checks, and the Triton load hook against Triton's own hook protocol."""
+"""The pieces of the device path that run without a GPU: the runtime's DLPack views of heap
+memory (checked end to end on the host backend, whose capsules name the CPU; on the cuda backend
+the same capsules name this PE's GPU), argument checks, and the Triton load hook against Triton's
+own hook protocol."""
 
-import ctypes
 import gc
 import inspect
 
@@ -10,42 +10,54 @@ import pytest
 import torch
 
 import rshmem
-from rshmem import _cuda
+import rshmem.torch as rtorch
+from rshmem import _cuda, _native
 
 
-def test_dlpack_bytes_views_memory_without_copying_and_releases_it():
-    buf = (ctypes.c_uint8 * 64)(*range(64))
-    addr = ctypes.addressof(buf)
-    owner = object()
-    live_before = len(_cuda._dl_live)
-    t = _cuda._dlpack_bytes(addr, 64, _cuda._KDL_CPU, 0, owner=owner)
-    assert t.dtype == torch.uint8 and t.shape == (64,) and t.data_ptr() == addr
-    assert t.tolist() == list(range(64))
-    t.view(torch.int32)[1] = -1  # writes land in the buffer: a view, not a copy
-    assert list(buf[4:8]) == [255] * 4
-    assert len(_cuda._dl_live) == live_before + 1  # owner kept while torch holds the memory
-    view = t[8:].view(torch.float16)
+def test_heap_view_is_a_dlpack_view_without_a_copy_and_pins_the_heap(sym):
+    t = sym((64,), torch.uint8)
+    addr = t.data_ptr()
+    capsule, alloc_id = _native.heap_view(addr, 64)
+    assert alloc_id == _native.allocation_of(addr)["id"] == t._rshmem_id
+    flat = torch.from_dlpack(capsule)
+    assert flat.dtype == torch.uint8 and flat.shape == (64,) and flat.data_ptr() == addr
+    assert flat.device == rtorch.device()
+    flat.view(torch.int32)[1] = -1  # writes land in the heap: a view, not a copy
+    assert t[4:8].tolist() == [255] * 4
+    view = flat[8:].view(torch.float16)
+    del flat
+    gc.collect()
+    assert view.data_ptr() == addr + 8  # the storage (and its heap pin) lives on in the view
+    del view
+    # A capsule nobody consumed is released by its own destructor.
+    unused, _ = _native.heap_view(addr, 8)
+    del unused
+    gc.collect()
+    rshmem.barrier_all()
+
+
+def test_heap_view_refuses_memory_outside_live_allocations(sym):
+    t = sym((16,), torch.uint8)
+    with pytest.raises(rshmem.NotSymmetricError, match="not inside a live allocation"):
+        _native.heap_view(t.data_ptr() + 8, 64)  # runs past the allocation
+    plain = torch.zeros(16, dtype=torch.uint8)
+    with pytest.raises(rshmem.NotSymmetricError, match="not inside a live allocation"):
+        _native.heap_view(plain.data_ptr(), 16)
+    rshmem.barrier_all()
+
+
+def test_live_tensors_counts_the_tensors_create_returned_while_they_live():
+    before = _native.live_tensors()
+    t = rtorch.create_symmetric_tensor((32,), torch.int32)
+    assert _native.live_tensors() == (before[0] + 1, before[1] + 128)
+    peer = rtorch.peer_tensor(t, rshmem.my_pe())  # a peer view does not count
+    assert _native.live_tensors() == (before[0] + 1, before[1] + 128)
+    del peer
+    rtorch.free_tensor(t)  # freed: no longer counted, although `t` lives
+    assert _native.live_tensors() == before
     del t
     gc.collect()
-    assert len(_cuda._dl_live) == live_before + 1  # a view still shares the storage
-    assert view.data_ptr() == addr + 8
-    del view
-    gc.collect()
-    assert len(_cuda._dl_live) == live_before  # torch called the deleter
-
-
-def test_cuda_array_interface_describes_raw_bytes():
-    record = _cuda._Allocation(0x7F0000000000, 4096)
-    exporter = _cuda._HeapBytes(0x7F0000000000, 4096, owner=record)
-    assert exporter.__cuda_array_interface__ == {
-        "version": 3,
-        "typestr": "|u1",
-        "shape": (4096,),
-        "data": (0x7F0000000000, False),
-        "strides": None,
-        "stream": None,
-    }
-    assert exporter.owner is record
+    assert _native.live_tensors() == before
 
 
 def test_stream_handle_takes_ints_and_refuses_the_rest():
@@ -59,20 +71,20 @@ def test_stream_handle_takes_ints_and_refuses_the_rest():
 
 
 def test_pe_argument_check():
-    assert _cuda._pe(3) == 3
-    assert _cuda._pe(torch.tensor(2)) == 2
+    assert rtorch._pe(3) == 3
+    assert rtorch._pe(torch.tensor(2)) == 2
     for bad in ("1", 1.0, True, None):
         with pytest.raises(rshmem.InvalidArgumentError, match="pe must be an int"):
-            _cuda._pe(bad)
+            rtorch._pe(bad)
 
 
 def test_signal_value_wraps_to_64_bits():
-    assert _cuda._u64(-1, "t") == (1 << 64) - 1
-    assert _cuda._u64((1 << 64) - 1, "t") == (1 << 64) - 1
+    assert rtorch._u64(-1, "t") == (1 << 64) - 1
+    assert rtorch._u64((1 << 64) - 1, "t") == (1 << 64) - 1
     with pytest.raises(rshmem.InvalidArgumentError, match="64 bits"):
-        _cuda._u64(1 << 64, "t")
+        rtorch._u64(1 << 64, "t")
     with pytest.raises(rshmem.InvalidArgumentError, match="64 bits"):
-        _cuda._u64(-(1 << 63) - 1, "t")
+        rtorch._u64(-(1 << 63) - 1, "t")
 
 
 def test_host_backend_has_no_device_ordinal():

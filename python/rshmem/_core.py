@@ -30,8 +30,8 @@ from . import _native
 from ._native import InvalidArgumentError
 from ._errors import api
 
-# Called before the runtime stops: rshmem.torch and rshmem._cuda forget their tensors there, and
-# each hook returns (count, bytes) of the tensors it forgot that Python still references.
+# Called before the runtime stops: layers that cache symmetric tensors (rshmem.ops) drop them
+# there, before the runtime counts the tensors Python still references.
 _finalize_hooks = []
 _log = logging.getLogger("rshmem")
 _atexit_registered = [False]
@@ -180,10 +180,9 @@ def finalize() -> None:
 def _finalize(warn_live: bool) -> None:
     if not _native.is_initialized():
         return
-    count = nbytes = 0
     for hook in list(_finalize_hooks):
-        n, b = hook() or (0, 0)
-        count, nbytes = count + n, nbytes + b
+        hook()
+    count, nbytes = _native.live_tensors()
     _native.finalize()
     # Warned only now: with warnings turned into errors, raising before the runtime stopped would
     # leave it running with its tensors already forgotten.

@@ -5,67 +5,42 @@ every PE calls it with the same shape and dtype) and returns a tensor that *is* 
 a peer's `put` into it shows up in the tensor. `peer_tensor(t, pe)` views the same allocation on a
 node-local peer: writing into it writes the peer's memory.
 
-On the host backend these are CPU tensors over shared memory, built from the address without
-linking libtorch (ctypes buffer -> `torch.frombuffer` as bytes -> `.view(dtype)`), so any torch
-dtype works, fp8 included. On the cuda backend they are CUDA tensors of this PE's GPU, built the
-same way through `__cuda_array_interface__` (`rshmem._cuda`), and the `*_on_stream` calls are
-ordered on a torch CUDA stream (default: the current one).
+Tensors live on `device()`: the CPU on the host backend, this PE's GPU on the cuda backend. Both
+are built the same way, without linking libtorch: the runtime hands torch a DLPack capsule of the
+heap bytes (`torch.from_dlpack`), viewed as `dtype` and `shape`, so every torch dtype works, fp8
+included. The capsule pins the heap, so a tensor's memory stays mapped while the tensor lives.
 
-A tensor from here must not be used after `free_tensor(t)`: its memory may hold another
-allocation (torch cannot know). After `rshmem.finalize()` its memory stays mapped until the tensor
-dies, so using it is safe but no longer shared with the peers.
+The allocation records are the runtime's (`rshmem._native.allocation_of`); a tensor made here
+carries the id of its allocation, so using it after `free_tensor(t)` or `rshmem.finalize()`
+raises `NotSymmetricError` even where a later allocation took over its memory (views of it made
+by slicing are checked by address only). After `finalize` its memory stays mapped until the
+tensor dies, so using it is safe but no longer shared with the peers.
+
+The `*_on_stream` calls are queued on a torch CUDA stream on the cuda backend (`stream=None`: the
+current one; a `torch.cuda.Stream`, or a raw `CUstream` int); on the host backend there is no
+stream (`stream` must be None) and each call completes before it returns, which is the order a
+stream would give. An on-stream call returns once its work is queued, so a local CUDA tensor it
+reads or writes is marked used by that stream (`Tensor.record_stream`): torch's caching allocator
+keeps its memory from any new tensor until the stream has run the copy.
 """
 
 from __future__ import annotations
 
-import bisect
-import ctypes
 import math
-import weakref
+import operator
 
 import torch
 
 from . import _core, _cuda, _native
-from ._dtypes import check_torch_dtype
-from ._native import InvalidArgumentError, NotInitializedError, NotSymmetricError, UnsupportedError
+from ._dtypes import check_torch_dtype, runtime_name
+from ._native import DTypeError, InvalidArgumentError, NotSymmetricError, UnsupportedError
 from ._errors import api
 
 SIGNAL_DTYPE = torch.int64
 """dtype of signal words (64-bit)."""
 
-_CUDA_LATER = "the cuda backend arrives with issue 3"
-
-# Live allocations made here: sorted base addresses, base -> size in bytes, and base -> a weak
-# reference to the tensor create_symmetric_tensor returned (finalize counts those still alive).
-_bases: list = []
-_sizes: dict = {}
-_tensors: dict = {}
-# Which init the allocations belong to: a tensor kept across finalize + init may have the base
-# address of a new allocation (the new heap can land at the same addresses), and must not free it.
-_run = [0]
-
-
-def _forget_all() -> tuple:
-    """Forgets every allocation (finalize frees the heap); returns (count, bytes) of the tensors
-    still referenced. The new run number makes free_tensor / peer_tensor refuse them."""
-    alive = [base for base, ref in _tensors.items() if ref() is not None]
-    found = (len(alive), sum(_sizes[base] for base in alive))
-    _bases.clear()
-    _sizes.clear()
-    _tensors.clear()
-    _run[0] += 1
-    return found
-
-
-_core._finalize_hooks.append(_forget_all)
-
-
-def _on_cuda() -> bool:
-    return _native.is_initialized() and _native.backend() == "cuda"
-
-
-if _on_cuda():  # rshmem.init ran before torch was imported: make this PE's GPU current now
-    _cuda.use_device()
+if _native.is_initialized() and _native.device_ordinal() is not None:
+    _cuda.use_device()  # rshmem.init ran before torch was imported: make this PE's GPU current now
 
 
 def device() -> torch.device:
@@ -81,7 +56,8 @@ def device() -> torch.device:
     where `init` would (more PEs than GPUs on the host without the opt-in, naming both counts).
     """
     if _native.is_initialized():
-        return _cuda.device() if _native.backend() == "cuda" else torch.device("cpu")
+        index = _native.device_ordinal()
+        return torch.device("cpu") if index is None else torch.device("cuda", index)
     if not _cuda.cuda_wanted():
         return torch.device("cpu")
     return torch.device("cuda", _cuda.planned()[0])
@@ -104,12 +80,7 @@ def dist_backend() -> str:
     return "nccl"
 
 
-def _host_only(what: str) -> None:
-    if not _native.is_initialized():
-        raise NotInitializedError(f"rshmem is not initialized: call rshmem.init() before rshmem.torch.{what}()")
-    kind = _native.backend()
-    if kind != "host":
-        raise UnsupportedError(f"{what} on the {kind} backend: {_CUDA_LATER}")
+# --------------------------------------------------------------------- tensors over the heap
 
 
 def _shape(shape) -> tuple:
@@ -126,20 +97,18 @@ def _shape(shape) -> tuple:
     return dims
 
 
-def _wrap(addr: int, nbytes: int, dtype, shape, stride=None):
-    """A CPU tensor over `nbytes` at `addr`. The ctypes buffer it is built on stays referenced by
-    the tensor's storage, so nothing here frees or copies the memory; the buffer holds a pin of
-    the heap, so the memory stays mapped while the tensor lives, past `finalize` too (it is then
-    this process's alone: writes no longer reach the peers)."""
+def _wrap(addr: int, nbytes: int, dtype, shape, stride=None, primary: bool = False) -> torch.Tensor:
+    """A tensor of `shape` and `dtype` over `nbytes` of heap memory at `addr`, on the memory's
+    device, stamped with its allocation's id. An empty tensor still starts at `addr` (a zero-length
+    slice of a one-byte view), so `data_ptr()` finds its allocation."""
+    capsule, alloc_id = _native.heap_view(addr, nbytes, primary)
+    flat = torch.from_dlpack(capsule)
     if nbytes == 0:
-        return torch.empty(shape, dtype=dtype)
-    buf = (ctypes.c_uint8 * nbytes).from_address(addr)
-    buf.rshmem_pin = _native.heap_pin()
-    flat = torch.frombuffer(buf, dtype=torch.uint8)
+        flat = flat[:0]
     typed = flat.view(dtype)
-    if stride is None:
-        return typed.view(shape)
-    return typed.as_strided(shape, stride)
+    t = typed.view(shape) if stride is None else typed.as_strided(shape, stride)
+    t._rshmem_id = alloc_id
+    return t
 
 
 @api
@@ -148,29 +117,20 @@ def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
     every PE must pass the same shape and dtype."""
     check_torch_dtype(dtype)
     dims = _shape(shape)
-    if _on_cuda():
-        return _cuda.create_symmetric_tensor(dims, dtype)
-    _host_only("create_symmetric_tensor")
     nbytes = math.prod(dims) * dtype.itemsize
     # calloc zeroes inside the collective, before any peer can write into this PE's copy; zeroing
     # here afterwards could erase a fast peer's first put.
     addr = _core.calloc(1, max(nbytes, 1))
-    t = _wrap(addr, nbytes, dtype, dims)
-    bisect.insort(_bases, addr)
-    _sizes[addr] = max(nbytes, 1)
-    _tensors[addr] = weakref.ref(t)
-    t._rshmem_base = addr  # free_tensor finds zero-size tensors by this
-    t._rshmem_run = _run[0]
-    return t
+    return _wrap(addr, nbytes, dtype, dims, primary=True)
 
 
-def _allocation_of(addr: int):
-    i = bisect.bisect_right(_bases, addr) - 1
-    if i >= 0:
-        base = _bases[i]
-        if addr < base + _sizes[base]:
-            return base
-    return None
+def _addr(t: torch.Tensor) -> int:
+    """Where `t` starts. torch answers 0 for the `data_ptr()` of an empty tensor, so an empty one
+    is located through its storage (an empty tensor made here is a zero-length view at the start
+    of a one-byte heap view)."""
+    if t.numel():
+        return t.data_ptr()
+    return t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()
 
 
 def _span(t: torch.Tensor) -> int:
@@ -181,32 +141,44 @@ def _span(t: torch.Tensor) -> int:
     return (last + 1) * t.element_size()
 
 
+def _check_live(t: torch.Tensor, what: str) -> None:
+    """Refuses a tensor made here whose allocation is gone (freed, or finalized), even where a
+    newer allocation now holds its address: the runtime's id there differs from the tensor's."""
+    stamped = getattr(t, "_rshmem_id", None)
+    if stamped is None:
+        return
+    state = _native.view_state(_addr(t), stamped)
+    if state in ("finalized", "uninitialized"):
+        raise NotSymmetricError(f"{what} was freed by rshmem.finalize() (its heap is gone); allocate a new tensor")
+    if state != "live":
+        raise NotSymmetricError(f"{what} was freed (free_tensor): its memory is freed already; allocate a new tensor")
+
+
+def _own_allocation(t: torch.Tensor, what: str):
+    """The runtime's record of the allocation on this PE that holds all of tensor `t`."""
+    _check_live(t, what)
+    addr, span = _addr(t), _span(t)
+    info = _native.allocation_of(addr)
+    if info is None or info["pe"] != _native.my_pe() or info["owner"] != "user" or \
+            addr + span > info["base"] + max(info["nbytes"], 1):
+        raise NotSymmetricError(
+            f"the tensor at {addr:#x} (+{span} bytes) is not inside a live tensor of create_symmetric_tensor on "
+            "this PE (ordinary memory, or freed already): take symmetric tensors and views of them"
+        )
+    return info
+
+
 @api
 def peer_tensor(t: torch.Tensor, pe: int) -> torch.Tensor:
     """The view of symmetric tensor `t` on PE `pe` (node-local): same shape, strides and dtype,
     over `pe`'s memory (`nvshmem_ptr`)."""
     if not isinstance(t, torch.Tensor):
         raise InvalidArgumentError(f"peer_tensor takes a tensor, not {type(t).__name__}")
-    if _on_cuda():
-        return _cuda.peer_tensor(t, pe)
-    _host_only("peer_tensor")
-    if t.device.type != "cpu":
-        raise NotSymmetricError(f"tensor on {t.device} is not a symmetric tensor of the host backend")
-    if getattr(t, "_rshmem_run", _run[0]) != _run[0]:  # its heap may be a new one at the same address
-        raise NotSymmetricError("this tensor was freed by rshmem.finalize(); allocate a new tensor")
-    addr = getattr(t, "_rshmem_base", None) if t.numel() == 0 else t.data_ptr()
-    if addr is None:
-        raise NotSymmetricError("this empty tensor was not made by create_symmetric_tensor")
+    _own_allocation(t, "the tensor")
     span = _span(t)
-    base = _allocation_of(addr)
-    if base is None or addr + span > base + _sizes[base]:
-        raise NotSymmetricError(
-            f"the tensor at {addr:#x} (+{span} bytes) is not inside a live tensor of create_symmetric_tensor "
-            "(ordinary memory, or freed already): peer_tensor takes symmetric tensors and views of them"
-        )
     # The whole span must lie in the heap (NotSymmetricError) and `pe` must be reachable by
     # load/store (UnsupportedError otherwise); `ptr` would answer None for both.
-    remote = _native.translate(addr, span, pe)
+    remote = _native.translate(_addr(t), span, pe)
     return _wrap(remote, span, t.dtype, tuple(t.shape), tuple(t.stride()))
 
 
@@ -217,181 +189,267 @@ def create_symmetric_tensors(shape, dtype, rank: int, local_world_size: int) -> 
     node = _core.team_n_pes(_core.Team.NODE)
     if local_world_size != node:
         raise InvalidArgumentError(f"local_world_size is {local_world_size}, but this node has {node} PEs")
-    if rank % local_world_size != _core.team_my_pe(_core.Team.NODE):
-        raise InvalidArgumentError(
-            f"rank {rank} is not this PE (PE {_native.my_pe()}, node-local PE {_core.team_my_pe(_core.Team.NODE)})"
-        )
-    local = create_symmetric_tensor(shape, dtype)
     me = _core.team_my_pe(_core.Team.NODE)
-    out = []
-    for i in range(local_world_size):
-        if i == me:
-            out.append(local)
-        else:
-            peer = peer_tensor(local, _core.team_translate_pe(_core.Team.NODE, i, _core.Team.WORLD))
-            peer._rshmem_base = None
-            out.append(peer)
-    return out
+    if rank % local_world_size != me:
+        raise InvalidArgumentError(f"rank {rank} is not this PE (PE {_native.my_pe()}, node-local PE {me})")
+    local = create_symmetric_tensor(shape, dtype)
+    return [
+        local if i == me else peer_tensor(local, _core.team_translate_pe(_core.Team.NODE, i, _core.Team.WORLD))
+        for i in range(local_world_size)
+    ]
 
 
 @api
 def free_tensor(t: torch.Tensor) -> None:
     """Collective: frees a tensor made by `create_symmetric_tensor` (`nvshmem_free`). Every PE
-    frees its own tensor of that allocation; the tensor must not be used afterwards."""
+    frees its own tensor of that allocation; the tensor must not be used afterwards. Work queued
+    on this PE's device completes first (the runtime's `free` synchronizes it)."""
     if not isinstance(t, torch.Tensor):
         raise InvalidArgumentError(f"free_tensor takes a tensor, not {type(t).__name__}")
-    if _on_cuda():
-        return _cuda.free_tensor(t)
-    base = getattr(t, "_rshmem_base", None)
-    stale = getattr(t, "_rshmem_run", None) != _run[0]  # made before the last finalize
-    if base is None or stale or base not in _sizes or (t.numel() and t.data_ptr() != base):
+    stamped = getattr(t, "_rshmem_id", None)
+    if stamped is not None and _native.view_state(_addr(t), stamped) == "finalized":
+        raise NotSymmetricError(
+            "free_tensor takes a live tensor of create_symmetric_tensor, not an already freed one: this one was "
+            "freed by rshmem.finalize() (its heap is gone)"
+        )
+    info = None if stamped is None or not _native.is_initialized() else _native.allocation_of(_addr(t))
+    if info is None or info["id"] != t._rshmem_id or info["base"] != _addr(t) or info["pe"] != _native.my_pe():
         raise NotSymmetricError(
             "free_tensor takes the tensor returned by create_symmetric_tensor on this PE "
             "(not a view, a peer tensor, or an already freed tensor)"
         )
-    _native.free(base)
-    del _sizes[base]
-    del _tensors[base]
-    _bases.remove(base)
-    t._rshmem_base = None
+    _native.free(info["base"])
 
 
 # ------------------------------------------------------------------------- on-stream forms
-# On the host backend there is no stream: each call runs to completion before it returns, which
-# is the order a stream would give. On the cuda backend each call is enqueued on `stream`
-# (`rshmem._cuda`): `None` is the current stream, a `torch.cuda.Stream` or a raw CUstream (int).
+# One path for both backends: the arguments are checked here, the runtime queues the call on the
+# stream (cuda) or runs its host form now (host).
 
 
-def _no_stream(stream, what: str) -> None:
-    _host_only(what)
-    if stream is not None and getattr(stream, "device", None) is not None and stream.device.type == "cuda":
-        raise UnsupportedError(f"{what}: a CUDA stream needs the cuda backend; {_CUDA_LATER}")
+def _pe(pe) -> int:
+    """A PE number (ints and integer scalars such as numpy.int64); range is the runtime's check."""
+    try:
+        if isinstance(pe, bool):
+            raise TypeError
+        return operator.index(pe)
+    except TypeError:
+        raise InvalidArgumentError(f"pe must be an int, not {pe!r}") from None
 
 
-@api
-def barrier_all_on_stream(stream=None) -> None:
-    """Collective barrier ordered on `stream` (host backend: a host barrier)."""
-    if _on_cuda():
-        return _cuda.barrier_all_on_stream(stream)
-    _no_stream(stream, "barrier_all_on_stream")
-    _core.barrier_all()
+def _local(t, what: str, index: int | None) -> int:
+    """The address of contiguous tensor `t` on this PE's device (`index`: its GPU ordinal, None
+    on the host backend, as `_native.device_ordinal()` says once per call)."""
+    if not isinstance(t, torch.Tensor):
+        raise InvalidArgumentError(f"{what} must be a torch tensor, not {type(t).__name__}")
+    # `get_device()` (-1 on the CPU) rather than `t.device`: on the on-stream latency path,
+    # building a torch.device object per tensor is a measurable part of a call.
+    if t.get_device() != (-1 if index is None else index):
+        here = "cpu" if index is None else f"cuda:{index}"
+        raise InvalidArgumentError(
+            f"{what} is a tensor on {t.device}, but this PE's memory is on {here} ({_native.backend()} backend): "
+            f"pass tensors on {here} (e.g. {what}.to('{here}'))"
+        )
+    if not t.is_contiguous():
+        raise InvalidArgumentError(f"{what} must be contiguous (call .contiguous() first)")
+    _check_live(t, what)
+    return t.data_ptr()
 
 
-@api
-def quiet_on_stream(stream=None) -> None:
-    """`quiet` ordered on `stream` (host backend: a host quiet)."""
-    if _on_cuda():
-        return _cuda.quiet_on_stream(stream)
-    _no_stream(stream, "quiet_on_stream")
-    _core.quiet()
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _same_dtype(a: torch.Tensor, b: torch.Tensor, call: str) -> None:
+    if a.dtype != b.dtype:
+        raise DTypeError(f"{call}: dst is {a.dtype} but src is {b.dtype}; use one dtype")
+
+
+def _fits(need: int, have: int, what: str, unit: str, call: str) -> None:
+    if need > have:
+        raise InvalidArgumentError(f"{call}: {what} holds {have} {unit}, but {need} are needed")
+
+
+def _sig(sig, call: str, index: int | None) -> int:
+    if not isinstance(sig, torch.Tensor):
+        raise InvalidArgumentError(f"{call}: sig must be a tensor element such as sig[0], not {type(sig).__name__}")
+    if sig.dtype not in (torch.int64, torch.uint64):
+        raise DTypeError(f"{call}: signal words are 64-bit: pass an int64 or uint64 element, not {sig.dtype}")
+    if sig.numel() != 1:
+        raise InvalidArgumentError(f"{call}: sig must be one element (e.g. sig[0]), not {sig.numel()} elements")
+    return _local(sig, "sig", index)
+
+
+def _u64(value, call: str) -> int:
+    v = int(value)
+    if not -(1 << 63) <= v < (1 << 64):
+        raise InvalidArgumentError(f"{call}: signal value {v} does not fit in 64 bits")
+    return v & ((1 << 64) - 1)
+
+
+def _typed(dst: torch.Tensor, src: torch.Tensor, call: str) -> str:
+    _same_dtype(dst, src, call)
+    return runtime_name(dst.dtype)
+
+
+def _stream(stream, call: str, index: int | None) -> int:
+    """The raw stream handle of an on-stream call: a CUDA stream of this PE's GPU on the cuda
+    backend (see `_cuda.stream_handle`); 0 on the host backend, which takes no stream."""
+    if index is not None:
+        return _cuda.current_raw_stream(index) if stream is None else _cuda.stream_handle(stream)
+    if stream is not None:
+        raise UnsupportedError(f"{call}: a stream needs the cuda backend; on the host backend pass stream=None")
+    return 0
+
+
+def _used_by_stream(t: torch.Tensor, stream, handle: int) -> None:
+    """Keeps local CUDA tensor `t`'s memory from being reused before the work just queued on the
+    stream has run (see the module docs). Heap tensors are skipped: torch's allocator never
+    hands out heap memory."""
+    if t.is_cuda and t.numel() and getattr(t, "_rshmem_id", None) is None:
+        if isinstance(stream, torch.cuda.Stream):
+            s = stream
+        elif stream is None:
+            s = torch.cuda.current_stream(t.get_device())
+        elif handle == 0:
+            s = torch.cuda.default_stream(t.get_device())
+        else:
+            s = torch.cuda.ExternalStream(handle, device=t.device)
+        t.record_stream(s)
 
 
 @api
 def putmem_on_stream(dst, src, pe: int, stream=None) -> None:
-    """Copies tensor `src` into symmetric tensor `dst` on `pe`, ordered on `stream`."""
-    if _on_cuda():
-        return _cuda.putmem_on_stream(dst, src, pe, stream)
-    from . import host
-
-    _no_stream(stream, "putmem_on_stream")
-    host.put(dst, src, pe)
+    """Copies all of local tensor `src` into symmetric tensor `dst` on `pe`, ordered on `stream`
+    (`nvshmemx_putmem_on_stream`)."""
+    index = _native.device_ordinal()
+    call = "putmem_on_stream"
+    d, s = _local(dst, "dst", index), _local(src, "src", index)
+    _same_dtype(dst, src, call)
+    _fits(src.numel(), dst.numel(), "dst", "elements", call)
+    handle = _stream(stream, call, index)
+    _native.putmem_on_stream(d, s, _nbytes(src), _pe(pe), handle, False)  # s: a live tensor's
+    _used_by_stream(src, stream, handle)
 
 
 @api
 def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
-    """Copies symmetric tensor `src` on `pe` into tensor `dst`, ordered on `stream`."""
-    if _on_cuda():
-        return _cuda.getmem_on_stream(dst, src, pe, stream)
-    from . import host
-
-    _no_stream(stream, "getmem_on_stream")
-    host.get(dst, src, pe)
+    """Fills all of local tensor `dst` from symmetric tensor `src` on `pe`, ordered on `stream`
+    (`nvshmemx_getmem_on_stream`)."""
+    index = _native.device_ordinal()
+    call = "getmem_on_stream"
+    d, s = _local(dst, "dst", index), _local(src, "src", index)
+    _same_dtype(dst, src, call)
+    _fits(dst.numel(), src.numel(), "src", "elements", call)
+    handle = _stream(stream, call, index)
+    _native.getmem_on_stream(d, s, _nbytes(dst), _pe(pe), handle, False)  # d: a live tensor's
+    _used_by_stream(dst, stream, handle)
 
 
 @api
 def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=None) -> None:
-    """`putmem_signal` of tensor `src` into `dst` on `pe`, ordered on `stream`."""
-    if _on_cuda():
-        return _cuda.putmem_signal_on_stream(dst, src, sig, value, op, pe, stream)
-    from . import host
-
-    _no_stream(stream, "putmem_signal_on_stream")
-    host.putmem_signal(dst, src, None, sig, value, op, pe)
+    """Copies all of `src` into symmetric `dst` on `pe`, then applies `op` with `value` to the
+    signal word `sig` on `pe`, ordered on `stream` (`nvshmemx_putmem_signal_on_stream`)."""
+    index = _native.device_ordinal()
+    call = "putmem_signal_on_stream"
+    d, s, g = _local(dst, "dst", index), _local(src, "src", index), _sig(sig, call, index)
+    _same_dtype(dst, src, call)
+    _fits(src.numel(), dst.numel(), "dst", "elements", call)
+    handle = _stream(stream, call, index)
+    _native.putmem_signal_on_stream(d, s, _nbytes(src), g, _u64(value, call), int(op), _pe(pe), handle, False)
+    _used_by_stream(src, stream, handle)
 
 
 @api
 def signal_op_on_stream(sig, value: int, op: int, pe: int, stream=None) -> None:
-    """`signal_op` ordered on `stream`."""
-    if _on_cuda():
-        return _cuda.signal_op_on_stream(sig, value, op, pe, stream)
-    from . import host
-
-    _no_stream(stream, "signal_op_on_stream")
-    host.signal_op(sig, value, op, pe)
+    """Applies `op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `value` to the signal word `sig` on `pe`,
+    ordered on `stream` (`nvshmemx_signal_op_on_stream`)."""
+    index = _native.device_ordinal()
+    call = "signal_op_on_stream"
+    _native.signal_op_on_stream(_sig(sig, call, index), _u64(value, call), int(op), _pe(pe), _stream(stream, call, index))
 
 
 @api
 def signal_wait_until_on_stream(sig, cmp: int, value: int, stream=None) -> None:
-    """Makes `stream` wait until the local signal compares true (host backend: waits here)."""
-    if _on_cuda():
-        return _cuda.signal_wait_until_on_stream(sig, cmp, value, stream)
-    from . import host
-
-    _no_stream(stream, "signal_wait_until_on_stream")
-    host.signal_wait_until(sig, cmp, value)
+    """Makes `stream` wait until the local signal word compares true against `value` (host
+    backend: waits here) (`nvshmemx_signal_wait_until_on_stream`)."""
+    index = _native.device_ordinal()
+    call = "signal_wait_until_on_stream"
+    _native.signal_wait_until_on_stream(_sig(sig, call, index), int(cmp), _u64(value, call), _stream(stream, call, index))
 
 
 @api
-def broadcast_on_stream(dst, src, root: int, team=_core.Team.WORLD, stream=None) -> None:
-    """`broadcast` of symmetric tensors, ordered on `stream`."""
-    if _on_cuda():
-        return _cuda.broadcast_on_stream(dst, src, root, team, stream)
-    from . import host
-
-    _no_stream(stream, "broadcast_on_stream")
-    host.broadcast(dst, src, root, team)
+def quiet_on_stream(stream=None) -> None:
+    """Completes this PE's puts and signals issued on `stream` before later work on it (host
+    backend: a host quiet) (`nvshmemx_quiet_on_stream`)."""
+    index = _native.device_ordinal()
+    _native.quiet_on_stream(_stream(stream, "quiet_on_stream", index))
 
 
 @api
-def fcollect_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
-    """`fcollect` of symmetric tensors, ordered on `stream`."""
-    if _on_cuda():
-        return _cuda.fcollect_on_stream(dst, src, team, stream)
-    from . import host
-
-    _no_stream(stream, "fcollect_on_stream")
-    host.fcollect(dst, src, team)
-
-
-@api
-def alltoall_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
-    """`alltoall` of symmetric tensors, ordered on `stream`."""
-    if _on_cuda():
-        return _cuda.alltoall_on_stream(dst, src, team, stream)
-    from . import host
-
-    _no_stream(stream, "alltoall_on_stream")
-    host.alltoall(dst, src, team)
-
-
-@api
-def reduce_on_stream(op: str, dst, src, team=_core.Team.WORLD, stream=None) -> None:
-    """Reduction `op` of symmetric tensors, ordered on `stream`."""
-    if _on_cuda():
-        return _cuda.reduce_on_stream(op, dst, src, team, stream)
-    from . import host
-
-    _no_stream(stream, "reduce_on_stream")
-    host.reduce(dst, src, op, team)
+def barrier_all_on_stream(stream=None) -> None:
+    """Collective: a barrier of every PE, ordered on `stream` (host backend: a host barrier)
+    (`nvshmemx_barrier_all_on_stream`)."""
+    index = _native.device_ordinal()
+    _native.barrier_all_on_stream(_stream(stream, "barrier_all_on_stream", index))
 
 
 @api
 def barrier_on_stream(team=_core.Team.WORLD, stream=None) -> None:
-    """Collective barrier of `team` ordered on `stream` (host backend: a host barrier)."""
-    if _on_cuda():
-        return _cuda.barrier_on_stream(team, stream)
-    _no_stream(stream, "barrier_on_stream")
-    _core.barrier(team)
+    """Collective over `team`: a barrier ordered on `stream` (host backend: a host barrier)
+    (`nvshmemx_barrier_on_stream`)."""
+    index = _native.device_ordinal()
+    _native.barrier_on_stream(int(team), _stream(stream, "barrier_on_stream", index))
+
+
+@api
+def broadcast_on_stream(dst, src, root: int, team=_core.Team.WORLD, stream=None) -> None:
+    """Collective over `team`: `src` of PE `root` (team numbering) into `dst` on every PE, ordered
+    on `stream` (`nvshmemx_broadcast_on_stream`)."""
+    index = _native.device_ordinal()
+    call = "broadcast_on_stream"
+    d, s = _local(dst, "dst", index), _local(src, "src", index)
+    name = _typed(dst, src, call)
+    _fits(src.numel(), dst.numel(), "dst", "elements", call)
+    _native.broadcast_on_stream(int(team), d, s, src.numel(), int(root), name, _stream(stream, call, index))
+
+
+@api
+def fcollect_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
+    """Collective over `team`: `dst` gets every PE's `src`, in team order, ordered on `stream`
+    (`nvshmemx_fcollect_on_stream`)."""
+    index = _native.device_ordinal()
+    call = "fcollect_on_stream"
+    d, s = _local(dst, "dst", index), _local(src, "src", index)
+    name = _typed(dst, src, call)
+    _fits(src.numel() * _core.team_n_pes(team), dst.numel(), "dst", "elements (team size x src)", call)
+    _native.fcollect_on_stream(int(team), d, s, src.numel(), name, _stream(stream, call, index))
+
+
+@api
+def alltoall_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
+    """Collective over `team`: block `j` of `src` (`src.numel() // team size` elements) lands in
+    block `me` of `dst` on PE `j`, ordered on `stream` (`nvshmemx_alltoall_on_stream`)."""
+    index = _native.device_ordinal()
+    call = "alltoall_on_stream"
+    d, s = _local(dst, "dst", index), _local(src, "src", index)
+    name = _typed(dst, src, call)
+    size = _core.team_n_pes(team)
+    if src.numel() % size:
+        raise InvalidArgumentError(f"{call}: src holds {src.numel()} elements, not a multiple of the team size {size}")
+    _fits(src.numel(), dst.numel(), "dst", "elements", call)
+    _native.alltoall_on_stream(int(team), d, s, src.numel() // size, name, _stream(stream, call, index))
+
+
+@api
+def reduce_on_stream(op: str, dst, src, team=_core.Team.WORLD, stream=None) -> None:
+    """Collective over `team`: `dst` on every PE gets the element-wise `op` of every `src`,
+    ordered on `stream` (`nvshmemx_<op>_reduce_on_stream`)."""
+    index = _native.device_ordinal()
+    call = "reduce_on_stream"
+    d, s = _local(dst, "dst", index), _local(src, "src", index)
+    name = _typed(dst, src, call)
+    _fits(src.numel(), dst.numel(), "dst", "elements", call)
+    _native.reduce_on_stream(int(team), str(op), d, s, src.numel(), name, _stream(stream, call, index))
 
 
 __all__ = [

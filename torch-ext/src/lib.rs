@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 mod atomic;
 mod collective;
 mod device;
+mod dlpack;
 mod dtype;
 mod error;
 mod init;
@@ -62,5 +63,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     collective::register(m)?;
     stream::register(m)?;
     device::register(m)?;
+    dlpack::register(m)?;
     Ok(())
 }

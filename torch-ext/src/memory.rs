@@ -82,6 +82,23 @@ fn allocation_of(py: Python<'_>, addr: usize) -> PyResult<Option<Py<PyDict>>> {
     Ok(Some(d.unbind()))
 }
 
+/// Where a tensor made over allocation `id` stands, from its address: `"live"` (the allocation
+/// is still there), `"freed"` (freed, or another allocation holds the address now),
+/// `"finalized"` (its heap was dropped by `finalize`), `"uninitialized"` (no runtime now). The
+/// cheap check every call on a tensor made by `rshmem.torch` makes.
+#[pyfunction]
+fn view_state(addr: usize, id: u64) -> &'static str {
+    let Ok(rt) = runtime("rshmem.view_state()") else { return "uninitialized" };
+    let heap = rt.heap();
+    if !heap.made_id(id) {
+        return "finalized";
+    }
+    match heap.allocation_of(addr) {
+        Some(a) if a.id == id => "live",
+        _ => "freed",
+    }
+}
+
 /// Keeps the heap's memory mapped while it lives, past `finalize` too: every tensor over heap
 /// memory holds one, so a tensor kept after `finalize` reads and writes memory that is still
 /// there (this process's alone by then) instead of faulting.
@@ -118,6 +135,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(translate, m)?)?;
     m.add_function(wrap_pyfunction!(check_symmetric, m)?)?;
     m.add_function(wrap_pyfunction!(allocation_of, m)?)?;
+    m.add_function(wrap_pyfunction!(view_state, m)?)?;
     m.add_function(wrap_pyfunction!(heap_pin, m)?)?;
     m.add_class::<HeapPin>()?;
     m.add_function(wrap_pyfunction!(heap_in_use, m)?)?;

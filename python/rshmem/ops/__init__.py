@@ -105,8 +105,8 @@ def all_reduce(x, *, op: str = "sum", group=None):
 
 
 def _forget_all():
-    """rshmem.finalize(): drop every workspace and cache (the heap goes away), before the other
-    hooks count the live tensors."""
+    """rshmem.finalize(): drop every workspace and cache (the heap goes away), before the runtime
+    counts the live tensors."""
     _workspace.forget()
     _checks.forget()
     _tuning.forget()
@@ -114,7 +114,6 @@ def _forget_all():
     ag = sys.modules.get(__name__ + "._ag_gemm")  # imported (with triton) only on GPUs
     if ag is not None:
         ag.forget()
-    return (0, 0)
 
 
 _core._finalize_hooks.insert(0, _forget_all)

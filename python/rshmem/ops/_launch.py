@@ -53,6 +53,6 @@ class Kernel:
         ck, launched = self.compiled(grid, args, consts, options)
         if launched:
             return
-        stream = _cuda._current_raw_stream(torch.cuda.current_device())
+        stream = _cuda.current_raw_stream(torch.cuda.current_device())
         ck.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream, ck.function,
                ck.packed_metadata, None, None, None, *args, *consts)

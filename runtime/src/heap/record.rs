@@ -72,6 +72,12 @@ impl SymmetricHeap {
         })
     }
 
+    /// Whether allocation id `id` (see [`HeapAllocation::id`]) was handed out by this heap, and
+    /// not by one that an earlier `finalize` dropped.
+    pub fn made_id(&self, id: u64) -> bool {
+        id >> SEQ_BITS == self.serial
+    }
+
     /// Hands the allocation at `addr` (its first byte, in this PE's slot) to `owner`. Every PE
     /// must make the same call, so that owners stay symmetric.
     ///
