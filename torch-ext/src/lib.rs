@@ -1,8 +1,12 @@
 //! `rshmem._native`: the Python extension over the `rshmem` runtime.
 //!
-//! One file per runtime area, each adding its functions with `register(m)`. Functions take and
-//! return plain integers (addresses, PEs, team ids), dtype names and bytes; the Python package
-//! `rshmem` builds its API (tensors, `Team`, value conversion) on top. Every call that can
+//! `generated.rs` holds every function that only converts its arguments and calls the runtime,
+//! written by `tools/gen_host_api.py` from `api/host.toml` (the one table of the host API, which
+//! also writes `rshmem/_native.pyi` and `docs/python-api.md`). The other files, one per area,
+//! hold what needs more (init, allocation records, DLPack views, `p`/`g` typed by the element,
+//! atomics by name, the device); the table lists them too, as `native = "hand"` rows. Functions
+//! take and return plain integers (addresses, PEs, team ids), dtype names and bytes; the Python
+//! package `rshmem` builds its API (tensors, `Team`, value conversion) on top. Every call that can
 //! block (init, allocation, barriers, waits, collectives) releases the GIL while it waits, so
 //! other Python threads keep running.
 #![deny(unsafe_code)]
@@ -11,18 +15,14 @@
 use pyo3::prelude::*;
 
 mod atomic;
-mod collective;
 mod device;
 mod dlpack;
 mod dtype;
 mod error;
+mod generated;
 mod init;
 mod memory;
 mod rma;
-mod signal;
-mod stream;
-mod sync;
-mod team;
 
 /// Adds the SHMEM constants of `rshmem::consts`, the one place they are written.
 fn register_consts(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -57,11 +57,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     memory::register(m)?;
     rma::register(m)?;
     atomic::register(m)?;
-    signal::register(m)?;
-    sync::register(m)?;
-    team::register(m)?;
-    collective::register(m)?;
-    stream::register(m)?;
+    generated::register(m)?;
     device::register(m)?;
     dlpack::register(m)?;
     Ok(())
