@@ -171,9 +171,22 @@ def test_wait_and_test_family(sym, me, npes, peer):
     rshmem.barrier_all()
 
 
-def test_fence_quiet_sync():
-    rshmem.fence()
-    rshmem.quiet()
+def test_fence_orders_puts_and_quiet_completes_them(sym, me, npes, peer):
+    # Each PE writes into the next one (`peer`), so the previous PE writes here.
+    prev = (me - 1) % npes
+    data = sym((8,), torch.int64)
+    flag = sym((1,), torch.int64)
+    later = sym((1,), torch.int64)
+    rshmem.barrier_all()
+    rshmem.put(data, torch.full((8,), me + 7, dtype=torch.int64), peer)
+    rshmem.fence()  # the data arrives before the flag
+    rshmem.p(flag[0], 1, peer)
+    rshmem.wait_until(flag[0], rshmem.CMP_EQ, 1)
+    assert torch.equal(data, torch.full((8,), prev + 7, dtype=torch.int64))
+    rshmem.p(later[0], me + 100, peer)
+    rshmem.quiet()  # complete: sync_all (which does not quiet) is enough to see it
     rshmem.sync_all()
+    assert int(later[0]) == prev + 100
     rshmem.barrier(rshmem.Team.WORLD)
     rshmem.sync(rshmem.Team.WORLD)
+    assert int(flag[0]) == 1 and torch.equal(data, torch.full((8,), prev + 7, dtype=torch.int64))

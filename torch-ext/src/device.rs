@@ -1,12 +1,12 @@
+//! The GPU a PE uses, module initialization (writing the device state into kernels that link the
+//! device library) and errors recorded by kernels.
+//!
 //! # Safety
 //! `device_init_module` receives a `CUmodule` as an integer from Triton's
 //! `kernel_load_end_hook`, which hands over each module right after loading it in the current
 //! device's primary context (the one the runtime uses) and never unloads it while the process
 //! runs. That is the promise `Runtime::publish_module` and `registry::defer` ask for; other
 //! callers passing raw integers take it on themselves.
-//!
-//! The GPU a PE uses, module initialization (writing the device state into kernels that link
-//! the device library) and errors recorded by kernels.
 #![allow(unsafe_code)]
 
 use crate::error::IntoPy;

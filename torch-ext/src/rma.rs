@@ -1,3 +1,6 @@
+//! Remote memory access from the host that needs more than the generated layer: bulk `putmem` /
+//! `getmem` with their local-buffer check, and `p` / `g` typed by the element.
+//!
 //! # Safety
 //! `putmem` / `getmem` copy between a symmetric address and a local address that Python hands
 //! over as an integer. The runtime checks the symmetric side against the heap's live
@@ -5,8 +8,6 @@
 //! (`Runtime::check_local_buffer`), so a bad integer is an error, not a fault.
 //! `rshmem.putmem` / `rshmem.getmem` skip that check only for an address they took from a live
 //! tensor or array (`data_ptr()`, `nbytes`, size checked).
-//!
-//! Remote memory access from the host: bulk `putmem` / `getmem` and typed `p` / `g`.
 #![allow(unsafe_code)]
 
 use crate::dtype::dtype;

@@ -1,3 +1,5 @@
+//! Driver initialisation, device queries and the primary context.
+//!
 //! # Safety
 //! Driver initialisation, device queries and the primary context. Every call passes pointers to
 //! live locals as out-parameters; the library is probed for before the first call (see

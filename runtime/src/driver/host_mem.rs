@@ -1,3 +1,5 @@
+//! Page-locked host memory (`cuMemAllocHost_v2`) that host and kernels both read and write.
+//!
 //! # Safety
 //! Page-locked host memory from `cuMemAllocHost_v2`. The pointer is valid for reads and writes
 //! by the host and, through unified addressing, by kernels of every context, until

@@ -1,11 +1,13 @@
+//! Module loading, globals and kernel launches.
+//!
+//! Reference: <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html>,
+//! <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html>
+//!
 //! # Safety
 //! Module loading, globals and kernel launches. A [`ModuleHandle`] is an integer someone else
 //! (Triton, PyTorch) vouches for; [`LoadedModule`] owns a module we loaded and unloads it once.
 //! Kernel arguments are raw pointers whose layout the caller matches to the kernel's
 //! parameters, so [`launch`] is `unsafe`.
-//!
-//! Reference: <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MODULE.html>,
-//! <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EXEC.html>
 #![allow(unsafe_code)]
 
 use super::context::PrimaryContext;

@@ -1,12 +1,14 @@
-//! # Safety
-//! Streams, events, copies and stream memory operations. Copies and memory operations take raw
-//! addresses, so they are `unsafe fn`: the caller vouches that the ranges are valid for the whole
-//! time the stream needs them. [`Stream`] and [`Event`] own their handles and destroy them once.
+//! Streams, events, copies and stream memory operations.
 //!
 //! References: <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__STREAM.html>,
 //! <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__EVENT.html>,
 //! <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEMOP.html>,
 //! <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__MEM.html>
+//!
+//! # Safety
+//! Streams, events, copies and stream memory operations. Copies and memory operations take raw
+//! addresses, so they are `unsafe fn`: the caller vouches that the ranges are valid for the whole
+//! time the stream needs them. [`Stream`] and [`Event`] own their handles and destroy them once.
 #![allow(unsafe_code)]
 
 use super::context::PrimaryContext;

@@ -1,11 +1,13 @@
+//! One thin function per virtual-memory-management call (`cuMem*`).
+//!
+//! Reference for all of them:
+//! <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html>
+//!
 //! # Safety
 //! One thin function per virtual-memory-management call (`cuMem*`). They take and return plain
 //! integers (addresses, sizes, allocation handles); which of them are live is tracked by the
 //! RAII types of `backend::cuda` (`VaRange`, `PhysChunk`, `Mapping`), which call these in the
 //! documented order. Every out-parameter is a live local. The caller binds its context first.
-//!
-//! Reference for all of them:
-//! <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html>
 #![allow(unsafe_code)]
 
 use super::context::Device;

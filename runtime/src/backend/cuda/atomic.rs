@@ -1,7 +1,4 @@
-//! # Safety
 //! Host-issued copies and atomics on device memory, run on a private stream and waited for.
-//! Callers (the `MemoryBackend` methods) vouch for the addresses; this file only adds that the
-//! result slot is page-locked host memory owned here, written by one kernel at a time.
 //!
 //! Choice: an atomic is a one-thread kernel (`kernels.rs`, built from `runtime_kernels.cu`) launched on a private
 //! non-blocking stream, then `cuStreamSynchronize`. The kernel writes the old value into a
@@ -9,6 +6,11 @@
 //! atomics can afford; device code uses its own atomics. A plain `cuMemcpy` would be cheaper
 //! for loads but gives no acquire ordering and runs on the legacy default stream, where it
 //! would queue behind (and deadlock with) a kernel that waits for this very store.
+//!
+//! # Safety
+//! Host-issued copies and atomics on device memory, run on a private stream and waited for.
+//! Callers (the `MemoryBackend` methods) vouch for the addresses; this file only adds that the
+//! result slot is page-locked host memory owned here, written by one kernel at a time.
 #![allow(unsafe_code)]
 
 use super::kernels::{encode, AmoCode, Kernels};

@@ -1,3 +1,6 @@
+//! Physical GPU memory (`cuMemCreate`, or imported from a peer's file descriptor) and its mappings
+//! into the heap's reservations.
+//!
 //! # Safety
 //! Physical GPU memory (`cuMemCreate`, or imported from a peer's file descriptor) and its
 //! mappings into our reservations. `map_at` maps only inside a live reservation of the same

@@ -1,7 +1,5 @@
-//! # Safety
-//! Writes the [`DeviceState`] into CUDA modules. The state is viewed as bytes for the copy,
-//! which is sound because it is `#[repr(C)]`, made only of integers, and has no padding
-//! (`device_state.rs` asserts its size equals the sum of its fields).
+//! Writing the [`DeviceState`] into every loaded CUDA module that links the device library, and
+//! remembering those modules.
 //!
 //! Every module that links the device library has a global `rshmemi_device_state_d` of type
 //! `DeviceState`. [`publish`] looks it up (`cuModuleGetGlobal`), checks its size, copies the
@@ -11,6 +9,11 @@
 //!
 //! Modules loaded before init (Triton's load hook runs for every kernel, also before
 //! `rshmem.init()`) are kept with [`defer`] and written by [`publish_pending`] at init.
+//!
+//! # Safety
+//! Writes the [`DeviceState`] into CUDA modules. The state is viewed as bytes for the copy,
+//! which is sound because it is `#[repr(C)]`, made only of integers, and has no padding
+//! (`device_state.rs` asserts its size equals the sum of its fields).
 #![allow(unsafe_code)]
 
 use crate::device_state::DeviceState;

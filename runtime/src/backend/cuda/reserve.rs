@@ -1,3 +1,5 @@
+//! Device virtual address ranges from `cuMemAddressReserve`.
+//!
 //! # Safety
 //! Device virtual address ranges from `cuMemAddressReserve`. A range is given back only when no
 //! [`super::chunk::Mapping`] inside it is left (each mapping holds an `Arc` to it), because

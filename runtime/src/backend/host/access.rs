@@ -1,3 +1,5 @@
+//! Host loads, stores, copies and atomics on heap addresses.
+//!
 //! # Safety
 //! Host loads, stores and atomics on raw heap addresses. The callers (`unsafe fn`s of
 //! [`crate::backend::MemoryBackend`]) promise the addresses are mapped, aligned and not

@@ -1,3 +1,5 @@
+//! memfd chunks of host memory and their mappings into the heap's reservations.
+//!
 //! # Safety
 //! Mapping memfd chunks with `MAP_SHARED | MAP_FIXED` over reserved addresses. `map_at` only
 //! maps inside a live reservation of the same backend and never over a live mapping, so it

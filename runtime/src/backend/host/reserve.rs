@@ -1,3 +1,5 @@
+//! Address ranges of the host backend, reserved with `mmap` and released with `munmap`.
+//!
 //! # Safety
 //! Reserving and releasing address ranges with `mmap`/`munmap`. A range is unmapped only when
 //! no [`super::chunk::HostMapping`] inside it is left (mappings hold an `Arc` to it), so a

@@ -1,3 +1,5 @@
+//! Tests of the host backend: reservations, chunks shared between mappings, copies and atomics.
+//!
 //! # Safety
 //! Tests read and write the memory they just mapped through raw addresses.
 #![allow(unsafe_code)]
