@@ -1,4 +1,4 @@
-"""The one table of dtypes: torch / numpy names <-> the runtime's dtype names.
+"""torch / numpy dtypes <-> the runtime's dtype names (the table itself is api/dtypes.toml).
 
 Every torch dtype can be *allocated* symmetrically (`rshmem.torch` views raw bytes, so fp8,
 bool and complex work too). Only the dtypes with a runtime name can be used by typed operations
@@ -9,24 +9,9 @@ from __future__ import annotations
 
 from ._native import DTypeError
 
-# runtime name -> (itemsize in bytes, torch attribute name, numpy name or None)
-RUNTIME_DTYPES = {
-    "int8": (1, "int8", "int8"),
-    "int16": (2, "int16", "int16"),
-    "int32": (4, "int32", "int32"),
-    "int64": (8, "int64", "int64"),
-    "uint8": (1, "uint8", "uint8"),
-    "uint16": (2, "uint16", "uint16"),
-    "uint32": (4, "uint32", "uint32"),
-    "uint64": (8, "uint64", "uint64"),
-    "float16": (2, "float16", "float16"),
-    "bfloat16": (2, "bfloat16", None),
-    "float32": (4, "float32", "float32"),
-    "float64": (8, "float64", "float64"),
-}
-
-# Atomics act on whole 4- and 8-byte integer words.
-ATOMIC_DTYPES = ("int32", "int64", "uint32", "uint64")
+# runtime name -> (itemsize, torch attribute, numpy name or None); the dtypes of atomics and waits:
+# generated from api/dtypes.toml, the one dtype table.
+from ._dtype_table import ATOMIC_DTYPES, RUNTIME_DTYPES, SYNC_DTYPES  # noqa: F401
 
 
 def _torch_name(dtype) -> str | None:

@@ -28,35 +28,8 @@ RSHMEM_EXPORT int32_t rshmem_int_p(int32_t* dest, int32_t value, int32_t pe) {
   return 0;
 }
 
-#define RSHMEMI_FOR_ALL_DTYPES(X) \
-  X(int8, int8_t)                 \
-  X(int16, int16_t)               \
-  X(int32, int32_t)               \
-  X(int64, int64_t)               \
-  X(uint8, uint8_t)               \
-  X(uint16, uint16_t)             \
-  X(uint32, uint32_t)             \
-  X(uint64, uint64_t)             \
-  X(fp16, rshmem_fp16_t)          \
-  X(bf16, rshmem_bf16_t)          \
-  X(fp32, float)                  \
-  X(fp64, double)
-
-#define RSHMEMI_FOR_INT_DTYPES(X) \
-  X(int8, int8_t)                 \
-  X(int16, int16_t)               \
-  X(int32, int32_t)               \
-  X(int64, int64_t)               \
-  X(uint8, uint8_t)               \
-  X(uint16, uint16_t)             \
-  X(uint32, uint32_t)             \
-  X(uint64, uint64_t)
-
-#define RSHMEMI_FOR_AMO_DTYPES(X) \
-  X(int32, int32_t)               \
-  X(int64, int64_t)               \
-  X(uint32, uint32_t)             \
-  X(uint64, uint64_t)
+// The dtype lists (RSHMEMI_FOR_ALL_DTYPES, _INT_, _AMO_) are generated from api/dtypes.toml.
+#include "rshmem/dtypes.h"
 
 #define RSHMEMI_TYPED_RMA(N, T)                                                                              \
   RSHMEM_EXPORT int32_t rshmem_##N##_p(T* dest, T value, int32_t pe) {                                       \

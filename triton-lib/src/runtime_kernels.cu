@@ -26,6 +26,9 @@
 // loaded at init, never on first use (runtime/src/backend/cuda/stream_kernels.rs says why); from cubins that
 // costs milliseconds, while the driver's compiler took about 0.03 s, 0.4 s and 1.7 s of ptxas
 // time for the three PTX modules.
+#include "rshmem/api.h"
+#include "rshmem/dtypes.h"
+
 #include "collective_device.h"
 
 // The module's own copy of the state (see libshmem_device.cu).
@@ -124,9 +127,8 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
 
 #ifdef RSHMEMI_RT_REDUCE
 
-// Element type codes passed by the host (runtime/src/backend/cuda/stream_kernels.rs, `dtype_code`):
-//   0 int8   1 int16   2 int32   3 int64   4 uint8   5 uint16   6 uint32   7 uint64
-//   8 fp16   9 bf16   10 fp32   11 fp64
+// Element type codes passed by the host (`DType::kernel_code`): the `code` column of
+// api/dtypes.toml, as RSHMEMI_FOR_*_DTYPE_CODES of the generated rshmem/dtypes.h.
 // Operator codes follow `enum rshmemi_op` (collective_device.h):
 //   0 sum   1 prod   2 min   3 max   4 and   5 or   6 xor
 //
@@ -196,22 +198,12 @@ RSHMEMI_DEV void rshmemi_rt_reduce_typed(int32_t team, int32_t dtype, void* dest
     rshmemi_rt_reduce_impl<OP, T>(team, (T*)dest, (const T*)source, (size_t)n);  \
     return;
   switch (dtype) {
-    RSHMEMI_RT_CASE(0, int8_t)
-    RSHMEMI_RT_CASE(1, int16_t)
-    RSHMEMI_RT_CASE(2, int32_t)
-    RSHMEMI_RT_CASE(3, int64_t)
-    RSHMEMI_RT_CASE(4, uint8_t)
-    RSHMEMI_RT_CASE(5, uint16_t)
-    RSHMEMI_RT_CASE(6, uint32_t)
-    RSHMEMI_RT_CASE(7, uint64_t)
+    RSHMEMI_FOR_INT_DTYPE_CODES(RSHMEMI_RT_CASE)
     default: break;
   }
   if constexpr (OP < RSHMEMI_AND) {
     switch (dtype) {
-      RSHMEMI_RT_CASE(8, _Float16)
-      RSHMEMI_RT_CASE(9, __bf16)
-      RSHMEMI_RT_CASE(10, float)
-      RSHMEMI_RT_CASE(11, double)
+      RSHMEMI_FOR_FLOAT_DTYPE_CODES(RSHMEMI_RT_CASE)
       default: break;
     }
   }

@@ -61,24 +61,6 @@ pub(super) mod staged {
     }
 }
 
-/// The dtype code `rshmemi_rt_reduce` takes (the table in `runtime_kernels.cu`).
-pub(super) fn dtype_code(d: DType) -> i32 {
-    match d {
-        DType::I8 => 0,
-        DType::I16 => 1,
-        DType::I32 => 2,
-        DType::I64 => 3,
-        DType::U8 => 4,
-        DType::U16 => 5,
-        DType::U32 => 6,
-        DType::U64 => 7,
-        DType::F16 => 8,
-        DType::BF16 => 9,
-        DType::F32 => 10,
-        DType::F64 => 11,
-    }
-}
-
 /// The operator code `rshmemi_rt_reduce` takes (`enum rshmemi_op` in `collective_device.h`).
 pub(super) fn op_code(op: ReduceOp) -> i32 {
     match op {
@@ -292,7 +274,7 @@ impl RuntimeKernels {
         self.ctx.bind()?;
         let mut p_team = team;
         let mut p_op = op_code(op);
-        let mut p_dtype = dtype_code(dtype);
+        let mut p_dtype = dtype.kernel_code();
         let mut p_dest = dest as u64;
         let mut p_source = source as u64;
         let mut p_nelems = nelems as u64;
@@ -354,18 +336,21 @@ mod tests {
 
     #[test]
     fn dtype_and_operator_codes_match_the_kernel_source() {
-        let names =
-            ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "fp16", "bf16", "fp32", "fp64"];
-        for (d, name) in ALL_DTYPES.iter().zip(names) {
-            let code = dtype_code(*d);
-            assert!(
-                SOURCE.contains(&format!(" {code} {name} ")) || SOURCE.contains(&format!(" {code} {name}\n")),
-                "{d:?}"
-            );
+        // The kernel switches over the generated code lists, integers for every operator and
+        // floats for the arithmetic ones; each dtype's code is in exactly one of them.
+        let header = include_str!("../../../../triton-lib/include/rshmem/dtypes.h");
+        let list = |name: &str| -> String {
+            let start = header.find(&format!("#define {name}(X)")).unwrap_or_else(|| panic!("{name}"));
+            header[start..].split("\n\n").next().unwrap().to_string()
+        };
+        let (ints, floats) = (list("RSHMEMI_FOR_INT_DTYPE_CODES"), list("RSHMEMI_FOR_FLOAT_DTYPE_CODES"));
+        for d in ALL_DTYPES {
+            let entry = format!("X({}, ", d.kernel_code());
+            let (mine, other) = if d.is_integer() { (&ints, &floats) } else { (&floats, &ints) };
+            assert!(mine.contains(&entry) && !other.contains(&entry), "{d:?}");
         }
-        let mut codes: Vec<i32> = ALL_DTYPES.iter().map(|&d| dtype_code(d)).collect();
-        codes.sort();
-        assert_eq!(codes, (0..12).collect::<Vec<_>>());
+        assert!(SOURCE.contains("RSHMEMI_FOR_INT_DTYPE_CODES(RSHMEMI_RT_CASE)"));
+        assert!(SOURCE.contains("RSHMEMI_FOR_FLOAT_DTYPE_CODES(RSHMEMI_RT_CASE)"));
         for op in ALL_REDUCE_OPS {
             let code = op_code(op);
             assert!(

@@ -1,88 +1,18 @@
 //! Element types of typed RMA, waits and collectives, and the reduction operators.
 //!
+//! The dtypes themselves come from the one dtype table, `api/dtypes.toml`, through the generated
+//! `table.rs` ([`DType`], its facts, [`crate::with_element`]); this file adds parsing, the
+//! reduction operators and the host's arithmetic on elements.
+//!
 //! [`DType`] names the twelve SHMEM / NVSHMEM element types by their torch names, [`Element`] is
 //! the matching Rust type (sealed: only those twelve), and [`ReduceOp`] the reductions of
 //! `*_reduce` (`sum/prod/min/max` for every type, `and/or/xor` for integers only).
 //! Values travel in native byte order: every PE of a job runs on the same kind of host.
 
 use crate::error::{Error, Result};
-use half::{bf16, f16};
 use std::fmt;
 
-/// An element type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum DType {
-    /// `int8`
-    I8,
-    /// `int16`
-    I16,
-    /// `int32`
-    I32,
-    /// `int64`
-    I64,
-    /// `uint8`
-    U8,
-    /// `uint16`
-    U16,
-    /// `uint32`
-    U32,
-    /// `uint64`
-    U64,
-    /// `float16` (IEEE binary16)
-    F16,
-    /// `bfloat16`
-    BF16,
-    /// `float32`
-    F32,
-    /// `float64`
-    F64,
-}
-
-/// Every dtype, in the order the docs list them.
-pub const ALL_DTYPES: [DType; 12] = [
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-];
-
 impl DType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            DType::I8 | DType::U8 => 1,
-            DType::I16 | DType::U16 | DType::F16 | DType::BF16 => 2,
-            DType::I32 | DType::U32 | DType::F32 => 4,
-            DType::I64 | DType::U64 | DType::F64 => 8,
-        }
-    }
-
-    /// The torch name (`"int8"`, ..., `"bfloat16"`, `"float64"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::I8 => "int8",
-            DType::I16 => "int16",
-            DType::I32 => "int32",
-            DType::I64 => "int64",
-            DType::U8 => "uint8",
-            DType::U16 => "uint16",
-            DType::U32 => "uint32",
-            DType::U64 => "uint64",
-            DType::F16 => "float16",
-            DType::BF16 => "bfloat16",
-            DType::F32 => "float32",
-            DType::F64 => "float64",
-        }
-    }
-
     /// Parses a torch-style name: `"int8"`..`"uint64"`, `"float16"`, `"bfloat16"`, `"float32"`,
     /// `"float64"`, with or without a `torch.` prefix, and the torch aliases `half`, `float`,
     /// `double`, `short`, `int`, `long`.
@@ -102,47 +32,6 @@ impl DType {
             _ => ALL_DTYPES.into_iter().find(|d| d.name() == t),
         };
         found.ok_or_else(|| Error::InvalidArgument(format!("unknown dtype {text:?}; accepted: {}", names(&ALL_DTYPES))))
-    }
-
-    /// Whether this is an integer type.
-    pub fn is_integer(self) -> bool {
-        !matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
-    }
-
-    /// Whether this is a signed integer type.
-    pub fn is_signed_integer(self) -> bool {
-        matches!(self, DType::I8 | DType::I16 | DType::I32 | DType::I64)
-    }
-
-    /// The range of an integer type as `i128` (`None` for floating types).
-    pub fn int_range(self) -> Option<(i128, i128)> {
-        Some(match self {
-            DType::I8 => (i8::MIN.into(), i8::MAX.into()),
-            DType::I16 => (i16::MIN.into(), i16::MAX.into()),
-            DType::I32 => (i32::MIN.into(), i32::MAX.into()),
-            DType::I64 => (i64::MIN.into(), i64::MAX.into()),
-            DType::U8 => (0, u8::MAX.into()),
-            DType::U16 => (0, u16::MAX.into()),
-            DType::U32 => (0, u32::MAX.into()),
-            DType::U64 => (0, u64::MAX.into()),
-            _ => return None,
-        })
-    }
-
-    /// Interprets the low `size()` bytes of `bits` as an integer of this type.
-    /// `None` for floating types.
-    pub fn int_from_bits(self, bits: u64) -> Option<i128> {
-        Some(match self {
-            DType::I8 => (bits as u8 as i8).into(),
-            DType::I16 => (bits as u16 as i16).into(),
-            DType::I32 => (bits as u32 as i32).into(),
-            DType::I64 => (bits as i64).into(),
-            DType::U8 => (bits as u8).into(),
-            DType::U16 => (bits as u16).into(),
-            DType::U32 => (bits as u32).into(),
-            DType::U64 => bits.into(),
-            _ => return None,
-        })
     }
 
     /// Checks that this is one of `accepted`, for the operation `what`.
@@ -167,9 +56,6 @@ impl fmt::Display for DType {
         f.write_str(self.name())
     }
 }
-
-/// The dtypes of point-to-point synchronization (`wait_until`, `test`, ...).
-pub const SYNC_DTYPES: [DType; 4] = [DType::I32, DType::I64, DType::U32, DType::U64];
 
 fn names(list: &[DType]) -> String {
     list.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
@@ -272,9 +158,9 @@ pub trait Element: Copy + PartialOrd + fmt::Debug + Send + Sync + 'static + seal
 
 macro_rules! int_element {
     ($($t:ty => $d:ident),* $(,)?) => {$(
-        impl sealed::Sealed for $t {}
-        impl Element for $t {
-            const DTYPE: DType = DType::$d;
+        impl $crate::dtype::sealed::Sealed for $t {}
+        impl $crate::dtype::Element for $t {
+            const DTYPE: $crate::dtype::DType = $crate::dtype::DType::$d;
             fn read_ne(bytes: &[u8]) -> Self {
                 let mut b = [0u8; std::mem::size_of::<$t>()];
                 b.copy_from_slice(&bytes[..std::mem::size_of::<$t>()]);
@@ -283,28 +169,27 @@ macro_rules! int_element {
             fn write_ne(self, out: &mut [u8]) {
                 out[..std::mem::size_of::<$t>()].copy_from_slice(&self.to_ne_bytes());
             }
-            fn combine(self, other: Self, op: ReduceOp) -> Self {
+            fn combine(self, other: Self, op: $crate::dtype::ReduceOp) -> Self {
                 match op {
-                    ReduceOp::Sum => self.wrapping_add(other),
-                    ReduceOp::Prod => self.wrapping_mul(other),
-                    ReduceOp::Min => self.min(other),
-                    ReduceOp::Max => self.max(other),
-                    ReduceOp::And => self & other,
-                    ReduceOp::Or => self | other,
-                    ReduceOp::Xor => self ^ other,
+                    $crate::dtype::ReduceOp::Sum => self.wrapping_add(other),
+                    $crate::dtype::ReduceOp::Prod => self.wrapping_mul(other),
+                    $crate::dtype::ReduceOp::Min => self.min(other),
+                    $crate::dtype::ReduceOp::Max => self.max(other),
+                    $crate::dtype::ReduceOp::And => self & other,
+                    $crate::dtype::ReduceOp::Or => self | other,
+                    $crate::dtype::ReduceOp::Xor => self ^ other,
                 }
             }
         }
     )*};
 }
 
-int_element!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64);
 
 macro_rules! float_element {
     ($($t:ty => $d:ident),* $(,)?) => {$(
-        impl sealed::Sealed for $t {}
-        impl Element for $t {
-            const DTYPE: DType = DType::$d;
+        impl $crate::dtype::sealed::Sealed for $t {}
+        impl $crate::dtype::Element for $t {
+            const DTYPE: $crate::dtype::DType = $crate::dtype::DType::$d;
             fn read_ne(bytes: &[u8]) -> Self {
                 let mut b = [0u8; std::mem::size_of::<$t>()];
                 b.copy_from_slice(&bytes[..std::mem::size_of::<$t>()]);
@@ -313,22 +198,25 @@ macro_rules! float_element {
             fn write_ne(self, out: &mut [u8]) {
                 out[..std::mem::size_of::<$t>()].copy_from_slice(&self.to_ne_bytes());
             }
-            fn combine(self, other: Self, op: ReduceOp) -> Self {
+            fn combine(self, other: Self, op: $crate::dtype::ReduceOp) -> Self {
                 // half's f16/bf16 arithmetic goes through f32 and rounds once per step, as a
                 // device reduction in fp16 does.
                 match op {
-                    ReduceOp::Sum => self + other,
-                    ReduceOp::Prod => self * other,
-                    ReduceOp::Min => self.min(other),
-                    ReduceOp::Max => self.max(other),
-                    ReduceOp::And | ReduceOp::Or | ReduceOp::Xor => self,
+                    $crate::dtype::ReduceOp::Sum => self + other,
+                    $crate::dtype::ReduceOp::Prod => self * other,
+                    $crate::dtype::ReduceOp::Min => self.min(other),
+                    $crate::dtype::ReduceOp::Max => self.max(other),
+                    $crate::dtype::ReduceOp::And | $crate::dtype::ReduceOp::Or | $crate::dtype::ReduceOp::Xor => self,
                 }
             }
         }
     )*};
 }
 
-float_element!(f16 => F16, bf16 => BF16, f32 => F32, f64 => F64);
+// The element types come from the dtype table (after the macros above, which it invokes).
+mod table;
+pub use half::{bf16, f16};
+pub use table::{DType, ALL_DTYPES, ATOMIC_DTYPES, SYNC_DTYPES};
 
 /// Combines `src` into `acc` element-wise: `acc[i] = acc[i] <op> src[i]`, both holding
 /// elements of `dtype` in native byte order.
@@ -346,20 +234,7 @@ pub fn reduce_bytes(dtype: DType, op: ReduceOp, acc: &mut [u8], src: &[u8]) -> R
             dtype.name()
         )));
     }
-    match dtype {
-        DType::I8 => reduce_typed::<i8>(op, acc, src),
-        DType::I16 => reduce_typed::<i16>(op, acc, src),
-        DType::I32 => reduce_typed::<i32>(op, acc, src),
-        DType::I64 => reduce_typed::<i64>(op, acc, src),
-        DType::U8 => reduce_typed::<u8>(op, acc, src),
-        DType::U16 => reduce_typed::<u16>(op, acc, src),
-        DType::U32 => reduce_typed::<u32>(op, acc, src),
-        DType::U64 => reduce_typed::<u64>(op, acc, src),
-        DType::F16 => reduce_typed::<f16>(op, acc, src),
-        DType::BF16 => reduce_typed::<bf16>(op, acc, src),
-        DType::F32 => reduce_typed::<f32>(op, acc, src),
-        DType::F64 => reduce_typed::<f64>(op, acc, src),
-    }
+    crate::with_element!(dtype, T => reduce_typed::<T>(op, acc, src));
     Ok(())
 }
 
