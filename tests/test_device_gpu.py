@@ -1,4 +1,4 @@
-"""Device API on 2+ GPUs: each memory-model guarantee of shared/spec/device-api.md is one test.
+"""Device API on 2+ GPUs: each memory-model guarantee of docs/memory-model.md is one test.
 
 Run on a machine with 2 GPUs joined by NVLink:
     PYTHONPATH=python torchrun --nproc-per-node 2 -m pytest tests/test_device_gpu.py -m gpu -q

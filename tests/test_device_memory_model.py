@@ -1,5 +1,5 @@
 """The memory model of the device API on 2 GPUs: each line of the "Memory model" section of
-shared/spec/device-api.md is its own test, plus a stress test and the debug wait timeout.
+docs/memory-model.md is its own test, plus a stress test and the debug wait timeout.
 
 | contract line | tests |
 |---|---|

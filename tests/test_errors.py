@@ -1,4 +1,4 @@
-"""Every misuse of shared/spec/python-api.md's Errors section raises the right exception.
+"""Every misuse of the error list (docs/errors.md) raises the right exception.
 
 One test per row of the spec: a PE out of range, a pointer outside the symmetric heap, sizes
 that overflow the heap, allocations that differ between PEs, a dtype the operation does not take,

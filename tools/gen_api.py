@@ -377,7 +377,7 @@ def gen_doc(rows: list[Row], consts: dict[str, int]) -> str:
            "# Device API reference: `rshmem.triton.libshmem_device`",
            "",
            "Every function below is a Triton extern call into `libshmem_device.bc` and a C function of",
-           "`triton-lib/include/rshmem/api.h`. The contract is `shared/spec/device-api.md`.",
+           "`triton-lib/include/rshmem/api.h`. What each function guarantees is in [memory-model.md](memory-model.md).",
            "",
            "## Execution model",
            "",

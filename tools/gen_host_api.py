@@ -7,6 +7,7 @@ Outputs (each says on line 1 that it is generated; all are committed):
   python/rshmem/_native.pyi               type stubs of rshmem._native (every row, constants, errors)
   docs/python-api.md                      the reference of rshmem._native, by group
   docs/environment.md                     every RSHMEM_* variable (the table in runtime/src/env.rs)
+  docs/errors.md                          the exception classes (the table in torch-ext/src/error.rs)
   runtime/src/dtype/table.rs              the Rust DType, its facts and `with_element!`
   python/rshmem/_dtype_table.py           the Python side of the dtype table
   triton-lib/include/rshmem/dtypes.h      the device library's dtype X-macros and kernel codes
@@ -28,6 +29,8 @@ TABLE = ROOT / "api" / "host.toml"
 DTYPE_TABLE = ROOT / "api" / "dtypes.toml"
 ENV_RS = ROOT / "runtime" / "src" / "env.rs"
 OUT_ENV = ROOT / "docs" / "environment.md"
+OUT_ERRORS = ROOT / "docs" / "errors.md"
+PKG = ROOT / "python" / "rshmem"
 OUT_DTYPE_RS = ROOT / "runtime" / "src" / "dtype" / "table.rs"
 OUT_DTYPE_PY = ROOT / "python" / "rshmem" / "_dtype_table.py"
 OUT_DTYPE_H = ROOT / "triton-lib" / "include" / "rshmem" / "dtypes.h"
@@ -275,23 +278,77 @@ def gen_stub(rows: list[Row]) -> str:
 
 
 # ------------------------------------------------------------------------------ docs
+def public_api(module: str, names: list[str] | None = None) -> list[tuple[str, str, str]]:
+    """(name, signature, first docstring paragraph) of the public functions of `rshmem/<module>`,
+    read from the source (nothing is imported): those in `names`, else in the module's `__all__`."""
+    import ast
+
+    tree = ast.parse((PKG / module).read_text())
+    if names is None:
+        names = []
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+                names = [ast.literal_eval(e) for e in node.value.elts]
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    out = []
+    for name in names:
+        fn = funcs.get(name)
+        if fn is None:
+            continue
+        args = ast.unparse(fn.args)
+        ret = f" -> {ast.unparse(fn.returns)}" if fn.returns else ""
+        doc = (ast.get_docstring(fn) or "").split("\n\n")[0].replace("\n", " ")
+        out.append((name, f"({args}){ret}", doc))
+    return out
+
+
+PUBLIC_SECTIONS = [
+    ("`rshmem`: setup, queries, teams, ordering, raw symmetric memory", "_core.py"),
+    ("`rshmem`: RMA, atomics, signals, waits, collectives", "host.py"),
+    ("`rshmem.torch`: symmetric tensors and the on-stream API", "torch.py"),
+]
+
+
 def gen_doc(rows: list[Row]) -> str:
-    out = [f"<!-- {GENERATED} -->",
-           "# Python API reference: `rshmem._native`",
+    init_all = None
+    import ast
+
+    for node in ast.parse((PKG / "__init__.py").read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+            init_all = [ast.literal_eval(e) for e in node.value.elts]
+    if not init_all:
+        raise TableError("python/rshmem/__init__.py has no __all__")
+    out = [f"<!-- {GENERATED} (the public part from the package's source) -->",
+           "# Python API reference",
            "",
-           "The functions below are the extension module every front end of the host API calls. The",
-           "`rshmem` package wraps them for tensors, arrays and teams (`help(rshmem)`, `help(rshmem.torch)`);",
-           "this page is the layer below, with the types the extension takes. Addresses, PEs and team ids",
-           "are integers; dtypes are the runtime's names (`int8` ... `float64`); streams are raw `CUstream`",
-           "handles (0 on the host backend). Every error is an `rshmem.RshmemError` (see",
-           "[errors.md](errors.md)). Calls marked *blocks* release the GIL while they wait.",
+           "`import rshmem` gives the host API on symmetric memory; `import rshmem.torch` adds symmetric",
+           "tensors and the on-stream forms; `rshmem.triton` is the device API for Triton kernels",
+           "([device-api.md](device-api.md)); `rshmem.ops` / `rshmem.nn` the fused ops ([ops.md](ops.md)).",
+           "What each synchronization guarantees is in [memory-model.md](memory-model.md), the variables",
+           "in [environment.md](environment.md), the exceptions in [errors.md](errors.md). Host functions",
+           "take tensors (CPU tensors on the host backend, CUDA tensors of this PE's GPU on the cuda",
+           "backend), numpy arrays, or raw addresses; with tensors, sizes and dtypes come from them.",
+           ""]
+    for title, module in PUBLIC_SECTIONS:
+        names = None if module == "torch.py" else [n for n in init_all]
+        out += [f"## {title}", "", "| function | meaning |", "|---|---|"]
+        for name, sig, doc in public_api(module, names):
+            out.append(f"| `{name}{sig}` | {doc.replace('|', chr(92) + '|')} |")
+        out.append("")
+    out += ["# The extension layer: `rshmem._native`",
+           "",
+           "The functions below are the extension module every front end of the host API calls,",
+           "generated from `api/host.toml`. The wrappers above convert tensors, arrays and teams into",
+           "what it takes: addresses, PEs and team ids are integers; dtypes are the runtime's names",
+           "(`int8` ... `float64`); streams are raw `CUstream` handles (0 on the host backend). Calls",
+           "marked *blocks* release the GIL while they wait.",
            ""]
     order = list(GROUP_TITLES)
     for g in order + sorted({r.group for r in rows} - set(order)):
         group = [r for r in rows if r.group == g]
         if not group:
             continue
-        out += [f"## {GROUP_TITLES.get(g, g)}", "", "| function | meaning |", "|---|---|"]
+        out += [f"## `_native`: {GROUP_TITLES.get(g, g)}", "", "| function | meaning |", "|---|---|"]
         for r in group:
             notes = []
             if r.blocking:
@@ -446,6 +503,26 @@ def gen_dtype_h(dts: list[dict]) -> str:
     return "\n".join(out)
 
 
+def gen_errors_doc() -> str:
+    out = ["<!-- Generated by tools/gen_host_api.py from torch-ext/src/error.rs (CLASSES); do not edit. -->",
+           "# Errors",
+           "",
+           "Every error rshmem raises is an instance of one class below, rooted at `rshmem.RshmemError`.",
+           "The message names the values, the PE and what to do. Classes that describe a kind of misuse",
+           "Python code already catches also derive from the matching builtin (`PeOutOfRangeError` is an",
+           "`IndexError`, `InvalidArgumentError` a `ValueError`, ...). No misuse ends in a segfault, an",
+           "abort or a hang: a peer that dies makes the others raise `PeerDiedError`, a wait under",
+           "`RSHMEM_DEBUG_WAIT_TIMEOUT_MS` raises `TimeoutError` naming what it waited for, and a kernel",
+           "that stopped on a bad argument is reported by the next host call on that PE.",
+           "",
+           "| class | derives from | raised for |",
+           "|---|---|---|"]
+    for name, bases, doc in error_classes():
+        out.append(f"| `rshmem.{name}` | {', '.join('`' + b + '`' for b in bases.split(', '))} | {doc} |")
+    out.append("")
+    return "\n".join(out)
+
+
 def gen_env_doc() -> str:
     text = ENV_RS.read_text()
     rows = re.findall(r'Variable \{\s*name: "([^"]+)",\s*kind: "((?:[^"\\]|\\.)*)",\s*default: "((?:[^"\\]|\\.)*)",'
@@ -495,6 +572,7 @@ def main() -> int:
             OUT_PYI: gen_stub(rows),
             OUT_DOC: gen_doc(rows),
             OUT_ENV: gen_env_doc(),
+            OUT_ERRORS: gen_errors_doc(),
             OUT_DTYPE_RS: gen_dtype_rs(dts),
             OUT_DTYPE_PY: gen_dtype_py(dts),
             OUT_DTYPE_H: gen_dtype_h(dts),
