@@ -122,12 +122,15 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def free_port() -> int:
-    """A TCP port that was free a moment ago (for a job started by a test)."""
-    import socket
+    """A TCP port free on 127.0.0.1, with its successor (the bootstrap of a job started from
+    torchrun's variables listens on MASTER_PORT + 1): the one helper, `benchmarks.launch`'s."""
+    import sys
+    from pathlib import Path
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.launch import free_port as pair
+
+    return pair()
 
 
 def run_pes(code: str, n: int, env: dict | None = None, timeout: float = 120) -> list:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -103,10 +102,7 @@ def ref_reduce(op: str, xs) -> torch.Tensor:
 # ---------------------------------------------------------------------- jobs of plain processes
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from conftest import free_port  # noqa: E402,F401 - the one helper, re-exported for GPU tests
 
 
 def job_env(rank: int, world: int, port: int, **extra) -> dict:

@@ -9,11 +9,9 @@ from rshmem.compat import triton_dist as td
 
 def test_helpers(me, npes, capsys, monkeypatch):
     if not torch.distributed.is_initialized():  # one PE: let it start a gloo group of one
-        import socket
+        from conftest import free_port
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            monkeypatch.setenv("MASTER_PORT", str(s.getsockname()[1]))
+        monkeypatch.setenv("MASTER_PORT", str(free_port()))
     assert td.initialize_distributed(seed=3) is not None  # already initialized: reused
     assert td.NVSHMEM_SIGNAL_DTYPE == torch.int64
     t = td.nvshmem_create_tensor((4, 4), torch.bfloat16)

@@ -31,7 +31,6 @@ arrival cannot be hidden by the end of the kernel.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -51,7 +50,7 @@ from rshmem.triton import libshmem_device as shm  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = int(os.environ.get("WORLD_SIZE", "1"))
-from conftest import _gpus_for  # noqa: E402
+from conftest import _gpus_for, free_port  # noqa: E402
 
 # 2-PE tests: conftest skips `gpu` without a GPU per PE and `multi` below 2 PEs.
 two_gpu_pes = [pytest.mark.gpu, pytest.mark.multi]
@@ -603,12 +602,6 @@ DEBUG_WAIT_JOB = textwrap.dedent('''
 ''')
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.gpu
 @pytest.mark.single
 @pytest.mark.skipif(not _gpus_for(2), reason="needs 2 GPUs, or 1 with RSHMEM_ALLOW_SHARED_GPU=1 (it starts a 2-PE job)")
@@ -621,7 +614,7 @@ def test_debug_wait_timeout_names_pe_address_and_values(tmp_path):
     rshmem_parent = os.path.dirname(os.path.dirname(rshmem.__file__))
     env["PYTHONPATH"] = os.pathsep.join([rshmem_parent, env.get("PYTHONPATH", "")])
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-           "--master-port", str(_free_port()), str(job)]
+           "--master-port", str(free_port()), str(job)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     log = out.stdout + out.stderr
     assert "KERNEL-RETURNED" not in log, log
