@@ -99,9 +99,11 @@ def _tail(path: Path, lines: int = 25) -> str:
     return "\n".join(text[-lines:])
 
 
-def run_job(job: str, argv: list[str], nproc: int, timeout_s: float, out: Path, extra_env: dict) -> dict:
+def run_job(job: str, argv: list[str], nproc: int, timeout_s: float, out: Path, extra_env: dict,
+            progress=None) -> dict:
     """Runs `python -m benchmarks.worker <argv>` as `nproc` PEs; returns
-    {"status": "ok"|"failed"|"timeout", "returncodes", "wall_s", "logs", "log_tail"}."""
+    {"status": "ok"|"failed"|"timeout", "returncodes", "wall_s", "logs", "log_tail"}. `progress`,
+    if given, is called about once a second while the job runs (and once at its end)."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -117,9 +119,13 @@ def run_job(job: str, argv: list[str], nproc: int, timeout_s: float, out: Path, 
                                       stdout=f, stderr=subprocess.STDOUT, start_new_session=True))
     status = "ok"
     first_fail = None
+    last_progress = t0
     while True:
         codes = [p.poll() for p in procs]
         now = time.monotonic()
+        if progress is not None and now - last_progress >= 1.0:
+            progress()
+            last_progress = now
         if all(c is not None for c in codes):
             break
         if any(c not in (None, 0) for c in codes) and first_fail is None:
@@ -135,6 +141,8 @@ def run_job(job: str, argv: list[str], nproc: int, timeout_s: float, out: Path, 
         time.sleep(0.2)
     for f in files:
         f.close()
+    if progress is not None:
+        progress()
     codes = [p.returncode for p in procs]
     if status == "ok" and any(c != 0 for c in codes):
         status = "failed"

@@ -107,6 +107,27 @@ def _job_record(job, launched: dict | None, worker: dict, skipped: str | None) -
     return rec
 
 
+class SeriesProgress:
+    """Prints a line per finished series of a running job, read from the JSON its rank 0 writes
+    after every point (`common.Recorder`): its name, implementation, points, time into the job."""
+
+    def __init__(self, job: str, path: Path, started: float):
+        self.job, self.path, self.started, self.reported = job, path, started, 0
+
+    def __call__(self) -> None:
+        data = _load(self.path)
+        if not data:
+            return
+        series = data.get("series", [])
+        done = len(series) - (1 if data.get("current") and data.get("status") == "running" else 0)
+        for i in range(self.reported, max(done, self.reported)):
+            s = series[i]
+            err = f", error: {s['error']}" if s.get("error") else ""
+            print(f"    {self.job:<18} series {i + 1}: {s.get('name')} ({s.get('impl')}), "
+                  f"{len(s.get('points', []))} points{err} [{time.monotonic() - self.started:.0f} s]", flush=True)
+        self.reported = max(done, self.reported)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks.run", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -182,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             if jpath.exists():
                 jpath.unlink()
             print(f"  {job.name:<20} running (limit {limit:.0f} s) ...", flush=True)
-            launched = launch.run_job(job.name, argv_w, nproc, limit, out, dict(job.env_for()))
+            launched = launch.run_job(job.name, argv_w, nproc, limit, out, dict(job.env_for()),
+                                      progress=SeriesProgress(job.name, jpath, time.monotonic()))
             worker = _load(jpath)
         rec = shared_gpu_verdict(job, _job_record(job, launched, worker, skipped), shared)
         results["jobs"][job.name] = rec

@@ -16,12 +16,18 @@ PY="${PYTHON:-python3}"
 PINS=(torch==2.11.0 triton==3.6.0 numpy pytest maturin matplotlib)
 BC="$ROOT/python/rshmem/triton/lib/libshmem_device.bc"
 
-log() { printf '\n== %s\n' "$*"; }
+# Every step says what it does when it starts and how long it took when it ends; a run that
+# finds everything in place says so and takes seconds.
+T_STEP=$SECONDS
+T_ALL=$SECONDS
+log() { T_STEP=$SECONDS; printf '\n== %s\n' "$*"; }
+took() { printf '   done in %d s\n' "$((SECONDS - T_STEP))"; }
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 apt_install() {
     log "installing $* (apt)"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
+    took
 }
 
 command -v cargo >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs) first" >&2; exit 1; }
@@ -34,6 +40,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -c "import ensurepip, venv" 2>/dev/null || apt_install python3-venv
     log "creating the virtual environment $VENV"
     "$PY" -m venv "$VENV"
+    took
 fi
 if ! "$VENV/bin/python" - <<'PYCHECK' 2>/dev/null
 import importlib.metadata as md
@@ -43,18 +50,25 @@ for name in ("numpy", "pytest", "maturin", "matplotlib"):
     md.version(name)
 PYCHECK
 then
-    log "installing ${PINS[*]} into $VENV (torch is large: this takes a while the first time)"
+    log "installing ${PINS[*]} into $VENV (torch and its CUDA wheels are about 3 GB the first time)"
     "$VENV/bin/python" -m pip install -q --progress-bar off --upgrade pip
-    "$VENV/bin/python" -m pip install -q --progress-bar off "${PINS[@]}"
+    # Not quiet: pip names each package it downloads and its size, one line each.
+    # (pipefail: a failing pip fails the pipeline; a grep that matches nothing does not)
+    "$VENV/bin/python" -m pip install --progress-bar off "${PINS[@]}" \
+        | { grep --line-buffered -E '^(Collecting|  Downloading|Downloading|Successfully)' || true; }
+    took
 fi
 
 if [ ! -f "$BC" ] || [ -n "$(find "$ROOT/triton-lib/src" "$ROOT/triton-lib/include" "$ROOT/triton-lib/build.py" \
         -newer "$BC" -print -quit)" ]; then
-    log "building the device library (triton-lib/build.py)"
+    log "building the device library (triton-lib/build.py: clang-19 -> libshmem_device.bc)"
     "$VENV/bin/python" "$ROOT/triton-lib/build.py"
+    took
+else
+    printf '\n== the device library is current (%s)\n' "${BC#"$ROOT"/}"
 fi
 
-log "building and installing the rshmem wheel"
+log "building and installing the rshmem wheel (cargo, release: minutes the first time, then seconds; the runtime's kernels are assembled for every GPU architecture)"
 rm -rf "$ROOT/dist"
 (cd "$ROOT" && "$VENV/bin/python" -m maturin build --release --quiet --out dist --interpreter "$VENV/bin/python")
 WHEEL="$(ls "$ROOT"/dist/rshmem-*.whl)"
@@ -66,4 +80,6 @@ if need not in names:
     sys.exit(f"setup.sh: {sys.argv[1]} lacks {need}; check [tool.maturin] include in pyproject.toml")
 PYCHECK
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEEL"
+took
 (cd / && "$VENV/bin/python" -c "import rshmem; print('rshmem', rshmem.__version__, 'installed in $VENV')")
+printf 'setup.sh: done in %d s\n' "$((SECONDS - T_ALL))"

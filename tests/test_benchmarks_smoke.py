@@ -56,7 +56,9 @@ def _run_bench(tmp_path: Path, *args: str, timeout: float = 400) -> dict:
                        timeout=timeout)
     assert r.returncode == 0, r.stdout + r.stderr
     assert (out / "results.md").is_file()
-    return json.loads((out / "results.json").read_text())
+    res = json.loads((out / "results.json").read_text())
+    res["_stdout"] = r.stdout
+    return res
 
 
 # ------------------------------------------------------------------------------ report
@@ -227,7 +229,13 @@ def test_fused_suite_on_the_host_backend(tmp_path):
 
 @needs_runtime
 def test_selftest_suite_records_every_outcome(tmp_path):
-    jobs = _run_bench(tmp_path, "--suite", "selftest")["jobs"]
+    res = _run_bench(tmp_path, "--suite", "selftest")
+    jobs = res["jobs"]
+    # The driver prints a line per job and one per finished series, while the job runs.
+    lines = res["_stdout"].splitlines()
+    assert any(line.split()[:2] == ["selftest.ok", "running"] for line in lines), res["_stdout"]
+    assert any(line.split()[:3] == ["selftest.ok", "series", "1:"] for line in lines), res["_stdout"]
+    assert any("series 1:" in line and "deliberate failure" in line for line in lines), res["_stdout"]
     assert jobs["selftest.ok"]["status"] == "ok"
     assert len(jobs["selftest.ok"]["series"][0]["points"]) == 2
     failing, after = jobs["selftest.series_error"]["series"]
