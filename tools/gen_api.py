@@ -3,7 +3,8 @@
 
 Outputs (each says on line 1 that it is generated; all are committed):
   python/rshmem/triton/libshmem_device.py   Triton bindings (+ constants read from device_state.h)
-  python/rshmem/triton/_compile_check.py     a Triton kernel calling every table row
+  tests/_compile_check.py                    a Triton kernel calling every table row (a test asset,
+                                             not part of the installed package)
   triton-lib/include/rshmem/api.h            C header for CUDA C++ users (and the library itself)
   docs/device-api.md                         the reference page
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "triton-lib" / "api.toml"
 STATE_H = ROOT / "triton-lib" / "include" / "rshmem" / "device_state.h"
 OUT_PY = ROOT / "python" / "rshmem" / "triton" / "libshmem_device.py"
-OUT_CHECK = ROOT / "python" / "rshmem" / "triton" / "_compile_check.py"
+OUT_CHECK = ROOT / "tests" / "_compile_check.py"
 OUT_H = ROOT / "triton-lib" / "include" / "rshmem" / "api.h"
 OUT_DOC = ROOT / "docs" / "device-api.md"
 
