@@ -5,12 +5,19 @@
 //! first-fit in address order. Both maps are `BTreeMap`s, so the same sequence of calls gives the
 //! same offsets on every PE: that is what makes the heap symmetric without exchanging offsets.
 //!
+//! A size-class index finds the first fit without walking every hole: free blocks are also kept
+//! in one address-ordered set per power-of-two length class. A block of a class above the one of
+//! `size + align - MIN_ALIGN` surely fits, so the lowest start among those classes' first
+//! entries is a candidate; only the classes between `size`'s and that one are walked, and only
+//! below the candidate. The answer is the same block the plain first-fit walk finds
+//! (`examples/heap_cost` measures both cases).
+//!
 //! Every block starts and ends on a multiple of the minimum alignment (256 bytes by default, so
 //! 16-byte vector loads and 128-byte GPU cache lines never straddle two allocations). Larger
 //! alignments split a block into a free head, the allocation and a free tail.
 
 use crate::error::{Error, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The default (and smallest) alignment of every allocation, in bytes.
 pub const MIN_ALIGN: usize = 256;
@@ -49,6 +56,8 @@ pub struct Allocator {
     min_align: usize,
     /// start -> length of each free block; blocks never touch.
     free: BTreeMap<usize, usize>,
+    /// The starts of the free blocks by length class (`class_of(len)`), each in address order.
+    by_class: Vec<BTreeSet<usize>>,
     /// start -> allocation.
     used: BTreeMap<usize, Allocation>,
     in_use: usize,
@@ -67,7 +76,15 @@ impl Allocator {
                 "allocator alignment {min_align} is not a power of two"
             )));
         }
-        Ok(Allocator { capacity: 0, min_align, free: BTreeMap::new(), used: BTreeMap::new(), in_use: 0, last_seq: 0 })
+        Ok(Allocator {
+            capacity: 0,
+            min_align,
+            free: BTreeMap::new(),
+            by_class: vec![BTreeSet::new(); CLASSES],
+            used: BTreeMap::new(),
+            in_use: 0,
+            last_seq: 0,
+        })
     }
 
     /// Offsets below this are managed.
@@ -119,20 +136,16 @@ impl Allocator {
     pub fn malloc(&mut self, size: usize, align: usize) -> Result<Option<usize>> {
         let requested = size;
         let (size, align) = self.normalize(size, align)?;
-        let Some((start, len, at)) = self
-            .free
-            .iter()
-            .find_map(|(&s, &l)| Self::place(s, l, size, align).map(|at| (s, l, at)))
-        else {
+        let Some((start, len, at)) = self.first_fit(size, align) else {
             return Ok(None);
         };
-        self.free.remove(&start);
+        self.remove_free(start);
         if at > start {
-            self.free.insert(start, at - start);
+            self.add_free(start, at - start);
         }
         let tail = start + len - (at + size);
         if tail > 0 {
-            self.free.insert(at + size, tail);
+            self.add_free(at + size, tail);
         }
         self.last_seq += 1;
         self.used.insert(at, Allocation { offset: at, requested, size, seq: self.last_seq, owner: Owner::User });
@@ -148,7 +161,7 @@ impl Allocator {
     /// As [`Allocator::malloc`], and [`Error::InvalidArgument`] when the answer overflows.
     pub fn capacity_needed(&self, size: usize, align: usize) -> Result<Option<usize>> {
         let (size, align) = self.normalize(size, align)?;
-        if self.free.iter().any(|(&s, &l)| Self::place(s, l, size, align).is_some()) {
+        if self.first_fit(size, align).is_some() {
             return Ok(None);
         }
         let tail_start = match self.free.last_key_value() {
@@ -223,20 +236,61 @@ impl Allocator {
         (offset < a.offset + a.size).then_some(*a)
     }
 
+    /// The lowest-addressed free block where a normalized `(size, align)` request fits:
+    /// `(start, len, where the allocation goes)`. See the module docs for the index.
+    fn first_fit(&self, size: usize, align: usize) -> Option<(usize, usize, usize)> {
+        let lo = class_of(size);
+        let sure = class_of(size.saturating_add(align - self.min_align));
+        // Every block of a class above `sure` is at least 2^(sure+1) > size + align - min_align
+        // bytes long: it fits wherever it starts (starts are multiples of min_align).
+        let mut best: Option<(usize, usize, usize)> = None;
+        for set in &self.by_class[(sure + 1).min(CLASSES)..] {
+            if let Some(&s) = set.first() {
+                if best.is_none_or(|(b, _, _)| s < b) {
+                    let l = self.free[&s];
+                    best = Some((s, l, Self::place(s, l, size, align).expect("a block of a larger class fits")));
+                }
+            }
+        }
+        for set in &self.by_class[lo..=sure.min(CLASSES - 1)] {
+            let below = best.map_or(usize::MAX, |(b, _, _)| b);
+            if let Some(found) = set
+                .range(..below)
+                .find_map(|&s| Self::place(s, self.free[&s], size, align).map(|at| (s, self.free[&s], at)))
+            {
+                best = Some(found);
+            }
+        }
+        best
+    }
+
+    /// Records a free block in both maps.
+    fn add_free(&mut self, start: usize, len: usize) {
+        self.free.insert(start, len);
+        self.by_class[class_of(len)].insert(start);
+    }
+
+    /// Forgets the free block at `start`; returns its length.
+    fn remove_free(&mut self, start: usize) -> Option<usize> {
+        let len = self.free.remove(&start)?;
+        self.by_class[class_of(len)].remove(&start);
+        Some(len)
+    }
+
     /// Inserts a free block and merges it with free neighbours.
     fn insert_free(&mut self, mut start: usize, mut len: usize) {
         if let Some((&ps, &pl)) = self.free.range(..start).next_back() {
             debug_assert!(ps + pl <= start, "free block {ps}+{pl} overlaps {start}");
             if ps + pl == start {
-                self.free.remove(&ps);
+                self.remove_free(ps);
                 start = ps;
                 len += pl;
             }
         }
-        if let Some(nl) = self.free.remove(&(start + len)) {
+        if let Some(nl) = self.remove_free(start + len) {
             len += nl;
         }
-        self.free.insert(start, len);
+        self.add_free(start, len);
     }
 
     /// Free blocks in address order, for tests and debug dumps.
@@ -250,6 +304,14 @@ impl Allocator {
     }
 }
 
+/// Length classes of the free-block index: class `c` holds lengths in `[2^c, 2^(c+1))`.
+const CLASSES: usize = usize::BITS as usize;
+
+/// The length class of `len` (> 0): the position of its highest set bit.
+fn class_of(len: usize) -> usize {
+    (usize::BITS - 1 - len.max(1).leading_zeros()) as usize
+}
+
 /// `value` rounded up to a multiple of the power of two `to`; `None` on overflow.
 pub(crate) fn round_up(value: usize, to: usize) -> Option<usize> {
     debug_assert!(to.is_power_of_two());
@@ -258,6 +320,12 @@ pub(crate) fn round_up(value: usize, to: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn length_classes_are_powers_of_two() {
+        assert_eq!((super::class_of(1), super::class_of(256), super::class_of(511), super::class_of(512)), (0, 8, 8, 9));
+        assert_eq!(super::class_of(usize::MAX), super::CLASSES - 1);
+    }
+
     use super::*;
 
     fn grown(cap: usize) -> Allocator {
@@ -268,6 +336,12 @@ mod tests {
 
     /// Every invariant the module docs promise.
     fn check(a: &Allocator) {
+        // The size-class index holds exactly the free blocks, each in its length's class.
+        let indexed: usize = a.by_class.iter().map(BTreeSet::len).sum();
+        assert_eq!(indexed, a.free.len(), "index out of step with the free map");
+        for (s, l) in a.free_blocks() {
+            assert!(a.by_class[class_of(l)].contains(&s), "free block {s}+{l} missing from class {}", class_of(l));
+        }
         let mut spans: Vec<(usize, usize, bool)> = a.free_blocks().map(|(s, l)| (s, l, true)).collect();
         spans.extend(a.allocations().map(|x| (x.offset, x.size, false)));
         spans.sort();
