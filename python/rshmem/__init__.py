@@ -34,10 +34,7 @@ from ._core import (
     Team,
     align,
     backend,
-    barrier,
-    barrier_all,
     calloc,
-    fence,
     finalize,
     free,
     get_unique_id,
@@ -49,15 +46,9 @@ from ._core import (
     my_pe,
     n_pes,
     ptr,
-    quiet,
-    sync,
-    sync_all,
-    team_destroy,
-    team_my_pe,
-    team_n_pes,
-    team_split_strided,
-    team_translate_pe,
 )
+from . import _api
+from ._api import *  # noqa: F401,F403 - teams, ordering, barriers: generated from api/host.toml
 from .host import (
     CMP_EQ,
     CMP_GE,
@@ -138,20 +129,8 @@ __all__ = [
     "backend",
     "heap_in_use",
     "heap_mapped",
-    # teams
+    # teams (the team functions, ordering and barriers: _api.__all__, added below)
     "Team",
-    "team_my_pe",
-    "team_n_pes",
-    "team_translate_pe",
-    "team_split_strided",
-    "team_destroy",
-    # ordering and synchronization
-    "barrier_all",
-    "sync_all",
-    "barrier",
-    "sync",
-    "quiet",
-    "fence",
     # raw symmetric memory
     "malloc",
     "calloc",
@@ -208,3 +187,4 @@ __all__ = [
     "alltoall",
     "reduce",
 ]
+__all__ += _api.__all__

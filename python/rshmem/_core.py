@@ -231,72 +231,15 @@ def backend() -> str:
     return _native.backend()
 
 
-@api
-def team_my_pe(team=Team.WORLD) -> int:
-    """This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`)."""
-    return _native.team_my_pe(int(team))
 
 
-@api
-def team_n_pes(team=Team.WORLD) -> int:
-    """How many PEs `team` has (`nvshmem_team_n_pes`)."""
-    return _native.team_n_pes(int(team))
 
 
-@api
-def team_translate_pe(src_team, pe: int, dest_team) -> int:
-    """PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there."""
-    return _native.team_translate_pe(int(src_team), int(pe), int(dest_team))
 
 
-@api
-def team_split_strided(parent, start: int, stride: int, size: int):
-    """Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as
-    numbered in `parent`. Returns a `Team` on its members and None elsewhere."""
-    made = _native.team_split_strided(int(parent), int(start), int(stride), int(size))
-    return None if made is None else Team(made)
 
 
-@api
-def team_destroy(team) -> None:
-    """Collective over `team`: releases a team made by `team_split_strided`."""
-    _native.team_destroy(int(team))
 
-
-@api
-def barrier_all() -> None:
-    """Collective: completes this PE's puts, then waits for every PE (`nvshmem_barrier_all`)."""
-    _native.barrier_all()
-
-
-@api
-def sync_all() -> None:
-    """Collective: waits for every PE, without completing puts (`nvshmem_sync_all`)."""
-    _native.sync_all()
-
-
-@api
-def barrier(team=Team.WORLD) -> None:
-    """Collective over `team`: quiet, then wait for the team (`nvshmem_barrier`)."""
-    _native.barrier(int(team))
-
-
-@api
-def sync(team=Team.WORLD) -> None:
-    """Collective over `team`: wait for the team (`nvshmem_team_sync`)."""
-    _native.sync(int(team))
-
-
-@api
-def quiet() -> None:
-    """Completes every put, atomic and signal this PE issued (`nvshmem_quiet`)."""
-    _native.quiet()
-
-
-@api
-def fence() -> None:
-    """Orders this PE's puts, atomics and signals to each PE (`nvshmem_fence`)."""
-    _native.fence()
 
 
 _ADDRESS_SPACE = 1 << 64
@@ -358,3 +301,8 @@ def heap_in_use() -> int:
 def heap_mapped() -> int:
     """Bytes of this PE's symmetric heap backed by memory."""
     return _native.heap_mapped()
+
+
+# The pass-through functions (teams, ordering, barriers) are generated from api/host.toml; they
+# import Team from here, so they come last.
+from ._api import *  # noqa: E402,F401,F403

@@ -323,37 +323,37 @@ def quiet() -> None:
     ...
 
 def barrier_all() -> None:
-    """Collective: `quiet`, then waits for every PE (`nvshmem_barrier_all`)."""
+    """Collective: completes this PE's puts, then waits for every PE (`nvshmem_barrier_all`)."""
     ...
 
 def sync_all() -> None:
-    """Collective: waits for every PE without completing outstanding puts (`nvshmem_sync_all`)."""
+    """Collective: waits for every PE, without completing puts (`nvshmem_sync_all`)."""
     ...
 
-def barrier(team_id: int) -> None:
-    """Collective over `team`: `quiet`, then waits for the team's PEs (`nvshmem_barrier`)."""
+def barrier(team: int = 0) -> None:
+    """Collective over `team`: quiet, then wait for the team (`nvshmem_barrier`)."""
     ...
 
-def sync(team_id: int) -> None:
-    """Collective over `team`: waits for the team's PEs (`nvshmem_team_sync`)."""
+def sync(team: int = 0) -> None:
+    """Collective over `team`: wait for the team (`nvshmem_team_sync`)."""
     ...
 
-def team_my_pe(team_id: int) -> int:
-    """This PE's number in `team`, or -1 when it is not a member (`nvshmem_team_my_pe`)."""
+def team_my_pe(team: int = 0) -> int:
+    """This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`)."""
     ...
 
-def team_n_pes(team_id: int) -> int:
+def team_n_pes(team: int = 0) -> int:
     """How many PEs `team` has (`nvshmem_team_n_pes`)."""
     ...
 
-def team_translate_pe(src: int, pe: int, dest: int) -> int:
-    """PE `pe` of `src` as numbered in `dest`, or -1 (`nvshmem_team_translate_pe`)."""
+def team_translate_pe(src_team: int, pe: int, dest_team: int) -> int:
+    """PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there (`nvshmem_team_translate_pe`)."""
     ...
 
 def team_split_strided(parent: int, start: int, stride: int, size: int) -> int | None:
-    """Collective over `parent`: a new team of `size` PEs starting at `start` with `stride`; `None` on the PEs that are not in it (`nvshmem_team_split_strided`)."""
+    """Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None elsewhere (`nvshmem_team_split_strided`)."""
     ...
 
-def team_destroy(team_id: int) -> None:
-    """Collective over `team`: releases a team made by a split (`nvshmem_team_destroy`)."""
+def team_destroy(team: int) -> None:
+    """Collective over `team`: releases a team made by `team_split_strided` (`nvshmem_team_destroy`)."""
     ...

@@ -401,7 +401,7 @@ pub fn quiet(py: Python<'_>) -> PyResult<()> {
     .py_err()
 }
 
-/// Collective: `quiet`, then waits for every PE (`nvshmem_barrier_all`).
+/// Collective: completes this PE's puts, then waits for every PE (`nvshmem_barrier_all`).
 #[pyfunction]
 #[pyo3(signature = ())]
 pub fn barrier_all(py: Python<'_>) -> PyResult<()> {
@@ -412,7 +412,7 @@ pub fn barrier_all(py: Python<'_>) -> PyResult<()> {
     .py_err()
 }
 
-/// Collective: waits for every PE without completing outstanding puts (`nvshmem_sync_all`).
+/// Collective: waits for every PE, without completing puts (`nvshmem_sync_all`).
 #[pyfunction]
 #[pyo3(signature = ())]
 pub fn sync_all(py: Python<'_>) -> PyResult<()> {
@@ -423,59 +423,59 @@ pub fn sync_all(py: Python<'_>) -> PyResult<()> {
     .py_err()
 }
 
-/// Collective over `team`: `quiet`, then waits for the team's PEs (`nvshmem_barrier`).
+/// Collective over `team`: quiet, then wait for the team (`nvshmem_barrier`).
 #[pyfunction]
-#[pyo3(signature = (team_id))]
-pub fn barrier(py: Python<'_>, team_id: i32) -> PyResult<()> {
+#[pyo3(signature = (team=rshmem::consts::TEAM_WORLD))]
+pub fn barrier(py: Python<'_>, team: i32) -> PyResult<()> {
     let rt = runtime("rshmem.barrier()")?;
-    let team_id = Team(team_id);
+    let team = Team(team);
     py.detach(|| {
-        rt.barrier(team_id)
+        rt.barrier(team)
     })
     .py_err()
 }
 
-/// Collective over `team`: waits for the team's PEs (`nvshmem_team_sync`).
+/// Collective over `team`: wait for the team (`nvshmem_team_sync`).
 #[pyfunction]
-#[pyo3(signature = (team_id))]
-pub fn sync(py: Python<'_>, team_id: i32) -> PyResult<()> {
+#[pyo3(signature = (team=rshmem::consts::TEAM_WORLD))]
+pub fn sync(py: Python<'_>, team: i32) -> PyResult<()> {
     let rt = runtime("rshmem.sync()")?;
-    let team_id = Team(team_id);
+    let team = Team(team);
     py.detach(|| {
-        rt.sync(team_id)
+        rt.sync(team)
     })
     .py_err()
 }
 
-/// This PE's number in `team`, or -1 when it is not a member (`nvshmem_team_my_pe`).
+/// This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`).
 #[pyfunction]
-#[pyo3(signature = (team_id))]
-pub fn team_my_pe(team_id: i32) -> PyResult<i32> {
+#[pyo3(signature = (team=rshmem::consts::TEAM_WORLD))]
+pub fn team_my_pe(team: i32) -> PyResult<i32> {
     let rt = runtime("rshmem.team_my_pe()")?;
-    let team_id = Team(team_id);
-    rt.team_my_pe(team_id).py_err()
+    let team = Team(team);
+    rt.team_my_pe(team).py_err()
 }
 
 /// How many PEs `team` has (`nvshmem_team_n_pes`).
 #[pyfunction]
-#[pyo3(signature = (team_id))]
-pub fn team_n_pes(team_id: i32) -> PyResult<i32> {
+#[pyo3(signature = (team=rshmem::consts::TEAM_WORLD))]
+pub fn team_n_pes(team: i32) -> PyResult<i32> {
     let rt = runtime("rshmem.team_n_pes()")?;
-    let team_id = Team(team_id);
-    rt.team_n_pes(team_id).py_err()
+    let team = Team(team);
+    rt.team_n_pes(team).py_err()
 }
 
-/// PE `pe` of `src` as numbered in `dest`, or -1 (`nvshmem_team_translate_pe`).
+/// PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there (`nvshmem_team_translate_pe`).
 #[pyfunction]
-#[pyo3(signature = (src, pe, dest))]
-pub fn team_translate_pe(src: i32, pe: i32, dest: i32) -> PyResult<i32> {
+#[pyo3(signature = (src_team, pe, dest_team))]
+pub fn team_translate_pe(src_team: i32, pe: i32, dest_team: i32) -> PyResult<i32> {
     let rt = runtime("rshmem.team_translate_pe()")?;
-    let src = Team(src);
-    let dest = Team(dest);
-    rt.team_translate_pe(src, pe, dest).py_err()
+    let src_team = Team(src_team);
+    let dest_team = Team(dest_team);
+    rt.team_translate_pe(src_team, pe, dest_team).py_err()
 }
 
-/// Collective over `parent`: a new team of `size` PEs starting at `start` with `stride`; `None` on the PEs that are not in it (`nvshmem_team_split_strided`).
+/// Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None elsewhere (`nvshmem_team_split_strided`).
 #[pyfunction]
 #[pyo3(signature = (parent, start, stride, size))]
 pub fn team_split_strided(py: Python<'_>, parent: i32, start: i32, stride: i32, size: i32) -> PyResult<Option<i32>> {
@@ -487,14 +487,14 @@ pub fn team_split_strided(py: Python<'_>, parent: i32, start: i32, stride: i32, 
     .py_err()
 }
 
-/// Collective over `team`: releases a team made by a split (`nvshmem_team_destroy`).
+/// Collective over `team`: releases a team made by `team_split_strided` (`nvshmem_team_destroy`).
 #[pyfunction]
-#[pyo3(signature = (team_id))]
-pub fn team_destroy(py: Python<'_>, team_id: i32) -> PyResult<()> {
+#[pyo3(signature = (team))]
+pub fn team_destroy(py: Python<'_>, team: i32) -> PyResult<()> {
     let rt = runtime("rshmem.team_destroy()")?;
-    let team_id = Team(team_id);
+    let team = Team(team);
     py.detach(|| {
-        rt.team_destroy(team_id)
+        rt.team_destroy(team)
     })
     .py_err()
 }
