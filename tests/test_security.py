@@ -36,6 +36,16 @@ def _frame(kind, payload):
     return b"RSHB" + bytes([kind, 0, 0, 0]) + struct.pack("<IQ", 0, len(payload)) + payload
 
 
+def _varint(n):
+    """An unsigned integer as postcard writes it (the bootstrap's payload format): 7 bits a byte."""
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
 def _answer(s, wait):
     s.settimeout(wait)
     try:
@@ -93,9 +103,11 @@ def _stranger(port: int, done: str, names: list) -> dict:
             report["local"].append(_answer(s, 1))
     for guess in (bytes(16), bytes(range(16))):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        hello = struct.pack("<I", 2) + guess + struct.pack("<II", 1, 2) + struct.pack("<I", os.getpid())
+        # A hello of the current protocol (version 3): version, secret, rank 1, nranks 2, pid,
+        # then hostname, boot id and Unix socket name as length-prefixed byte strings.
+        hello = _varint(3) + guess + _varint(1) + _varint(2) + _varint(os.getpid())
         for text in (b"host", b"boot", b"name"):
-            hello += struct.pack("<Q", len(text)) + text
+            hello += _varint(len(text)) + text
         s.sendall(_frame(1, hello))
         report["hello"].append(_answer(s, 5))
     open(done, "w").write("done")

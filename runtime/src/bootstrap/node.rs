@@ -6,7 +6,7 @@
 //! pair pass memory by file descriptor; PEs with different pairs never try.
 
 /// Identity of the host a PE runs on, as announced in the bootstrap handshake.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct HostId {
     pub(crate) hostname: String,
     pub(crate) boot_id: String,

@@ -12,7 +12,7 @@ use super::node::HostId;
 use super::uid::{secrets_equal, UniqueId, SECRET_LEN};
 use super::pending::Pending;
 use super::wire::{
-    hello_need, read_frame_until, split_frame, write_frame, Dec, Enc, Frame, Kind, ReadError, HEADER_LEN,
+    decode, encode, hello_need, read_frame_until, split_frame, write_frame, Frame, Kind, ReadError, HEADER_LEN,
     PROTOCOL_VERSION,
 };
 use crate::error::{Error, Result};
@@ -30,33 +30,26 @@ const HELLO_WAIT: Duration = Duration::from_secs(3);
 const MAX_PENDING: usize = 256;
 
 /// What every PE tells the others about itself.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct PeInfo {
     /// Its process id (checked against `SO_PEERCRED` of node-local Unix sockets).
     pub(crate) pid: u32,
     /// Its host.
     pub(crate) host: HostId,
     /// Abstract name of its node-local Unix listener.
+    #[serde(with = "serde_bytes")]
     pub(crate) unix_name: Vec<u8>,
 }
 
-impl PeInfo {
-    fn encode(&self, e: &mut Enc) {
-        e.u32(self.pid)
-            .str(&self.host.hostname)
-            .str(&self.host.boot_id)
-            .bytes(&self.unix_name);
-    }
-    fn decode(d: &mut Dec<'_>) -> Result<PeInfo, String> {
-        Ok(PeInfo {
-            pid: d.u32()?,
-            host: HostId {
-                hostname: d.str()?,
-                boot_id: d.str()?,
-            },
-            unix_name: d.bytes()?.to_vec(),
-        })
-    }
+/// A client's first message to PE 0, as it travels (the version first, so that a peer of
+/// another version is named as such rather than failing somewhere in the parse).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct HelloMsg {
+    version: u32,
+    secret: [u8; SECRET_LEN],
+    rank: u32,
+    nranks: u32,
+    info: PeInfo,
 }
 
 #[derive(Debug)]
@@ -68,59 +61,36 @@ pub(crate) struct Hello {
 }
 
 pub(crate) fn encode_hello(uid: &UniqueId, rank: usize, nranks: usize, info: &PeInfo) -> Vec<u8> {
-    let mut e = Enc::default();
-    e.u32(PROTOCOL_VERSION)
-        .raw(&uid.secret)
-        .u32(rank as u32)
-        .u32(nranks as u32);
-    info.encode(&mut e);
-    e.0
+    encode(&HelloMsg {
+        version: PROTOCOL_VERSION,
+        secret: uid.secret,
+        rank: rank as u32,
+        nranks: nranks as u32,
+        info: info.clone(),
+    })
 }
 
 pub(crate) fn decode_hello(payload: &[u8]) -> Result<Hello, String> {
-    let mut d = Dec::new(payload);
-    let version = d.u32()?;
+    let version = postcard::take_from_bytes::<u32>(payload).map(|(v, _)| v).map_err(|_| "an empty hello".to_string())?;
     if version != PROTOCOL_VERSION {
         return Err(format!(
             "it speaks bootstrap protocol version {version}, PE 0 speaks {PROTOCOL_VERSION}; \
              run the same rshmem build on every PE"
         ));
     }
-    let secret = d
-        .raw(SECRET_LEN)?
-        .try_into()
-        .map_err(|_| "short secret".to_string())?;
-    let rank = d.u32()? as usize;
-    let nranks = d.u32()? as usize;
-    let info = PeInfo::decode(&mut d)?;
-    d.finish()?;
-    Ok(Hello {
-        secret,
-        rank,
-        nranks,
-        info,
-    })
+    let h: HelloMsg = decode(payload, "hello")?;
+    Ok(Hello { secret: h.secret, rank: h.rank as usize, nranks: h.nranks as usize, info: h.info })
 }
 
 pub(crate) fn encode_table(table: &[PeInfo]) -> Vec<u8> {
-    let mut e = Enc::default();
-    e.u32(table.len() as u32);
-    for info in table {
-        info.encode(&mut e);
-    }
-    e.0
+    encode(table)
 }
 
 pub(crate) fn decode_table(payload: &[u8], nranks: usize) -> Result<Vec<PeInfo>, String> {
-    let mut d = Dec::new(payload);
-    let n = d.u32()? as usize;
-    if n != nranks {
-        return Err(format!("the table lists {n} PEs, expected {nranks}"));
+    let table: Vec<PeInfo> = decode(payload, "table of PEs")?;
+    if table.len() != nranks {
+        return Err(format!("the table lists {} PEs, expected {nranks}", table.len()));
     }
-    let table = (0..n)
-        .map(|_| PeInfo::decode(&mut d))
-        .collect::<Result<Vec<_>, _>>()?;
-    d.finish()?;
     Ok(table)
 }
 

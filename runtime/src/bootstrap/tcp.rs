@@ -13,7 +13,7 @@
 //! sizes), with two network hops of latency.
 
 use super::health::Health;
-use super::wire::{read_frame, write_frame, Dec, Enc, Frame, Kind, ReadError};
+use super::wire::{decode, encode, read_frame, write_frame, Frame, Kind, ReadError};
 use crate::error::{Error, Result};
 use crate::watchdog::{check_interrupt, Stall};
 use std::net::{Shutdown, TcpStream};
@@ -250,13 +250,9 @@ impl Star {
                 for pe in 1..self.nranks {
                     all.push(self.recv(pe, Kind::ALLGATHER, seq, deadline, what)?);
                 }
-                let mut e = Enc::default();
-                e.u32(all.len() as u32);
-                for blob in &all {
-                    e.bytes(blob);
-                }
+                let e = encode_blobs(&all);
                 for pe in 1..self.nranks {
-                    self.send(pe, Kind::ALLGATHER, seq, &e.0, what)?;
+                    self.send(pe, Kind::ALLGATHER, seq, &e, what)?;
                 }
                 Ok(all)
             } else {
@@ -374,17 +370,17 @@ impl Drop for Star {
     }
 }
 
+/// The allgather result PE 0 sends: every PE's blob, in rank order.
+pub(crate) fn encode_blobs(all: &[Vec<u8>]) -> Vec<u8> {
+    encode(&all.iter().map(|b| serde_bytes::Bytes::new(b)).collect::<Vec<_>>())
+}
+
 pub(crate) fn decode_blobs(payload: &[u8], nranks: usize) -> Result<Vec<Vec<u8>>, String> {
-    let mut d = Dec::new(payload);
-    let n = d.u32()? as usize;
-    if n != nranks {
-        return Err(format!("{n} blobs for {nranks} PEs"));
+    let blobs: Vec<serde_bytes::ByteBuf> = decode(payload, "allgather result")?;
+    if blobs.len() != nranks {
+        return Err(format!("{} blobs for {nranks} PEs", blobs.len()));
     }
-    let blobs = (0..n)
-        .map(|_| d.bytes().map(<[u8]>::to_vec))
-        .collect::<Result<Vec<_>, _>>()?;
-    d.finish()?;
-    Ok(blobs)
+    Ok(blobs.into_iter().map(serde_bytes::ByteBuf::into_vec).collect())
 }
 
 /// The state one watcher thread owns.
@@ -406,7 +402,7 @@ impl Watcher {
                 Ok(f) if f.kind == Kind::GOODBYE => {
                     self.said_goodbye.store(true, Ordering::Release)
                 }
-                Ok(f) if f.kind == Kind::DEAD => match Dec::new(&f.payload).u32() {
+                Ok(f) if f.kind == Kind::DEAD => match decode::<u32>(&f.payload, "peer-died notice") {
                     Ok(dead) => {
                         self.health.mark_dead(dead as usize);
                     }
@@ -434,12 +430,11 @@ impl Watcher {
         // Relay before recording: once recorded, this process may fail its collective and exit,
         // and the others must hear "PE k died" before they see this process's own sockets close.
         if self.me == 0 {
-            let mut notice = Enc::default();
-            notice.u32(self.pe as u32);
+            let notice = encode(&(self.pe as u32));
             for (other, w) in self.writers.iter().enumerate() {
                 if other != self.pe {
                     if let Some(w) = w {
-                        let _ = write_frame(&mut *lock(w), Kind::DEAD, 0, &notice.0);
+                        let _ = write_frame(&mut *lock(w), Kind::DEAD, 0, &notice);
                     }
                 }
             }

@@ -1,4 +1,4 @@
-//! Framing of the bootstrap's TCP messages, and a tiny encoder/decoder for their payloads.
+//! Framing of the bootstrap's TCP messages, and their payloads.
 //!
 //! A frame is a 20-byte header then `len` payload bytes:
 //!
@@ -10,15 +10,18 @@
 //! | 8..12 | sequence number of the collective (little endian `u32`, wraps) |
 //! | 12..20 | payload length (little endian `u64`) |
 //!
-//! Payload fields are little endian; byte strings carry a `u64` length prefix.
+//! Payloads are serde values in postcard's format ([`encode`], [`decode`]): compact (varint
+//! integers), and a decoder that fails, never panics or over-allocates, on any bytes.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// Version of the handshake and message formats; a peer with another one is refused.
-/// Version 2 added [`Kind::ACCEPTED`].
-pub(crate) const PROTOCOL_VERSION: u32 = 2;
+/// Version 2 added [`Kind::ACCEPTED`]; version 3 encodes payloads with postcard (its varint of
+/// the version is the first byte of a hello, which a version-2 peer's little-endian `2` reads as
+/// too, so the mismatch is reported as one).
+pub(crate) const PROTOCOL_VERSION: u32 = 3;
 
 /// Longest hello PE 0 reads (its fields take about 200 bytes): a longer announced length drops
 /// the connection before anything is read, so a stranger cannot make PE 0 allocate.
@@ -279,86 +282,23 @@ fn fill(
     Ok(true)
 }
 
-/// Builds a payload.
-#[derive(Default)]
-pub(crate) struct Enc(pub(crate) Vec<u8>);
-
-impl Enc {
-    pub(crate) fn u32(&mut self, v: u32) -> &mut Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    pub(crate) fn u64(&mut self, v: u64) -> &mut Self {
-        self.0.extend_from_slice(&v.to_le_bytes());
-        self
-    }
-    pub(crate) fn raw(&mut self, v: &[u8]) -> &mut Self {
-        self.0.extend_from_slice(v);
-        self
-    }
-    pub(crate) fn bytes(&mut self, v: &[u8]) -> &mut Self {
-        self.u64(v.len() as u64).raw(v)
-    }
-    pub(crate) fn str(&mut self, v: &str) -> &mut Self {
-        self.bytes(v.as_bytes())
-    }
+/// A payload: `value` in postcard's format.
+pub(crate) fn encode<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    // Serializing into a growable buffer fails only for types serde cannot express in postcard
+    // (none of ours: structs of integers, strings and byte strings).
+    postcard::to_allocvec(value).unwrap_or_else(|e| unreachable!("postcard cannot encode a bootstrap message: {e}"))
 }
 
-/// Reads a payload; every getter fails on a short buffer instead of panicking.
-pub(crate) struct Dec<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Dec<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Dec { buf, pos: 0 }
+/// The `what` value in `payload`, which must hold nothing else.
+///
+/// # Errors
+/// Why the bytes are not one such value (short, malformed, or with bytes left over).
+pub(crate) fn decode<'a, T: serde::Deserialize<'a>>(payload: &'a [u8], what: &str) -> Result<T, String> {
+    let (value, rest) = postcard::take_from_bytes(payload).map_err(|e| format!("a malformed {what}: {e}"))?;
+    if !rest.is_empty() {
+        return Err(format!("a {what} with {} unexpected trailing bytes", rest.len()));
     }
-    pub(crate) fn raw(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| {
-                format!(
-                    "payload too short: wanted {n} bytes at offset {} of {}",
-                    self.pos,
-                    self.buf.len()
-                )
-            })?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    pub(crate) fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(
-            self.raw(4)?.try_into().unwrap_or_default(),
-        ))
-    }
-    pub(crate) fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(
-            self.raw(8)?.try_into().unwrap_or_default(),
-        ))
-    }
-    pub(crate) fn bytes(&mut self) -> Result<&'a [u8], String> {
-        let n = self.u64()?;
-        self.raw(usize::try_from(n).map_err(|_| format!("length {n} too large"))?)
-    }
-    pub(crate) fn str(&mut self) -> Result<String, String> {
-        let b = self.bytes()?;
-        String::from_utf8(b.to_vec()).map_err(|_| "a text field is not UTF-8".to_string())
-    }
-    /// Fails if bytes are left over (a peer speaking another format).
-    pub(crate) fn finish(&self) -> Result<(), String> {
-        if self.pos == self.buf.len() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{} unexpected trailing bytes",
-                self.buf.len() - self.pos
-            ))
-        }
-    }
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -426,23 +366,25 @@ mod tests {
     }
 
     #[test]
-    fn decoder_rejects_short_and_trailing() {
-        let mut e = Enc::default();
-        e.u32(5).str("host").bytes(&[9; 3]).u64(1 << 40);
-        let mut d = Dec::new(&e.0);
-        assert_eq!(d.u32().unwrap(), 5);
-        assert_eq!(d.str().unwrap(), "host");
-        assert_eq!(d.bytes().unwrap(), &[9, 9, 9]);
-        assert_eq!(d.u64().unwrap(), 1 << 40);
-        d.finish().unwrap();
-        let mut d = Dec::new(&e.0[..6]);
-        d.u32().unwrap();
-        assert!(d.str().is_err());
-        let mut d = Dec::new(&e.0);
-        d.u32().unwrap();
-        assert!(d.finish().is_err());
-        let mut huge = Enc::default();
-        huge.u64(u64::MAX);
-        assert!(Dec::new(&huge.0).bytes().is_err());
+    fn payloads_reject_short_trailing_and_huge_lengths() {
+        #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+        struct Sample {
+            n: u32,
+            host: String,
+            #[serde(with = "serde_bytes")]
+            blob: Vec<u8>,
+            big: u64,
+        }
+        let v = Sample { n: 5, host: "host".into(), blob: vec![9; 3], big: 1 << 40 };
+        let bytes = encode(&v);
+        assert_eq!(decode::<Sample>(&bytes, "sample").unwrap(), v);
+        assert!(decode::<Sample>(&bytes[..4], "sample").unwrap_err().contains("malformed sample"));
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode::<Sample>(&longer, "sample").unwrap_err().contains("1 unexpected trailing"));
+        // A byte string announcing 2^63 bytes with none behind it: an error, no allocation.
+        let mut huge = encode(&5u32);
+        huge.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]);
+        assert!(decode::<(u32, serde_bytes::ByteBuf)>(&huge, "blob").is_err());
     }
 }
