@@ -1,8 +1,17 @@
-"""An nvshmem4py-shaped face of rshmem (``import nvshmem``), as far as Triton-distributed's
-tutorials and kernels call it: ``nvshmem.core.finalize``, ``nvshmem.core.Teams``,
-``nvshmem.core.SignalOp`` and a few functions of ``nvshmem.bindings.nvshmem``. A program ports
-by importing ``rshmem.compat.nvshmem as nvshmem``. The rest of nvshmem4py is not here yet; a
-name that is missing raises AttributeError saying so.
+"""An nvshmem4py-shaped face of rshmem: a program written for nvshmem4py runs after replacing
+``nvshmem`` by ``rshmem.compat.nvshmem`` in its imports::
+
+    import rshmem.compat.nvshmem as nvshmem                      # import nvshmem
+    import rshmem.compat.nvshmem.core                            # import nvshmem.core
+    from rshmem.compat.nvshmem.core import SignalOp, ComparisonType
+    from rshmem.compat.nvshmem.core.device.numba import put_signal_nbi, signal_wait, my_pe, n_pes
+
+- ``core``: the host API (init, arrays and tensors, RMA, signals and collectives on streams);
+- ``core.device.numba``: the Numba-CUDA device API (``rshmem.numba``);
+- ``bindings``: ``my_pe``, ``n_pes``, ``team_my_pe``, ``team_n_pes`` and the raw on-stream puts.
+
+Each module's docstring lists what it does not cover; a missing name raises AttributeError
+saying so.
 """
 from rshmem.compat.nvshmem import bindings, core
 
