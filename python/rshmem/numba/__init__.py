@@ -101,20 +101,25 @@ def cuda_available() -> bool:
         return False
 
 
-def compile_ptx(pyfunc, sig, cc=(9, 0)) -> str:
+def compile_ptx(pyfunc, sig, cc=(9, 0), optimize: bool = True) -> str:
     """The PTX of kernel ``pyfunc`` for argument types ``sig`` (a tuple of Numba types) on
     compute capability ``cc``, after nvJitLink linked and optimized it with the device library:
-    what the GPU runs, with the library's calls inlined. Needs NVVM and nvJitLink, no GPU."""
+    what the GPU runs, with the library's calls inlined. ``optimize=False`` links without
+    optimizing (no inlining; much faster, for checking that everything links). Needs NVVM and
+    nvJitLink, no GPU."""
     from cuda.bindings import nvjitlink  # noqa: PLC0415
     from numba.cuda import compile_all  # noqa: PLC0415
 
     with _assume_device(cc):
         codes, _ = compile_all(pyfunc, sig, device=False, cc=cc, output="ltoir", abi="numba")
     arch = f"-arch=sm_{cc[0]}{cc[1]}{cc[2] if len(cc) > 2 else ''}"
-    handle = nvjitlink.create(3, [arch, "-lto", "-ptx"])
+    options = [arch, "-lto", "-ptx"] + ([] if optimize else ["-Xnvvm=-opt=0"])
+    handle = nvjitlink.create(len(options), options)
     try:
         for i, code in enumerate(codes):
-            data = code if isinstance(code, bytes) else code.data
+            # bytes (the kernel), Numba's LinkableCode (`data`) or cuda.core's ObjectCode (`code`,
+            # from CUDA C++ that Numba's own float16 support links), all LTO-IR here
+            data = code if isinstance(code, bytes) else getattr(code, "data", None) or code.code
             nvjitlink.add_data(handle, nvjitlink.InputType.LTOIR, data, len(data), f"input{i}")
         try:
             nvjitlink.complete(handle)

@@ -485,35 +485,39 @@ for _name, _why in _NOT_OFFERED.items():
 
 
 # --------------------------------------------------------------------------- peer arrays
+# An intrinsic, not an overload: Numba's device functions may return only arrays they were
+# given, and this one makes a new array (the same one over the peer's memory).
+
+_REMOTE_PTR = _raw.ROWS["remote_ptr"]
 
 
 @intrinsic
-def _with_data(typingctx, arr, ptr):
-    """`arr` with its data pointer replaced by `ptr` (same shape, strides and dtype)."""
+def peer_array(typingctx, array, pe):
+    """The view of symmetric `array` on PE `pe` (`nvshmem_ptr`): loads and stores through it go
+    to `pe`'s memory. Only for PEs this one reaches by load/store (node-local); for another PE
+    the view's data pointer is null, which `is_reachable(array, pe)` tells beforehand."""
     from numba.cuda.typing import signature  # noqa: PLC0415
 
+    from rshmem.numba._lower import _codegen  # noqa: PLC0415
+
+    _array("peer_array", "array", array)
+    if not isinstance(pe, (types.Integer, types.IntEnumMember)):
+        raise _fail("peer_array", f"`pe` must be an integer, got {pe}")
+    remote_ptr = _codegen(_REMOTE_PTR, None)
+
     def codegen(context, builder, sig, args):
+        remote = remote_ptr(context, builder, signature(types.voidptr, *sig.args), args)
         src = context.make_array(sig.args[0])(context, builder, args[0])
         out = context.make_array(sig.return_type)(context, builder)
         for field in ("meminfo", "parent", "nitems", "itemsize", "shape", "strides"):
             setattr(out, field, getattr(src, field))
-        out.data = builder.bitcast(args[1], src.data.type)
+        out.data = builder.bitcast(remote, src.data.type)
         return out._getvalue()
 
-    return signature(arr, arr, ptr), codegen
+    return signature(array, array, pe), codegen
 
 
-_peer_array = _define("peer_array", "array, pe",
-                      "The view of symmetric `array` on PE `pe` (`nvshmem_ptr`): loads and stores through it go to "
-                      "`pe`'s memory. Only for PEs this one reaches by load/store (node-local); for another PE the "
-                      "view's data pointer is null, which `is_reachable(array, pe)` tells beforehand.")
-
-
-@overload(_peer_array)
-def _peer_array_ol(array, pe):
-    _array("peer_array", "array", array)
-    return lambda array, pe: _with_data(array, _raw.remote_ptr(array, pe))
-
+__all__.append("peer_array")
 
 _is_reachable = _define("is_reachable", "array, pe",
                         "Whether this PE reaches symmetric `array` on PE `pe` by load/store (so `peer_array` works).")
