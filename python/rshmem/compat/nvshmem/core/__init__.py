@@ -23,7 +23,6 @@ unique id around (rshmem's own bootstrap connects the PEs), not as NVSHMEM's tra
 from __future__ import annotations
 
 import enum
-import weakref
 
 import rshmem
 from rshmem import _native
@@ -238,10 +237,15 @@ def team_destroy(team) -> None:
 
 # ------------------------------------------------------------------------------------ memory
 
-# Base address -> the symmetric tensor that `array` / `tensor` made. Weak: the array keeps its
-# tensor alive (CuPy / Numba hold the object they view, numpy arrays their base), and a dropped
-# array leaves its memory to `finalize`, as a dropped rshmem.torch tensor does.
-_made: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# Base address -> the symmetric tensor that `array` / `tensor` made, until `free_array` (as in
+# nvshmem4py, memory lives until it is freed or the job finalizes; finalize warns about what was
+# never freed, rshmem.torch's LiveTensorsWarning, and this map forgets it afterwards).
+_made: dict = {}
+
+
+def _forget_made() -> tuple:
+    _made.clear()
+    return (0, 0)
 
 
 def _torch_dtype(dtype):
@@ -258,6 +262,8 @@ def _symmetric(shape, dtype):
     import rshmem.torch as rtorch  # noqa: PLC0415
 
     t = rtorch.create_symmetric_tensor(tuple(shape) if not isinstance(shape, int) else (shape,), _torch_dtype(dtype))
+    if _forget_made not in rshmem._core._finalize_hooks:  # after rshmem.torch's, which counts the live ones
+        rshmem._core._finalize_hooks.append(_forget_made)
     _made[t.data_ptr()] = t
     return t
 
