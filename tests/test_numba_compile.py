@@ -264,3 +264,29 @@ def test_tutorial_06_kernel_compiles_inlined():
                           (i32, i32, types.int64, types.Array(types.uint64, 1, "C"), types.int64))
     assert not CALL.search(ptx)
     assert re.search(RELEASE, ptx) and re.search(ACQUIRE, ptx)
+
+
+def _arr(t, nd=1):
+    return types.Array(DTYPES[t], nd, "C")
+
+
+GPU_KERNELS = {  # the kernels of tests/test_numba_gpu.py with the argument types they run with
+    "_rma_kernel": (_arr("int32"), _arr("int32"), _arr("fp32"), _arr("fp32"), _arr("fp32"), _arr("int32"), types.int64),
+    "_signal_kernel": (_arr("int64"), _arr("int64"), _arr("uint64"), _arr("uint64"), types.int64, types.int64),
+    "_amo_kernel": (_arr("uint64"), _arr("int64"), _arr("int64"), types.int64),
+    "_post_kernel": (_arr("int32"), types.int64),
+    "_wait_kernel": (_arr("int32"), _arr("int32"), _arr("int32")),
+    "_barrier_kernel": (_arr("int32"), types.int64, types.int64),
+    "_collective_kernel": (_arr("fp32"), _arr("fp32"), _arr("fp32"), _arr("fp32"), _arr("int32"), _arr("int32")),
+    "_peer_kernel": (_arr("int32"), types.int64),
+    "_whoami": (_arr("int32"),),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GPU_KERNELS))
+def test_gpu_test_kernels_compile(name):
+    """The GPU tests' kernels compile here, so a GPU run is not spent on a typing error."""
+    import test_numba_gpu as gpu
+
+    ptx = shm.compile_ptx(getattr(gpu, name).py_func, GPU_KERNELS[name])
+    assert not CALL.search(ptx)
