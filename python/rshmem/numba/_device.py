@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - older numba-cuda
     from numba.core.extending import intrinsic, overload
 
 from rshmem.numba import _raw
-from rshmem.numba._lower import NUMBA_DTYPES
+from rshmem.numba._lower import NUMBA_DTYPES, _codegen, signature
 
 __all__: list = []
 
@@ -101,8 +101,6 @@ def _void(name: str, raw_fn, params: str, doc: str):
 @intrinsic
 def _none(typingctx, x):
     """Drops a value (the int32 0 of functions SHMEM declares void)."""
-    from numba.cuda.typing import signature  # noqa: PLC0415
-
     return signature(types.none, x), lambda context, builder, sig, args: context.get_dummy_value()
 
 
@@ -496,10 +494,6 @@ def peer_array(typingctx, array, pe):
     """The view of symmetric `array` on PE `pe` (`nvshmem_ptr`): loads and stores through it go
     to `pe`'s memory. Only for PEs this one reaches by load/store (node-local); for another PE
     the view's data pointer is null, which `is_reachable(array, pe)` tells beforehand."""
-    from numba.cuda.typing import signature  # noqa: PLC0415
-
-    from rshmem.numba._lower import _codegen  # noqa: PLC0415
-
     _array("peer_array", "array", array)
     if not isinstance(pe, (types.Integer, types.IntEnumMember)):
         raise _fail("peer_array", f"`pe` must be an integer, got {pe}")
@@ -525,8 +519,6 @@ _is_reachable = _define("is_reachable", "array, pe",
 
 @intrinsic
 def _not_null(typingctx, ptr):
-    from numba.cuda.typing import signature  # noqa: PLC0415
-
     def codegen(context, builder, sig, args):
         return builder.icmp_unsigned("!=", args[0], args[0].type(None))
 

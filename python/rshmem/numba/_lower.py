@@ -36,7 +36,7 @@ except ImportError:  # pragma: no cover - depends on the installed numba-cuda
 
 from numba.cuda.cudadrv.linkable_code import LTOIR
 
-__all__ = ["Arg", "Row", "intrinsic", "typed", "library_path", "library", "DeviceApiTypeError"]
+__all__ = ["Arg", "Row", "intrinsic", "signature", "typed", "library_path", "library", "DeviceApiTypeError"]
 
 LIBRARY = Path(__file__).resolve().parent / "lib" / "libshmem_device.ltoir"
 
@@ -279,10 +279,15 @@ def _link(context) -> None:
 
 def _module_handle(obj) -> int:
     """The CUmodule (as an int) of what Numba hands a setup callback: a cuda.core ObjectCode (a
-    CUlibrary, numba-cuda >= 0.21), a CUmodule, or an int."""
+    CUlibrary, numba-cuda >= 0.21), a CUmodule of cuda.bindings or ctypes (older numba-cuda), or
+    an int."""
+    import ctypes  # noqa: PLC0415
+
     from cuda.bindings import driver  # noqa: PLC0415
 
     handle = getattr(obj, "handle", obj)
+    if isinstance(handle, ctypes.c_void_p):
+        return int(handle.value or 0)
     if isinstance(handle, driver.CUlibrary):
         err, module = driver.cuLibraryGetModule(handle)
         if err != driver.CUresult.CUDA_SUCCESS:
