@@ -106,6 +106,16 @@ def test_collectives(me, npes):
         core.free_array(a)
 
 
+def test_mismatched_sizes_fail_at_the_host_call(peer):
+    a = core.array((4,), dtype="int32")
+    b = core.array((5,), dtype="int32")
+    with pytest.raises(rshmem.InvalidArgumentError, match="same size"):
+        core.put(a, b, peer)
+    core.barrier_all()
+    core.free_array(b)
+    core.free_array(a)
+
+
 def test_misuse_is_an_rshmem_error():
     with pytest.raises(core.NvshmemInvalid, match="not made by array"):
         core.free_array(np.zeros(3))
