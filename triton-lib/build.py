@@ -14,9 +14,10 @@ Steps:
      with llc-19.
   5. The bitcode is copied to --python-out (default python/rshmem/triton/lib/libshmem_device.bc,
      or $RSHMEM_DEVICE_BC_OUT), where rshmem.triton.extern_libs() finds it.
-  6. When NVRTC is importable (cuda-bindings + nvidia-cuda-nvrtc, which torch installs), the same
-     sources become libshmem_device.ltoir for Numba kernels (ltoir.py), copied to
-     python/rshmem/numba/lib/ (--ltoir-out); without NVRTC this step is skipped with a note.
+  6. When NVRTC and the CUDA headers are here (cuda-bindings, nvidia-cuda-nvrtc, -runtime and
+     -cccl: torch and numba-cuda[cu13] install them), the same sources become
+     libshmem_device.ltoir for Numba kernels (ltoir.py), copied to python/rshmem/numba/lib/
+     (--ltoir-out); without them this step is skipped with a note saying what is missing.
 
 Tools are looked up as clang-19 / llvm-dis-19 / llvm-as-19 / llvm-nm-19 / llvm-link-19 / llc-19,
 overridable with $RSHMEM_LLVM_SUFFIX (e.g. "" for unsuffixed tools) or $RSHMEM_LLVM_BIN.
@@ -155,9 +156,9 @@ def build_ltoir(out: Path, copy_to: Path) -> None:
     sys.path.insert(0, str(HERE))
     import ltoir  # noqa: PLC0415 (beside this file)
 
-    if not ltoir.available():
-        print("build.py: NVRTC not importable (pip install cuda-bindings nvidia-cuda-nvrtc); "
-              "skipped libshmem_device.ltoir, which rshmem.numba needs")
+    lacking = ltoir.missing()
+    if lacking:
+        print(f"build.py: skipped libshmem_device.ltoir, which rshmem.numba needs: {lacking}")
         return
     try:
         path = ltoir.build(out / "libshmem_device.ltoir")

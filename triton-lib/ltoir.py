@@ -7,8 +7,8 @@ makes that LTO-IR from the same sources (``src/libshmem_device.cu``), with ``nvr
 force-included to map the few clang builtins the sources use; the memory ordering is the same
 inline PTX text either way.
 
-``build(out)`` is called by ``build.py`` when NVRTC is importable (``cuda-bindings`` and the
-``nvidia-cuda-nvrtc`` wheel, which torch installs); it needs no GPU.
+``build(out)`` is called by ``build.py`` when ``missing()`` finds nothing missing (NVRTC from
+``cuda-bindings`` and ``nvidia-cuda-nvrtc``, the CUDA headers); it needs no GPU.
 """
 from __future__ import annotations
 
@@ -25,22 +25,33 @@ class LtoirError(RuntimeError):
     """NVRTC is missing or refused the sources; the message says which and why."""
 
 
-def available() -> bool:
-    """Whether NVRTC can be loaded here (``cuda.bindings`` plus the NVRTC library)."""
+def missing() -> str | None:
+    """What this machine lacks to build the LTO-IR, or None: NVRTC (``cuda-bindings`` plus the
+    NVRTC library) and the CUDA headers api.h includes (cuda_fp16.h, which includes CCCL's
+    nv/target: the nvidia-cuda-runtime and nvidia-cuda-cccl wheels; numba-cuda[cu13] brings them)."""
     try:
         from cuda.bindings import nvrtc  # noqa: PLC0415
 
         nvrtc.nvrtcVersion()
-    except Exception:  # noqa: BLE001 - any failure to load means "not here"
-        return False
-    return True
+    except Exception as e:  # noqa: BLE001 - any failure to load means "not here"
+        return f"NVRTC is not importable ({type(e).__name__}: {e}; pip install cuda-bindings nvidia-cuda-nvrtc)"
+    try:
+        headers = _cuda_headers()
+    except LtoirError as e:
+        return str(e)
+    if not (headers / "nv" / "target").is_file():
+        return f"CCCL's nv/target is not in {headers} (pip install nvidia-cuda-cccl, or numba-cuda[cu13])"
+    return None
 
 
 def _cuda_headers() -> Path:
     """The folder holding cuda_fp16.h / cuda_bf16.h (api.h includes them outside clang)."""
-    from cuda import pathfinder  # noqa: PLC0415
+    try:
+        from cuda import pathfinder  # noqa: PLC0415
 
-    found = pathfinder.find_nvidia_header_directory("cudart")
+        found = pathfinder.find_nvidia_header_directory("cudart")
+    except Exception as e:  # noqa: BLE001 - an old cuda-pathfinder, or none
+        raise LtoirError(f"the CUDA headers cannot be located ({e}): pip install cuda-pathfinder") from None
     if found is None or not (Path(found) / "cuda_fp16.h").is_file():
         raise LtoirError("cuda_fp16.h not found: install the nvidia-cuda-runtime wheel (torch brings it) or a CUDA toolkit")
     return Path(found)
