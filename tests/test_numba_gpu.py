@@ -268,3 +268,34 @@ def test_kernel_loaded_before_init_gets_the_state_at_init(core, me, npes):
     _whoami[1, 1](out2)
     cuda.synchronize()
     assert list(out2.copy_to_host()) == [me, npes]
+
+
+def test_host_api_takes_streams_of_every_kind(core, me, npes, peer):
+    """nvshmem4py programs hand the host API Numba, cuda.core and torch streams and raw
+    handles; each orders the call on that stream."""
+    import torch
+
+    try:
+        from cuda.core import Stream
+    except ImportError:  # cuda.core before 0.4
+        from cuda.core.experimental import Stream
+
+    dst = core.array((1024,), dtype="float32")
+    src = core.array((1024,), dtype="float32")
+    sig = core.array((1,), dtype="uint64")
+    fill(src, np.full(1024, me + 1))
+    nb = cuda.stream()
+    handle = nb.handle
+    raw = int(getattr(handle, "value", handle) or 0)
+    streams = [nb, Stream.from_handle(raw), torch.cuda.Stream(), raw]
+    done(core)
+    for i, stream in enumerate(streams):
+        core.put_signal(dst, src, sig, 1, core.SignalOp.SIGNAL_ADD, peer, stream=stream)
+        core.signal_wait(sig, i + 1, core.ComparisonType.CMP_GE, stream=stream)
+        core.barrier(core.Teams.TEAM_WORLD, stream=stream)
+        torch.cuda.synchronize()
+        cuda.synchronize()
+    assert (host(dst) == (me - 1) % npes + 1).all() and host(sig)[0] == len(streams)
+    done(core)
+    for a in (sig, src, dst):
+        core.free_array(a)
