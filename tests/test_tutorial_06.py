@@ -75,4 +75,4 @@ def test_tutorial_06_on_the_host_backend(launch):
 def test_tutorial_06_kernel_on_gpus(launch):
     out = launch(False, "--elems", "65536", "--ctas", "32", "--chunks", "4")
     assert "cuda backend" in out
-    assert "ring all-reduce (Numba kernel, 32 CTAs x 512 threads, put_signal_nbi + signal_wait): correct" in out
+    assert "ring all-reduce (Numba kernel, 32 CTAs x 256 threads, put_signal_nbi + signal_wait): correct" in out
