@@ -114,3 +114,33 @@ def test_nvshmem_compat(me, npes, monkeypatch):
     monkeypatch.setattr(rshmem, "is_initialized", lambda: False)
     nvshmem.core.finalize()  # not running: nothing to do
     assert stopped == [1]
+
+
+@pytest.mark.multi
+def test_stage_cuda_collectives_through_cpu(me, npes, monkeypatch):
+    import torch.distributed as dist
+
+    from rshmem.compat import _td_utils
+
+    for name in _td_utils._STAGED:  # undone at teardown
+        monkeypatch.setattr(dist, name, getattr(dist, name))
+    td.stage_cuda_collectives_through_cpu()
+    td.stage_cuda_collectives_through_cpu()  # idempotent: wrapped once
+    assert dist.all_gather.__rshmem_staged__.__name__ == "all_gather"
+    # CPU tensors on gloo pass straight through; make them take the staging path to check it.
+    staged = []
+    monkeypatch.setattr(_td_utils, "_needs_staging", lambda group, ts: staged.append(len(ts)) or True)
+    x = torch.full((3,), float(me))
+    out = torch.empty(3 * npes)
+    dist.all_gather_into_tensor(out, x)
+    assert torch.equal(out, torch.arange(npes, dtype=torch.float32).repeat_interleave(3))
+    parts = [torch.empty(3) for _ in range(npes)]
+    dist.all_gather(parts, x)
+    assert all(torch.equal(p, torch.full((3,), float(i))) for i, p in enumerate(parts))
+    rs = torch.empty(2)
+    dist.reduce_scatter_tensor(rs, torch.ones(2 * npes) * (me + 1))
+    assert torch.equal(rs, torch.full((2,), float(npes * (npes + 1) // 2)))
+    a2a = torch.empty(npes)
+    dist.all_to_all_single(a2a, torch.arange(npes, dtype=torch.float32) + 10 * me)
+    assert torch.equal(a2a, torch.arange(npes, dtype=torch.float32) * 10 + me)
+    assert staged == [2, 1 + npes, 2, 2]  # each call went through the staging path

@@ -27,7 +27,7 @@ __all__ = [
     "has_tma", "requires", "perf_func", "sleep_async", "generate_data", "get_device_max_shared_memory_size",
     "get_device_property", "get_max_gpu_clock_rate_in_khz", "torch_stream_max_priority",
     "is_nvshmem_multimem_supported", "get_group_numa_world_size", "get_triton_dist_world", "wait_eq", "set_signal",
-    "BarrierAllContext", "barrier_all_on_stream", "tune",
+    "BarrierAllContext", "barrier_all_on_stream", "tune", "to_hashable", "stage_cuda_collectives_through_cpu",
 ]
 
 
@@ -326,6 +326,66 @@ def barrier_all_on_stream(ctx: BarrierAllContext, stream=None) -> None:
         rtorch.barrier_all_on_stream(stream)
 
 
+# ---------------------------------------------------------------- reference collectives on gloo
+_STAGED = ("all_gather", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single")
+
+
+def _tensors_of(value) -> list:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_of(v)]
+    return []
+
+
+def _needs_staging(group, tensors) -> bool:
+    """gloo has no CUDA all_gather / reduce_scatter / all_to_all: those calls would raise."""
+    import torch.distributed as dist  # noqa: PLC0415
+
+    return dist.get_backend(group) == "gloo" and any(t.is_cuda for t in tensors)
+
+
+def _staged(name: str, plain):
+    @functools.wraps(plain)
+    def call(*args, **kwargs):
+        group = kwargs.get("group")
+        tensors = _tensors_of(list(args) + [v for k, v in kwargs.items() if k != "group"])
+        if kwargs.get("async_op") or not _needs_staging(group, tensors):
+            return plain(*args, **kwargs)
+        host = {id(t): t.cpu() for t in tensors}
+
+        def swap(v):
+            if isinstance(v, torch.Tensor):
+                return host[id(v)]
+            if isinstance(v, (list, tuple)):
+                return type(v)(swap(x) for x in v)
+            return v
+
+        out = plain(*[swap(a) for a in args], **{k: swap(v) for k, v in kwargs.items()})
+        for t in tensors:  # the outputs (and the unchanged inputs) come back
+            t.copy_(host[id(t)])
+        return out
+
+    call.__rshmem_staged__ = plain
+    return call
+
+
+def stage_cuda_collectives_through_cpu() -> None:
+    """Lets ``torch.distributed``'s all_gather, all_gather_into_tensor, reduce_scatter_tensor and
+    all_to_all_single take CUDA tensors on a gloo group, by copying them through host memory.
+
+    PEs sharing one GPU run torch.distributed on gloo (NCCL refuses two ranks on one GPU), and
+    gloo refuses CUDA tensors for these collectives; Triton-distributed's tutorials call them
+    on CUDA tensors for their reference results. Calls on other backends, on CPU tensors, or
+    with ``async_op=True`` are unchanged. Idempotent."""
+    import torch.distributed as dist  # noqa: PLC0415
+
+    for name in _STAGED:
+        plain = getattr(dist, name)
+        if not hasattr(plain, "__rshmem_staged__"):
+            setattr(dist, name, _staged(name, plain))
+
+
 # ---------------------------------------------------------------- triton_dist.tune
 class _Tune:
     """``triton_dist.tune``: ``to_hashable`` and ``autotune``.
@@ -364,3 +424,4 @@ class _Tune:
 
 
 tune = _Tune()
+to_hashable = _Tune.to_hashable
