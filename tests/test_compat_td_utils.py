@@ -104,10 +104,11 @@ def test_nvshmem_compat(me, npes, monkeypatch):
     assert pynvshmem.team_my_pe(nvshmem.core.Teams.TEAM_NODE) == rshmem.team_my_pe(rshmem.Team.NODE)
     assert pynvshmem.team_n_pes(nvshmem.core.Teams.TEAM_WORLD) == npes
     assert int(nvshmem.core.SignalOp.SIGNAL_SET) == 9 and int(nvshmem.core.SignalOp.SIGNAL_ADD) == 10
-    with pytest.raises(AttributeError, match="nvshmem.core.init is not provided"):
-        nvshmem.core.init  # noqa: B018
-    with pytest.raises(AttributeError, match="nvshmem.bindings.nvshmem.quiet is not provided"):
-        pynvshmem.quiet  # noqa: B018
+    # What the nvshmem4py-shaped package does not cover says so by name (issue 18 fills in the rest).
+    with pytest.raises(AttributeError, match="nvshmem.core.no_such_call is not provided"):
+        nvshmem.core.no_such_call  # noqa: B018
+    with pytest.raises(AttributeError, match="nvshmem.bindings.nvshmem.no_such_call is not provided"):
+        pynvshmem.no_such_call  # noqa: B018
     stopped = []
     monkeypatch.setattr(rshmem, "finalize", lambda: stopped.append(1))
     nvshmem.core.finalize()
