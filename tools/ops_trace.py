@@ -5,8 +5,9 @@ record (a wait past RSHMEM_DEBUG_WAIT_TIMEOUT_MS, a bad address) when there is o
     RSHMEM_ALLOW_SHARED_GPU=1 RSHMEM_DEBUG_WAIT_TIMEOUT_MS=8000 \
         torchrun --nproc-per-node 2 tools/ops_trace.py copy_engine 4096 8192 5120
 
-(producer: copy_engine or sm; then M K N, bf16). Traced launches serialize the producer and the
-consumer, so it finds faults, not timings.
+(producer: copy_engine or sm; then M K N, bf16). It finds faults, not timings: a traced consumer
+is synchronized before the producer is queued, so with working kernels it stops at the debug
+wait timeout with the wait's record; a kernel that faults stops at once with no record.
 """
 import os, sys, time
 import torch, torch.distributed as dist
