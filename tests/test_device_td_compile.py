@@ -258,3 +258,9 @@ def test_multicast_names_fail_with_the_reason():
 
 def test_constexpr_function_is_where_triton_distributed_kernels_look():
     assert tl.constexpr_function is triton.runtime.jit.constexpr_function
+
+
+def test_jit_drops_constexprs_from_do_not_specialize():
+    # Stock Triton refuses a constexpr in do_not_specialize; Triton-distributed's jit ignores it.
+    assert [p.name for p in K.fill_kernel.params if p.do_not_specialize] == ["n"]
+    compile_kernel(K.fill_kernel, {"x": "*i32", "n": "i32"}, {"BLOCK": 128})

@@ -142,3 +142,63 @@ def test_vectors_shuffles_and_ballot_per_thread(dtype, vec):
     torch.cuda.synchronize()
     lane = (torch.arange(n, device="cuda") // vec) % 32
     assert torch.equal(dst, src + (lane + 1).to(dtype))
+
+
+# ---------------------------------------------------------------- host helpers on a GPU
+def test_host_helpers_on_a_gpu():
+    from rshmem.compat import triton_dist as td
+
+    assert td.has_tma() == (torch.cuda.get_device_capability()[0] >= 9)
+    assert td.get_device_max_shared_memory_size(torch.cuda.current_device()) >= 48 * 1024
+    assert td.get_max_gpu_clock_rate_in_khz(torch.cuda.current_device()) > 100_000
+    assert isinstance(td.has_fullmesh_nvlink(), bool) and isinstance(td.supports_p2p_native_atomic(), bool)
+    out, ms = td.perf_func(lambda: torch.ones(4, device="cuda") * 2, iters=3, warmup_iters=1)
+    assert torch.equal(out, torch.full((4,), 2.0, device="cuda")) and ms > 0
+    a, b, c = next(td.generate_data([((8, 4), torch.float16, (1, 0)), ((3,), torch.int8, (2, 1)), None]))
+    assert a.shape == (8, 4) and a.dtype == torch.float16 and a.abs().max() <= 1
+    assert b.dtype == torch.int8 and int(b.min()) >= -1 and int(b.max()) <= 2 and c is None
+    td.sleep_async(1)
+    torch.cuda.synchronize()
+
+
+def test_stream_flags_order_work_on_a_stream():
+    from rshmem.compat import triton_dist as td
+
+    for dtype in (torch.int32, torch.int64):
+        flag = torch.zeros(1, dtype=dtype, device="cuda")
+        x = torch.zeros(4, device="cuda")
+        side = torch.cuda.Stream()
+        td.wait_eq(flag, 1, side)  # side waits for the flag ...
+        with torch.cuda.stream(side):
+            x.add_(1)
+        td.set_signal(flag, 1)  # ... which the current stream raises
+        side.synchronize()
+        assert torch.equal(x, torch.ones(4, device="cuda")) and int(flag.item()) == 1
+    with pytest.raises(rshmem.DTypeError, match="int32 or int64"):
+        td.set_signal(torch.zeros(1, dtype=torch.float32, device="cuda"), 1)
+
+
+def test_nvshmem_bindings_putmem_signal_on_stream():
+    import rshmem.compat.nvshmem as nvshmem
+    import rshmem.compat.nvshmem.bindings.nvshmem as pynvshmem
+
+    me, npes = rshmem.my_pe(), rshmem.n_pes()
+    data = rtorch.create_symmetric_tensor((256,), torch.float32)
+    sig = rtorch.create_symmetric_tensor((1,), torch.int64)
+    try:
+        data.fill_(-1)
+        sig.zero_()
+        src = torch.arange(256, dtype=torch.float32, device="cuda") + 1000 * me
+        torch.cuda.synchronize()
+        rshmem.barrier_all()
+        pynvshmem.putmem_signal_on_stream(data.data_ptr(), src.data_ptr(), 1024, sig.data_ptr(), 1,
+                                          nvshmem.core.SignalOp.SIGNAL_SET, (me + 1) % npes, 0)
+        torch.cuda.synchronize()
+        rshmem.barrier_all()
+        left = (me - 1) % npes
+        assert int(sig.item()) == 1
+        assert torch.equal(data, torch.arange(256, dtype=torch.float32, device="cuda") + 1000 * left)
+    finally:
+        rshmem.barrier_all()
+        rtorch.free_tensor(sig)
+        rtorch.free_tensor(data)

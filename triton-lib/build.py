@@ -14,6 +14,10 @@ Steps:
      with llc-19.
   5. The bitcode is copied to --python-out (default python/rshmem/triton/lib/libshmem_device.bc,
      or $RSHMEM_DEVICE_BC_OUT), where rshmem.triton.extern_libs() finds it.
+  6. When NVRTC and the CUDA headers are here (cuda-bindings, nvidia-cuda-nvrtc, -runtime and
+     -cccl: torch and numba-cuda[cu13] install them), the same sources become
+     libshmem_device.ltoir for Numba kernels (ltoir.py), copied to python/rshmem/numba/lib/
+     (--ltoir-out); without them this step is skipped with a note saying what is missing.
 
 Tools are looked up as clang-19 / llvm-dis-19 / llvm-as-19 / llvm-nm-19 / llvm-link-19 / llc-19,
 overridable with $RSHMEM_LLVM_SUFFIX (e.g. "" for unsuffixed tools) or $RSHMEM_LLVM_BIN.
@@ -36,6 +40,7 @@ INCLUDE = HERE / "include"
 API_H = INCLUDE / "rshmem" / "api.h"
 DEFAULT_OUT = HERE / "build"
 DEFAULT_PY_OUT = ROOT / "python" / "rshmem" / "triton" / "lib" / "libshmem_device.bc"
+DEFAULT_LTOIR_OUT = ROOT / "python" / "rshmem" / "numba" / "lib" / "libshmem_device.ltoir"
 STATE_GLOBAL = "rshmemi_device_state_d"
 ARCH = "sm_90"
 PTX_FEATURE = "+ptx80"
@@ -118,6 +123,8 @@ def main() -> int:
                     help="copy of the .bc that rshmem.triton loads ('' to skip)")
     ap.add_argument("--extra-cu", type=Path, action="append", default=[],
                     help="more CUDA sources (e.g. the runtime's kernels) linked into the PTX only")
+    ap.add_argument("--ltoir-out", type=Path, default=DEFAULT_LTOIR_OUT,
+                    help="copy of the LTO-IR that rshmem.numba links ('' to skip the LTO-IR)")
     args = ap.parse_args()
 
     out = args.out_dir
@@ -139,7 +146,27 @@ def main() -> int:
         args.python_out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(bc, args.python_out)
         print(f"build.py: copied to {args.python_out}")
+    if str(args.ltoir_out):
+        build_ltoir(out, args.ltoir_out)
     return 0
+
+
+def build_ltoir(out: Path, copy_to: Path) -> None:
+    """Step 6: the LTO-IR for Numba kernels, when NVRTC is here."""
+    sys.path.insert(0, str(HERE))
+    import ltoir  # noqa: PLC0415 (beside this file)
+
+    lacking = ltoir.missing()
+    if lacking:
+        print(f"build.py: skipped libshmem_device.ltoir, which rshmem.numba needs: {lacking}")
+        return
+    try:
+        path = ltoir.build(out / "libshmem_device.ltoir")
+    except ltoir.LtoirError as e:
+        sys.exit(f"build.py: {e}")
+    copy_to.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, copy_to)
+    print(f"build.py: {path} (NVRTC), copied to {copy_to}")
 
 
 if __name__ == "__main__":

@@ -30,9 +30,18 @@ from . import _native
 from ._native import InvalidArgumentError
 from ._errors import api
 
-# Called before the runtime stops: layers that cache symmetric tensors (rshmem.ops) drop them
-# there, before the runtime counts the tensors Python still references.
-_finalize_hooks = []
+# Called in order before the runtime stops. `_count_live` asks the runtime how many tensors made by
+# rshmem.torch Python still references: layers that only cache tensors (rshmem.ops) insert their
+# hook before it, layers that keep what their users never freed (rshmem.compat.nvshmem) append
+# theirs after it, so those are counted (and warned about) before they are let go.
+_live_at_finalize = [(0, 0)]
+
+
+def _count_live():
+    _live_at_finalize[0] = _native.live_tensors()
+
+
+_finalize_hooks = [_count_live]
 _log = logging.getLogger("rshmem")
 _atexit_registered = [False]
 
@@ -182,7 +191,7 @@ def _finalize(warn_live: bool) -> None:
         return
     for hook in list(_finalize_hooks):
         hook()
-    count, nbytes = _native.live_tensors()
+    count, nbytes = _live_at_finalize[0]
     _native.finalize()
     # Warned only now: with warnings turned into errors, raising before the runtime stopped would
     # leave it running with its tensors already forgotten.

@@ -114,6 +114,10 @@ def device_init_module(handle: int) -> bool:
     """Writes the device state into the CUDA module `handle` (`nvshmemx_cumodule_init`); call it for every loaded module. Returns `True` when the module links the device library and was initialized, `False` (quietly) for other modules, on the host backend, and before `rshmem.init()`, when the module is kept and initialized by `init`."""
     ...
 
+def device_forget_module(handle: int) -> bool:
+    """Forgets the CUDA module `handle` that `device_init_module` was given, before its loader unloads it (`nvshmemx_cumodule_finalize`), so no later init or finalize writes into a module that is gone (or into another module that the driver gives the same handle). Returns whether the module was remembered. Works before init and after finalize too."""
+    ...
+
 def check_device_error() -> None:
     """Raises the error a kernel of this PE recorded before it stopped (a wait past `RSHMEM_DEBUG_WAIT_TIMEOUT_MS` names the PE, the allocation and offset, the expected and last seen values); does nothing when there is none."""
     ...

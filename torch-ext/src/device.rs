@@ -69,6 +69,15 @@ fn device_init_module(py: Python<'_>, handle: usize) -> PyResult<bool> {
     py.detach(|| unsafe { rt.publish_module(handle) }).py_err()
 }
 
+/// Forgets the CUDA module `handle` that `device_init_module` was given, before its loader
+/// unloads it (`nvshmemx_cumodule_finalize`), so no later init or finalize writes into a module
+/// that is gone (or into another module that the driver gives the same handle). Returns whether
+/// the module was remembered. Works before init and after finalize too.
+#[pyfunction]
+fn device_forget_module(handle: usize) -> bool {
+    registry::forget(ModuleHandle(handle))
+}
+
 /// Raises the error a kernel of this PE recorded before it stopped (a wait past
 /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS` names the PE, the allocation and offset, the expected and last
 /// seen values); does nothing when there is none.
@@ -83,6 +92,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(gpu_sharers, m)?)?;
     m.add_function(wrap_pyfunction!(plan_device, m)?)?;
     m.add_function(wrap_pyfunction!(device_init_module, m)?)?;
+    m.add_function(wrap_pyfunction!(device_forget_module, m)?)?;
     m.add_function(wrap_pyfunction!(check_device_error, m)?)?;
     Ok(())
 }

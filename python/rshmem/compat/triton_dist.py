@@ -113,3 +113,14 @@ def finalize_distributed() -> None:
     if _owns_process_group and dist.is_initialized():
         dist.destroy_process_group()
         _owns_process_group = False
+
+
+# The rest of triton_dist.utils (and of triton_dist.profiler_utils, .tools, .tune and
+# kernels.common_ops's host side), and what `import triton_dist` gives: jit, language, tune.
+from rshmem.compat._td_utils import *  # noqa: E402,F401,F403 (re-exported names, listed in its __all__)
+from rshmem.compat._td_utils import __all__ as _utils_all  # noqa: E402
+from rshmem.triton import jit, language  # noqa: E402,F401
+
+__all__ = ["NVSHMEM_SIGNAL_DTYPE", "initialize_distributed", "nvshmem_create_tensor", "nvshmem_create_tensors",
+           "nvshmem_free_tensor_sync", "nvshmem_barrier_all_on_stream", "dist_print", "finalize_distributed", "jit",
+           "language", *_utils_all]

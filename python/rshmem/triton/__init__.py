@@ -82,18 +82,33 @@ def install_load_hook() -> None:
         _hook_installed = True
 
 
+def _without_constexprs(f, jit_kwargs: dict) -> dict:
+    """``jit_kwargs`` with constexpr parameters left out of ``do_not_specialize*``: stock Triton
+    refuses a constexpr there, and Triton-distributed's jit (whose kernels list some) ignores it."""
+    import inspect  # noqa: PLC0415
+
+    const = {n for n, p in inspect.signature(f).parameters.items()
+             if "constexpr" in (p.annotation if isinstance(p.annotation, str) else getattr(p.annotation, "__name__", ""))}
+    out = dict(jit_kwargs)
+    for key in ("do_not_specialize", "do_not_specialize_on_alignment"):
+        if key in out and out[key]:
+            out[key] = [a for a in out[key] if a not in const]
+    return out
+
+
 def jit(fn=None, **jit_kwargs):
     """``triton.jit`` plus the device library: every launch (and warmup) gets
     ``extern_libs`` merged with ours, and the load hook is installed. Use as ``@jit`` or
     ``@jit(...)`` with the arguments of ``triton.jit``.
 
-    It also rewrites Triton-distributed's ``with dl.simt_exec_region() as (thread_idx, n):``,
+    Constexpr parameters named in ``do_not_specialize`` are dropped from it (Triton-distributed's
+    jit allows them; stock Triton refuses). It also rewrites Triton-distributed's ``with dl.simt_exec_region() as (thread_idx, n):``,
     which stock Triton's code generator refuses, into a form it accepts (same lines; see
     ``rshmem.triton._lang_simt``)."""
     import triton  # noqa: PLC0415
 
     def decorate(f):
-        kernel = triton.jit(f, **jit_kwargs)
+        kernel = triton.jit(f, **_without_constexprs(f, jit_kwargs))
         try:
             src = rewrite_simt_regions(kernel.src)
         except ValueError as e:

@@ -1,0 +1,1 @@
+"""``nvshmem.core.device`` on rshmem: the device APIs (``numba``)."""

@@ -1,0 +1,38 @@
+// Force-included first when NVRTC compiles the device library (triton-lib/ltoir.py) into LTO-IR
+// for Numba kernels. The sources are written for clang (device.h), which gives CUDA C++ a few
+// builtins NVRTC spells differently; this file maps exactly those, so the same sources build
+// with both compilers and the memory ordering (all inline PTX) is the same text in both.
+//
+// The `__nvvm_*` names are macros, not functions: NVVM reserves that prefix for its intrinsics
+// and stops with "unable to lookup intrinsic" on a function of that name.
+#ifndef RSHMEM_NVRTC_PRELUDE_H
+#define RSHMEM_NVRTC_PRELUDE_H
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+// clang's native 16-bit float types; collective_device.h converts them through float, which the
+// CUDA types also do. api.h (outside clang) types fp16/bf16 as __half / __nv_bfloat16 too, so the
+// conversions in collective_device.h pick the same specializations.
+typedef __half _Float16;
+typedef __nv_bfloat16 __bf16;
+
+#define __nvvm_ldg_i(p) __ldg(p)
+#define __nvvm_ldg_ull(p) __ldg(p)
+#define __nvvm_read_ptx_sreg_tid_x() threadIdx.x
+#define __nvvm_read_ptx_sreg_tid_y() threadIdx.y
+#define __nvvm_read_ptx_sreg_tid_z() threadIdx.z
+#define __nvvm_read_ptx_sreg_ntid_x() blockDim.x
+#define __nvvm_read_ptx_sreg_ntid_y() blockDim.y
+#define __nvvm_read_ptx_sreg_ntid_z() blockDim.z
+#define __nvvm_read_ptx_sreg_laneid() rshmemi_nvrtc_laneid()
+#define __nvvm_bar_warp_sync(mask) __syncwarp(mask)
+#define __builtin_trap() __trap()
+
+static __device__ __forceinline__ unsigned rshmemi_nvrtc_laneid() {
+  unsigned lane;
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  return lane;
+}
+
+#endif  // RSHMEM_NVRTC_PRELUDE_H
