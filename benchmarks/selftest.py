@@ -1,6 +1,6 @@
 """Jobs that exercise the harness itself (suite "selftest", never part of "all"): a normal
 series, a series failing on one rank only, a PE that dies, and a PE that hangs. The smoke test
-(tests/test_benchmarks_smoke.py) runs them on the host backend and checks that each outcome is
+(tests/bench/test_benchmarks_smoke.py) runs them on the host backend and checks that each outcome is
 recorded and that the run goes on."""
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 
 Outputs (each says on line 1 that it is generated; all are committed):
   python/rshmem/triton/libshmem_device.py   Triton bindings (+ constants read from device_state.h)
-  tests/_compile_check.py                    a Triton kernel calling every table row (a test asset,
+  tests/device/_compile_check.py                    a Triton kernel calling every table row (a test asset,
                                              not part of the installed package)
   triton-lib/include/rshmem/api.h            C header for CUDA C++ users (and the library itself)
   docs/device-api.md                         the reference page
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "triton-lib" / "api.toml"
 STATE_H = ROOT / "triton-lib" / "include" / "rshmem" / "device_state.h"
 OUT_PY = ROOT / "python" / "rshmem" / "triton" / "libshmem_device.py"
-OUT_CHECK = ROOT / "tests" / "_compile_check.py"
+OUT_CHECK = ROOT / "tests" / "device" / "_compile_check.py"
 OUT_H = ROOT / "triton-lib" / "include" / "rshmem" / "api.h"
 OUT_DOC = ROOT / "docs" / "device-api.md"
 OUT_NUMBA = ROOT / "python" / "rshmem" / "numba" / "_raw.py"
@@ -341,7 +341,7 @@ def gen_compile_check(rows: list[Row]) -> str:
     out = [f"# {GENERATED}",
            '"""A Triton kernel that calls every row of the device API table (``fn`` picks the row).',
            "",
-           "``tests/test_device_compile.py`` compiles it once per row, for every dtype of the row, to check",
+           "``tests/device/test_device_compile.py`` compiles it once per row, for every dtype of the row, to check",
            "that the bindings and the bitcode agree. ``ROWS`` maps each row to its scope and dtypes.",
            '"""',
            "import triton",

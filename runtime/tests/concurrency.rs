@@ -5,7 +5,7 @@
 //! after another in ticket order (`triton-lib/src/barrier_device.h`, `runtime/src/runtime/sync.rs`),
 //! so each one waits for a peer instance of its own. The same happens on the GPU with two CTAs
 //! calling `barrier_all_block`, or a stream barrier still running when the host calls
-//! `barrier_all` (`tests/test_cuda_concurrency.py`).
+//! `barrier_all` (`tests/tensors/test_cuda_concurrency.py`).
 
 mod common;
 

@@ -3,8 +3,8 @@
 
 Each PE runs its own kernels; the notify test also signals the next PE. One PE, or 2 PEs
 sharing one GPU (RSHMEM_ALLOW_SHARED_GPU=1), or 2 GPUs:
-    RSHMEM_BACKEND=cuda python -m pytest -m gpu -q tests/test_device_td_gpu.py
-    RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 -m pytest -m gpu -q tests/test_device_td_gpu.py
+    RSHMEM_BACKEND=cuda python -m pytest -m gpu -q tests/device/test_device_td_gpu.py
+    RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 -m pytest -m gpu -q tests/device/test_device_td_gpu.py
 A kernel whose programs wait for each other is launched cooperatively, so they are resident at
 once; no test waits for another PE's kernel.
 """

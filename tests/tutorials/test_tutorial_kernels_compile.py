@@ -7,11 +7,11 @@ to SASS, and every library call is inlined (a call left in the PTX means a bindi
 from the C definition's). Each kernel is compiled with the argument types its program launches it
 with, including Triton's specialization of an integer argument equal to 1 into a constant.
 
-A kernel added to a tutorial, tests/test_device_memory_model.py or tests/test_cuda_concurrency.py
+A kernel added to a tutorial, tests/device/test_device_memory_model.py or tests/tensors/test_cuda_concurrency.py
 without a row in ``CASES`` fails ``test_every_kernel_has_a_case``.
 
 Needs triton and either a built ``libshmem_device.bc`` or clang-19 to build it; skips otherwise.
-Run: ``PYTHONPATH=python python -m pytest tests/test_tutorial_kernels_compile.py -q``.
+Run: ``PYTHONPATH=python python -m pytest tests/tutorials/test_tutorial_kernels_compile.py -q``.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 triton = pytest.importorskip("triton", reason="triton is not installed")
 pytest.importorskip("torch", reason="torch is not installed")
 
@@ -46,9 +46,9 @@ TUTORIALS = {
     "03": "tutorials/03_ring_allreduce.py",
     "04": "tutorials/04_simple_shift.py",
 }
-MEMORY_MODEL = "mm"  # tests/test_device_memory_model.py
-CONCURRENCY = "conc"  # tests/test_cuda_concurrency.py
-TEST_MODULES = {MEMORY_MODEL: "test_device_memory_model", CONCURRENCY: "test_cuda_concurrency"}
+MEMORY_MODEL = "mm"  # tests/device/test_device_memory_model.py
+CONCURRENCY = "conc"  # tests/tensors/test_cuda_concurrency.py
+TEST_MODULES = {MEMORY_MODEL: ("device", "test_device_memory_model"), CONCURRENCY: ("tensors", "test_cuda_concurrency")}
 
 # (module, kernel, signature, constexprs, num_warps). Signatures follow the launches: tensors as
 # pointers of their dtype, Python ints as i32, an int equal to 1 as a constexpr.
@@ -212,8 +212,9 @@ def load(module: str):
     """The tutorial (by number) or the test module, imported once."""
     if module not in _modules:
         if module in TEST_MODULES:
-            sys.path.insert(0, str(ROOT / "tests"))
-            _modules[module] = importlib.import_module(TEST_MODULES[module])
+            folder, name = TEST_MODULES[module]
+            sys.path.insert(0, str(ROOT / "tests" / folder))
+            _modules[module] = importlib.import_module(name)
         else:
             path = ROOT / TUTORIALS[module]
             # The tutorials import their shared helpers (`from _common import ...`) from their own

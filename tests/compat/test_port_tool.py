@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
+sys.path.insert(0, str(ROOT / "tests" / "device"))  # td_style_kernels, the Triton-distributed-style kernels
 triton = pytest.importorskip("triton", reason="triton is not installed")
 
 import port_triton_dist as port  # noqa: E402

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "tutorials" / "06_numba_ring_allreduce.py")
 
 

@@ -3,7 +3,7 @@ putmem_on_stream / getmem_on_stream at 256 MiB next to a torch copy between the 
 tensors (through a `peer_tensor` view) in the same run, and the latency of
 `barrier_all_on_stream`. CUDA events, medians.
 
-    torchrun --nproc-per-node 2 -m pytest -m gpu -s tests/test_cuda_measure.py
+    torchrun --nproc-per-node 2 -m pytest -m gpu -s tests/tensors/test_cuda_measure.py
 """
 
 import statistics

@@ -1,6 +1,6 @@
 """The on-stream API and the host API on CUDA tensors, 2 GPUs, random data.
 
-    torchrun --nproc-per-node 2 -m pytest -m gpu tests/test_cuda_stream.py
+    torchrun --nproc-per-node 2 -m pytest -m gpu tests/tensors/test_cuda_stream.py
 
 Each PE fills its data from a seed (`rand(n, dtype, seed=pe)`), so the receiver rebuilds what
 its peer sent and compares bit for bit. Sizes run from 1 byte to 1 GiB (only put and get take

@@ -1,7 +1,7 @@
 """Device API on 2+ GPUs: each memory-model guarantee of docs/memory-model.md is one test.
 
 Run on a machine with 2 GPUs joined by NVLink:
-    PYTHONPATH=python torchrun --nproc-per-node 2 -m pytest tests/test_device_gpu.py -m gpu -q
+    PYTHONPATH=python torchrun --nproc-per-node 2 -m pytest tests/device/test_device_gpu.py -m gpu -q
 Every PE runs the same tests in the same order (collective allocations and barriers require it).
 Skipped without a GPU, without torchrun's WORLD_SIZE >= 2, or without the native extension.
 """

@@ -1,13 +1,13 @@
 """The device library compiles into Triton kernels for sm_90, without a GPU.
 
 Every row of triton-lib/api.toml is called from the generated kernel
-``_compile_check.call_row`` (tests/_compile_check.py) (``fn: tl.constexpr`` picks the row; each call of a
+``_compile_check.call_row`` (tests/device/_compile_check.py) (``fn: tl.constexpr`` picks the row; each call of a
 typed row is made once per dtype) and compiled to a cubin with the bitcode linked. The PTX of the
 signalling and waiting functions is checked for the system-scope release / acquire the memory
 model needs, and misuse is checked to fail at compile time with a readable message.
 
 Needs triton and clang-19 (the bitcode is built from source when it is missing or older than the
-sources); skips otherwise. Run: ``PYTHONPATH=python python -m pytest tests/test_device_compile.py``.
+sources); skips otherwise. Run: ``PYTHONPATH=python python -m pytest tests/device/test_device_compile.py``.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 triton = pytest.importorskip("triton", reason="triton is not installed")
 if shutil.which("clang-19") is None:
     pytest.skip("clang-19 is not installed (needed to build libshmem_device.bc)", allow_module_level=True)

@@ -1,6 +1,6 @@
 """Symmetric CUDA tensors on 2 GPUs: allocation, peer views, heap growth, freeing, misuse.
 
-    torchrun --nproc-per-node 2 -m pytest -m gpu tests/test_cuda_tensors.py
+    torchrun --nproc-per-node 2 -m pytest -m gpu tests/tensors/test_cuda_tensors.py
 
 Skipped without a GPU per PE or with fewer than 2 PEs. Every PE runs the same tests in the same
 order (allocations and barriers are collective).

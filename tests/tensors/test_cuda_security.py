@@ -1,7 +1,7 @@
 """Issue 12 on the cuda backend: the host-side checks shared with the host backend, on CUDA
 tensors and on-stream calls.
 
-    torchrun --nproc-per-node 2 -m pytest -m gpu tests/test_cuda_security.py
+    torchrun --nproc-per-node 2 -m pytest -m gpu tests/tensors/test_cuda_security.py
 
 Two PEs (they may share one GPU with RSHMEM_ALLOW_SHARED_GPU=1). Every PE runs the same tests in
 the same order.

@@ -8,7 +8,7 @@ Waits progress by time-slicing on a shared GPU: each kernel is short, waits only
 kernel launched before it (on either PE) provides, and never relies on two kernels being
 resident at once. Run:
 
-    RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 -m pytest -q -m gpu tests/test_numba_gpu.py
+    RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 -m pytest -q -m gpu tests/numba_device/test_numba_gpu.py
 """
 from __future__ import annotations
 

@@ -13,16 +13,16 @@ docs/memory-model.md is its own test, plus a stress test and the debug wait time
 
 Run the 2-PE tests on a machine with 2 GPUs joined by NVLink:
 
-    PYTHONPATH=python torchrun --nproc-per-node 2 -m pytest tests/test_device_memory_model.py -m gpu -q
+    PYTHONPATH=python torchrun --nproc-per-node 2 -m pytest tests/device/test_device_memory_model.py -m gpu -q
 
 and the debug-wait test (it starts its own 2-PE torchrun job) as one process:
 
-    PYTHONPATH=python pytest tests/test_device_memory_model.py -m gpu -k debug_wait -q
+    PYTHONPATH=python pytest tests/device/test_device_memory_model.py -m gpu -k debug_wait -q
 
 Every PE runs the same tests in the same order (collective allocations and barriers require
 it); results are asserted after the closing barrier, so a failure on one PE cannot leave the
 other waiting. Without GPUs every test skips; the kernels are still compiled for sm_90 by
-tests/test_tutorial_kernels_compile.py.
+tests/tutorials/test_tutorial_kernels_compile.py.
 
 Roles: PE 0 is the producer (origin) and PE 1 the consumer (target); further PEs only join the
 barriers. Consumers read what they check *inside* the kernel, right after the wait, so a late
@@ -48,7 +48,7 @@ import rshmem.triton as rt  # noqa: E402
 from rshmem.triton import language as L  # noqa: E402
 from rshmem.triton import libshmem_device as shm  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORLD = int(os.environ.get("WORLD_SIZE", "1"))
 from conftest import _gpus_for, free_port  # noqa: E402
 
@@ -611,7 +611,7 @@ DEBUG_WAIT_JOB = textwrap.dedent('''
 @pytest.mark.skipif(not _gpus_for(2), reason="needs 2 GPUs, or 1 with RSHMEM_ALLOW_SHARED_GPU=1 (it starts a 2-PE job)")
 def test_debug_wait_timeout_names_pe_address_and_values(tmp_path):
     job = tmp_path / "unmatched_wait.py"
-    job.write_text(DEBUG_WAIT_JOB.format(tests=str(ROOT / "tests")))
+    job.write_text(DEBUG_WAIT_JOB.format(tests=str(ROOT / "tests" / "device")))
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
     env["RSHMEM_DEBUG_WAIT_TIMEOUT_MS"] = "500"
     # The job must import the rshmem this test imported (an installed wheel, or python/ with a build).

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.single
 
@@ -270,7 +270,7 @@ def _arr(t, nd=1):
     return types.Array(DTYPES[t], nd, "C")
 
 
-GPU_KERNELS = {  # the kernels of tests/test_numba_gpu.py with the argument types they run with
+GPU_KERNELS = {  # the kernels of tests/numba_device/test_numba_gpu.py with the argument types they run with
     "_rma_kernel": (_arr("int32"), _arr("int32"), _arr("fp32"), _arr("fp32"), _arr("fp32"), _arr("int32"), types.int64),
     "_signal_kernel": (_arr("int64"), _arr("int64"), _arr("uint64"), _arr("uint64"), types.int64, types.int64),
     "_amo_kernel": (_arr("uint64"), _arr("int64"), _arr("int64"), types.int64),

@@ -6,7 +6,7 @@ AllGather+GEMM; back to back on one stream and replayed from a CUDA graph; misus
 2 PEs on 2 GPUs, or sharing one (`RSHMEM_ALLOW_SHARED_GPU=1`; waits then progress by the GPU's
 time-slicing between the processes, and the timings mean nothing):
 
-    RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 -m pytest -m gpu -q tests/test_ops_gpu.py
+    RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 -m pytest -m gpu -q tests/ops/test_ops_gpu.py
 
 By default a quick selection runs (bf16 at the issue's smaller shapes, fp16 at the ragged ones,
 every path once); `RSHMEM_OPS_GPU_FULL=1` runs every shape in both dtypes. GEMM tuning is off

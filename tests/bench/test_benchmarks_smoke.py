@@ -9,7 +9,7 @@ machinery that must work the first time it runs on the GPU machine.
 - Every benchmark kernel (rshmem's, and NVSHMEM's when its bitcode is installed) compiles to an
   sm_90 cubin.
 
-Run: `pytest tests/test_benchmarks_smoke.py` (one process: these tests start their own).
+Run: `pytest tests/bench/test_benchmarks_smoke.py` (one process: these tests start their own).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import report  # noqa: E402

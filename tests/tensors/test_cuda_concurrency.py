@@ -1,7 +1,7 @@
 """Issue 11 on the GPU: barrier instances, per-team workspaces, eager kernel loading and the
 lifetimes of on-stream calls, each where concurrency used to break it (docs/memory-model.md).
 
-    RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 -m pytest -m gpu tests/test_cuda_concurrency.py
+    RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 -m pytest -m gpu tests/tensors/test_cuda_concurrency.py
 
 Two PEs may share one GPU: waits then progress by the GPU's time-slicing between the processes,
 so delays here are long (tens of milliseconds on the GPU, half a second on the host) and every

@@ -2,7 +2,7 @@
 
 On the host backend `array()` gives numpy arrays over the symmetric heap and the stream
 arguments are None (calls complete on return); the same calls take CUDA arrays and streams on
-the cuda backend (tests/test_numba_gpu.py). Init is tested in jobs of its own (`run_pes`).
+the cuda backend (tests/numba_device/test_numba_gpu.py). Init is tested in jobs of its own (`run_pes`).
 """
 from __future__ import annotations
 
