@@ -19,12 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-from . import env
+from benchmarks.harness import env
 
 env.apply()  # before anything else is imported that could initialise a library
 
-from . import jobs as job_table  # noqa: E402
-from . import launch, report  # noqa: E402
+from benchmarks.harness import table as job_table  # noqa: E402
+from benchmarks.harness import launch  # noqa: E402
+from benchmarks.reporting import report  # noqa: E402
 
 _ENV_PREFIXES = ("NCCL_", "NVSHMEM_", "RSHMEM_", "TORCH_SYMM", "TORCH_NCCL", "CUDA_VISIBLE", "TRITON_")
 

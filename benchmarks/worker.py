@@ -18,12 +18,12 @@ import time
 import traceback
 from pathlib import Path
 
-from . import env
+from benchmarks.harness import env
 
 env.apply()  # before torch (or anything that loads NCCL / NVSHMEM) is imported
 
-from . import jobs  # noqa: E402
-from .common import Ctx, Recorder, short_error  # noqa: E402
+from benchmarks.harness import table as jobs  # noqa: E402
+from benchmarks.harness.common import Ctx, Recorder, short_error  # noqa: E402
 
 
 def _options(pairs: list[str]) -> dict:

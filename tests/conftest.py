@@ -132,7 +132,7 @@ def free_port() -> int:
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from benchmarks.launch import free_port as pair
+    from benchmarks.harness.launch import free_port as pair
 
     return pair()
 

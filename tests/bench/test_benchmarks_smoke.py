@@ -24,8 +24,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import report  # noqa: E402
-from benchmarks.common import GiB, KiB, MiB  # noqa: E402
+from benchmarks.reporting import report  # noqa: E402
+from benchmarks.harness.common import GiB, KiB, MiB  # noqa: E402
 
 pytestmark = pytest.mark.single
 
@@ -149,7 +149,7 @@ def test_report_targets_use_measured_values_only():
 
 def test_plots_are_written(tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib is not installed")
-    from benchmarks import plots
+    from benchmarks.reporting import plots
 
     made = {p.name for p in plots.write(_synthetic(), tmp_path)}
     assert {"put_bandwidth.png", "put_cta_sweep.png", "latency.png", "allgather_busbw.png"} <= made
@@ -258,7 +258,7 @@ def test_rshmem_benchmark_kernels_compile_for_sm90():
         rt.bitcode_path()
     except FileNotFoundError as e:
         pytest.skip(str(e))
-    from benchmarks import compile_check
+    from benchmarks.kernels import compile_check
 
     rows = compile_check.check_rshmem()
     bad = [r for r in rows if not r["ok"]]
@@ -269,7 +269,7 @@ def test_rshmem_benchmark_kernels_compile_for_sm90():
 
 def test_nvshmem_benchmark_kernels_compile_for_sm90():
     pytest.importorskip("triton", reason="triton is not installed")
-    from benchmarks import compile_check
+    from benchmarks.kernels import compile_check
 
     try:
         import torch.utils._triton as tu
@@ -287,7 +287,7 @@ def test_nvshmem_benchmark_kernels_compile_for_sm90():
 def test_shared_gpu_runs_report_baselines_that_cannot_share_as_not_runnable():
     """Issue 10: with PEs sharing one GPU, NCCL jobs do not start and other baselines that fail
     there are 'not runnable', while a failing rshmem job stays a failure."""
-    from benchmarks import jobs as table
+    from benchmarks.harness import table
     from benchmarks.run import NOT_RUNNABLE, SHARED_NCCL, shared_gpu_verdict, skip_reason
 
     nccl, nvshmem, mine = table.find("allgather.nccl"), table.find("allgather.nvshmem"), table.find("put.rshmem")

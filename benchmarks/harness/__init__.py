@@ -1,0 +1,1 @@
+"""The driver's machinery: job table, process launch, environment, recording."""

@@ -1,0 +1,1 @@
+"""results.md, the fused-ops section and the plots, from results.json."""
