@@ -1,4 +1,7 @@
-"""Device API on 2+ GPUs: each memory-model guarantee of docs/memory-model.md is one test.
+"""Device API on 2+ GPUs, functionally: a ring of block puts with signals, a guarded signal from
+a 4-warp program, puts and gets by thread, warp and block on random data, atomics from every PE.
+Each memory-model guarantee (fences, quiet, barriers, waits) is its own test in
+test_device_memory_model.py, which this file does not repeat.
 
 Run on a machine with 2 GPUs joined by NVLink:
     PYTHONPATH=python torchrun --nproc-per-node 2 -m pytest tests/device/test_device_gpu.py -m gpu -q
@@ -98,102 +101,6 @@ def test_guarded_signal_op_from_4_warps_adds_exactly_one(pe):
     torch.cuda.synchronize()
     rshmem.barrier_all()
     assert int(sig.item()) == 1
-
-
-# ---------------------------------------------------------------- barriers
-@rt.jit
-def many_barriers_kernel(flags, errors, iters):
-    me = shm.my_pe()
-    peer = (me + 1) % shm.n_pes()
-    err = 0
-    for i in range(iters):
-        # Before barrier i the left neighbour wrote i into our flags[i % 2]; slot (i + 1) % 2 is
-        # only rewritten after barrier i + 1, which we reach after reading.
-        if L.tid(0) == 0:
-            shm.p(flags + (i % 2), i, peer)
-        shm.barrier_all_block()
-        if L.tid(0) == 0:
-            seen = shm.g(flags + (i % 2), me)
-            err += (seen != i).to(tl.int32)
-    if L.tid(0) == 0:
-        tl.store(errors, err)
-
-
-def test_ten_thousand_barriers_in_one_kernel(pe):
-    flags = symmetric((2,), torch.int32, fill=-1)
-    errors = torch.full((1,), -1, dtype=torch.int32, device="cuda")
-    # A shared GPU switches processes at every barrier (about 2 ms): 1,000 prove the same there.
-    n = 1_000 if rtorch.gpu_shared() else 10_000
-    many_barriers_kernel[(1,)](flags, errors, n, num_warps=4)
-    torch.cuda.synchronize()
-    assert int(errors.item()) == 0
-    # Again, without any reset: the counters only grow.
-    many_barriers_kernel[(1,)](flags, errors, 100, num_warps=4)
-    torch.cuda.synchronize()
-    assert int(errors.item()) == 0
-    rshmem.barrier_all()
-
-
-# ---------------------------------------------------------------- fence and quiet
-@rt.jit
-def fence_kernel(data, flag, errors, rounds):
-    me = shm.my_pe()
-    if L.tid(0) == 0:
-        err = 0
-        if me == 0:
-            for k in range(1, rounds + 1):
-                shm.p(data, k, 1)          # weak store to PE 1
-                shm.fence()                # ... ordered before ...
-                shm.atomic_set(flag, k, 1)  # a relaxed flag store to PE 1
-        if me == 1:
-            k = tl.cast(0, tl.int64)
-            while k < rounds:
-                k = shm.wait_until(flag, shm.CMP_GT, k)
-                d = shm.atomic_fetch(data, me)
-                err += (d < k).to(tl.int32)
-        tl.store(errors, err)
-
-
-def test_fence_orders_puts_to_one_pe(pe):
-    data = symmetric((1,), torch.int64)
-    flag = symmetric((1,), torch.int64)
-    errors = torch.full((1,), -1, dtype=torch.int32, device="cuda")
-    fence_kernel[(1,)](data, flag, errors, 20_000, num_warps=1)
-    torch.cuda.synchronize()
-    assert int(errors.item()) == 0
-    rshmem.barrier_all()
-
-
-@rt.jit
-def quiet_kernel(buf, src, flag, out, nbytes, n_elems, BLOCK: tl.constexpr):
-    me = shm.my_pe()
-    if me == 0:
-        shm.putmem_nbi_block(buf, src, nbytes, 1)
-        if L.tid(0) == 0:
-            shm.quiet()
-            shm.atomic_set(flag, 1, 1)
-    if me == 1:
-        if L.tid(0) == 0:
-            shm.wait_until(flag, shm.CMP_EQ, 1)
-        L.syncthreads()
-        offs = tl.arange(0, BLOCK)
-        tl.store(out + offs, tl.load(buf + offs, mask=offs < n_elems), mask=offs < n_elems)
-
-
-def test_quiet_completes_nbi_puts(pe):
-    n = 1 << 14
-    buf = symmetric((n,), torch.int32, fill=-1)
-    src = symmetric((n,), torch.int32)
-    src.copy_(torch.randint(0, 1 << 30, (n,), dtype=torch.int32, device="cuda"))
-    flag = symmetric((1,), torch.int64)
-    out = torch.zeros(n, dtype=torch.int32, device="cuda")
-    quiet_kernel[(1,)](buf, src, flag, out, n * 4, n, BLOCK=n, num_warps=8)
-    torch.cuda.synchronize()
-    rshmem.barrier_all()
-    if pe == 1:
-        # Read inside the kernel right after the flag: the whole nbi put was complete.
-        assert torch.equal(out, rtorch.peer_tensor(src, 0))
-    rshmem.barrier_all()
 
 
 # ---------------------------------------------------------------- put / get / atomics by group
