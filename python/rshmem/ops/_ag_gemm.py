@@ -19,7 +19,10 @@ One call, in stream order (the protocol is in `_kernels_gemm`):
 
 Nothing here allocates or synchronizes on the host after the first call of a shape, so the op
 may be called back to back and captured in a CUDA graph (side streams fork from and join the
-capturing stream).
+capturing stream). The side streams exist and the producer and release kernels are loaded
+before the GEMM is launched: once it spins on the peers' flags, creating a stream or loading a
+module in this context would wait for it, and the peers' GEMMs would wait for this PE's producer
+(on one shared H100 every first call deadlocked until the debug wait timeout trapped).
 """
 from __future__ import annotations
 
@@ -163,14 +166,23 @@ def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple):
     if how == "sm":
         sms -= n_chunks * (W - 1)  # the producer's CTAs must find SMs while the GEMM runs
 
+    my_pe = info.pes[me]
+    flags, busy, pes = space.flags, space.busy, _workspace.pes(info)
+    sides = _side_streams(W - 1 + (1 if return_a else 0))
+    push_args = (a.view(torch.uint8), space.buf, flags, pes, me, W, m, K * elt, chunk_rows, FLAG_STRIDE)
+    release_args = (flags, space.counter, busy, pes, me, W, n_chunks, FLAG_STRIDE)
+    # Loaded before the GEMM starts waiting for the peers: a load while it runs would wait for it
+    # (`_launch`'s docstring), and the peers' GEMMs for this PE's producer.
+    if how == "sm":
+        _push.prepare((n_chunks, W - 1), push_args, (), num_warps=PUSH_WARPS)
+    if return_a:
+        _release.prepare((1,), release_args, (RESET_BLOCK,), num_warps=4)
+
     main = torch.cuda.current_stream(dev)
     ready = torch.cuda.Event()
     ready.record(main)
     call.launch(cfg, True, not return_a, sms, chunk_rows, n_chunks)
 
-    my_pe = info.pes[me]
-    flags, busy = space.flags, space.busy
-    sides = _side_streams(W - 1 + (1 if return_a else 0))
     for j in range(1, W):
         p = (me + j) % W
         side = sides[0] if how == "sm" else sides[j - 1]
@@ -185,8 +197,7 @@ def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple):
                                                info.pes[p], side)
     if how == "sm":
         with torch.cuda.stream(sides[0]):
-            _push((n_chunks, W - 1), (a.view(torch.uint8), space.buf, flags, _workspace.pes(info), me, W, m, K * elt,
-                                      chunk_rows, FLAG_STRIDE), (), num_warps=PUSH_WARPS)
+            _push((n_chunks, W - 1), push_args, (), num_warps=PUSH_WARPS)
     if return_a:
         out = sides[-1]
         out.wait_event(ready)
@@ -201,8 +212,7 @@ def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple):
     for s in sides:
         main.wait_stream(s)
     if return_a:
-        _release((1,), (flags, space.counter, busy, _workspace.pes(info), me, W, n_chunks, FLAG_STRIDE),
-                 (RESET_BLOCK,), num_warps=4)
+        _release((1,), release_args, (RESET_BLOCK,), num_warps=4)
     return c, full
 
 

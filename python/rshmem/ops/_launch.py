@@ -10,6 +10,12 @@ types), so a cached kernel is reused exactly where Triton would reuse it.
 
 Every kernel of the ops takes its runtime arguments first and its `tl.constexpr` arguments last,
 which is what lets a call pass them positionally here.
+
+`prepare` compiles and loads a kernel without launching it. An op whose kernels wait for each
+other (a GEMM spinning on flags that a producer kernel sets) must prepare every kernel of the call
+before the first one launches: loading a module while a kernel of the context runs waits for that
+kernel (CUDA's lazy loading, which PyTorch turns on, synchronizes the context on a load), so a
+producer loaded after its consumer started would never start.
 """
 from __future__ import annotations
 
@@ -48,6 +54,16 @@ class Kernel:
             self._compiled[key] = found
             return found, True
         return found, False
+
+    def prepare(self, grid, args: tuple, consts: tuple = (), **options) -> None:
+        """Compiles and loads the kernel for these arguments (its module in the context, the device
+        state written into it), launching nothing; the next call with them only launches."""
+        key = (tuple(_spec(a) for a in args), consts, tuple(sorted(options.items())))
+        found = self._compiled.get(key)
+        if found is None:
+            found = self.fn.warmup(*args, *consts, grid=grid, **options)
+            self._compiled[key] = found
+        found._init_handles()
 
     def __call__(self, grid, args: tuple, consts: tuple = (), **options) -> None:
         ck, launched = self.compiled(grid, args, consts, options)
