@@ -200,7 +200,7 @@ def test_peer_tensor_pe_out_of_range(npes):
         rtorch.peer_tensor(t, npes)
     with pytest.raises(IndexError):
         rtorch.peer_tensor(t, -1)
-    with pytest.raises(rshmem.InvalidArgumentError, match="pe must be an int"):
+    with pytest.raises(rshmem.InvalidArgumentError, match="argument 'pe'"):
         rtorch.peer_tensor(t, "1")
     settle()
     rtorch.free_tensor(t)
