@@ -221,10 +221,15 @@ def main():
     fused = step_time(par, x, t, rows, tokens * hidden, args.lr, args.iters, device)
     unfused_model = UnfusedMlp(ref)
     how = "NCCL + cuBLAS" if dist.get_backend() == "nccl" else f"{dist.get_backend()} + torch.matmul"
-    try:
-        unfused = step_time(unfused_model, x, t, rows, tokens * hidden, args.lr, args.iters, device)
-    except Exception as e:  # noqa: BLE001 - e.g. a process group backend without these collectives
-        unfused, why = None, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+    if on_gpu and dist.get_backend() == "gloo":
+        # Seen with torch 2.11 on one shared H100: the process dies of SIGSEGV inside
+        # funcol.all_gather_tensor_autograd on a gloo group with CUDA tensors (no exception to catch).
+        unfused, why = None, "torch's functional collectives on gloo with CUDA tensors crash the process"
+    else:
+        try:
+            unfused = step_time(unfused_model, x, t, rows, tokens * hidden, args.lr, args.iters, device)
+        except Exception as e:  # noqa: BLE001 - e.g. a process group backend without these collectives
+            unfused, why = None, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
     clock = f"CUDA events, median of {args.iters}" if on_gpu else f"host clock, median of {args.iters}"
     say(f"training step time ({clock}):")
     say(f"  {'fused (rshmem.ops AllGather+GEMM, GEMM+ReduceScatter):':58s} {fused * 1e3:9.3f} ms")

@@ -557,7 +557,10 @@ def test_ten_thousand_barriers_count_every_arrival(pe, scope):
 @pytest.mark.gpu
 @pytest.mark.multi
 def test_stress_put_with_signal_random_sizes(pe):
-    rounds, max_bytes = 100_000, 16384
+    # A round is a round trip between the PEs: microseconds on two GPUs, but ~4.4 ms where two
+    # processes time-slice one GPU (docs/gpu-configurations.md), where 100,000 would take 7 min.
+    shared = torch.cuda.device_count() < rshmem.team_n_pes(rshmem.Team.NODE)
+    rounds, max_bytes = (2_000 if shared else 100_000), 16384
     gen = torch.Generator().manual_seed(20261122)  # the same sizes and offsets on every PE
     sizes = torch.randint(0, max_bytes + 1, (rounds + 1,), generator=gen, dtype=torch.int32).cuda()
     # low 4 bits: source misalignment, high bits: destination misalignment (0..15 each)
@@ -578,7 +581,7 @@ def test_stress_put_with_signal_random_sizes(pe):
 DEBUG_WAIT_JOB = textwrap.dedent('''
     import os, sys
     import torch, torch.distributed as dist
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{device!r}, {tests!r}]  # this module, and the conftest it imports
     import rshmem, rshmem.torch as rtorch, rshmem.triton as rt
     from test_device_memory_model import unmatched_wait_kernel
 
@@ -611,7 +614,7 @@ DEBUG_WAIT_JOB = textwrap.dedent('''
 @pytest.mark.skipif(not _gpus_for(2), reason="needs 2 GPUs, or 1 with RSHMEM_ALLOW_SHARED_GPU=1 (it starts a 2-PE job)")
 def test_debug_wait_timeout_names_pe_address_and_values(tmp_path):
     job = tmp_path / "unmatched_wait.py"
-    job.write_text(DEBUG_WAIT_JOB.format(tests=str(ROOT / "tests" / "device")))
+    job.write_text(DEBUG_WAIT_JOB.format(tests=str(ROOT / "tests"), device=str(ROOT / "tests" / "device")))
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
     env["RSHMEM_DEBUG_WAIT_TIMEOUT_MS"] = "500"
     # The job must import the rshmem this test imported (an installed wheel, or python/ with a build).

@@ -168,6 +168,11 @@ def test_stream_flags_order_work_on_a_stream():
         flag = torch.zeros(1, dtype=dtype, device="cuda")
         x = torch.zeros(4, device="cuda")
         side = torch.cuda.Stream()
+        # The add's kernel is loaded before the side stream blocks: under CUDA's lazy loading a
+        # first launch synchronizes the context, which would wait for the blocked stream.
+        with torch.cuda.stream(side):
+            x.add_(0)
+        side.synchronize()
         td.wait_eq(flag, 1, side)  # side waits for the flag ...
         with torch.cuda.stream(side):
             x.add_(1)
