@@ -162,8 +162,8 @@ def malloc(size: int) -> int:
     """Collective: allocates `size` bytes on every PE's heap and returns the local address (`nvshmem_malloc`). Every PE must pass the same size."""
     ...
 
-def calloc(count: int, size: int) -> int:
-    """Collective: `count * size` zeroed bytes (`nvshmem_calloc`)."""
+def calloc(count: int, size: int, what: str | None = None) -> int:
+    """Collective: `count * size` zeroed bytes (`nvshmem_calloc`). `what` describes them in the caller's words (a tensor's shape and dtype): PEs whose descriptions differ raise `MismatchError` quoting both, even where the sizes agree."""
     ...
 
 def align(alignment: int, size: int) -> int:

@@ -121,7 +121,8 @@ def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
     nbytes = math.prod(dims) * dtype.itemsize
     # calloc zeroes inside the collective, before any peer can write into this PE's copy; zeroing
     # here afterwards could erase a fast peer's first put.
-    addr = _core.calloc(1, max(nbytes, 1))
+    what = f"a tensor of shape {dims} and dtype {dtype}"  # PEs must agree on it, not only on bytes
+    addr = _native.calloc(1, max(nbytes, 1), what)
     return _wrap(addr, nbytes, dtype, dims, primary=True)
 
 
