@@ -122,7 +122,7 @@ def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
     # calloc zeroes inside the collective, before any peer can write into this PE's copy; zeroing
     # here afterwards could erase a fast peer's first put.
     what = f"a tensor of shape {dims} and dtype {dtype}"  # PEs must agree on it, not only on bytes
-    addr = _native.calloc(1, max(nbytes, 1), what)
+    addr = _native.calloc(1, _core._size_arg(max(nbytes, 1), f"{what} in bytes"), what)
     return _wrap(addr, nbytes, dtype, dims, primary=True)
 
 

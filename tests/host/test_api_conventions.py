@@ -18,6 +18,7 @@ import inspect
 import pydoc
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 
 import pytest
@@ -123,9 +124,9 @@ def test_issue_16_old_spellings_work_with_a_deprecation_warning(sym, me, peer):
         with pytest.warns(DeprecationWarning, match=r"is deprecated and works until rshmem 0\.2\.0: call rshmem\."):
             old()
         check(value)
+        # No PE writes the next value before every PE has seen this one.
+        rshmem.barrier_all()
         value += 1
-        import warnings
-
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             new()

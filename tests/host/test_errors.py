@@ -40,7 +40,7 @@ def test_pe_out_of_range_every_call(sym, npes):
     }
     for bad in (npes, npes + 7, -1):
         for name, call in calls.items():
-            with pytest.raises(rshmem.PeOutOfRangeError, match=rf"PE {bad} is out of range.*{npes} PEs") as info:
+            with pytest.raises(rshmem.PeOutOfRangeError, match=rf"PE {bad} is out of range.*{npes} PEs?,") as info:
                 call(bad)
             assert isinstance(info.value, IndexError), name
     # nothing was written anywhere: this PE's words are still zero
