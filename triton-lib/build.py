@@ -4,7 +4,12 @@
     python triton-lib/build.py [--out-dir DIR] [--python-out PATH] [--extra-cu FILE ...]
 
 Steps:
-  1. clang-19 compiles src/libshmem_device.cu as CUDA device code for sm_90 to LLVM bitcode.
+  1. clang-19 compiles src/libshmem_device.cu as CUDA device code for the baseline architecture
+     (ARCH, sm_80) to LLVM bitcode, so a kernel Triton compiles for any supported GPU (SUPPORTED:
+     sm_80, sm_89, sm_90, sm_100) gets only instructions that GPU has: nothing of the library
+     needs more than sm_80, and what sm_90 alone has (bulk copies, RSHMEM_COPY_STRATEGY=2) is
+     refused at build time below sm_90. tests/device/test_device_archs.py assembles the library
+     with ptxas for every supported architecture and compiles a sample of functions for each.
   2. The `nvvm-reflect-ftz` module flag clang emits is removed (llvm-dis -> drop the flag ->
      llvm-as): Triton adds its own with Override behaviour, and linking two differing
      definitions fails. The state global `rshmemi_device_state_d` stays, held by
@@ -42,8 +47,14 @@ DEFAULT_OUT = HERE / "build"
 DEFAULT_PY_OUT = ROOT / "python" / "rshmem" / "triton" / "lib" / "libshmem_device.bc"
 DEFAULT_LTOIR_OUT = ROOT / "python" / "rshmem" / "numba" / "lib" / "libshmem_device.ltoir"
 STATE_GLOBAL = "rshmemi_device_state_d"
-ARCH = "sm_90"
+# The oldest architecture the library supports, which the bitcode is built for; PTX ISA 8.0 (CUDA
+# 12.0 drivers and newer), the version Triton 3.6 emits too.
+ARCH = "sm_80"
 PTX_FEATURE = "+ptx80"
+# The GPUs rshmem supports (README, "GPUs"): A100 (sm_80), L40/L4 (sm_89), H100/H200 (sm_90),
+# B200 (sm_100). The runtime's own kernels are assembled for the same list (CUBIN_ARCHS in
+# runtime/build.rs).
+SUPPORTED = ("sm_80", "sm_89", "sm_90", "sm_100")
 CLANG_FLAGS = [
     "-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib", f"--cuda-gpu-arch={ARCH}",
     f"--cuda-feature={PTX_FEATURE}", "-O3", "-std=c++17", "-fwrapv", "-Wall", "-Werror",

@@ -94,7 +94,7 @@ def host_producer(slot, messages, ready, free, consumer):
     """The producer's loop through the host API: the same protocol as producer_kernel."""
     for k in range(messages.shape[0]):
         rshmem.signal_wait_until(free, rshmem.CMP_GE, k)
-        rshmem.putmem_signal(slot, messages[k], None, ready, k + 1, rshmem.SIGNAL_SET, consumer)
+        rshmem.putmem_signal(slot, messages[k], ready, k + 1, rshmem.SIGNAL_SET, consumer)
 
 
 def host_consumer(slot, received, ready, free, producer):

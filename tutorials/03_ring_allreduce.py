@@ -162,13 +162,13 @@ def host_allreduce(x, out, recv, sig, epoch):
     rshmem.barrier_all()  # as before each kernel call: no slot is still being read
     for step in range(world - 1):  # reduce-scatter
         send_s, recv_s = (me - step) % world, (me - step - 1) % world
-        rshmem.putmem_signal(recv[step], segment(send_s), None, sig[step, 0], epoch, rshmem.SIGNAL_SET, right)
+        rshmem.putmem_signal(recv[step], segment(send_s), sig[step, 0], epoch, rshmem.SIGNAL_SET, right)
         rshmem.signal_wait_until(sig[step, 0], rshmem.CMP_GE, epoch)
         segment(recv_s).add_(recv[step])
     for step in range(world - 1):  # all-gather
         slot = world - 1 + step
         send_s, recv_s = (me + 1 - step) % world, (me - step) % world
-        rshmem.putmem_signal(recv[slot], segment(send_s), None, sig[slot, 0], epoch, rshmem.SIGNAL_SET, right)
+        rshmem.putmem_signal(recv[slot], segment(send_s), sig[slot, 0], epoch, rshmem.SIGNAL_SET, right)
         rshmem.signal_wait_until(sig[slot, 0], rshmem.CMP_GE, epoch)
         segment(recv_s).copy_(recv[slot])
 

@@ -100,7 +100,7 @@ def main():
         how = "Triton kernels int_p + putmem_block, then barrier_all_block"
     else:
         rshmem.p(dest, me, (me + 1) % world)
-        rshmem.putmem(vec_dest, vec_src, VEC * 4, (me + 1) % world)
+        rshmem.putmem(vec_dest, vec_src, (me + 1) % world, nbytes=VEC * 4)
         rshmem.barrier_all()
         how = "host API p + putmem, then barrier_all"
 

@@ -1,11 +1,61 @@
 """rshmem: a SHMEM runtime for GPUs, for Triton kernels and PyTorch programs.
 
 Every process (a *PE*) owns a symmetric heap that the other PEs can read, write and update
-atomically. Start it with `rshmem.init()` under torchrun, allocate with
-`rshmem.torch.create_symmetric_tensor`, then move data with the host API here, on a stream
-(`rshmem.torch`), or from Triton kernels (`rshmem.triton`).
+atomically, from the host, on a CUDA stream, and inside Triton kernels. A program::
+
+    import torch, rshmem, rshmem.torch
+    rshmem.init()                                           # under torchrun: every PE calls it
+    me, n = rshmem.my_pe(), rshmem.n_pes()
+    x = rshmem.torch.create_symmetric_tensor((1024,), torch.float32)   # collective
+    x.fill_(me)
+    rshmem.barrier_all()
+    rshmem.getmem(x, x, (me + 1) % n)                      # x <- the next PE's x
+    rshmem.torch.free_tensor(x)
+    rshmem.finalize()
+
+The functions you call
+----------------------
+- start and stop: `init`, `finalize`, `my_pe`, `n_pes`, `is_initialized`, `backend`
+- symmetric memory: `rshmem.torch.create_symmetric_tensor`, `rshmem.torch.free_tensor`,
+  `rshmem.torch.peer_tensor` (a node-local peer's copy as a tensor); raw: `malloc`, `free`, `ptr`
+- host RMA (blocks until done): `putmem(dst, src, pe)`, `getmem(dst, src, pe)`, `put`, `get`,
+  `p`, `g`; atomics `atomic_fetch_add(dst, value, pe)`, ...
+- signals and waits: `putmem_signal(dst, src, sig, value, sig_op, pe)`, `signal_op`,
+  `signal_wait_until(sig, cmp, value)`, `wait_until(ivar, cmp, value)`, `test`
+- ordering: `barrier_all`, `barrier(team)`, `sync_all`, `quiet`, `fence`
+- collectives (every PE of the team calls them): `broadcast(dst, src, root)`, `fcollect`,
+  `alltoall`, `reduce(dst, src, op="sum")`; `op` is a name, `ReduceOp.MAX` or
+  `torch.distributed.ReduceOp.MAX`
+- teams: `Team.WORLD` / `Team.NODE`, `team_split_strided`, `team_my_pe`, `team_n_pes`
+- on a CUDA stream: `rshmem.torch.putmem_on_stream(dst, src, pe)` and the other `*_on_stream`
+- in Triton kernels: `rshmem.triton.jit`, `rshmem.triton.libshmem_device`
+
+Arguments come in one order everywhere: destination first (`dst`, `src`), sizes the tensors give
+(`nbytes`, `nelems`, `dtype`) as keywords, `stream` last. Given CUDA tensors, host calls that
+move data wait for torch's current stream first; the `*_on_stream` forms queue on the stream
+(docs/streams.md says which calls block and which can be captured in a CUDA graph).
+
+How the PEs find each other (the bootstrap)
+-------------------------------------------
+`init()` needs every PE to hold the same unique id (made on PE 0 by `get_unique_id()`), its rank
+and the PE count. It takes the first of:
+
+1. `init(uid=..., rank=..., nranks=...)`: the program shared the id itself.
+2. `init(group)`, or torch.distributed already initialized: PE 0 of the group makes the id and
+   `broadcast_object_list` shares it.
+3. `init(mpi_comm=comm)` (mpi4py): `comm.bcast` shares it.
+4. torchrun / mpirun variables (`RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`): PE 0 listens
+   on `MASTER_PORT + 1` (or `RSHMEM_BOOTSTRAP_PORT`). Without `RSHMEM_BOOTSTRAP_SECRET` it hands
+   a random secret only to processes of its own user on its own host (docs/security.md).
+5. none of these: one PE.
+
+`init(backend="host")` runs without a GPU on CPU tensors; `device=` picks the GPU (default: one
+per PE by `LOCAL_RANK`; `RSHMEM_ALLOW_SHARED_GPU=1` lets PEs share one). Variables:
+docs/environment.md; `RSHMEM_LOG=debug` prints the runtime's logs, `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`
+turns a hang into an error naming what was awaited (README, "Debugging hangs").
 
 `import rshmem` needs neither torch nor triton; `rshmem.torch` and `rshmem.triton` import them.
+Errors are subclasses of `RshmemError` (docs/errors.md).
 """
 
 from ._native import (
@@ -57,6 +107,7 @@ from .host import (
     CMP_LT,
     CMP_NE,
     REDUCE_OPS,
+    ReduceOp,
     SIGNAL_ADD,
     SIGNAL_SET,
     alltoall,
@@ -182,6 +233,7 @@ __all__ = [
     "test_some",
     # collectives
     "REDUCE_OPS",
+    "ReduceOp",
     "broadcast",
     "fcollect",
     "alltoall",

@@ -15,6 +15,15 @@ import functools
 from ._native import ArgumentRangeError, ArgumentTypeError, InvalidArgumentError, RshmemError
 
 
+def convert(where: str, e: Exception) -> RshmemError:
+    """The `RshmemError` that stands for a builtin error `e` raised inside `where()`."""
+    if isinstance(e, OverflowError):
+        return ArgumentRangeError(f"{where}(): {e}")
+    if isinstance(e, TypeError):
+        return ArgumentTypeError(f"{where}(): {e}")
+    return InvalidArgumentError(f"{where}(): {e}")
+
+
 def api(fn):
     """Decorator: `fn`'s stray `TypeError` / `OverflowError` / `ValueError` become `RshmemError`s."""
     where = f"{fn.__module__}.{fn.__qualname__}".replace("rshmem._core.", "rshmem.").replace("rshmem._api.", "rshmem.").replace("rshmem.host.", "rshmem.")
@@ -25,11 +34,7 @@ def api(fn):
             return fn(*args, **kwargs)
         except RshmemError:
             raise
-        except OverflowError as e:
-            raise ArgumentRangeError(f"{where}(): {e}") from e
-        except TypeError as e:
-            raise ArgumentTypeError(f"{where}(): {e}") from e
-        except ValueError as e:
-            raise InvalidArgumentError(f"{where}(): {e}") from e
+        except (OverflowError, TypeError, ValueError) as e:
+            raise convert(where, e) from e
 
     return call

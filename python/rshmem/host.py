@@ -7,6 +7,11 @@ valid memory of that size. Symmetric arguments (the remote side) must lie inside
 heap, which the runtime checks (`NotSymmetricError`).
 
 A signal word or a waited-on element is named by a 0-d view, e.g. `sig[peer]`.
+
+Arguments come in one order (destination first: `dst`, `src`; sizes and dtypes the tensors give
+are keyword-only), the same as the on-stream forms of `rshmem.torch`; api/host.toml's [[py]] rows
+declare it and `_signature.public` holds every function here to it. Given CUDA tensors, the calls
+that move data first wait for torch's current stream (docs/streams.md).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from . import _native
 from ._core import Team, team_n_pes
 from ._dtypes import ATOMIC_DTYPES, itemsize, runtime_name
 from ._native import DTypeError, InvalidArgumentError
-from ._errors import api
+from ._signature import REDUCE_OPS, ReduceOp, public  # noqa: F401 - re-exported by rshmem
 
 CMP_EQ, CMP_NE, CMP_GT = _native.CMP_EQ, _native.CMP_NE, _native.CMP_GT
 CMP_LE, CMP_LT, CMP_GE = _native.CMP_LE, _native.CMP_LT, _native.CMP_GE
@@ -113,57 +118,58 @@ def _count(given, *have, what: str) -> int:
 # ---------------------------------------------------------------------------------------- RMA
 
 
-@api
-def putmem(dest, source, nbytes, pe: int) -> None:
-    """Copies `nbytes` from local `source` to symmetric `dest` on `pe` (`nvshmem_putmem`).
-    `nbytes=None` takes the size of the tensors."""
-    n = _count(nbytes, _nbytes(dest, "dest"), _nbytes(source, "source"), what="nbytes")
+@public
+def putmem(dst, src, pe: int, *, nbytes: int | None = None) -> None:
+    """Copies local `src` to symmetric `dst` on `pe` (`nvshmem_putmem`): `nbytes` bytes, by
+    default the size of the tensors (needed with raw addresses)."""
+    n = _count(nbytes, _nbytes(dst, "dst"), _nbytes(src, "src"), what="nbytes")
     # A raw local address is checked by the runtime (mapped, readable); a tensor's is not.
-    _native.putmem(_addr(dest, "dest"), _addr(source, "source"), n, pe, _is_addr(source))
+    _native.putmem(_addr(dst, "dst"), _addr(src, "src"), n, pe, _is_addr(src))
 
 
-@api
-def getmem(dest, source, nbytes, pe: int) -> None:
-    """Copies `nbytes` from symmetric `source` on `pe` to local `dest` (`nvshmem_getmem`)."""
-    n = _count(nbytes, _nbytes(dest, "dest"), _nbytes(source, "source"), what="nbytes")
-    _native.getmem(_addr(dest, "dest"), _addr(source, "source"), n, pe, _is_addr(dest))
+@public
+def getmem(dst, src, pe: int, *, nbytes: int | None = None) -> None:
+    """Copies symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`): `nbytes` bytes, by
+    default the size of the tensors (needed with raw addresses)."""
+    n = _count(nbytes, _nbytes(dst, "dst"), _nbytes(src, "src"), what="nbytes")
+    _native.getmem(_addr(dst, "dst"), _addr(src, "src"), n, pe, _is_addr(dst))
 
 
-@api
-def put(dest, source, pe: int) -> None:
-    """Copies tensor `source` into symmetric tensor `dest` on `pe`; both hold the same bytes."""
-    a, b = _nbytes(dest, "dest"), _nbytes(source, "source")
+@public
+def put(dst, src, pe: int) -> None:
+    """Copies tensor `src` into symmetric tensor `dst` on `pe`; both hold the same bytes."""
+    a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
     if a is None or b is None or a != b:
-        raise InvalidArgumentError(f"put() takes two tensors of the same size; dest holds {a} bytes, source {b}")
-    _native.putmem(_addr(dest, "dest"), _addr(source, "source"), b, pe, False)
+        raise InvalidArgumentError(f"put() takes two tensors of the same size; dst holds {a} bytes, src {b}")
+    _native.putmem(_addr(dst, "dst"), _addr(src, "src"), b, pe, False)
 
 
-@api
-def get(dest, source, pe: int) -> None:
-    """Copies symmetric tensor `source` on `pe` into local tensor `dest`; both hold the same bytes."""
-    a, b = _nbytes(dest, "dest"), _nbytes(source, "source")
+@public
+def get(dst, src, pe: int) -> None:
+    """Copies symmetric tensor `src` on `pe` into local tensor `dst`; both hold the same bytes."""
+    a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
     if a is None or b is None or a != b:
-        raise InvalidArgumentError(f"get() takes two tensors of the same size; dest holds {a} bytes, source {b}")
-    _native.getmem(_addr(dest, "dest"), _addr(source, "source"), b, pe, False)
+        raise InvalidArgumentError(f"get() takes two tensors of the same size; dst holds {a} bytes, src {b}")
+    _native.getmem(_addr(dst, "dst"), _addr(src, "src"), b, pe, False)
 
 
-@api
-def p(dest, value, pe: int, dtype=None) -> None:
-    """Stores one element at symmetric `dest` on `pe` (`nvshmem_<type>_p`)."""
-    _native.p(_one(dest, "dest"), value, pe, _dtype(dtype, dest))
+@public
+def p(dst, value, pe: int, dtype=None) -> None:
+    """Stores one element at symmetric `dst` on `pe` (`nvshmem_<type>_p`)."""
+    _native.p(_one(dst, "dst"), value, pe, _dtype(dtype, dst))
 
 
-@api
-def g(source, pe: int, dtype=None):
-    """Loads one element from symmetric `source` on `pe` (`nvshmem_<type>_g`)."""
-    return _native.g(_one(source, "source"), pe, _dtype(dtype, source))
+@public
+def g(src, pe: int, dtype=None):
+    """Loads one element from symmetric `src` on `pe` (`nvshmem_<type>_g`)."""
+    return _native.g(_one(src, "src"), pe, _dtype(dtype, src))
 
 
 # ------------------------------------------------------------------------------------ atomics
 
 
-def _atomic_dtype(dest, dtype) -> str:
-    name = _dtype(dtype, dest)
+def _atomic_dtype(dst, dtype) -> str:
+    name = _dtype(dtype, dst)
     if name not in ATOMIC_DTYPES:
         raise DTypeError(f"atomics take {', '.join(ATOMIC_DTYPES)}, not {name}")
     return name
@@ -186,94 +192,94 @@ def _value(bits: int, name: str) -> int:
     return bits
 
 
-def _amo(dest, pe, dtype, op, a=0, b=0) -> int:
-    name = _atomic_dtype(dest, dtype)
-    old = _native.atomic(_one(dest, "dest"), itemsize(name), op, pe, _bits(a, name), _bits(b, name))
+def _amo(dst, pe, dtype, op, a=0, b=0) -> int:
+    name = _atomic_dtype(dst, dtype)
+    old = _native.atomic(_one(dst, "dst"), itemsize(name), op, pe, _bits(a, name), _bits(b, name))
     return _value(old, name)
 
 
-@api
-def atomic_fetch(dest, pe: int, dtype=None) -> int:
-    """Atomically reads the word at `dest` on `pe` (`nvshmem_atomic_fetch`)."""
-    return _amo(dest, pe, dtype, "fetch")
+@public
+def atomic_fetch(dst, pe: int, dtype=None) -> int:
+    """Atomically reads the word at `dst` on `pe` (`nvshmem_atomic_fetch`)."""
+    return _amo(dst, pe, dtype, "fetch")
 
 
-@api
-def atomic_set(dest, value, pe: int, dtype=None) -> None:
+@public
+def atomic_set(dst, value, pe: int, dtype=None) -> None:
     """Atomically stores `value` (`nvshmem_atomic_set`)."""
-    _amo(dest, pe, dtype, "set", value)
+    _amo(dst, pe, dtype, "set", value)
 
 
-@api
-def atomic_swap(dest, value, pe: int, dtype=None) -> int:
+@public
+def atomic_swap(dst, value, pe: int, dtype=None) -> int:
     """Atomically exchanges; returns the old value (`nvshmem_atomic_swap`)."""
-    return _amo(dest, pe, dtype, "swap", value)
+    return _amo(dst, pe, dtype, "swap", value)
 
 
-@api
-def atomic_compare_swap(dest, cond, value, pe: int, dtype=None) -> int:
+@public
+def atomic_compare_swap(dst, cond, value, pe: int, dtype=None) -> int:
     """Stores `value` if the word equals `cond`; returns the old value (`nvshmem_atomic_compare_swap`)."""
-    return _amo(dest, pe, dtype, "compare_swap", cond, value)
+    return _amo(dst, pe, dtype, "compare_swap", cond, value)
 
 
-@api
-def atomic_fetch_add(dest, value, pe: int, dtype=None) -> int:
+@public
+def atomic_fetch_add(dst, value, pe: int, dtype=None) -> int:
     """Atomically adds; returns the old value (`nvshmem_atomic_fetch_add`)."""
-    return _amo(dest, pe, dtype, "add", _wrap(value, _atomic_dtype(dest, dtype)))
+    return _amo(dst, pe, dtype, "add", _wrap(value, _atomic_dtype(dst, dtype)))
 
 
-@api
-def atomic_add(dest, value, pe: int, dtype=None) -> None:
+@public
+def atomic_add(dst, value, pe: int, dtype=None) -> None:
     """Atomically adds (`nvshmem_atomic_add`)."""
-    atomic_fetch_add(dest, value, pe, dtype)
+    atomic_fetch_add(dst, value, pe, dtype)
 
 
-@api
-def atomic_fetch_inc(dest, pe: int, dtype=None) -> int:
+@public
+def atomic_fetch_inc(dst, pe: int, dtype=None) -> int:
     """Atomically adds one; returns the old value (`nvshmem_atomic_fetch_inc`)."""
-    return atomic_fetch_add(dest, 1, pe, dtype)
+    return atomic_fetch_add(dst, 1, pe, dtype)
 
 
-@api
-def atomic_inc(dest, pe: int, dtype=None) -> None:
+@public
+def atomic_inc(dst, pe: int, dtype=None) -> None:
     """Atomically adds one (`nvshmem_atomic_inc`)."""
-    atomic_fetch_add(dest, 1, pe, dtype)
+    atomic_fetch_add(dst, 1, pe, dtype)
 
 
-@api
-def atomic_fetch_and(dest, value, pe: int, dtype=None) -> int:
+@public
+def atomic_fetch_and(dst, value, pe: int, dtype=None) -> int:
     """Atomic bitwise and; returns the old value."""
-    return _amo(dest, pe, dtype, "and", value)
+    return _amo(dst, pe, dtype, "and", value)
 
 
-@api
-def atomic_and(dest, value, pe: int, dtype=None) -> None:
+@public
+def atomic_and(dst, value, pe: int, dtype=None) -> None:
     """Atomic bitwise and."""
-    _amo(dest, pe, dtype, "and", value)
+    _amo(dst, pe, dtype, "and", value)
 
 
-@api
-def atomic_fetch_or(dest, value, pe: int, dtype=None) -> int:
+@public
+def atomic_fetch_or(dst, value, pe: int, dtype=None) -> int:
     """Atomic bitwise or; returns the old value."""
-    return _amo(dest, pe, dtype, "or", value)
+    return _amo(dst, pe, dtype, "or", value)
 
 
-@api
-def atomic_or(dest, value, pe: int, dtype=None) -> None:
+@public
+def atomic_or(dst, value, pe: int, dtype=None) -> None:
     """Atomic bitwise or."""
-    _amo(dest, pe, dtype, "or", value)
+    _amo(dst, pe, dtype, "or", value)
 
 
-@api
-def atomic_fetch_xor(dest, value, pe: int, dtype=None) -> int:
+@public
+def atomic_fetch_xor(dst, value, pe: int, dtype=None) -> int:
     """Atomic bitwise xor; returns the old value."""
-    return _amo(dest, pe, dtype, "xor", value)
+    return _amo(dst, pe, dtype, "xor", value)
 
 
-@api
-def atomic_xor(dest, value, pe: int, dtype=None) -> None:
+@public
+def atomic_xor(dst, value, pe: int, dtype=None) -> None:
     """Atomic bitwise xor."""
-    _amo(dest, pe, dtype, "xor", value)
+    _amo(dst, pe, dtype, "xor", value)
 
 
 def _wrap(value, name: str) -> int:
@@ -293,53 +299,53 @@ def _u64(v) -> int:
     return _bits(v, "uint64" if v >= 0 else "int64")
 
 
-def _sig(sig, what="sig_addr") -> int:
+def _sig(sig, what="sig") -> int:
     if not _is_addr(sig) and hasattr(sig, "dtype") and runtime_name(sig.dtype) not in ("int64", "uint64"):
         raise DTypeError(f"signal words are 64-bit: pass an int64 or uint64 element, not {sig.dtype}")
     return _one(sig, what)
 
 
-@api
-def putmem_signal(dest, source, nbytes, sig_addr, signal: int, sig_op: int, pe: int) -> None:
-    """Copies `nbytes` to `dest` on `pe`, then applies `sig_op` (`SIGNAL_SET`/`SIGNAL_ADD`) with
-    `signal` to the signal word on `pe`; a PE that sees the signal sees the data
-    (`nvshmem_putmem_signal`)."""
-    n = _count(nbytes, _nbytes(dest, "dest"), _nbytes(source, "source"), what="nbytes")
-    _native.putmem_signal(
-        _addr(dest, "dest"), _addr(source, "source"), n, _sig(sig_addr), _u64(signal), sig_op, pe, _is_addr(source)
-    )
+@public
+def putmem_signal(dst, src, sig, value: int, sig_op, pe: int, *, nbytes: int | None = None) -> None:
+    """Copies `src` to `dst` on `pe` (`nbytes`, by default the tensors' size), then applies
+    `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`, or `"set"` / `"add"`) with `value` to the signal word
+    `sig` on `pe`; a PE that sees the signal sees the data (`nvshmem_putmem_signal`)."""
+    n = _count(nbytes, _nbytes(dst, "dst"), _nbytes(src, "src"), what="nbytes")
+    _native.putmem_signal(_addr(dst, "dst"), _addr(src, "src"), n, _sig(sig), _u64(value), sig_op, pe, _is_addr(src))
 
 
-@api
-def signal_op(sig_addr, signal: int, sig_op: int, pe: int) -> None:
-    """Applies `sig_op` with `signal` to the signal word on `pe` (`nvshmemx_signal_op`)."""
-    _native.signal_op(_sig(sig_addr), _u64(signal), sig_op, pe)
+@public
+def signal_op(sig, value: int, sig_op, pe: int) -> None:
+    """Applies `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`, or `"set"` / `"add"`) with `value` to the
+    signal word `sig` on `pe` (`nvshmemx_signal_op`)."""
+    _native.signal_op(_sig(sig), _u64(value), sig_op, pe)
 
 
-@api
-def signal_fetch(sig_addr) -> int:
-    """Reads the local signal word (`nvshmem_signal_fetch`)."""
-    return _native.signal_fetch(_sig(sig_addr))
+@public
+def signal_fetch(sig) -> int:
+    """Reads the local signal word `sig` (`nvshmem_signal_fetch`)."""
+    return _native.signal_fetch(_sig(sig))
 
 
-@api
-def signal_wait_until(sig_addr, cmp: int, value: int) -> int:
-    """Waits until the local signal word compares true against `value`; returns the value seen
-    (`nvshmem_signal_wait_until`)."""
-    return _native.signal_wait_until(_sig(sig_addr), cmp, _u64(value))
+@public
+def signal_wait_until(sig, cmp, value: int) -> int:
+    """Waits until the local signal word `sig` compares `cmp` (`CMP_*` or `"eq"`, `"ge"`, ...)
+    against `value`; returns the value seen (`nvshmem_signal_wait_until`)."""
+    return _native.signal_wait_until(_sig(sig), cmp, _u64(value))
 
 
 # -------------------------------------------------------------------------------------- waits
 
 
-@api
-def wait_until(ivar, cmp: int, value: int, dtype=None) -> None:
-    """Waits until the local element `ivar` compares true against `value` (`nvshmem_wait_until`)."""
-    _native.wait_until(_one(ivar, "ivar"), _dtype(dtype, ivar), cmp, int(value))
+@public
+def wait_until(ivar, cmp, value: int, dtype=None) -> int:
+    """Waits until the local element `ivar` compares `cmp` (`CMP_*` or `"eq"`, `"ge"`, ...)
+    against `value`; returns the value seen (`nvshmem_wait_until`)."""
+    return _native.wait_until(_one(ivar, "ivar"), _dtype(dtype, ivar), cmp, int(value))
 
 
-@api
-def test(ivar, cmp: int, value: int, dtype=None) -> bool:
+@public
+def test(ivar, cmp, value: int, dtype=None) -> bool:
     """Whether the local element `ivar` compares true against `value` (`nvshmem_test`)."""
     return _native.test(_one(ivar, "ivar"), _dtype(dtype, ivar), cmp, int(value))
 
@@ -354,38 +360,38 @@ def _vector(ivars, cmp, value, status, nelems, dtype):
     return (_addr(ivars, "ivars"), n, status, name, cmp, int(value))
 
 
-@api
-def wait_until_all(ivars, cmp: int, value: int, status=None, nelems=None, dtype=None) -> None:
+@public
+def wait_until_all(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> None:
     """Waits until every element not masked by `status` (nonzero = skip) compares true."""
     _native.wait_until_all(*_vector(ivars, cmp, value, status, nelems, dtype))
 
 
-@api
-def wait_until_any(ivars, cmp: int, value: int, status=None, nelems=None, dtype=None):
+@public
+def wait_until_any(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None):
     """Waits until one unmasked element compares true; returns its index (None if all are masked)."""
     return _native.wait_until_any(*_vector(ivars, cmp, value, status, nelems, dtype))
 
 
-@api
-def wait_until_some(ivars, cmp: int, value: int, status=None, nelems=None, dtype=None) -> list:
+@public
+def wait_until_some(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> list:
     """Waits until at least one unmasked element compares true; returns the indices that do."""
     return _native.wait_until_some(*_vector(ivars, cmp, value, status, nelems, dtype))
 
 
-@api
-def test_all(ivars, cmp: int, value: int, status=None, nelems=None, dtype=None) -> bool:
+@public
+def test_all(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> bool:
     """Whether every unmasked element compares true."""
     return _native.test_all(*_vector(ivars, cmp, value, status, nelems, dtype))
 
 
-@api
-def test_any(ivars, cmp: int, value: int, status=None, nelems=None, dtype=None):
+@public
+def test_any(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None):
     """The index of one unmasked element that compares true, or None."""
     return _native.test_any(*_vector(ivars, cmp, value, status, nelems, dtype))
 
 
-@api
-def test_some(ivars, cmp: int, value: int, status=None, nelems=None, dtype=None) -> list:
+@public
+def test_some(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> list:
     """The indices of the unmasked elements that compare true."""
     return _native.test_some(*_vector(ivars, cmp, value, status, nelems, dtype))
 
@@ -393,43 +399,41 @@ def test_some(ivars, cmp: int, value: int, status=None, nelems=None, dtype=None)
 # -------------------------------------------------------------------------------- collectives
 
 
-@api
-def broadcast(dest, source, root: int, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: copies `source` on PE `root` (team numbering) into `dest` on every
+@public
+def broadcast(dst, src, root: int, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
+    """Collective over `team`: copies `src` on PE `root` (team numbering) into `dst` on every
     PE of the team (`nvshmem_broadcast`)."""
-    name = _dtype(dtype, dest, source)
-    n = _count(nelems, _elems(source, name, "source"), _elems(dest, name, "dest"), what="nelems")
-    _native.broadcast(int(team), _addr(dest, "dest"), _addr(source, "source"), n, int(root), name)
+    name = _dtype(dtype, dst, src)
+    n = _count(nelems, _elems(src, name, "src"), _elems(dst, name, "dst"), what="nelems")
+    _native.broadcast(int(team), _addr(dst, "dst"), _addr(src, "src"), n, int(root), name)
 
 
-@api
-def fcollect(dest, source, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: `dest` gets every PE's `source`, in team order (`nvshmem_fcollect`)."""
-    name = _dtype(dtype, dest, source)
+@public
+def fcollect(dst, src, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
+    """Collective over `team`: `dst` gets every PE's `src`, in team order (`nvshmem_fcollect`)."""
+    name = _dtype(dtype, dst, src)
     size = team_n_pes(team)
-    d = _elems(dest, name, "dest")
-    n = _count(nelems, _elems(source, name, "source"), None if d is None else d // size, what="nelems")
-    _native.fcollect(int(team), _addr(dest, "dest"), _addr(source, "source"), n, name)
+    d = _elems(dst, name, "dst")
+    n = _count(nelems, _elems(src, name, "src"), None if d is None else d // size, what="nelems")
+    _native.fcollect(int(team), _addr(dst, "dst"), _addr(src, "src"), n, name)
 
 
-@api
-def alltoall(dest, source, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: block `j` of `source` (`nelems` elements each, default
-    `source.numel() // team size`) lands in block `my_pe` of `dest` on PE `j` (`nvshmem_alltoall`)."""
-    name = _dtype(dtype, dest, source)
+@public
+def alltoall(dst, src, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
+    """Collective over `team`: block `j` of `src` (`nelems` elements each, default
+    `src.numel() // team size`) lands in block `my_pe` of `dst` on PE `j` (`nvshmem_alltoall`)."""
+    name = _dtype(dtype, dst, src)
     size = team_n_pes(team)
-    s, d = _elems(source, name, "source"), _elems(dest, name, "dest")
+    s, d = _elems(src, name, "src"), _elems(dst, name, "dst")
     n = _count(nelems, *(None if x is None else x // size for x in (s, d)), what="nelems (per PE)")
-    _native.alltoall(int(team), _addr(dest, "dest"), _addr(source, "source"), n, name)
+    _native.alltoall(int(team), _addr(dst, "dst"), _addr(src, "src"), n, name)
 
 
-REDUCE_OPS = ("sum", "prod", "min", "max", "and", "or", "xor")
-
-
-@api
-def reduce(dest, source, op: str = "sum", team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: `dest` on every PE gets the element-wise `op` (one of `REDUCE_OPS`)
-    of every PE's `source` (`nvshmem_<op>_reduce`)."""
-    name = _dtype(dtype, dest, source)
-    n = _count(nelems, _elems(source, name, "source"), _elems(dest, name, "dest"), what="nelems")
-    _native.reduce(int(team), op, _addr(dest, "dest"), _addr(source, "source"), n, name)
+@public
+def reduce(dst, src, op="sum", team=Team.WORLD, *, nelems=None, dtype=None) -> None:
+    """Collective over `team`: `dst` on every PE gets the element-wise `op` of every PE's `src`
+    (`nvshmem_<op>_reduce`). `op` is a name of `REDUCE_OPS`, a `rshmem.ReduceOp` or a
+    `torch.distributed.ReduceOp` (SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR)."""
+    name = _dtype(dtype, dst, src)
+    n = _count(nelems, _elems(src, name, "src"), _elems(dst, name, "dst"), what="nelems")
+    _native.reduce(int(team), op, _addr(dst, "dst"), _addr(src, "src"), n, name)

@@ -35,6 +35,7 @@ from . import _core, _cuda, _native
 from ._dtypes import check_torch_dtype, runtime_name
 from ._native import DTypeError, InvalidArgumentError, NotSymmetricError, UnsupportedError
 from ._errors import api
+from ._signature import public
 
 SIGNAL_DTYPE = torch.int64
 """dtype of signal words (64-bit)."""
@@ -120,7 +121,8 @@ def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
     nbytes = math.prod(dims) * dtype.itemsize
     # calloc zeroes inside the collective, before any peer can write into this PE's copy; zeroing
     # here afterwards could erase a fast peer's first put.
-    addr = _core.calloc(1, max(nbytes, 1))
+    what = f"a tensor of shape {dims} and dtype {dtype}"  # PEs must agree on it, not only on bytes
+    addr = _native.calloc(1, _core._size_arg(max(nbytes, 1), f"{what} in bytes"), what)
     return _wrap(addr, nbytes, dtype, dims, primary=True)
 
 
@@ -317,67 +319,86 @@ def _used_by_stream(t: torch.Tensor, stream, handle: int) -> None:
         t.record_stream(s)
 
 
-@api
-def putmem_on_stream(dst, src, pe: int, stream=None) -> None:
-    """Copies all of local tensor `src` into symmetric tensor `dst` on `pe`, ordered on `stream`
-    (`nvshmemx_putmem_on_stream`)."""
+def _bytes_of(nbytes, t: torch.Tensor, call: str) -> int:
+    """`nbytes` of an on-stream copy: all of `t` by default, else a whole number of its elements
+    that fits in it."""
+    have = _nbytes(t)
+    if nbytes is None:
+        return have
+    n = operator.index(nbytes)
+    if n < 0 or n > have or n % t.element_size():
+        raise InvalidArgumentError(
+            f"{call}: nbytes is {n}; it must be a multiple of the element size {t.element_size()} "
+            f"between 0 and the {have} bytes of the tensor"
+        )
+    return n
+
+
+@public
+def putmem_on_stream(dst, src, pe: int, stream=None, *, nbytes: int | None = None) -> None:
+    """Copies local tensor `src` (all of it, or its first `nbytes`) into symmetric tensor `dst`
+    on `pe`, ordered on `stream` (`nvshmemx_putmem_on_stream`)."""
     index = _native.device_ordinal()
     call = "putmem_on_stream"
     d, s = _local(dst, "dst", index), _local(src, "src", index)
     _same_dtype(dst, src, call)
-    _fits(src.numel(), dst.numel(), "dst", "elements", call)
+    n = _bytes_of(nbytes, src, call)
+    _fits(n // src.element_size(), dst.numel(), "dst", "elements", call)
     handle = _stream(stream, call, index)
-    _native.putmem_on_stream(d, s, _nbytes(src), _pe(pe), handle, False)  # s: a live tensor's
+    _native.putmem_on_stream(d, s, n, _pe(pe), handle, False)  # s: a live tensor's
     _used_by_stream(src, stream, handle)
 
 
-@api
-def getmem_on_stream(dst, src, pe: int, stream=None) -> None:
-    """Fills all of local tensor `dst` from symmetric tensor `src` on `pe`, ordered on `stream`
-    (`nvshmemx_getmem_on_stream`)."""
+@public
+def getmem_on_stream(dst, src, pe: int, stream=None, *, nbytes: int | None = None) -> None:
+    """Fills local tensor `dst` (all of it, or its first `nbytes`) from symmetric tensor `src` on
+    `pe`, ordered on `stream` (`nvshmemx_getmem_on_stream`)."""
     index = _native.device_ordinal()
     call = "getmem_on_stream"
     d, s = _local(dst, "dst", index), _local(src, "src", index)
     _same_dtype(dst, src, call)
-    _fits(dst.numel(), src.numel(), "src", "elements", call)
+    n = _bytes_of(nbytes, dst, call)
+    _fits(n // dst.element_size(), src.numel(), "src", "elements", call)
     handle = _stream(stream, call, index)
-    _native.getmem_on_stream(d, s, _nbytes(dst), _pe(pe), handle, False)  # d: a live tensor's
+    _native.getmem_on_stream(d, s, n, _pe(pe), handle, False)  # d: a live tensor's
     _used_by_stream(dst, stream, handle)
 
 
-@api
-def putmem_signal_on_stream(dst, src, sig, value: int, op: int, pe: int, stream=None) -> None:
-    """Copies all of `src` into symmetric `dst` on `pe`, then applies `op` with `value` to the
-    signal word `sig` on `pe`, ordered on `stream` (`nvshmemx_putmem_signal_on_stream`)."""
+@public
+def putmem_signal_on_stream(dst, src, sig, value: int, sig_op, pe: int, stream=None, *, nbytes: int | None = None) -> None:
+    """Copies `src` (all of it, or its first `nbytes`) into symmetric `dst` on `pe`, then applies
+    `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`, or `"set"` / `"add"`) with `value` to the signal word
+    `sig` on `pe`, ordered on `stream` (`nvshmemx_putmem_signal_on_stream`)."""
     index = _native.device_ordinal()
     call = "putmem_signal_on_stream"
     d, s, g = _local(dst, "dst", index), _local(src, "src", index), _sig(sig, call, index)
     _same_dtype(dst, src, call)
-    _fits(src.numel(), dst.numel(), "dst", "elements", call)
+    n = _bytes_of(nbytes, src, call)
+    _fits(n // src.element_size(), dst.numel(), "dst", "elements", call)
     handle = _stream(stream, call, index)
-    _native.putmem_signal_on_stream(d, s, _nbytes(src), g, _u64(value, call), int(op), _pe(pe), handle, False)
+    _native.putmem_signal_on_stream(d, s, n, g, _u64(value, call), sig_op, _pe(pe), handle, False)
     _used_by_stream(src, stream, handle)
 
 
-@api
-def signal_op_on_stream(sig, value: int, op: int, pe: int, stream=None) -> None:
-    """Applies `op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `value` to the signal word `sig` on `pe`,
-    ordered on `stream` (`nvshmemx_signal_op_on_stream`)."""
+@public
+def signal_op_on_stream(sig, value: int, sig_op, pe: int, stream=None) -> None:
+    """Applies `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`, or `"set"` / `"add"`) with `value` to the
+    signal word `sig` on `pe`, ordered on `stream` (`nvshmemx_signal_op_on_stream`)."""
     index = _native.device_ordinal()
     call = "signal_op_on_stream"
-    _native.signal_op_on_stream(_sig(sig, call, index), _u64(value, call), int(op), _pe(pe), _stream(stream, call, index))
+    _native.signal_op_on_stream(_sig(sig, call, index), _u64(value, call), sig_op, _pe(pe), _stream(stream, call, index))
 
 
-@api
-def signal_wait_until_on_stream(sig, cmp: int, value: int, stream=None) -> None:
+@public
+def signal_wait_until_on_stream(sig, cmp, value: int, stream=None) -> None:
     """Makes `stream` wait until the local signal word compares true against `value` (host
     backend: waits here) (`nvshmemx_signal_wait_until_on_stream`)."""
     index = _native.device_ordinal()
     call = "signal_wait_until_on_stream"
-    _native.signal_wait_until_on_stream(_sig(sig, call, index), int(cmp), _u64(value, call), _stream(stream, call, index))
+    _native.signal_wait_until_on_stream(_sig(sig, call, index), cmp, _u64(value, call), _stream(stream, call, index))
 
 
-@api
+@public
 def quiet_on_stream(stream=None) -> None:
     """Completes this PE's puts and signals issued on `stream` before later work on it (host
     backend: a host quiet) (`nvshmemx_quiet_on_stream`)."""
@@ -385,7 +406,7 @@ def quiet_on_stream(stream=None) -> None:
     _native.quiet_on_stream(_stream(stream, "quiet_on_stream", index))
 
 
-@api
+@public
 def barrier_all_on_stream(stream=None) -> None:
     """Collective: a barrier of every PE, ordered on `stream` (host backend: a host barrier)
     (`nvshmemx_barrier_all_on_stream`)."""
@@ -393,7 +414,7 @@ def barrier_all_on_stream(stream=None) -> None:
     _native.barrier_all_on_stream(_stream(stream, "barrier_all_on_stream", index))
 
 
-@api
+@public
 def barrier_on_stream(team=_core.Team.WORLD, stream=None) -> None:
     """Collective over `team`: a barrier ordered on `stream` (host backend: a host barrier)
     (`nvshmemx_barrier_on_stream`)."""
@@ -401,7 +422,7 @@ def barrier_on_stream(team=_core.Team.WORLD, stream=None) -> None:
     _native.barrier_on_stream(int(team), _stream(stream, "barrier_on_stream", index))
 
 
-@api
+@public
 def broadcast_on_stream(dst, src, root: int, team=_core.Team.WORLD, stream=None) -> None:
     """Collective over `team`: `src` of PE `root` (team numbering) into `dst` on every PE, ordered
     on `stream` (`nvshmemx_broadcast_on_stream`)."""
@@ -413,7 +434,7 @@ def broadcast_on_stream(dst, src, root: int, team=_core.Team.WORLD, stream=None)
     _native.broadcast_on_stream(int(team), d, s, src.numel(), int(root), name, _stream(stream, call, index))
 
 
-@api
+@public
 def fcollect_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
     """Collective over `team`: `dst` gets every PE's `src`, in team order, ordered on `stream`
     (`nvshmemx_fcollect_on_stream`)."""
@@ -425,7 +446,7 @@ def fcollect_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
     _native.fcollect_on_stream(int(team), d, s, src.numel(), name, _stream(stream, call, index))
 
 
-@api
+@public
 def alltoall_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
     """Collective over `team`: block `j` of `src` (`src.numel() // team size` elements) lands in
     block `me` of `dst` on PE `j`, ordered on `stream` (`nvshmemx_alltoall_on_stream`)."""
@@ -440,16 +461,17 @@ def alltoall_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
     _native.alltoall_on_stream(int(team), d, s, src.numel() // size, name, _stream(stream, call, index))
 
 
-@api
-def reduce_on_stream(op: str, dst, src, team=_core.Team.WORLD, stream=None) -> None:
+@public
+def reduce_on_stream(dst, src, op="sum", team=_core.Team.WORLD, stream=None) -> None:
     """Collective over `team`: `dst` on every PE gets the element-wise `op` of every `src`,
-    ordered on `stream` (`nvshmemx_<op>_reduce_on_stream`)."""
+    ordered on `stream` (`nvshmemx_<op>_reduce_on_stream`). `op` is a name of
+    `rshmem.REDUCE_OPS`, a `rshmem.ReduceOp` or a `torch.distributed.ReduceOp`."""
     index = _native.device_ordinal()
     call = "reduce_on_stream"
     d, s = _local(dst, "dst", index), _local(src, "src", index)
     name = _typed(dst, src, call)
     _fits(src.numel(), dst.numel(), "dst", "elements", call)
-    _native.reduce_on_stream(int(team), str(op), d, s, src.numel(), name, _stream(stream, call, index))
+    _native.reduce_on_stream(int(team), op, d, s, src.numel(), name, _stream(stream, call, index))
 
 
 __all__ = [

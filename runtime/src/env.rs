@@ -59,16 +59,22 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "shared secret of an environment bootstrap (give every PE the same private value; needed across hosts); peers presenting another one are refused",
     },
     Variable {
+        name: "RSHMEM_LOG",
+        kind: "`error`, `warn`, `info`, `debug`, `trace`, or `EnvFilter` directives (`rshmem::bootstrap=trace,info`)",
+        default: "unset: no logs",
+        meaning: "print the runtime's logs at that level to stderr, each line prefixed `[rshmem pe N/M]` (the PE that wrote it)",
+    },
+    Variable {
         name: "RSHMEM_DEBUG",
         kind: "bool",
         default: "0",
-        meaning: "print the runtime's logs (tracing, to stderr); `RUST_LOG`-style filters also work",
+        meaning: "the same as `RSHMEM_LOG=debug` (`RSHMEM_LOG` wins when both are set)",
     },
     Variable {
         name: "RSHMEM_DEBUG_WAIT_TIMEOUT_MS",
         kind: "milliseconds",
         default: "unset (wait forever)",
-        meaning: "a wait that does not complete in time fails with an error naming PE, address and values",
+        meaning: "every wait (host waits, barriers and collectives; the kernels of on-stream barriers and collectives; waits inside Triton kernels) that does not complete in time fails with an error naming the PE, the allocation and offset, the expected and the last seen value; a kernel's timeout traps the kernel and is raised by the next host call on that PE; `signal_wait_until_on_stream` has none",
     },
     Variable {
         name: "RSHMEM_STUCK_REPORT_MS",
@@ -146,6 +152,8 @@ pub struct Env {
     pub bootstrap_port: Option<u16>,
     /// `RSHMEM_BOOTSTRAP_SECRET`, if set.
     pub bootstrap_secret: Option<String>,
+    /// `RSHMEM_LOG`, if set: a level or `EnvFilter` directives (checked).
+    pub log: Option<String>,
     /// `RSHMEM_DEBUG`.
     pub debug: bool,
     /// `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`, if set.
@@ -202,6 +210,18 @@ impl Env {
                 })
                 .transpose()?,
             bootstrap_secret: get("RSHMEM_BOOTSTRAP_SECRET").filter(|s| !s.is_empty()),
+            log: get("RSHMEM_LOG")
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .map(|s| match crate::log::check_directives(&s) {
+                    None => Ok(s),
+                    Some(why) => Err(Error::Config {
+                        var: "RSHMEM_LOG",
+                        value: s,
+                        reason: format!("expected error, warn, info, debug, trace or EnvFilter directives ({why})"),
+                    }),
+                })
+                .transpose()?,
             debug: bool_var(&get, "RSHMEM_DEBUG")?,
             debug_wait_timeout_ms: get("RSHMEM_DEBUG_WAIT_TIMEOUT_MS")
                 .filter(|s| !s.is_empty())
@@ -221,10 +241,17 @@ impl Env {
 /// # Errors
 /// As [`Env::from_process`]; the error is returned on every call.
 pub fn env() -> Result<&'static Env> {
-    static ENV: OnceLock<std::result::Result<Env, String>> = OnceLock::new();
-    ENV.get_or_init(|| Env::from_process().map_err(|e| e.to_string()))
-        .as_ref()
-        .map_err(|msg| Error::InvalidArgument(msg.clone()))
+    /// A bad variable, kept to be returned again as the same `Error::Config` on every call.
+    type Bad = (&'static str, String, String);
+    static ENV: OnceLock<std::result::Result<Env, Bad>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        Env::from_process().map_err(|e| match e {
+            Error::Config { var, value, reason } => (var, value, reason),
+            other => ("the environment", String::new(), other.to_string()),
+        })
+    })
+    .as_ref()
+    .map_err(|(var, value, reason)| Error::Config { var, value: value.clone(), reason: reason.clone() })
 }
 
 /// Parses `"64M"`-style sizes.
@@ -307,5 +334,8 @@ mod tests {
         assert!(err.contains("RSHMEM_SYMMETRIC_SIZE"), "{err}");
         let err = parse(&[("RSHMEM_ALLOW_SHARED_GPU", "maybe")]).unwrap_err().to_string();
         assert!(err.contains("RSHMEM_ALLOW_SHARED_GPU"), "{err}");
+        let err = parse(&[("RSHMEM_LOG", "rshmem=loud")]).unwrap_err().to_string();
+        assert!(err.contains("RSHMEM_LOG") && err.contains("debug"), "{err}");
+        assert_eq!(parse(&[("RSHMEM_LOG", " info ")]).unwrap().log.as_deref(), Some("info"));
     }
 }

@@ -24,7 +24,7 @@ pub enum Error {
     AlreadyInitialized,
 
     /// A PE number outside `0..n_pes` (or outside a team).
-    #[error("PE {pe} is out of range: {scope} has {n_pes} PEs, valid PEs are 0..{n_pes}")]
+    #[error("PE {pe} is out of range: {scope} has {n_pes} PE{}, {}", if *.n_pes == 1 { "" } else { "s" }, valid_pes(*.n_pes))]
     PeOutOfRange {
         /// The PE asked for.
         pe: i64,
@@ -197,5 +197,28 @@ impl Error {
     /// An [`Error::Os`] for `call`, from the last OS error or a given one.
     pub fn os(call: impl Into<String>, source: impl Into<std::io::Error>) -> Self {
         Error::Os { call: call.into(), source: source.into() }
+    }
+}
+
+/// Which PE numbers a scope of `n` PEs has, in words: "the only valid PE is 0", "valid PEs are
+/// 0 to 3" (an inclusive range, as users count).
+fn valid_pes(n: usize) -> String {
+    match n {
+        0 => "so no PE number is valid".to_string(),
+        1 => "the only valid PE is 0".to_string(),
+        n => format!("valid PEs are 0 to {}", n - 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_16_pe_range_in_words() {
+        let one = Error::PeOutOfRange { pe: 1, n_pes: 1, scope: "the job".into() }.to_string();
+        assert_eq!(one, "PE 1 is out of range: the job has 1 PE, the only valid PE is 0");
+        let four = Error::PeOutOfRange { pe: -1, n_pes: 4, scope: "the job".into() }.to_string();
+        assert!(four.ends_with("has 4 PEs, valid PEs are 0 to 3"), "{four}");
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! | module | what it does |
 //! |---|---|
-//! | [`error`], [`env`], [`consts`] | the one error type, every `RSHMEM_*` variable, SHMEM constants |
+//! | [`error`], [`env`], [`consts`], [`log`] | the one error type, every `RSHMEM_*` variable, SHMEM constants, the rank-prefixed logs (`RSHMEM_LOG`) |
 //! | [`bootstrap`] | how PEs find each other: unique id over TCP, torchrun env, byte-blob collectives, peer-death detection, fd passing over Unix sockets |
 //! | [`driver`] | the CUDA driver, loaded at run time: thin checked wrappers (VMM, modules, streams) and RAII handles; only it and `backend::cuda` name raw driver items |
 //! | [`backend`] | the one seam: a [`backend::Backend`] owns memory, streams, the runtime's kernels and the device state; `host` (memfd, no device) and `cuda` (everything GPU: selection, VMM memory, kernels, streams, publishing the [`device_state`]) |
@@ -31,6 +31,7 @@ pub mod dtype;
 pub mod env;
 pub mod error;
 pub mod heap;
+pub mod log;
 pub mod runtime;
 pub mod watchdog;
 

@@ -193,6 +193,16 @@ impl Runtime {
         self.heap.calloc(&self.boot, count, size)
     }
 
+    /// [`Runtime::calloc`] of memory the caller describes in its own words (`"a tensor of shape
+    /// (4, 8) and dtype torch.float32"`): every PE must pass the same description too, and a
+    /// difference is reported in those words, even where the sizes agree. Collective.
+    ///
+    /// # Errors
+    /// As [`Runtime::calloc`]; [`Error::Mismatch`] quoting both descriptions.
+    pub fn calloc_described(&self, count: usize, size: usize, what: &str) -> Result<usize> {
+        self.heap.calloc_described(&self.boot, count, size, what)
+    }
+
     /// Allocates `size` bytes of symmetric memory aligned to `alignment` (a power of two).
     /// Collective.
     ///

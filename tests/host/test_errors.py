@@ -24,8 +24,8 @@ def test_pe_out_of_range_every_call(sym, npes):
     sig = sym((1,), rtorch.SIGNAL_DTYPE)
     local = torch.zeros(8, dtype=torch.int64)
     calls = {
-        "putmem": lambda pe: rshmem.putmem(data, local, None, pe),
-        "getmem": lambda pe: rshmem.getmem(local, data, None, pe),
+        "putmem": lambda pe: rshmem.putmem(data, local, pe),
+        "getmem": lambda pe: rshmem.getmem(local, data, pe),
         "put": lambda pe: rshmem.put(data, local, pe),
         "get": lambda pe: rshmem.get(local, data, pe),
         "p": lambda pe: rshmem.p(data[0], 1, pe),
@@ -33,14 +33,14 @@ def test_pe_out_of_range_every_call(sym, npes):
         "atomic_fetch_add": lambda pe: rshmem.atomic_fetch_add(data[0], 1, pe),
         "atomic_compare_swap": lambda pe: rshmem.atomic_compare_swap(data[0], 0, 1, pe),
         "signal_op": lambda pe: rshmem.signal_op(sig[0], 1, rshmem.SIGNAL_SET, pe),
-        "putmem_signal": lambda pe: rshmem.putmem_signal(data, local, None, sig[0], 1, rshmem.SIGNAL_SET, pe),
+        "putmem_signal": lambda pe: rshmem.putmem_signal(data, local, sig[0], 1, rshmem.SIGNAL_SET, pe),
         "ptr": lambda pe: rshmem.ptr(data.data_ptr(), pe),
         "peer_tensor": lambda pe: rtorch.peer_tensor(data, pe),
         "putmem_on_stream": lambda pe: rtorch.putmem_on_stream(data, local, pe),
     }
     for bad in (npes, npes + 7, -1):
         for name, call in calls.items():
-            with pytest.raises(rshmem.PeOutOfRangeError, match=rf"PE {bad} is out of range.*{npes} PEs") as info:
+            with pytest.raises(rshmem.PeOutOfRangeError, match=rf"PE {bad} is out of range.*{npes} PEs?,") as info:
                 call(bad)
             assert isinstance(info.value, IndexError), name
     # nothing was written anywhere: this PE's words are still zero
@@ -61,13 +61,13 @@ def test_pointer_outside_the_heap_every_call(sym, peer):
     data = sym((8,), torch.int64)
     plain = torch.zeros(8, dtype=torch.int64)  # ordinary memory, not symmetric
     calls = {
-        "putmem": lambda: rshmem.putmem(plain, data, None, peer),
-        "getmem": lambda: rshmem.getmem(data, plain, None, peer),
+        "putmem": lambda: rshmem.putmem(plain, data, peer),
+        "getmem": lambda: rshmem.getmem(data, plain, peer),
         "p": lambda: rshmem.p(plain[0], 1, peer),
         "g": lambda: rshmem.g(plain[0], peer),
         "atomic_add": lambda: rshmem.atomic_add(plain[0], 1, peer),
         "signal_op": lambda: rshmem.signal_op(plain[0], 1, rshmem.SIGNAL_ADD, peer),
-        "putmem_signal": lambda: rshmem.putmem_signal(data, plain, None, plain[0], 1, rshmem.SIGNAL_SET, peer),
+        "putmem_signal": lambda: rshmem.putmem_signal(data, plain, plain[0], 1, rshmem.SIGNAL_SET, peer),
         "signal_fetch": lambda: rshmem.signal_fetch(plain[0]),
         "wait_until": lambda: rshmem.wait_until(plain[0], rshmem.CMP_EQ, 0),
         "test_any": lambda: rshmem.test_any(plain, rshmem.CMP_EQ, 0),

@@ -27,28 +27,28 @@ def test_put_get_roundtrip(sym, me, peer):
 def test_putmem_raw_addresses_and_partial(sym, me, peer):
     dst = sym((16,), torch.int64)
     src = torch.arange(16, dtype=torch.int64) * (me + 1)
-    rshmem.putmem(dst.data_ptr(), src.data_ptr(), 4 * 8, peer)  # first 4 elements only
+    rshmem.putmem(dst.data_ptr(), src.data_ptr(), peer, nbytes=4 * 8)  # first 4 elements only
     rshmem.barrier_all()
     sender = (me - 1) % rshmem.n_pes()
     assert dst[:4].tolist() == [i * (sender + 1) for i in range(4)]
     assert not dst[4:].any()
     out = torch.zeros(16, dtype=torch.int64)
-    rshmem.getmem(out, dst, 32, peer)
+    rshmem.getmem(out, dst, peer, nbytes=32)
     assert out[:4].tolist() == src[:4].tolist()
 
 
 def test_sizes_are_checked(sym, peer):
     dst = sym((4,), torch.float32)
     with pytest.raises(rshmem.InvalidArgumentError, match="holds only 16"):
-        rshmem.putmem(dst, torch.zeros(8), 32, peer)
+        rshmem.putmem(dst, torch.zeros(8), peer, nbytes=32)
     with pytest.raises(rshmem.InvalidArgumentError, match="same size"):
         rshmem.put(dst, torch.zeros(5), peer)
     with pytest.raises(rshmem.InvalidArgumentError, match="contiguous"):
         rshmem.put(dst, torch.zeros(4, 2)[:, 0], peer)
     with pytest.raises(rshmem.InvalidArgumentError, match="pass nbytes"):
-        rshmem.putmem(dst.data_ptr(), torch.zeros(4).data_ptr(), None, peer)
+        rshmem.putmem(dst.data_ptr(), torch.zeros(4).data_ptr(), peer)
     with pytest.raises(rshmem.InvalidArgumentError):
-        rshmem.putmem("not an address", torch.zeros(4), 16, peer)
+        rshmem.putmem("not an address", torch.zeros(4), peer, nbytes=16)
 
 
 @pytest.mark.parametrize("dtype", TYPED, ids=str)
@@ -130,7 +130,7 @@ def test_putmem_signal_delivers_data_before_signal(sym, me, npes, peer):
     sig = sym((1,), torch.uint64)
     rshmem.barrier_all()
     src = torch.full((1024,), float(me + 1))
-    rshmem.putmem_signal(data, src, None, sig[0], 1, rshmem.SIGNAL_ADD, peer)
+    rshmem.putmem_signal(data, src, sig[0], 1, rshmem.SIGNAL_ADD, peer)
     rshmem.signal_wait_until(sig[0], rshmem.CMP_GE, 1)
     sender = (me - 1) % npes
     assert torch.equal(data, torch.full((1024,), float(sender + 1)))

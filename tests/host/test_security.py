@@ -225,12 +225,12 @@ def test_issue_12_put_into_freed_memory_and_the_runtime_words(sym, peer):
     assert rshmem._native.allocation_of(addr) is None
     for where, what in ((addr, "in no live allocation"), (base, "runtime's own words")):
         calls = {
-            "putmem": lambda: rshmem.putmem(where, local, 32, peer),
-            "getmem": lambda: rshmem.getmem(local, where, 32, peer),
+            "putmem": lambda: rshmem.putmem(where, local, peer, nbytes=32),
+            "getmem": lambda: rshmem.getmem(local, where, peer, nbytes=32),
             "p": lambda: rshmem.p(where, 1, peer, dtype="int64"),
             "atomic_add": lambda: rshmem.atomic_add(where, 1, peer, dtype="int64"),
             "signal_op": lambda: rshmem.signal_op(where, 1, rshmem.SIGNAL_ADD, peer),
-            "putmem_signal": lambda: rshmem.putmem_signal(sig, local[:1], None, where, 1, rshmem.SIGNAL_SET, peer),
+            "putmem_signal": lambda: rshmem.putmem_signal(sig, local[:1], where, 1, rshmem.SIGNAL_SET, peer),
             "wait_until": lambda: rshmem.wait_until(where, rshmem.CMP_EQ, 0, dtype="int64"),
             "free": lambda: rshmem.free(where),
         }
@@ -247,7 +247,7 @@ def test_issue_12_put_into_freed_memory_and_the_runtime_words(sym, peer):
 def test_issue_12_past_the_end_of_an_allocation(sym, peer):
     t = sym((4,), torch.int64)
     with pytest.raises(rshmem.NotSymmetricError, match="runs past the end of the 32-byte allocation"):
-        rshmem.putmem(t.data_ptr() + 16, torch.zeros(4, dtype=torch.int64), 32, peer)
+        rshmem.putmem(t.data_ptr() + 16, torch.zeros(4, dtype=torch.int64), peer, nbytes=32)
     rshmem.barrier_all()
 
 
@@ -445,10 +445,10 @@ def test_issue_12_every_misuse_raises_an_rshmem_error(sym, peer):
     for bad in bad_ints:
         calls += [
             ("malloc", lambda b=bad: rshmem.malloc(b)),
-            ("putmem nbytes", lambda b=bad: rshmem.putmem(t, local, b, peer)),
-            ("putmem pe", lambda b=bad: rshmem.putmem(t, local, None, b)),
-            ("putmem dest", lambda b=bad: rshmem.putmem(b, local, 8, peer)),
-            ("getmem source", lambda b=bad: rshmem.getmem(local, b, 8, peer)),
+            ("putmem nbytes", lambda b=bad: rshmem.putmem(t, local, peer, nbytes=b)),
+            ("putmem pe", lambda b=bad: rshmem.putmem(t, local, b)),
+            ("putmem dest", lambda b=bad: rshmem.putmem(b, local, peer, nbytes=8)),
+            ("getmem source", lambda b=bad: rshmem.getmem(local, b, peer, nbytes=8)),
             ("p value", lambda b=bad: rshmem.p(t[0], b, peer)),
             ("g pe", lambda b=bad: rshmem.g(t[0], b)),
             ("atomic value", lambda b=bad: rshmem.atomic_add(t[0], b, peer)),

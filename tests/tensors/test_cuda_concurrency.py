@@ -166,8 +166,8 @@ def test_issue_11_reductions_of_two_teams_at_once(me, npes):
     s1, s2 = side_stream(), side_stream()
     delay(s1)
     delay(s2)
-    rtorch.reduce_on_stream("sum", dst_a, src_a, rshmem.Team.WORLD, stream=s1)
-    rtorch.reduce_on_stream("sum", dst_b, src_b, team, stream=s2)
+    rtorch.reduce_on_stream(dst_a, src_a, "sum", rshmem.Team.WORLD, stream=s1)
+    rtorch.reduce_on_stream(dst_b, src_b, "sum", team, stream=s2)
     settle()
     want_a = ref_reduce("sum", [rand(n, torch.int32, seed=p).cpu() for p in range(npes)])
     want_b = ref_reduce("sum", [rand(n, torch.int32, seed=1000 + p).cpu() for p in range(npes)])
@@ -195,7 +195,7 @@ def test_issue_11_first_collectives_of_a_runtime_captured_in_a_cuda_graph(me, np
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         rtorch.fcollect_on_stream(gathered, src)
-        rtorch.reduce_on_stream("sum", summed, src)
+        rtorch.reduce_on_stream(summed, src, "sum")
     for _ in range(2):
         gathered.zero_()
         summed.zero_()

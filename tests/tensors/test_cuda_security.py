@@ -40,7 +40,7 @@ def test_issue_12_on_stream_calls_refuse_freed_memory_and_the_runtime_words(peer
             "getmem_on_stream": lambda: rshmem._native.getmem_on_stream(src.data_ptr(), where, 32, peer, stream, False),
             "signal_op_on_stream": lambda: rshmem._native.signal_op_on_stream(where, 1, rshmem.SIGNAL_SET, peer, stream),
             "signal_wait_until_on_stream": lambda: rshmem._native.signal_wait_until_on_stream(where, rshmem.CMP_EQ, 0, stream),
-            "putmem (host)": lambda: rshmem.putmem(where, src, 32, peer),
+            "putmem (host)": lambda: rshmem.putmem(where, src, peer, nbytes=32),
         }.items():
             with pytest.raises(rshmem.NotSymmetricError, match=why):
                 call()
@@ -59,9 +59,9 @@ def test_issue_12_raw_local_addresses_on_cuda(peer):
     torch.cuda.synchronize()
     assert t.tolist() == [0, 1, 2, 3]
     with pytest.raises(rshmem.InvalidArgumentError, match="not readable memory"):
-        rshmem.putmem(t, 0x1000, 32, peer)
+        rshmem.putmem(t, 0x1000, peer, nbytes=32)
     with pytest.raises(rshmem.InvalidArgumentError, match="not writable memory"):
-        rshmem.getmem(0x1000, t, 32, peer)
+        rshmem.getmem(0x1000, t, peer, nbytes=32)
     with pytest.raises(rshmem.InvalidArgumentError, match="not readable memory"):
         rshmem._native.putmem_on_stream(t.data_ptr(), 0x1000, 32, peer, torch.cuda.current_stream().cuda_stream)
     settle()

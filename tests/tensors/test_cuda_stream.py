@@ -329,7 +329,7 @@ def test_reduce_on_stream(me, npes, op, dtype):
     dst = sym((n,), dtype)
     src.copy_(rand(n, dtype, seed=400 + me))
     rtorch.barrier_all_on_stream()
-    rtorch.reduce_on_stream(op, dst, src)
+    rtorch.reduce_on_stream(dst, src, op)
     rtorch.barrier_all_on_stream()
     torch.cuda.synchronize()
     want = ref_reduce(op, [rand(n, dtype, seed=400 + p).cpu() for p in range(npes)])
@@ -345,7 +345,7 @@ def test_reduce_on_stream_in_place_large(me, npes, n):
     t = sym((n,), torch.float32)
     t.copy_(rand(n, torch.float32, seed=500 + me))
     rtorch.barrier_all_on_stream()
-    rtorch.reduce_on_stream("max", t, t)
+    rtorch.reduce_on_stream(t, t, "max")
     rtorch.barrier_all_on_stream()
     torch.cuda.synchronize()
     want = ref_reduce("max", [rand(n, torch.float32, seed=500 + p) for p in range(npes)])
@@ -402,7 +402,7 @@ def test_host_signals_on_device_memory(me, peer, left):
     sig = sym((1,), torch.int64)
     src = rand(n, torch.int32, seed=700 + me)
     torch.cuda.synchronize()
-    rshmem.putmem_signal(dst, src, None, sig[0], 9, rshmem.SIGNAL_SET, peer)
+    rshmem.putmem_signal(dst, src, sig[0], 9, rshmem.SIGNAL_SET, peer)
     assert rshmem.signal_wait_until(sig[0], rshmem.CMP_EQ, 9) == 9
     assert same_bits(dst, rand(n, torch.int32, seed=700 + left))
     rshmem.barrier_all()
@@ -473,9 +473,9 @@ def test_on_stream_misuse_raises_clear_errors(me, npes, peer):
     with pytest.raises(rshmem.InvalidArgumentError, match="stream"):
         rtorch.putmem_on_stream(dst, good, peer, stream="default")
     with pytest.raises(rshmem.DTypeError):
-        rtorch.reduce_on_stream("sum", fp8, fp8)  # collectives take the runtime's dtypes only
+        rtorch.reduce_on_stream(fp8, fp8, "sum")  # collectives take the runtime's dtypes only
     with pytest.raises(rshmem.InvalidArgumentError):
-        rtorch.reduce_on_stream("xor", dst, dst)  # bitwise ops take integers only
+        rtorch.reduce_on_stream(dst, dst, "xor")  # bitwise ops take integers only
     with pytest.raises(rshmem.InvalidArgumentError, match="team size"):
         rtorch.fcollect_on_stream(dst, dst)
     # Nothing above reached the stream: the symmetric memory is untouched and usable.

@@ -16,11 +16,17 @@ fn malloc(py: Python<'_>, size: usize) -> PyResult<usize> {
     py.detach(|| rt.malloc(size)).py_err()
 }
 
-/// Collective: `count * size` zeroed bytes (`nvshmem_calloc`).
+/// Collective: `count * size` zeroed bytes (`nvshmem_calloc`); `what` describes them in the
+/// caller's words, and PEs whose descriptions differ fail naming both.
 #[pyfunction]
-fn calloc(py: Python<'_>, count: usize, size: usize) -> PyResult<usize> {
+#[pyo3(signature = (count, size, what=None))]
+fn calloc(py: Python<'_>, count: usize, size: usize, what: Option<String>) -> PyResult<usize> {
     let rt = runtime("rshmem.calloc()")?;
-    py.detach(|| rt.calloc(count, size)).py_err()
+    py.detach(|| match what {
+        None => rt.calloc(count, size),
+        Some(what) => rt.calloc_described(count, size, &what),
+    })
+    .py_err()
 }
 
 /// Collective: `size` bytes aligned to `alignment` (`nvshmem_align`).

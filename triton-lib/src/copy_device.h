@@ -50,6 +50,12 @@
 #define RSHMEM_BULK_MIN_BYTES 65536
 #endif
 
+// Bulk copies are sm_90 instructions; the library's bitcode is built for sm_80 so that every
+// supported GPU can run it (triton-lib/build.py).
+#if RSHMEM_COPY_STRATEGY == 2 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "RSHMEM_COPY_STRATEGY=2 (Hopper bulk copies) needs sm_90; the library is built for sm_80"
+#endif
+
 #if RSHMEM_BULK_CHUNK % 16 != 0 || RSHMEM_BULK_STAGES < 2
 #error "RSHMEM_BULK_CHUNK must be a multiple of 16 and RSHMEM_BULK_STAGES at least 2"
 #endif

@@ -1,8 +1,11 @@
 //! Checking that every PE makes the same collective heap call with the same arguments.
 //!
-//! Each collective call allgathers a 25-byte record (operation, call number, two arguments)
-//! and compares every PE's record with this PE's. Every PE sees the same records, so when they
-//! differ every PE fails, each naming the first PE that differs from it and both values.
+//! Each collective call allgathers a record (operation, call number, two arguments, and the
+//! caller's description of what it allocates, such as a tensor's shape and dtype) and compares
+//! every PE's record with this PE's. Every PE sees the same records, so when they differ every
+//! PE fails, each naming the first PE that differs from it and both values. A description is
+//! compared before the byte counts, so two PEs asking for tensors of different shapes or dtypes
+//! hear about shapes and dtypes (even where the byte counts agree), not about bytes.
 
 use super::group::Group;
 use crate::error::{Error, Result};
@@ -61,7 +64,7 @@ impl Op {
 }
 
 /// One PE's view of a collective call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
     /// The operation.
     pub op: Op,
@@ -71,26 +74,37 @@ pub struct Call {
     pub a: u64,
     /// Second argument.
     pub b: u64,
+    /// What the caller allocates, in its words (`"a tensor of shape (4, 8) and dtype
+    /// torch.float32"`); empty for a plain call.
+    pub what: String,
 }
 
 impl Call {
+    /// The fixed part of a record; the description follows it.
     const LEN: usize = 25;
 
-    fn encode(&self) -> [u8; Self::LEN] {
-        let mut out = [0u8; Self::LEN];
+    /// A call without a description.
+    pub fn plain(op: Op, seq: u64, a: u64, b: u64) -> Call {
+        Call { op, seq, a, b, what: String::new() }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = vec![0u8; Self::LEN];
         out[0] = self.op as u8;
         out[1..9].copy_from_slice(&self.seq.to_le_bytes());
         out[9..17].copy_from_slice(&self.a.to_le_bytes());
         out[17..25].copy_from_slice(&self.b.to_le_bytes());
+        out.extend_from_slice(self.what.as_bytes());
         out
     }
 
     fn decode(bytes: &[u8]) -> Option<Call> {
-        if bytes.len() != Self::LEN {
+        if bytes.len() < Self::LEN {
             return None;
         }
         let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap());
-        Some(Call { op: Op::from_byte(bytes[0])?, seq: word(1), a: word(9), b: word(17) })
+        let what = String::from_utf8(bytes[Self::LEN..].to_vec()).ok()?;
+        Some(Call { op: Op::from_byte(bytes[0])?, seq: word(1), a: word(9), b: word(17), what })
     }
 
     /// The first way `theirs` differs from `self`, as a `Mismatch` naming `pe`.
@@ -107,6 +121,10 @@ impl Call {
                 self.seq.to_string(),
                 theirs.seq.to_string(),
             );
+        }
+        if self.what != theirs.what {
+            let said = |c: &Call| if c.what.is_empty() { format!("{} of {} and {}", c.op.name(), c.a, c.b) } else { c.what.clone() };
+            return mismatch("what a collective allocation asks for", said(self), said(theirs));
         }
         let [na, nb] = self.op.arg_names();
         if self.a != theirs.a {
@@ -170,16 +188,33 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_diffs_name_the_first_difference() {
-        let c = Call { op: Op::Malloc, seq: 7, a: 1 << 20, b: 256 };
-        assert_eq!(Call::decode(&c.encode()), Some(c));
+        let c = Call::plain(Op::Malloc, 7, 1 << 20, 256);
+        assert_eq!(Call::decode(&c.encode()), Some(c.clone()));
         assert_eq!(Call::decode(&[9u8; Call::LEN]), None);
         assert!(c.diff(0, 1, &c).is_none());
-        let e = c.diff(0, 1, &Call { a: 2 << 20, ..c }).unwrap().to_string();
+        let e = c.diff(0, 1, &Call { a: 2 << 20, ..c.clone() }).unwrap().to_string();
         assert!(e.contains("malloc size") && e.contains("PE 0 (this PE) passed 1048576") && e.contains("PE 1 passed 2097152"), "{e}");
-        let e = c.diff(2, 3, &Call { op: Op::Free, seq: 8, a: NOT_IN_HEAP, b: 0 }).unwrap().to_string();
+        let e = c.diff(2, 3, &Call::plain(Op::Free, 8, NOT_IN_HEAP, 0)).unwrap().to_string();
         assert!(e.contains("collective heap call") && e.contains("passed malloc") && e.contains("PE 3 passed free"), "{e}");
-        let f = Call { op: Op::Free, seq: 1, a: 512, b: 0 };
-        let e = f.diff(0, 1, &Call { a: NOT_IN_HEAP, ..f }).unwrap().to_string();
+        let f = Call::plain(Op::Free, 1, 512, 0);
+        let e = f.diff(0, 1, &Call { a: NOT_IN_HEAP, ..f.clone() }).unwrap().to_string();
         assert!(e.contains("heap offset 512") && e.contains("outside the symmetric heap"), "{e}");
+    }
+
+    #[test]
+    fn issue_16_descriptions_are_compared_before_bytes() {
+        let f32s = Call { what: "a tensor of shape (4,) and dtype torch.float32".into(), ..Call::plain(Op::Calloc, 3, 1, 16) };
+        assert_eq!(Call::decode(&f32s.encode()), Some(f32s.clone()));
+        // Equal sizes, different dtypes: refused, in the caller's words.
+        let i32s = Call { what: "a tensor of shape (4,) and dtype torch.int32".into(), ..f32s.clone() };
+        let e = f32s.diff(0, 1, &i32s).unwrap().to_string();
+        assert!(e.contains("passed a tensor of shape (4,) and dtype torch.float32") && e.contains("PE 1 passed a tensor of shape (4,) and dtype torch.int32"), "{e}");
+        // Different shapes: the shapes are named, not the byte counts.
+        let five = Call { what: "a tensor of shape (5,) and dtype torch.float32".into(), b: 20, ..f32s.clone() };
+        let e = f32s.diff(0, 1, &five).unwrap().to_string();
+        assert!(e.contains("shape (5,)") && !e.contains("element size"), "{e}");
+        // A described call beside a plain one.
+        let e = f32s.diff(0, 1, &Call::plain(Op::Calloc, 3, 1, 16)).unwrap().to_string();
+        assert!(e.contains("PE 1 passed calloc of 1 and 16"), "{e}");
     }
 }

@@ -181,7 +181,7 @@ impl SymmetricHeap {
         let gran = backend.granularity();
         let stride = Layout::stride_for(bound, gran)?;
         let growth = Layout::stride_for(growth.max(1), gran)?.min(stride);
-        agree(group, Call { op: Op::Init, seq: 0, a: stride as u64, b: growth as u64 })?;
+        agree(group, Call::plain(Op::Init, 0, stride as u64, growth as u64))?;
         let node = group.node_view();
         let nranks = group.nranks();
         let mut slot_of = vec![None; nranks];
@@ -215,7 +215,7 @@ impl SymmetricHeap {
     pub fn malloc_in(&self, group: &dyn Group, size: usize, align: usize) -> Result<usize> {
         let mut calls = lock(&self.calls);
         *calls += 1;
-        agree(group, Call { op: Op::Malloc, seq: *calls, a: size as u64, b: align as u64 })?;
+        agree(group, Call::plain(Op::Malloc, *calls, size as u64, align as u64))?;
         if size == 0 {
             return Ok(0);
         }
@@ -227,9 +227,19 @@ impl SymmetricHeap {
     /// # Errors
     /// As [`SymmetricHeap::calloc`].
     pub fn calloc_in(&self, group: &dyn Group, count: usize, size: usize) -> Result<usize> {
+        self.calloc_described(group, count, size, "")
+    }
+
+    /// [`SymmetricHeap::calloc_in`], with `what` the caller's words for what it allocates (a
+    /// tensor's shape and dtype): PEs whose descriptions differ fail with a `Mismatch` quoting
+    /// both, even where the sizes agree.
+    ///
+    /// # Errors
+    /// As [`SymmetricHeap::calloc`].
+    pub fn calloc_described(&self, group: &dyn Group, count: usize, size: usize, what: &str) -> Result<usize> {
         let mut calls = lock(&self.calls);
         *calls += 1;
-        agree(group, Call { op: Op::Calloc, seq: *calls, a: count as u64, b: size as u64 })?;
+        agree(group, Call { what: what.to_string(), ..Call::plain(Op::Calloc, *calls, count as u64, size as u64) })?;
         let total = count.checked_mul(size).ok_or_else(|| {
             Error::InvalidArgument(format!("calloc of {count} elements of {size} bytes overflows"))
         })?;
@@ -272,7 +282,7 @@ impl SymmetricHeap {
         } else {
             agree::NOT_IN_HEAP
         };
-        agree(group, Call { op: Op::Free, seq: *calls, a: offset, b: 0 })?;
+        agree(group, Call::plain(Op::Free, *calls, offset, 0))?;
         match offset {
             agree::NULL => Ok(()),
             // The same error as any other use of memory outside the heap, so callers catch one

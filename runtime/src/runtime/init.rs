@@ -60,7 +60,10 @@ impl Runtime {
     pub fn init(opts: InitOptions) -> Result<Runtime> {
         let started = std::time::Instant::now();
         let env = env::env()?;
+        crate::log::install(env);
         let (uid, rank, nranks) = peers(opts.uid, opts.rank, opts.nranks)?;
+        crate::log::set_pe(rank, nranks);
+        tracing::debug!(nranks, "joining the job");
         let boot = Bootstrap::connect(&uid, rank, nranks, env.bootstrap_timeout)?;
         let kind = BackendKind::choose(opts.backend, env.backend.as_deref())?;
         agree_on_backend(&boot, kind)?;

@@ -47,7 +47,8 @@ fn local_place(boot: &Bootstrap, env: &Env) -> LocalPlace {
 /// reachable peer GPU visible here. A PE that fails makes every PE fail with an error naming it.
 ///
 /// # Errors
-/// [`Error::Unsupported`] without a usable driver or GPU; [`Error::InvalidArgument`] for a bad
+/// [`Error::Unsupported`] without a usable driver or GPU, or when two GPUs of one host have no
+/// peer access ([`select::check_peer_access`]); [`Error::InvalidArgument`] for a bad
 /// device ordinal or a shared GPU (naming both PEs and `RSHMEM_ALLOW_SHARED_GPU`);
 /// [`Error::Driver`]; bootstrap errors.
 pub(super) fn open(boot: &Bootstrap, requested: Option<i32>, env: &Env) -> Result<OpenedGpu> {
@@ -103,6 +104,21 @@ pub(super) fn open(boot: &Bootstrap, requested: Option<i32>, env: &Env) -> Resul
         tracing::info!(sharers, "this PE's GPU is shared by {sharers} PEs (RSHMEM_ALLOW_SHARED_GPU=1)");
     }
     let reach = select::reachability(device, &ids)?;
+    // Peer access is a property of a pair, so a PE whose own peers all reach it must still learn
+    // that two others do not, and stop rather than wait in the heap's first collective.
+    let verdict = select::check_peer_access(me, &node, &reach);
+    let payload = match &verdict {
+        Ok(()) => vec![1u8],
+        Err(e) => [&[0u8][..], e.to_string().as_bytes()].concat(),
+    };
+    let all = boot.allgather(&payload)?;
+    verdict?;
+    if let Some((pe, msg)) = all.iter().enumerate().find(|(_, b)| b.first() != Some(&1)) {
+        return Err(Error::Unsupported(format!(
+            "PE {me} cannot start because PE {pe} cannot: {}",
+            String::from_utf8_lossy(msg.get(1..).unwrap_or_default())
+        )));
+    }
     let mut load_store = vec![false; boot.nranks()];
     for ((pe, _), r) in node.iter().zip(&reach) {
         load_store[*pe] = r.load_store;

@@ -255,6 +255,34 @@ pub fn reachability(mine: Device, peers: &[DeviceIdentity]) -> Result<Vec<PeerRe
         .collect()
 }
 
+/// Refuses a node-local peer whose GPU this PE's GPU cannot reach by load/store (`reach[i]` is
+/// about `node[i]`, as [`reachability`] returns it). Every PE of a host maps every other's heap
+/// into its GPU's address space, and there is no transport between GPUs of one host other than
+/// peer access: without this check init would fail later, in the driver's mapping call, with a
+/// message that names neither PE.
+///
+/// # Errors
+/// [`Error::Unsupported`] naming this PE's GPU and the first unreachable peer's PE and GPU.
+pub fn check_peer_access(me: usize, node: &[(usize, DeviceIdentity)], reach: &[PeerReach]) -> Result<()> {
+    let Some((_, mine)) = node.iter().find(|(pe, _)| *pe == me) else {
+        return Err(Error::InvalidArgument(format!("PE {me} is missing from the node-local device list")));
+    };
+    let Some(((pe, theirs), _)) = node.iter().zip(reach).find(|(_, r)| !r.load_store) else {
+        return Ok(());
+    };
+    Err(Error::Unsupported(format!(
+        "PE {me}'s GPU {} at {} has no peer access to the GPU {} at {} of PE {pe} on the same host. \
+         rshmem maps the heap of every PE of a host into each of the host's GPUs, which needs peer \
+         access between every pair of them (NVLink, or PCIe with peer-to-peer enabled; `nvidia-smi \
+         topo -p2p r` shows which pairs have it). Run the PEs on GPUs that reach each other, or on \
+         one GPU (CUDA_VISIBLE_DEVICES=0 RSHMEM_ALLOW_SHARED_GPU=1: correct, not fast)",
+        mine.uuid_string(),
+        mine.pci_bus_id,
+        theirs.uuid_string(),
+        theirs.pci_bus_id
+    )))
+}
+
 /// The devices to open mapped chunks to: every reachable peer GPU visible in this process
 /// (for [`super::CudaMemory::new`]).
 pub fn access_devices(reach: &[PeerReach]) -> Vec<Device> {
@@ -355,6 +383,22 @@ mod tests {
         assert!(e.contains("GPU-01010101-0101-0101-0101-010101010101"), "{e}");
         assert!(check_distinct(&node, 4, true).is_ok());
         assert!(check_distinct(&node, 9, false).is_err());
+    }
+
+    #[test]
+    fn a_peer_gpu_without_peer_access_is_refused_naming_both() {
+        let node = vec![(0, id(1, 0)), (1, id(2, 1)), (2, id(3, 2))];
+        let reach = |ok: [bool; 3]| -> Vec<PeerReach> {
+            ok.iter().map(|&l| PeerReach { load_store: l, native_atomics: l, device: None, verified: true }).collect()
+        };
+        assert!(check_peer_access(0, &node, &reach([true, true, true])).is_ok());
+        let e = check_peer_access(0, &node, &reach([true, true, false])).unwrap_err();
+        assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
+        let e = e.to_string();
+        assert!(e.contains("PE 0's GPU GPU-01010101-") && e.contains("at 0000:01:00.0"), "{e}");
+        assert!(e.contains("GPU-03030303-") && e.contains("at 0000:03:00.0 of PE 2"), "{e}");
+        assert!(e.contains("nvidia-smi topo -p2p r") && e.contains("RSHMEM_ALLOW_SHARED_GPU=1"), "{e}");
+        assert!(check_peer_access(9, &node, &reach([true, true, true])).is_err());
     }
 
     #[test]

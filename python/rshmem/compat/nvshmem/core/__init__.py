@@ -431,7 +431,7 @@ def reduce(team, dst_array, src_array, op: str, stream=None) -> None:
     "prod", "min", "max", "and", "or", "xor") of every member's `src_array`."""
     import rshmem.torch as rtorch  # noqa: PLC0415
 
-    rtorch.reduce_on_stream(str(op), as_tensor(dst_array, "dst_array"), as_tensor(src_array, "src_array"),
+    rtorch.reduce_on_stream(as_tensor(dst_array, "dst_array"), as_tensor(src_array, "src_array"), op,
                             int(team), stream_handle(stream))
 
 
