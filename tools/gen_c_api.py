@@ -75,6 +75,7 @@ RET_KINDS = {
     "u64": (["uint64_t *"], ["*mut u64"], "r"),
     "bool": (["int *"], ["*mut c_int"], "c_int::from(r)"),
     "i32": (["int32_t *"], ["*mut i32"], "r"),
+    "i128": (["int64_t *"], ["*mut i64"], "ffi::value_out(r)"),
     "int": (["int *"], ["*mut c_int"], None),
     "usize": (["size_t *"], ["*mut usize"], "r"),
     "opt_usize": (["size_t *"], ["*mut usize"], "r.unwrap_or(usize::MAX)"),
@@ -305,9 +306,9 @@ def rust_body(f: CFn) -> list[str]:
         lines += [f"let {a.name} = ffi::pe(&rt, {a.name})?;" for a in f.args if a.kind == "pe"]
         if f.row == "p":
             value = conv_in.format(R=elem, n="value")
-            lines.append(f"Ok(rt.p::<{elem}>(dest as usize, {value}, pe)?)")
+            lines.append(f"Ok(rt.p::<{elem}>(dst as usize, {value}, pe)?)")
         elif f.row == "g":
-            lines.append(f"let r = rt.g::<{elem}>(source as usize, pe)?;")
+            lines.append(f"let r = rt.g::<{elem}>(src as usize, pe)?;")
             value = "r.to_bits()" if half else "r"
             lines.append(f"unsafe {{ out.write({value}) }};")
             lines.append("Ok(())")

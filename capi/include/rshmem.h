@@ -156,66 +156,66 @@ rshmem_status_t rshmem_host_heap_in_use(size_t *out);
 rshmem_status_t rshmem_host_heap_mapped(size_t *out);
 
 /* ---- remote memory access ---- */
-/* Copies `nbytes` from local `source` to symmetric `dest` on `pe` (`nvshmem_putmem`). With `check_local` (the default) `source` is checked to be readable memory of this process first; callers that took it from a live tensor pass `False`. */
-rshmem_status_t rshmem_host_putmem(void *dest, const void *source, size_t nbytes, int pe);
-/* Copies `nbytes` from symmetric `source` on `pe` to local `dest` (`nvshmem_getmem`); `dest` is checked as `putmem` checks its source. */
-rshmem_status_t rshmem_host_getmem(void *dest, const void *source, size_t nbytes, int pe);
-/* For each element type <T>: Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`). */
-rshmem_status_t rshmem_host_int8_p(int8_t *dest, int8_t value, int pe);
-rshmem_status_t rshmem_host_int16_p(int16_t *dest, int16_t value, int pe);
-rshmem_status_t rshmem_host_int32_p(int32_t *dest, int32_t value, int pe);
-rshmem_status_t rshmem_host_int64_p(int64_t *dest, int64_t value, int pe);
-rshmem_status_t rshmem_host_uint8_p(uint8_t *dest, uint8_t value, int pe);
-rshmem_status_t rshmem_host_uint16_p(uint16_t *dest, uint16_t value, int pe);
-rshmem_status_t rshmem_host_uint32_p(uint32_t *dest, uint32_t value, int pe);
-rshmem_status_t rshmem_host_uint64_p(uint64_t *dest, uint64_t value, int pe);
-rshmem_status_t rshmem_host_fp16_p(uint16_t *dest, uint16_t value, int pe);
-rshmem_status_t rshmem_host_bf16_p(uint16_t *dest, uint16_t value, int pe);
-rshmem_status_t rshmem_host_fp32_p(float *dest, float value, int pe);
-rshmem_status_t rshmem_host_fp64_p(double *dest, double value, int pe);
-/* For each element type <T>: Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`). */
-rshmem_status_t rshmem_host_int8_g(const int8_t *source, int pe, int8_t *out);
-rshmem_status_t rshmem_host_int16_g(const int16_t *source, int pe, int16_t *out);
-rshmem_status_t rshmem_host_int32_g(const int32_t *source, int pe, int32_t *out);
-rshmem_status_t rshmem_host_int64_g(const int64_t *source, int pe, int64_t *out);
-rshmem_status_t rshmem_host_uint8_g(const uint8_t *source, int pe, uint8_t *out);
-rshmem_status_t rshmem_host_uint16_g(const uint16_t *source, int pe, uint16_t *out);
-rshmem_status_t rshmem_host_uint32_g(const uint32_t *source, int pe, uint32_t *out);
-rshmem_status_t rshmem_host_uint64_g(const uint64_t *source, int pe, uint64_t *out);
-rshmem_status_t rshmem_host_fp16_g(const uint16_t *source, int pe, uint16_t *out);
-rshmem_status_t rshmem_host_bf16_g(const uint16_t *source, int pe, uint16_t *out);
-rshmem_status_t rshmem_host_fp32_g(const float *source, int pe, float *out);
-rshmem_status_t rshmem_host_fp64_g(const double *source, int pe, double *out);
+/* Copies `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmem_putmem`). With `check_local` (the default) `src` is checked to be readable memory of this process first; callers that took it from a live tensor pass `False`. */
+rshmem_status_t rshmem_host_putmem(void *dst, const void *src, size_t nbytes, int pe);
+/* Copies `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`); `dst` is checked as `putmem` checks its source. */
+rshmem_status_t rshmem_host_getmem(void *dst, const void *src, size_t nbytes, int pe);
+/* For each element type <T>: Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`). */
+rshmem_status_t rshmem_host_int8_p(int8_t *dst, int8_t value, int pe);
+rshmem_status_t rshmem_host_int16_p(int16_t *dst, int16_t value, int pe);
+rshmem_status_t rshmem_host_int32_p(int32_t *dst, int32_t value, int pe);
+rshmem_status_t rshmem_host_int64_p(int64_t *dst, int64_t value, int pe);
+rshmem_status_t rshmem_host_uint8_p(uint8_t *dst, uint8_t value, int pe);
+rshmem_status_t rshmem_host_uint16_p(uint16_t *dst, uint16_t value, int pe);
+rshmem_status_t rshmem_host_uint32_p(uint32_t *dst, uint32_t value, int pe);
+rshmem_status_t rshmem_host_uint64_p(uint64_t *dst, uint64_t value, int pe);
+rshmem_status_t rshmem_host_fp16_p(uint16_t *dst, uint16_t value, int pe);
+rshmem_status_t rshmem_host_bf16_p(uint16_t *dst, uint16_t value, int pe);
+rshmem_status_t rshmem_host_fp32_p(float *dst, float value, int pe);
+rshmem_status_t rshmem_host_fp64_p(double *dst, double value, int pe);
+/* For each element type <T>: Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`). */
+rshmem_status_t rshmem_host_int8_g(const int8_t *src, int pe, int8_t *out);
+rshmem_status_t rshmem_host_int16_g(const int16_t *src, int pe, int16_t *out);
+rshmem_status_t rshmem_host_int32_g(const int32_t *src, int pe, int32_t *out);
+rshmem_status_t rshmem_host_int64_g(const int64_t *src, int pe, int64_t *out);
+rshmem_status_t rshmem_host_uint8_g(const uint8_t *src, int pe, uint8_t *out);
+rshmem_status_t rshmem_host_uint16_g(const uint16_t *src, int pe, uint16_t *out);
+rshmem_status_t rshmem_host_uint32_g(const uint32_t *src, int pe, uint32_t *out);
+rshmem_status_t rshmem_host_uint64_g(const uint64_t *src, int pe, uint64_t *out);
+rshmem_status_t rshmem_host_fp16_g(const uint16_t *src, int pe, uint16_t *out);
+rshmem_status_t rshmem_host_bf16_g(const uint16_t *src, int pe, uint16_t *out);
+rshmem_status_t rshmem_host_fp32_g(const float *src, int pe, float *out);
+rshmem_status_t rshmem_host_fp64_g(const double *src, int pe, double *out);
 
 /* ---- atomics ---- */
 /* Applies atomic `op` to the `width`-byte word at symmetric `addr` on `pe` and returns the old bits. `op` is one of `fetch`, `set`, `swap`, `compare_swap` (`a` = expected, `b` = new), `add`, `and`, `or`, `xor`; other operations use `a`. */
 rshmem_status_t rshmem_host_atomic(void *addr, size_t width, rshmem_amo_t op, int pe, uint64_t a, uint64_t b, uint64_t *out);
 
 /* ---- signals and waits ---- */
-/* Copies `nbytes` to `dest` on `pe`, then applies `op` with `signal` to the 64-bit word `sig_addr` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `source` is checked as `putmem` checks it. */
-rshmem_status_t rshmem_host_putmem_signal(void *dest, const void *source, size_t nbytes, void *sig_addr, uint64_t signal, int op, int pe);
-/* Applies `op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `signal` to the word `sig_addr` on `pe` (`nvshmemx_signal_op`). */
-rshmem_status_t rshmem_host_signal_op(void *sig_addr, uint64_t signal, int op, int pe);
-/* Reads the local signal word at `sig_addr` (`nvshmem_signal_fetch`). */
-rshmem_status_t rshmem_host_signal_fetch(void *sig_addr, uint64_t *out);
+/* Copies `nbytes` to `dst` on `pe`, then applies `sig_op` with `value` to the 64-bit word `sig` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `src` is checked as `putmem` checks it. */
+rshmem_status_t rshmem_host_putmem_signal(void *dst, const void *src, size_t nbytes, void *sig, uint64_t value, int sig_op, int pe);
+/* Applies `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `value` to the word `sig` on `pe` (`nvshmemx_signal_op`). */
+rshmem_status_t rshmem_host_signal_op(void *sig, uint64_t value, int sig_op, int pe);
+/* Reads the local signal word at `sig` (`nvshmem_signal_fetch`). */
+rshmem_status_t rshmem_host_signal_fetch(void *sig, uint64_t *out);
 /* Waits until the local signal word satisfies `cmp` against `value`; returns the value seen (`nvshmem_signal_wait_until`). */
-rshmem_status_t rshmem_host_signal_wait_until(void *sig_addr, int cmp, uint64_t value, uint64_t *out);
-/* Waits until the local element at `addr` satisfies `cmp` against `value` (`nvshmem_<type>_wait_until`). */
-rshmem_status_t rshmem_host_wait_until(void *addr, rshmem_dtype_t dtype_name, int cmp, int64_t value);
+rshmem_status_t rshmem_host_signal_wait_until(void *sig, int cmp, uint64_t value, uint64_t *out);
+/* Waits until the local element at `addr` satisfies `cmp` against `value`; returns the value seen (`nvshmem_<type>_wait_until`). */
+rshmem_status_t rshmem_host_wait_until(void *addr, rshmem_dtype_t dtype, int cmp, int64_t value, int64_t *out);
 /* Whether the local element at `addr` satisfies `cmp` against `value` (`nvshmem_<type>_test`). */
-rshmem_status_t rshmem_host_test(void *addr, rshmem_dtype_t dtype_name, int cmp, int64_t value, int *out);
+rshmem_status_t rshmem_host_test(void *addr, rshmem_dtype_t dtype, int cmp, int64_t value, int *out);
 /* Waits until every element of `addr[..nelems]` not masked by `status` satisfies the comparison. */
-rshmem_status_t rshmem_host_wait_until_all(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype_name, int cmp, int64_t value);
+rshmem_status_t rshmem_host_wait_until_all(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype, int cmp, int64_t value);
 /* Waits until one unmasked element satisfies the comparison; returns its index. */
-rshmem_status_t rshmem_host_wait_until_any(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype_name, int cmp, int64_t value, size_t *out);
+rshmem_status_t rshmem_host_wait_until_any(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype, int cmp, int64_t value, size_t *out);
 /* Waits until at least one unmasked element satisfies the comparison; returns the indices of all that do. */
-rshmem_status_t rshmem_host_wait_until_some(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype_name, int cmp, int64_t value, size_t *indices, size_t *count);
+rshmem_status_t rshmem_host_wait_until_some(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype, int cmp, int64_t value, size_t *indices, size_t *count);
 /* Whether every unmasked element satisfies the comparison. */
-rshmem_status_t rshmem_host_test_all(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype_name, int cmp, int64_t value, int *out);
+rshmem_status_t rshmem_host_test_all(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype, int cmp, int64_t value, int *out);
 /* The index of one unmasked element that satisfies the comparison, if any. */
-rshmem_status_t rshmem_host_test_any(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype_name, int cmp, int64_t value, size_t *out);
+rshmem_status_t rshmem_host_test_any(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype, int cmp, int64_t value, size_t *out);
 /* The indices of the unmasked elements that satisfy the comparison (possibly none). */
-rshmem_status_t rshmem_host_test_some(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype_name, int cmp, int64_t value, size_t *indices, size_t *count);
+rshmem_status_t rshmem_host_test_some(void *addr, size_t nelems, const int32_t *status, rshmem_dtype_t dtype, int cmp, int64_t value, size_t *indices, size_t *count);
 
 /* ---- ordering and barriers ---- */
 /* Orders this PE's puts, atomics and signals to each PE (`nvshmem_fence`). */
@@ -244,40 +244,40 @@ rshmem_status_t rshmem_host_team_split_strided(rshmem_team_t parent, int32_t sta
 rshmem_status_t rshmem_host_team_destroy(rshmem_team_t team);
 
 /* ---- collectives ---- */
-/* Copies `nelems` elements of `source` on `root` (team numbering) into `dest` on every PE of the team (`nvshmem_<type>_broadcast`). */
-rshmem_status_t rshmem_host_broadcast(rshmem_team_t team_id, void *dest, const void *source, size_t nelems, int32_t root, rshmem_dtype_t dtype_name);
-/* Concatenates every PE's `nelems` elements of `source` into `dest`, in team order (`nvshmem_<type>_fcollect`). */
-rshmem_status_t rshmem_host_fcollect(rshmem_team_t team_id, void *dest, const void *source, size_t nelems, rshmem_dtype_t dtype_name);
-/* Block `j` (of `nelems` elements) of `source` goes to block `me` of `dest` on PE `j` (`nvshmem_<type>_alltoall`). */
-rshmem_status_t rshmem_host_alltoall(rshmem_team_t team_id, void *dest, const void *source, size_t nelems, rshmem_dtype_t dtype_name);
-/* Reduces `nelems` elements of `source` over the team with `op` into `dest` on every PE (`nvshmem_<type>_<op>_reduce`). */
-rshmem_status_t rshmem_host_reduce(rshmem_team_t team_id, rshmem_reduce_op_t op, void *dest, const void *source, size_t nelems, rshmem_dtype_t dtype);
+/* Copies `nelems` elements of `src` on `root` (team numbering) into `dst` on every PE of the team (`nvshmem_<type>_broadcast`). */
+rshmem_status_t rshmem_host_broadcast(rshmem_team_t team, void *dst, const void *src, size_t nelems, int32_t root, rshmem_dtype_t dtype);
+/* Concatenates every PE's `nelems` elements of `src` into `dst`, in team order (`nvshmem_<type>_fcollect`). */
+rshmem_status_t rshmem_host_fcollect(rshmem_team_t team, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype);
+/* Block `j` (of `nelems` elements) of `src` goes to block `me` of `dst` on PE `j` (`nvshmem_<type>_alltoall`). */
+rshmem_status_t rshmem_host_alltoall(rshmem_team_t team, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype);
+/* Reduces `nelems` elements of `src` over the team with `op` into `dst` on every PE (`nvshmem_<type>_<op>_reduce`). */
+rshmem_status_t rshmem_host_reduce(rshmem_team_t team, rshmem_reduce_op_t op, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype);
 
 /* ---- on-stream operations ---- */
-/* Queues a copy of `nbytes` from local `src` to symmetric `dest` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process. */
-rshmem_status_t rshmem_host_putmem_on_stream(void *dest, const void *src, size_t nbytes, int pe, void *stream);
-/* Queues a copy of `nbytes` from symmetric `src` on `pe` to local `dest` (`nvshmemx_getmem_on_stream`). `dest` is checked as `putmem_on_stream` checks its source. */
-rshmem_status_t rshmem_host_getmem_on_stream(void *dest, const void *src, size_t nbytes, int pe, void *stream);
-/* Queues a put of `nbytes`, then the update of the signal word `sig_addr` on `pe` with `signal` (`sig_op` is `SIGNAL_SET` or `SIGNAL_ADD`), ordered after the data (`nvshmemx_putmem_signal_on_stream`). `src` is checked as `putmem_on_stream` checks it. */
-rshmem_status_t rshmem_host_putmem_signal_on_stream(void *dest, const void *src, size_t nbytes, void *sig_addr, uint64_t signal, int sig_op, int pe, void *stream);
-/* Queues the update of the signal word `sig_addr` on `pe` (`nvshmemx_signal_op_on_stream`). */
-rshmem_status_t rshmem_host_signal_op_on_stream(void *sig_addr, uint64_t signal, int sig_op, int pe, void *stream);
-/* Makes later work on the stream wait until this PE's signal word `sig_addr` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`). */
-rshmem_status_t rshmem_host_signal_wait_until_on_stream(void *sig_addr, int cmp, uint64_t value, void *stream);
+/* Queues a copy of `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process. */
+rshmem_status_t rshmem_host_putmem_on_stream(void *dst, const void *src, size_t nbytes, int pe, void *stream);
+/* Queues a copy of `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmemx_getmem_on_stream`). `dst` is checked as `putmem_on_stream` checks its source. */
+rshmem_status_t rshmem_host_getmem_on_stream(void *dst, const void *src, size_t nbytes, int pe, void *stream);
+/* Queues a put of `nbytes`, then the update of the signal word `sig` on `pe` with `value` (`sig_op` is `SIGNAL_SET` or `SIGNAL_ADD`), ordered after the data (`nvshmemx_putmem_signal_on_stream`). `src` is checked as `putmem_on_stream` checks it. */
+rshmem_status_t rshmem_host_putmem_signal_on_stream(void *dst, const void *src, size_t nbytes, void *sig, uint64_t value, int sig_op, int pe, void *stream);
+/* Queues the update of the signal word `sig` on `pe` (`nvshmemx_signal_op_on_stream`). */
+rshmem_status_t rshmem_host_signal_op_on_stream(void *sig, uint64_t value, int sig_op, int pe, void *stream);
+/* Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`). */
+rshmem_status_t rshmem_host_signal_wait_until_on_stream(void *sig, int cmp, uint64_t value, void *stream);
 /* Completes every put and signal queued on the stream before it (`nvshmemx_quiet_on_stream`). */
 rshmem_status_t rshmem_host_quiet_on_stream(void *stream);
 /* Queues a barrier over all PEs (`nvshmemx_barrier_all_on_stream`). Every PE calls it. */
 rshmem_status_t rshmem_host_barrier_all_on_stream(void *stream);
 /* Queues a barrier over `team` (`nvshmemx_barrier_on_stream`). Every member calls it. */
 rshmem_status_t rshmem_host_barrier_on_stream(rshmem_team_t team, void *stream);
-/* Queues a broadcast of `nelems` elements of `dtype` from `src` on team PE `root` into `dest` on every member (`nvshmemx_<type>_broadcast_on_stream`). Every member calls it. */
-rshmem_status_t rshmem_host_broadcast_on_stream(rshmem_team_t team, void *dest, const void *src, size_t nelems, int32_t root, rshmem_dtype_t dtype, void *stream);
-/* Queues the concatenation of every member's `nelems` elements of `src` into `dest`, in team order (`nvshmemx_<type>_fcollect_on_stream`). Every member calls it. */
-rshmem_status_t rshmem_host_fcollect_on_stream(rshmem_team_t team, void *dest, const void *src, size_t nelems, rshmem_dtype_t dtype, void *stream);
+/* Queues a broadcast of `nelems` elements of `dtype` from `src` on team PE `root` into `dst` on every member (`nvshmemx_<type>_broadcast_on_stream`). Every member calls it. */
+rshmem_status_t rshmem_host_broadcast_on_stream(rshmem_team_t team, void *dst, const void *src, size_t nelems, int32_t root, rshmem_dtype_t dtype, void *stream);
+/* Queues the concatenation of every member's `nelems` elements of `src` into `dst`, in team order (`nvshmemx_<type>_fcollect_on_stream`). Every member calls it. */
+rshmem_status_t rshmem_host_fcollect_on_stream(rshmem_team_t team, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype, void *stream);
 /* Queues an all-to-all exchange of blocks of `nelems` elements (`nvshmemx_<type>_alltoall_on_stream`). Every member calls it. */
-rshmem_status_t rshmem_host_alltoall_on_stream(rshmem_team_t team, void *dest, const void *src, size_t nelems, rshmem_dtype_t dtype, void *stream);
-/* Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`) of every member's `nelems` elements of `src` into `dest` (`nvshmemx_<type>_<op>_reduce_on_stream`). Every member calls it; `dest` may be `src`. */
-rshmem_status_t rshmem_host_reduce_on_stream(rshmem_team_t team, rshmem_reduce_op_t op, void *dest, const void *src, size_t nelems, rshmem_dtype_t dtype, void *stream);
+rshmem_status_t rshmem_host_alltoall_on_stream(rshmem_team_t team, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype, void *stream);
+/* Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`) of every member's `nelems` elements of `src` into `dst` (`nvshmemx_<type>_<op>_reduce_on_stream`). Every member calls it; `dst` may be `src`. */
+rshmem_status_t rshmem_host_reduce_on_stream(rshmem_team_t team, rshmem_reduce_op_t op, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype, void *stream);
 
 /* ---- the device ---- */
 /* The ordinal of the GPU this PE uses, or `None` on the host backend. */

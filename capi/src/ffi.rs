@@ -119,6 +119,12 @@ pub fn value(v: i64, dt: DType) -> i128 {
     }
 }
 
+/// A value the runtime returns as `i128` (what satisfied a wait) as C's `int64_t`: the value,
+/// or for a `uint64` above `INT64_MAX` its bits (as [`value`] reads them).
+pub fn value_out(v: i128) -> i64 {
+    i64::try_from(v).unwrap_or(v as u64 as i64)
+}
+
 /// The optional status mask of the `*_all/any/some` waits: `nelems` ints at `status`, or none
 /// for NULL.
 ///

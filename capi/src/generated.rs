@@ -19,400 +19,400 @@ use rshmem::driver::stream::StreamHandle;
 use rshmem::runtime::{Access, Team};
 use std::ffi::{c_char, c_int, c_void};
 
-/// Copies `nelems` elements of `source` on `root` (team numbering) into `dest` on every PE of the team (`nvshmem_<type>_broadcast`).
+/// Copies `nelems` elements of `src` on `root` (team numbering) into `dst` on every PE of the team (`nvshmem_<type>_broadcast`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_broadcast(team_id: i32, dest: *mut c_void, source: *const c_void, nelems: usize, root: i32, dtype_name: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_broadcast(team: i32, dst: *mut c_void, src: *const c_void, nelems: usize, root: i32, dtype: c_int) -> c_int {
     const NAME: &str = "rshmem_host_broadcast()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let team_id = Team(team_id);
-        let dest = dest as usize;
-        let source = source as usize;
-        let dtype_name = ffi::dtype(dtype_name)?;
-        Ok(rt.broadcast(team_id, dest, source, nelems, root, dtype_name)?)
+        let team = Team(team);
+        let dst = dst as usize;
+        let src = src as usize;
+        let dtype = ffi::dtype(dtype)?;
+        Ok(rt.broadcast(team, dst, src, nelems, root, dtype)?)
     })
 }
 
-/// Concatenates every PE's `nelems` elements of `source` into `dest`, in team order (`nvshmem_<type>_fcollect`).
+/// Concatenates every PE's `nelems` elements of `src` into `dst`, in team order (`nvshmem_<type>_fcollect`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_fcollect(team_id: i32, dest: *mut c_void, source: *const c_void, nelems: usize, dtype_name: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_fcollect(team: i32, dst: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int) -> c_int {
     const NAME: &str = "rshmem_host_fcollect()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let team_id = Team(team_id);
-        let dest = dest as usize;
-        let source = source as usize;
-        let dtype_name = ffi::dtype(dtype_name)?;
-        Ok(rt.fcollect(team_id, dest, source, nelems, dtype_name)?)
+        let team = Team(team);
+        let dst = dst as usize;
+        let src = src as usize;
+        let dtype = ffi::dtype(dtype)?;
+        Ok(rt.fcollect(team, dst, src, nelems, dtype)?)
     })
 }
 
-/// Block `j` (of `nelems` elements) of `source` goes to block `me` of `dest` on PE `j` (`nvshmem_<type>_alltoall`).
+/// Block `j` (of `nelems` elements) of `src` goes to block `me` of `dst` on PE `j` (`nvshmem_<type>_alltoall`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_alltoall(team_id: i32, dest: *mut c_void, source: *const c_void, nelems: usize, dtype_name: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_alltoall(team: i32, dst: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int) -> c_int {
     const NAME: &str = "rshmem_host_alltoall()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let team_id = Team(team_id);
-        let dest = dest as usize;
-        let source = source as usize;
-        let dtype_name = ffi::dtype(dtype_name)?;
-        Ok(rt.alltoall(team_id, dest, source, nelems, dtype_name)?)
+        let team = Team(team);
+        let dst = dst as usize;
+        let src = src as usize;
+        let dtype = ffi::dtype(dtype)?;
+        Ok(rt.alltoall(team, dst, src, nelems, dtype)?)
     })
 }
 
-/// Reduces `nelems` elements of `source` over the team with `op` into `dest` on every PE (`nvshmem_<type>_<op>_reduce`).
+/// Reduces `nelems` elements of `src` over the team with `op` into `dst` on every PE (`nvshmem_<type>_<op>_reduce`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_reduce(team_id: i32, op: c_int, dest: *mut c_void, source: *const c_void, nelems: usize, dtype: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_reduce(team: i32, op: c_int, dst: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int) -> c_int {
     const NAME: &str = "rshmem_host_reduce()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let team_id = Team(team_id);
+        let team = Team(team);
         let (op, dtype) = ffi::reduce_args(op, dtype)?;
-        let dest = dest as usize;
-        let source = source as usize;
-        Ok(rt.reduce(team_id, op, dest, source, nelems, dtype)?)
+        let dst = dst as usize;
+        let src = src as usize;
+        Ok(rt.reduce(team, op, dst, src, nelems, dtype)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_int8_p(dest: *mut i8, value: i8, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_int8_p(dst: *mut i8, value: i8, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_int8_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<i8>(dest as usize, value, pe)?)
+        Ok(rt.p::<i8>(dst as usize, value, pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_int16_p(dest: *mut i16, value: i16, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_int16_p(dst: *mut i16, value: i16, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_int16_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<i16>(dest as usize, value, pe)?)
+        Ok(rt.p::<i16>(dst as usize, value, pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_int32_p(dest: *mut i32, value: i32, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_int32_p(dst: *mut i32, value: i32, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_int32_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<i32>(dest as usize, value, pe)?)
+        Ok(rt.p::<i32>(dst as usize, value, pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_int64_p(dest: *mut i64, value: i64, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_int64_p(dst: *mut i64, value: i64, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_int64_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<i64>(dest as usize, value, pe)?)
+        Ok(rt.p::<i64>(dst as usize, value, pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_uint8_p(dest: *mut u8, value: u8, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_uint8_p(dst: *mut u8, value: u8, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_uint8_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<u8>(dest as usize, value, pe)?)
+        Ok(rt.p::<u8>(dst as usize, value, pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_uint16_p(dest: *mut u16, value: u16, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_uint16_p(dst: *mut u16, value: u16, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_uint16_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<u16>(dest as usize, value, pe)?)
+        Ok(rt.p::<u16>(dst as usize, value, pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_uint32_p(dest: *mut u32, value: u32, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_uint32_p(dst: *mut u32, value: u32, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_uint32_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<u32>(dest as usize, value, pe)?)
+        Ok(rt.p::<u32>(dst as usize, value, pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_uint64_p(dest: *mut u64, value: u64, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_uint64_p(dst: *mut u64, value: u64, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_uint64_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<u64>(dest as usize, value, pe)?)
+        Ok(rt.p::<u64>(dst as usize, value, pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_fp16_p(dest: *mut u16, value: u16, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_fp16_p(dst: *mut u16, value: u16, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_fp16_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<half::f16>(dest as usize, half::f16::from_bits(value), pe)?)
+        Ok(rt.p::<half::f16>(dst as usize, half::f16::from_bits(value), pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_bf16_p(dest: *mut u16, value: u16, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_bf16_p(dst: *mut u16, value: u16, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_bf16_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<half::bf16>(dest as usize, half::bf16::from_bits(value), pe)?)
+        Ok(rt.p::<half::bf16>(dst as usize, half::bf16::from_bits(value), pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_fp32_p(dest: *mut f32, value: f32, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_fp32_p(dst: *mut f32, value: f32, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_fp32_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<f32>(dest as usize, value, pe)?)
+        Ok(rt.p::<f32>(dst as usize, value, pe)?)
     })
 }
 
-/// Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_fp64_p(dest: *mut f64, value: f64, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_fp64_p(dst: *mut f64, value: f64, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_fp64_p()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<f64>(dest as usize, value, pe)?)
+        Ok(rt.p::<f64>(dst as usize, value, pe)?)
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_int8_g(source: *const i8, pe: c_int, out: *mut i8) -> c_int {
+pub unsafe extern "C" fn rshmem_host_int8_g(src: *const i8, pe: c_int, out: *mut i8) -> c_int {
     const NAME: &str = "rshmem_host_int8_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<i8>(source as usize, pe)?;
+        let r = rt.g::<i8>(src as usize, pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_int16_g(source: *const i16, pe: c_int, out: *mut i16) -> c_int {
+pub unsafe extern "C" fn rshmem_host_int16_g(src: *const i16, pe: c_int, out: *mut i16) -> c_int {
     const NAME: &str = "rshmem_host_int16_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<i16>(source as usize, pe)?;
+        let r = rt.g::<i16>(src as usize, pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_int32_g(source: *const i32, pe: c_int, out: *mut i32) -> c_int {
+pub unsafe extern "C" fn rshmem_host_int32_g(src: *const i32, pe: c_int, out: *mut i32) -> c_int {
     const NAME: &str = "rshmem_host_int32_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<i32>(source as usize, pe)?;
+        let r = rt.g::<i32>(src as usize, pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_int64_g(source: *const i64, pe: c_int, out: *mut i64) -> c_int {
+pub unsafe extern "C" fn rshmem_host_int64_g(src: *const i64, pe: c_int, out: *mut i64) -> c_int {
     const NAME: &str = "rshmem_host_int64_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<i64>(source as usize, pe)?;
+        let r = rt.g::<i64>(src as usize, pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_uint8_g(source: *const u8, pe: c_int, out: *mut u8) -> c_int {
+pub unsafe extern "C" fn rshmem_host_uint8_g(src: *const u8, pe: c_int, out: *mut u8) -> c_int {
     const NAME: &str = "rshmem_host_uint8_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<u8>(source as usize, pe)?;
+        let r = rt.g::<u8>(src as usize, pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_uint16_g(source: *const u16, pe: c_int, out: *mut u16) -> c_int {
+pub unsafe extern "C" fn rshmem_host_uint16_g(src: *const u16, pe: c_int, out: *mut u16) -> c_int {
     const NAME: &str = "rshmem_host_uint16_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<u16>(source as usize, pe)?;
+        let r = rt.g::<u16>(src as usize, pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_uint32_g(source: *const u32, pe: c_int, out: *mut u32) -> c_int {
+pub unsafe extern "C" fn rshmem_host_uint32_g(src: *const u32, pe: c_int, out: *mut u32) -> c_int {
     const NAME: &str = "rshmem_host_uint32_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<u32>(source as usize, pe)?;
+        let r = rt.g::<u32>(src as usize, pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_uint64_g(source: *const u64, pe: c_int, out: *mut u64) -> c_int {
+pub unsafe extern "C" fn rshmem_host_uint64_g(src: *const u64, pe: c_int, out: *mut u64) -> c_int {
     const NAME: &str = "rshmem_host_uint64_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<u64>(source as usize, pe)?;
+        let r = rt.g::<u64>(src as usize, pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_fp16_g(source: *const u16, pe: c_int, out: *mut u16) -> c_int {
+pub unsafe extern "C" fn rshmem_host_fp16_g(src: *const u16, pe: c_int, out: *mut u16) -> c_int {
     const NAME: &str = "rshmem_host_fp16_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<half::f16>(source as usize, pe)?;
+        let r = rt.g::<half::f16>(src as usize, pe)?;
         unsafe { out.write(r.to_bits()) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_bf16_g(source: *const u16, pe: c_int, out: *mut u16) -> c_int {
+pub unsafe extern "C" fn rshmem_host_bf16_g(src: *const u16, pe: c_int, out: *mut u16) -> c_int {
     const NAME: &str = "rshmem_host_bf16_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<half::bf16>(source as usize, pe)?;
+        let r = rt.g::<half::bf16>(src as usize, pe)?;
         unsafe { out.write(r.to_bits()) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_fp32_g(source: *const f32, pe: c_int, out: *mut f32) -> c_int {
+pub unsafe extern "C" fn rshmem_host_fp32_g(src: *const f32, pe: c_int, out: *mut f32) -> c_int {
     const NAME: &str = "rshmem_host_fp32_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<f32>(source as usize, pe)?;
+        let r = rt.g::<f32>(src as usize, pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_fp64_g(source: *const f64, pe: c_int, out: *mut f64) -> c_int {
+pub unsafe extern "C" fn rshmem_host_fp64_g(src: *const f64, pe: c_int, out: *mut f64) -> c_int {
     const NAME: &str = "rshmem_host_fp64_g()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<f64>(source as usize, pe)?;
+        let r = rt.g::<f64>(src as usize, pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Copies `nbytes` to `dest` on `pe`, then applies `op` with `signal` to the 64-bit word `sig_addr` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `source` is checked as `putmem` checks it.
+/// Copies `nbytes` to `dst` on `pe`, then applies `sig_op` with `value` to the 64-bit word `sig` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `src` is checked as `putmem` checks it.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_putmem_signal(dest: *mut c_void, source: *const c_void, nbytes: usize, sig_addr: *mut c_void, signal: u64, op: c_int, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_putmem_signal(dst: *mut c_void, src: *const c_void, nbytes: usize, sig: *mut c_void, value: u64, sig_op: c_int, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_putmem_signal()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let dest = dest as usize;
-        let source = source as usize;
-        let sig_addr = sig_addr as usize;
-        let op = SignalOp::from_raw(op)?;
+        let dst = dst as usize;
+        let src = src as usize;
+        let sig = sig as usize;
+        let sig_op = SignalOp::from_raw(sig_op)?;
         let pe = ffi::pe(&rt, pe)?;
-        rt.check_local_buffer(source, nbytes, Access::Read)?;
-        Ok(unsafe { rt.putmem_signal(dest, source, nbytes, sig_addr, signal, op, pe) }?)
+        rt.check_local_buffer(src, nbytes, Access::Read)?;
+        Ok(unsafe { rt.putmem_signal(dst, src, nbytes, sig, value, sig_op, pe) }?)
     })
 }
 
-/// Applies `op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `signal` to the word `sig_addr` on `pe` (`nvshmemx_signal_op`).
+/// Applies `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `value` to the word `sig` on `pe` (`nvshmemx_signal_op`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_signal_op(sig_addr: *mut c_void, signal: u64, op: c_int, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_signal_op(sig: *mut c_void, value: u64, sig_op: c_int, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_signal_op()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let sig_addr = sig_addr as usize;
-        let op = SignalOp::from_raw(op)?;
+        let sig = sig as usize;
+        let sig_op = SignalOp::from_raw(sig_op)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.signal_op(sig_addr, signal, op, pe)?)
+        Ok(rt.signal_op(sig, value, sig_op, pe)?)
     })
 }
 
-/// Reads the local signal word at `sig_addr` (`nvshmem_signal_fetch`).
+/// Reads the local signal word at `sig` (`nvshmem_signal_fetch`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_signal_fetch(sig_addr: *mut c_void, out: *mut u64) -> c_int {
+pub unsafe extern "C" fn rshmem_host_signal_fetch(sig: *mut c_void, out: *mut u64) -> c_int {
     const NAME: &str = "rshmem_host_signal_fetch()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
-        let sig_addr = sig_addr as usize;
-        let r = rt.signal_fetch(sig_addr)?;
+        let sig = sig as usize;
+        let r = rt.signal_fetch(sig)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -420,45 +420,48 @@ pub unsafe extern "C" fn rshmem_host_signal_fetch(sig_addr: *mut c_void, out: *m
 
 /// Waits until the local signal word satisfies `cmp` against `value`; returns the value seen (`nvshmem_signal_wait_until`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_signal_wait_until(sig_addr: *mut c_void, cmp: c_int, value: u64, out: *mut u64) -> c_int {
+pub unsafe extern "C" fn rshmem_host_signal_wait_until(sig: *mut c_void, cmp: c_int, value: u64, out: *mut u64) -> c_int {
     const NAME: &str = "rshmem_host_signal_wait_until()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
-        let sig_addr = sig_addr as usize;
+        let sig = sig as usize;
         let cmp = Cmp::from_raw(cmp)?;
-        let r = rt.signal_wait_until(sig_addr, cmp, value)?;
+        let r = rt.signal_wait_until(sig, cmp, value)?;
         unsafe { out.write(r) };
         Ok(())
     })
 }
 
-/// Waits until the local element at `addr` satisfies `cmp` against `value` (`nvshmem_<type>_wait_until`).
+/// Waits until the local element at `addr` satisfies `cmp` against `value`; returns the value seen (`nvshmem_<type>_wait_until`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_wait_until(addr: *mut c_void, dtype_name: c_int, cmp: c_int, value: i64) -> c_int {
+pub unsafe extern "C" fn rshmem_host_wait_until(addr: *mut c_void, dtype: c_int, cmp: c_int, value: i64, out: *mut i64) -> c_int {
     const NAME: &str = "rshmem_host_wait_until()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
+        ffi::check_out(out, "out", NAME)?;
         let addr = addr as usize;
-        let dtype_name = ffi::sync_dtype(dtype_name, NAME)?;
+        let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
-        let value = ffi::value(value, dtype_name);
-        Ok(rt.wait_until(addr, dtype_name, cmp, value)?)
+        let value = ffi::value(value, dtype);
+        let r = rt.wait_until(addr, dtype, cmp, value)?;
+        unsafe { out.write(ffi::value_out(r)) };
+        Ok(())
     })
 }
 
 /// Whether the local element at `addr` satisfies `cmp` against `value` (`nvshmem_<type>_test`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_test(addr: *mut c_void, dtype_name: c_int, cmp: c_int, value: i64, out: *mut c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_test(addr: *mut c_void, dtype: c_int, cmp: c_int, value: i64, out: *mut c_int) -> c_int {
     const NAME: &str = "rshmem_host_test()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let addr = addr as usize;
-        let dtype_name = ffi::sync_dtype(dtype_name, NAME)?;
+        let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
-        let value = ffi::value(value, dtype_name);
-        let r = rt.test(addr, dtype_name, cmp, value)?;
+        let value = ffi::value(value, dtype);
+        let r = rt.test(addr, dtype, cmp, value)?;
         unsafe { out.write(c_int::from(r)) };
         Ok(())
     })
@@ -466,32 +469,32 @@ pub unsafe extern "C" fn rshmem_host_test(addr: *mut c_void, dtype_name: c_int, 
 
 /// Waits until every element of `addr[..nelems]` not masked by `status` satisfies the comparison.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_wait_until_all(addr: *mut c_void, nelems: usize, status: *const i32, dtype_name: c_int, cmp: c_int, value: i64) -> c_int {
+pub unsafe extern "C" fn rshmem_host_wait_until_all(addr: *mut c_void, nelems: usize, status: *const i32, dtype: c_int, cmp: c_int, value: i64) -> c_int {
     const NAME: &str = "rshmem_host_wait_until_all()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let addr = addr as usize;
         let status = unsafe { ffi::status(&rt, status, nelems)? };
-        let dtype_name = ffi::sync_dtype(dtype_name, NAME)?;
+        let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
-        let value = ffi::value(value, dtype_name);
-        Ok(rt.wait_until_all(addr, nelems, status.as_deref(), dtype_name, cmp, value)?)
+        let value = ffi::value(value, dtype);
+        Ok(rt.wait_until_all(addr, nelems, status.as_deref(), dtype, cmp, value)?)
     })
 }
 
 /// Waits until one unmasked element satisfies the comparison; returns its index.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_wait_until_any(addr: *mut c_void, nelems: usize, status: *const i32, dtype_name: c_int, cmp: c_int, value: i64, out: *mut usize) -> c_int {
+pub unsafe extern "C" fn rshmem_host_wait_until_any(addr: *mut c_void, nelems: usize, status: *const i32, dtype: c_int, cmp: c_int, value: i64, out: *mut usize) -> c_int {
     const NAME: &str = "rshmem_host_wait_until_any()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let addr = addr as usize;
         let status = unsafe { ffi::status(&rt, status, nelems)? };
-        let dtype_name = ffi::sync_dtype(dtype_name, NAME)?;
+        let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
-        let value = ffi::value(value, dtype_name);
-        let r = rt.wait_until_any(addr, nelems, status.as_deref(), dtype_name, cmp, value)?;
+        let value = ffi::value(value, dtype);
+        let r = rt.wait_until_any(addr, nelems, status.as_deref(), dtype, cmp, value)?;
         unsafe { out.write(r.unwrap_or(usize::MAX)) };
         Ok(())
     })
@@ -499,7 +502,7 @@ pub unsafe extern "C" fn rshmem_host_wait_until_any(addr: *mut c_void, nelems: u
 
 /// Waits until at least one unmasked element satisfies the comparison; returns the indices of all that do.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_wait_until_some(addr: *mut c_void, nelems: usize, status: *const i32, dtype_name: c_int, cmp: c_int, value: i64, indices: *mut usize, count: *mut usize) -> c_int {
+pub unsafe extern "C" fn rshmem_host_wait_until_some(addr: *mut c_void, nelems: usize, status: *const i32, dtype: c_int, cmp: c_int, value: i64, indices: *mut usize, count: *mut usize) -> c_int {
     const NAME: &str = "rshmem_host_wait_until_some()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
@@ -507,27 +510,27 @@ pub unsafe extern "C" fn rshmem_host_wait_until_some(addr: *mut c_void, nelems: 
         ffi::check_out(count, "count", NAME)?;
         let addr = addr as usize;
         let status = unsafe { ffi::status(&rt, status, nelems)? };
-        let dtype_name = ffi::sync_dtype(dtype_name, NAME)?;
+        let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
-        let value = ffi::value(value, dtype_name);
-        let r = rt.wait_until_some(addr, nelems, status.as_deref(), dtype_name, cmp, value)?;
+        let value = ffi::value(value, dtype);
+        let r = rt.wait_until_some(addr, nelems, status.as_deref(), dtype, cmp, value)?;
         Ok(unsafe { ffi::write_indices(&rt, indices, count, &r) }?)
     })
 }
 
 /// Whether every unmasked element satisfies the comparison.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_test_all(addr: *mut c_void, nelems: usize, status: *const i32, dtype_name: c_int, cmp: c_int, value: i64, out: *mut c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_test_all(addr: *mut c_void, nelems: usize, status: *const i32, dtype: c_int, cmp: c_int, value: i64, out: *mut c_int) -> c_int {
     const NAME: &str = "rshmem_host_test_all()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let addr = addr as usize;
         let status = unsafe { ffi::status(&rt, status, nelems)? };
-        let dtype_name = ffi::sync_dtype(dtype_name, NAME)?;
+        let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
-        let value = ffi::value(value, dtype_name);
-        let r = rt.test_all(addr, nelems, status.as_deref(), dtype_name, cmp, value)?;
+        let value = ffi::value(value, dtype);
+        let r = rt.test_all(addr, nelems, status.as_deref(), dtype, cmp, value)?;
         unsafe { out.write(c_int::from(r)) };
         Ok(())
     })
@@ -535,17 +538,17 @@ pub unsafe extern "C" fn rshmem_host_test_all(addr: *mut c_void, nelems: usize, 
 
 /// The index of one unmasked element that satisfies the comparison, if any.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_test_any(addr: *mut c_void, nelems: usize, status: *const i32, dtype_name: c_int, cmp: c_int, value: i64, out: *mut usize) -> c_int {
+pub unsafe extern "C" fn rshmem_host_test_any(addr: *mut c_void, nelems: usize, status: *const i32, dtype: c_int, cmp: c_int, value: i64, out: *mut usize) -> c_int {
     const NAME: &str = "rshmem_host_test_any()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let addr = addr as usize;
         let status = unsafe { ffi::status(&rt, status, nelems)? };
-        let dtype_name = ffi::sync_dtype(dtype_name, NAME)?;
+        let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
-        let value = ffi::value(value, dtype_name);
-        let r = rt.test_any(addr, nelems, status.as_deref(), dtype_name, cmp, value)?;
+        let value = ffi::value(value, dtype);
+        let r = rt.test_any(addr, nelems, status.as_deref(), dtype, cmp, value)?;
         unsafe { out.write(r.unwrap_or(usize::MAX)) };
         Ok(())
     })
@@ -553,7 +556,7 @@ pub unsafe extern "C" fn rshmem_host_test_any(addr: *mut c_void, nelems: usize, 
 
 /// The indices of the unmasked elements that satisfy the comparison (possibly none).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_test_some(addr: *mut c_void, nelems: usize, status: *const i32, dtype_name: c_int, cmp: c_int, value: i64, indices: *mut usize, count: *mut usize) -> c_int {
+pub unsafe extern "C" fn rshmem_host_test_some(addr: *mut c_void, nelems: usize, status: *const i32, dtype: c_int, cmp: c_int, value: i64, indices: *mut usize, count: *mut usize) -> c_int {
     const NAME: &str = "rshmem_host_test_some()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
@@ -561,85 +564,85 @@ pub unsafe extern "C" fn rshmem_host_test_some(addr: *mut c_void, nelems: usize,
         ffi::check_out(count, "count", NAME)?;
         let addr = addr as usize;
         let status = unsafe { ffi::status(&rt, status, nelems)? };
-        let dtype_name = ffi::sync_dtype(dtype_name, NAME)?;
+        let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
-        let value = ffi::value(value, dtype_name);
-        let r = rt.test_some(addr, nelems, status.as_deref(), dtype_name, cmp, value)?;
+        let value = ffi::value(value, dtype);
+        let r = rt.test_some(addr, nelems, status.as_deref(), dtype, cmp, value)?;
         Ok(unsafe { ffi::write_indices(&rt, indices, count, &r) }?)
     })
 }
 
-/// Queues a copy of `nbytes` from local `src` to symmetric `dest` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process.
+/// Queues a copy of `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_putmem_on_stream(dest: *mut c_void, src: *const c_void, nbytes: usize, pe: c_int, stream: *mut c_void) -> c_int {
+pub unsafe extern "C" fn rshmem_host_putmem_on_stream(dst: *mut c_void, src: *const c_void, nbytes: usize, pe: c_int, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_putmem_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let dest = dest as usize;
+        let dst = dst as usize;
         let src = src as usize;
         let pe = ffi::pe(&rt, pe)?;
         let stream = StreamHandle(stream as usize);
         rt.check_local_buffer(src, nbytes, Access::Read)?;
-        Ok(unsafe { rt.putmem_on_stream(dest, src, nbytes, pe, stream) }?)
+        Ok(unsafe { rt.putmem_on_stream(dst, src, nbytes, pe, stream) }?)
     })
 }
 
-/// Queues a copy of `nbytes` from symmetric `src` on `pe` to local `dest` (`nvshmemx_getmem_on_stream`). `dest` is checked as `putmem_on_stream` checks its source.
+/// Queues a copy of `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmemx_getmem_on_stream`). `dst` is checked as `putmem_on_stream` checks its source.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_getmem_on_stream(dest: *mut c_void, src: *const c_void, nbytes: usize, pe: c_int, stream: *mut c_void) -> c_int {
+pub unsafe extern "C" fn rshmem_host_getmem_on_stream(dst: *mut c_void, src: *const c_void, nbytes: usize, pe: c_int, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_getmem_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let dest = dest as usize;
+        let dst = dst as usize;
         let src = src as usize;
         let pe = ffi::pe(&rt, pe)?;
         let stream = StreamHandle(stream as usize);
-        rt.check_local_buffer(dest, nbytes, Access::Write)?;
-        Ok(unsafe { rt.getmem_on_stream(dest, src, nbytes, pe, stream) }?)
+        rt.check_local_buffer(dst, nbytes, Access::Write)?;
+        Ok(unsafe { rt.getmem_on_stream(dst, src, nbytes, pe, stream) }?)
     })
 }
 
-/// Queues a put of `nbytes`, then the update of the signal word `sig_addr` on `pe` with `signal` (`sig_op` is `SIGNAL_SET` or `SIGNAL_ADD`), ordered after the data (`nvshmemx_putmem_signal_on_stream`). `src` is checked as `putmem_on_stream` checks it.
+/// Queues a put of `nbytes`, then the update of the signal word `sig` on `pe` with `value` (`sig_op` is `SIGNAL_SET` or `SIGNAL_ADD`), ordered after the data (`nvshmemx_putmem_signal_on_stream`). `src` is checked as `putmem_on_stream` checks it.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_putmem_signal_on_stream(dest: *mut c_void, src: *const c_void, nbytes: usize, sig_addr: *mut c_void, signal: u64, sig_op: c_int, pe: c_int, stream: *mut c_void) -> c_int {
+pub unsafe extern "C" fn rshmem_host_putmem_signal_on_stream(dst: *mut c_void, src: *const c_void, nbytes: usize, sig: *mut c_void, value: u64, sig_op: c_int, pe: c_int, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_putmem_signal_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let dest = dest as usize;
+        let dst = dst as usize;
         let src = src as usize;
-        let sig_addr = sig_addr as usize;
+        let sig = sig as usize;
         let sig_op = SignalOp::from_raw(sig_op)?;
         let pe = ffi::pe(&rt, pe)?;
         let stream = StreamHandle(stream as usize);
         rt.check_local_buffer(src, nbytes, Access::Read)?;
-        Ok(unsafe { rt.putmem_signal_on_stream(dest, src, nbytes, sig_addr, signal, sig_op, pe, stream) }?)
+        Ok(unsafe { rt.putmem_signal_on_stream(dst, src, nbytes, sig, value, sig_op, pe, stream) }?)
     })
 }
 
-/// Queues the update of the signal word `sig_addr` on `pe` (`nvshmemx_signal_op_on_stream`).
+/// Queues the update of the signal word `sig` on `pe` (`nvshmemx_signal_op_on_stream`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_signal_op_on_stream(sig_addr: *mut c_void, signal: u64, sig_op: c_int, pe: c_int, stream: *mut c_void) -> c_int {
+pub unsafe extern "C" fn rshmem_host_signal_op_on_stream(sig: *mut c_void, value: u64, sig_op: c_int, pe: c_int, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_signal_op_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let sig_addr = sig_addr as usize;
+        let sig = sig as usize;
         let sig_op = SignalOp::from_raw(sig_op)?;
         let pe = ffi::pe(&rt, pe)?;
         let stream = StreamHandle(stream as usize);
-        Ok(unsafe { rt.signal_op_on_stream(sig_addr, signal, sig_op, pe, stream) }?)
+        Ok(unsafe { rt.signal_op_on_stream(sig, value, sig_op, pe, stream) }?)
     })
 }
 
-/// Makes later work on the stream wait until this PE's signal word `sig_addr` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`).
+/// Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`).
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_signal_wait_until_on_stream(sig_addr: *mut c_void, cmp: c_int, value: u64, stream: *mut c_void) -> c_int {
+pub unsafe extern "C" fn rshmem_host_signal_wait_until_on_stream(sig: *mut c_void, cmp: c_int, value: u64, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_signal_wait_until_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let sig_addr = sig_addr as usize;
+        let sig = sig as usize;
         let cmp = Cmp::from_raw(cmp)?;
         let stream = StreamHandle(stream as usize);
-        Ok(unsafe { rt.signal_wait_until_on_stream(sig_addr, cmp, value, stream) }?)
+        Ok(unsafe { rt.signal_wait_until_on_stream(sig, cmp, value, stream) }?)
     })
 }
 
@@ -677,63 +680,63 @@ pub unsafe extern "C" fn rshmem_host_barrier_on_stream(team: i32, stream: *mut c
     })
 }
 
-/// Queues a broadcast of `nelems` elements of `dtype` from `src` on team PE `root` into `dest` on every member (`nvshmemx_<type>_broadcast_on_stream`). Every member calls it.
+/// Queues a broadcast of `nelems` elements of `dtype` from `src` on team PE `root` into `dst` on every member (`nvshmemx_<type>_broadcast_on_stream`). Every member calls it.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_broadcast_on_stream(team: i32, dest: *mut c_void, src: *const c_void, nelems: usize, root: i32, dtype: c_int, stream: *mut c_void) -> c_int {
+pub unsafe extern "C" fn rshmem_host_broadcast_on_stream(team: i32, dst: *mut c_void, src: *const c_void, nelems: usize, root: i32, dtype: c_int, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_broadcast_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
-        let dest = dest as usize;
+        let dst = dst as usize;
         let src = src as usize;
         let dtype = ffi::dtype(dtype)?;
         let stream = StreamHandle(stream as usize);
-        Ok(unsafe { rt.broadcast_on_stream(team, dest, src, nelems, root, dtype, stream) }?)
+        Ok(unsafe { rt.broadcast_on_stream(team, dst, src, nelems, root, dtype, stream) }?)
     })
 }
 
-/// Queues the concatenation of every member's `nelems` elements of `src` into `dest`, in team order (`nvshmemx_<type>_fcollect_on_stream`). Every member calls it.
+/// Queues the concatenation of every member's `nelems` elements of `src` into `dst`, in team order (`nvshmemx_<type>_fcollect_on_stream`). Every member calls it.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_fcollect_on_stream(team: i32, dest: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int, stream: *mut c_void) -> c_int {
+pub unsafe extern "C" fn rshmem_host_fcollect_on_stream(team: i32, dst: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_fcollect_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
-        let dest = dest as usize;
+        let dst = dst as usize;
         let src = src as usize;
         let dtype = ffi::dtype(dtype)?;
         let stream = StreamHandle(stream as usize);
-        Ok(unsafe { rt.fcollect_on_stream(team, dest, src, nelems, dtype, stream) }?)
+        Ok(unsafe { rt.fcollect_on_stream(team, dst, src, nelems, dtype, stream) }?)
     })
 }
 
 /// Queues an all-to-all exchange of blocks of `nelems` elements (`nvshmemx_<type>_alltoall_on_stream`). Every member calls it.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_alltoall_on_stream(team: i32, dest: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int, stream: *mut c_void) -> c_int {
+pub unsafe extern "C" fn rshmem_host_alltoall_on_stream(team: i32, dst: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_alltoall_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
-        let dest = dest as usize;
+        let dst = dst as usize;
         let src = src as usize;
         let dtype = ffi::dtype(dtype)?;
         let stream = StreamHandle(stream as usize);
-        Ok(unsafe { rt.alltoall_on_stream(team, dest, src, nelems, dtype, stream) }?)
+        Ok(unsafe { rt.alltoall_on_stream(team, dst, src, nelems, dtype, stream) }?)
     })
 }
 
-/// Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`) of every member's `nelems` elements of `src` into `dest` (`nvshmemx_<type>_<op>_reduce_on_stream`). Every member calls it; `dest` may be `src`.
+/// Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`) of every member's `nelems` elements of `src` into `dst` (`nvshmemx_<type>_<op>_reduce_on_stream`). Every member calls it; `dst` may be `src`.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_reduce_on_stream(team: i32, op: c_int, dest: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int, stream: *mut c_void) -> c_int {
+pub unsafe extern "C" fn rshmem_host_reduce_on_stream(team: i32, op: c_int, dst: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_reduce_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
         let (op, dtype) = ffi::reduce_args(op, dtype)?;
-        let dest = dest as usize;
+        let dst = dst as usize;
         let src = src as usize;
         let stream = StreamHandle(stream as usize);
-        Ok(unsafe { rt.reduce_on_stream(team, op, dest, src, nelems, dtype, stream) }?)
+        Ok(unsafe { rt.reduce_on_stream(team, op, dst, src, nelems, dtype, stream) }?)
     })
 }
 

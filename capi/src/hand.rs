@@ -235,31 +235,31 @@ pub unsafe extern "C" fn rshmem_host_heap_mapped(out: *mut usize) -> c_int {
     query("rshmem_host_heap_mapped()", out, |rt| Ok(rt.heap().mapped()))
 }
 
-/// Copies `nbytes` from local `source` to symmetric `dest` on `pe` (`nvshmem_putmem`); `source`
+/// Copies `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmem_putmem`); `src`
 /// is checked to be readable memory of this process first.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_putmem(dest: *mut c_void, source: *const c_void, nbytes: usize, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_putmem(dst: *mut c_void, src: *const c_void, nbytes: usize, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_putmem()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        rt.check_local_buffer(source as usize, nbytes, Access::Read)?;
-        // SAFETY: `source..+nbytes` was checked just above; the runtime checks `dest`.
-        Ok(unsafe { rt.putmem(dest as usize, source as usize, nbytes, pe) }?)
+        rt.check_local_buffer(src as usize, nbytes, Access::Read)?;
+        // SAFETY: `src..+nbytes` was checked just above; the runtime checks `dst`.
+        Ok(unsafe { rt.putmem(dst as usize, src as usize, nbytes, pe) }?)
     })
 }
 
-/// Copies `nbytes` from symmetric `source` on `pe` to local `dest` (`nvshmem_getmem`); `dest` is
+/// Copies `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`); `dst` is
 /// checked to be writable memory of this process first.
 #[no_mangle]
-pub unsafe extern "C" fn rshmem_host_getmem(dest: *mut c_void, source: *const c_void, nbytes: usize, pe: c_int) -> c_int {
+pub unsafe extern "C" fn rshmem_host_getmem(dst: *mut c_void, src: *const c_void, nbytes: usize, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_getmem()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        rt.check_local_buffer(dest as usize, nbytes, Access::Write)?;
-        // SAFETY: `dest..+nbytes` was checked just above; the runtime checks `source`.
-        Ok(unsafe { rt.getmem(dest as usize, source as usize, nbytes, pe) }?)
+        rt.check_local_buffer(dst as usize, nbytes, Access::Write)?;
+        // SAFETY: `dst..+nbytes` was checked just above; the runtime checks `src`.
+        Ok(unsafe { rt.getmem(dst as usize, src as usize, nbytes, pe) }?)
     })
 }
 

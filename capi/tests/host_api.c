@@ -148,7 +148,9 @@ int main(void) {
   size_t idx[4], count = 0;
   OK(rshmem_host_wait_until_some(flags, 4, status, RSHMEM_DTYPE_INT32, RSHMEM_CMP_EQ, 1, idx, &count));
   CHECK(count >= 1 && idx[0] == 1);
-  OK(rshmem_host_wait_until(flags + 3, RSHMEM_DTYPE_INT32, RSHMEM_CMP_EQ, 1));
+  int64_t satisfied = 0;
+  OK(rshmem_host_wait_until(flags + 3, RSHMEM_DTYPE_INT32, RSHMEM_CMP_EQ, 1, &satisfied));
+  CHECK(satisfied == 1);
   OK(rshmem_host_test(flags + 3, RSHMEM_DTYPE_INT32, RSHMEM_CMP_EQ, 1, &v));
   CHECK(v == 1);
   EXPECT(RSHMEM_ERROR_INVALID_ARGUMENT, rshmem_host_test(flags, (rshmem_dtype_t)99, RSHMEM_CMP_EQ, 1, &v));

@@ -82,20 +82,20 @@ def atomic(addr: int, width: int, op: str, pe: int, a: int = 0, b: int = 0) -> i
     """Applies atomic `op` to the `width`-byte word at symmetric `addr` on `pe` and returns the old bits. `op` is one of `fetch`, `set`, `swap`, `compare_swap` (`a` = expected, `b` = new), `add`, `and`, `or`, `xor`; other operations use `a`."""
     ...
 
-def broadcast(team_id: int, dest: int, source: int, nelems: int, root: int, dtype_name: str) -> None:
-    """Copies `nelems` elements of `source` on `root` (team numbering) into `dest` on every PE of the team (`nvshmem_<type>_broadcast`)."""
+def broadcast(team: int, dst: int, src: int, nelems: int, root: int, dtype: str) -> None:
+    """Copies `nelems` elements of `src` on `root` (team numbering) into `dst` on every PE of the team (`nvshmem_<type>_broadcast`)."""
     ...
 
-def fcollect(team_id: int, dest: int, source: int, nelems: int, dtype_name: str) -> None:
-    """Concatenates every PE's `nelems` elements of `source` into `dest`, in team order (`nvshmem_<type>_fcollect`)."""
+def fcollect(team: int, dst: int, src: int, nelems: int, dtype: str) -> None:
+    """Concatenates every PE's `nelems` elements of `src` into `dst`, in team order (`nvshmem_<type>_fcollect`)."""
     ...
 
-def alltoall(team_id: int, dest: int, source: int, nelems: int, dtype_name: str) -> None:
-    """Block `j` (of `nelems` elements) of `source` goes to block `me` of `dest` on PE `j` (`nvshmem_<type>_alltoall`)."""
+def alltoall(team: int, dst: int, src: int, nelems: int, dtype: str) -> None:
+    """Block `j` (of `nelems` elements) of `src` goes to block `me` of `dst` on PE `j` (`nvshmem_<type>_alltoall`)."""
     ...
 
-def reduce(team_id: int, op: str, dest: int, source: int, nelems: int, dtype: str) -> None:
-    """Reduces `nelems` elements of `source` over the team with `op` into `dest` on every PE (`nvshmem_<type>_<op>_reduce`)."""
+def reduce(team: int, op: str, dst: int, src: int, nelems: int, dtype: str) -> None:
+    """Reduces `nelems` elements of `src` over the team with `op` into `dst` on every PE (`nvshmem_<type>_<op>_reduce`)."""
     ...
 
 def device_ordinal() -> int | None:
@@ -206,88 +206,88 @@ def heap_mapped() -> int:
     """Bytes of this PE's heap backed by physical memory."""
     ...
 
-def putmem(dest: int, source: int, nbytes: int, pe: int, check_local: bool = True) -> None:
-    """Copies `nbytes` from local `source` to symmetric `dest` on `pe` (`nvshmem_putmem`). With `check_local` (the default) `source` is checked to be readable memory of this process first; callers that took it from a live tensor pass `False`."""
+def putmem(dst: int, src: int, nbytes: int, pe: int, check_local: bool = True) -> None:
+    """Copies `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmem_putmem`). With `check_local` (the default) `src` is checked to be readable memory of this process first; callers that took it from a live tensor pass `False`."""
     ...
 
-def getmem(dest: int, source: int, nbytes: int, pe: int, check_local: bool = True) -> None:
-    """Copies `nbytes` from symmetric `source` on `pe` to local `dest` (`nvshmem_getmem`); `dest` is checked as `putmem` checks its source."""
+def getmem(dst: int, src: int, nbytes: int, pe: int, check_local: bool = True) -> None:
+    """Copies `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`); `dst` is checked as `putmem` checks its source."""
     ...
 
-def p(dest: int, value: int | float, pe: int, dtype_name: str) -> None:
-    """Stores one element of `dtype` at symmetric `dest` on `pe` (`nvshmem_<type>_p`)."""
+def p(dst: int, value: int | float, pe: int, dtype: str) -> None:
+    """Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`)."""
     ...
 
-def g(source: int, pe: int, dtype_name: str) -> int | float:
-    """Loads one element of `dtype` from symmetric `source` on `pe` (`nvshmem_<type>_g`)."""
+def g(src: int, pe: int, dtype: str) -> int | float:
+    """Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`)."""
     ...
 
-def putmem_signal(dest: int, source: int, nbytes: int, sig_addr: int, signal: int, op: int, pe: int, check_local: bool = True) -> None:
-    """Copies `nbytes` to `dest` on `pe`, then applies `op` with `signal` to the 64-bit word `sig_addr` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `source` is checked as `putmem` checks it."""
+def putmem_signal(dst: int, src: int, nbytes: int, sig: int, value: int, sig_op: int, pe: int, check_local: bool = True) -> None:
+    """Copies `nbytes` to `dst` on `pe`, then applies `sig_op` with `value` to the 64-bit word `sig` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `src` is checked as `putmem` checks it."""
     ...
 
-def signal_op(sig_addr: int, signal: int, op: int, pe: int) -> None:
-    """Applies `op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `signal` to the word `sig_addr` on `pe` (`nvshmemx_signal_op`)."""
+def signal_op(sig: int, value: int, sig_op: int, pe: int) -> None:
+    """Applies `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `value` to the word `sig` on `pe` (`nvshmemx_signal_op`)."""
     ...
 
-def signal_fetch(sig_addr: int) -> int:
-    """Reads the local signal word at `sig_addr` (`nvshmem_signal_fetch`)."""
+def signal_fetch(sig: int) -> int:
+    """Reads the local signal word at `sig` (`nvshmem_signal_fetch`)."""
     ...
 
-def signal_wait_until(sig_addr: int, cmp: int, value: int) -> int:
+def signal_wait_until(sig: int, cmp: int, value: int) -> int:
     """Waits until the local signal word satisfies `cmp` against `value`; returns the value seen (`nvshmem_signal_wait_until`)."""
     ...
 
-def wait_until(addr: int, dtype_name: str, cmp: int, value: int) -> None:
-    """Waits until the local element at `addr` satisfies `cmp` against `value` (`nvshmem_<type>_wait_until`)."""
+def wait_until(addr: int, dtype: str, cmp: int, value: int) -> int:
+    """Waits until the local element at `addr` satisfies `cmp` against `value`; returns the value seen (`nvshmem_<type>_wait_until`)."""
     ...
 
-def test(addr: int, dtype_name: str, cmp: int, value: int) -> bool:
+def test(addr: int, dtype: str, cmp: int, value: int) -> bool:
     """Whether the local element at `addr` satisfies `cmp` against `value` (`nvshmem_<type>_test`)."""
     ...
 
-def wait_until_all(addr: int, nelems: int, status: list[int] | None, dtype_name: str, cmp: int, value: int) -> None:
+def wait_until_all(addr: int, nelems: int, status: list[int] | None, dtype: str, cmp: int, value: int) -> None:
     """Waits until every element of `addr[..nelems]` not masked by `status` satisfies the comparison."""
     ...
 
-def wait_until_any(addr: int, nelems: int, status: list[int] | None, dtype_name: str, cmp: int, value: int) -> int | None:
+def wait_until_any(addr: int, nelems: int, status: list[int] | None, dtype: str, cmp: int, value: int) -> int | None:
     """Waits until one unmasked element satisfies the comparison; returns its index."""
     ...
 
-def wait_until_some(addr: int, nelems: int, status: list[int] | None, dtype_name: str, cmp: int, value: int) -> list[int]:
+def wait_until_some(addr: int, nelems: int, status: list[int] | None, dtype: str, cmp: int, value: int) -> list[int]:
     """Waits until at least one unmasked element satisfies the comparison; returns the indices of all that do."""
     ...
 
-def test_all(addr: int, nelems: int, status: list[int] | None, dtype_name: str, cmp: int, value: int) -> bool:
+def test_all(addr: int, nelems: int, status: list[int] | None, dtype: str, cmp: int, value: int) -> bool:
     """Whether every unmasked element satisfies the comparison."""
     ...
 
-def test_any(addr: int, nelems: int, status: list[int] | None, dtype_name: str, cmp: int, value: int) -> int | None:
+def test_any(addr: int, nelems: int, status: list[int] | None, dtype: str, cmp: int, value: int) -> int | None:
     """The index of one unmasked element that satisfies the comparison, if any."""
     ...
 
-def test_some(addr: int, nelems: int, status: list[int] | None, dtype_name: str, cmp: int, value: int) -> list[int]:
+def test_some(addr: int, nelems: int, status: list[int] | None, dtype: str, cmp: int, value: int) -> list[int]:
     """The indices of the unmasked elements that satisfy the comparison (possibly none)."""
     ...
 
-def putmem_on_stream(dest: int, src: int, nbytes: int, pe: int, stream: int, check_local: bool = True) -> None:
-    """Queues a copy of `nbytes` from local `src` to symmetric `dest` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process."""
+def putmem_on_stream(dst: int, src: int, nbytes: int, pe: int, stream: int, check_local: bool = True) -> None:
+    """Queues a copy of `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process."""
     ...
 
-def getmem_on_stream(dest: int, src: int, nbytes: int, pe: int, stream: int, check_local: bool = True) -> None:
-    """Queues a copy of `nbytes` from symmetric `src` on `pe` to local `dest` (`nvshmemx_getmem_on_stream`). `dest` is checked as `putmem_on_stream` checks its source."""
+def getmem_on_stream(dst: int, src: int, nbytes: int, pe: int, stream: int, check_local: bool = True) -> None:
+    """Queues a copy of `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmemx_getmem_on_stream`). `dst` is checked as `putmem_on_stream` checks its source."""
     ...
 
-def putmem_signal_on_stream(dest: int, src: int, nbytes: int, sig_addr: int, signal: int, sig_op: int, pe: int, stream: int, check_local: bool = True) -> None:
-    """Queues a put of `nbytes`, then the update of the signal word `sig_addr` on `pe` with `signal` (`sig_op` is `SIGNAL_SET` or `SIGNAL_ADD`), ordered after the data (`nvshmemx_putmem_signal_on_stream`). `src` is checked as `putmem_on_stream` checks it."""
+def putmem_signal_on_stream(dst: int, src: int, nbytes: int, sig: int, value: int, sig_op: int, pe: int, stream: int, check_local: bool = True) -> None:
+    """Queues a put of `nbytes`, then the update of the signal word `sig` on `pe` with `value` (`sig_op` is `SIGNAL_SET` or `SIGNAL_ADD`), ordered after the data (`nvshmemx_putmem_signal_on_stream`). `src` is checked as `putmem_on_stream` checks it."""
     ...
 
-def signal_op_on_stream(sig_addr: int, signal: int, sig_op: int, pe: int, stream: int) -> None:
-    """Queues the update of the signal word `sig_addr` on `pe` (`nvshmemx_signal_op_on_stream`)."""
+def signal_op_on_stream(sig: int, value: int, sig_op: int, pe: int, stream: int) -> None:
+    """Queues the update of the signal word `sig` on `pe` (`nvshmemx_signal_op_on_stream`)."""
     ...
 
-def signal_wait_until_on_stream(sig_addr: int, cmp: int, value: int, stream: int) -> None:
-    """Makes later work on the stream wait until this PE's signal word `sig_addr` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`)."""
+def signal_wait_until_on_stream(sig: int, cmp: int, value: int, stream: int) -> None:
+    """Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`)."""
     ...
 
 def quiet_on_stream(stream: int) -> None:
@@ -302,20 +302,20 @@ def barrier_on_stream(team: int, stream: int) -> None:
     """Queues a barrier over `team` (`nvshmemx_barrier_on_stream`). Every member calls it."""
     ...
 
-def broadcast_on_stream(team: int, dest: int, src: int, nelems: int, root: int, dtype: str, stream: int) -> None:
-    """Queues a broadcast of `nelems` elements of `dtype` from `src` on team PE `root` into `dest` on every member (`nvshmemx_<type>_broadcast_on_stream`). Every member calls it."""
+def broadcast_on_stream(team: int, dst: int, src: int, nelems: int, root: int, dtype: str, stream: int) -> None:
+    """Queues a broadcast of `nelems` elements of `dtype` from `src` on team PE `root` into `dst` on every member (`nvshmemx_<type>_broadcast_on_stream`). Every member calls it."""
     ...
 
-def fcollect_on_stream(team: int, dest: int, src: int, nelems: int, dtype: str, stream: int) -> None:
-    """Queues the concatenation of every member's `nelems` elements of `src` into `dest`, in team order (`nvshmemx_<type>_fcollect_on_stream`). Every member calls it."""
+def fcollect_on_stream(team: int, dst: int, src: int, nelems: int, dtype: str, stream: int) -> None:
+    """Queues the concatenation of every member's `nelems` elements of `src` into `dst`, in team order (`nvshmemx_<type>_fcollect_on_stream`). Every member calls it."""
     ...
 
-def alltoall_on_stream(team: int, dest: int, src: int, nelems: int, dtype: str, stream: int) -> None:
+def alltoall_on_stream(team: int, dst: int, src: int, nelems: int, dtype: str, stream: int) -> None:
     """Queues an all-to-all exchange of blocks of `nelems` elements (`nvshmemx_<type>_alltoall_on_stream`). Every member calls it."""
     ...
 
-def reduce_on_stream(team: int, op: str, dest: int, src: int, nelems: int, dtype: str, stream: int) -> None:
-    """Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`) of every member's `nelems` elements of `src` into `dest` (`nvshmemx_<type>_<op>_reduce_on_stream`). Every member calls it; `dest` may be `src`."""
+def reduce_on_stream(team: int, op: str, dst: int, src: int, nelems: int, dtype: str, stream: int) -> None:
+    """Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`) of every member's `nelems` elements of `src` into `dst` (`nvshmemx_<type>_<op>_reduce_on_stream`). Every member calls it; `dst` may be `src`."""
     ...
 
 def fence() -> None:

@@ -109,7 +109,7 @@ fn bad_arguments_are_refused_and_the_runtime_goes_on() {
         not_symmetric(rt.atomic(lp & !7, Width::W64, AmoOp::Fetch, pe).map(drop));
         let end = rt.heap().my_base() + rt.heap().mapped();
         not_symmetric(unsafe { rt.putmem(end - 4, lp, 8, 1 - pe) });
-        not_symmetric(rt.wait_until(lp & !7, DType::I64, Cmp::Eq, 0));
+        not_symmetric(rt.wait_until(lp & !7, DType::I64, Cmp::Eq, 0).map(drop));
         not_symmetric(rt.reduce(Team::WORLD, ReduceOp::Sum, lp, a, 4, DType::I32));
         expect_invalid(unsafe { rt.putmem(a, a + 8, 16, pe) }, &["overlap"]);
         expect_invalid(rt.atomic(a + 4, Width::W64, AmoOp::Fetch, pe), &["8-byte aligned", "allocation"]);

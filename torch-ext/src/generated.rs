@@ -18,229 +18,229 @@ use rshmem::consts::{Cmp, SignalOp};
 use rshmem::driver::stream::StreamHandle;
 use rshmem::runtime::{Access, Team};
 
-/// Copies `nelems` elements of `source` on `root` (team numbering) into `dest` on every PE of the team (`nvshmem_<type>_broadcast`).
+/// Copies `nelems` elements of `src` on `root` (team numbering) into `dst` on every PE of the team (`nvshmem_<type>_broadcast`).
 #[pyfunction]
-#[pyo3(signature = (team_id, dest, source, nelems, root, dtype_name))]
-pub fn broadcast(py: Python<'_>, team_id: i32, dest: usize, source: usize, nelems: usize, root: i32, dtype_name: &str) -> PyResult<()> {
+#[pyo3(signature = (team, dst, src, nelems, root, dtype))]
+pub fn broadcast(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, root: i32, dtype: &str) -> PyResult<()> {
     let rt = runtime("rshmem.broadcast()")?;
-    let team_id = Team(team_id);
-    let dtype_name = crate::dtype::dtype(dtype_name)?;
+    let team = Team(team);
+    let dtype = crate::dtype::dtype(dtype)?;
     py.detach(|| {
-        rt.broadcast(team_id, dest, source, nelems, root, dtype_name)
+        rt.broadcast(team, dst, src, nelems, root, dtype)
     })
     .py_err()
 }
 
-/// Concatenates every PE's `nelems` elements of `source` into `dest`, in team order (`nvshmem_<type>_fcollect`).
+/// Concatenates every PE's `nelems` elements of `src` into `dst`, in team order (`nvshmem_<type>_fcollect`).
 #[pyfunction]
-#[pyo3(signature = (team_id, dest, source, nelems, dtype_name))]
-pub fn fcollect(py: Python<'_>, team_id: i32, dest: usize, source: usize, nelems: usize, dtype_name: &str) -> PyResult<()> {
+#[pyo3(signature = (team, dst, src, nelems, dtype))]
+pub fn fcollect(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, dtype: &str) -> PyResult<()> {
     let rt = runtime("rshmem.fcollect()")?;
-    let team_id = Team(team_id);
-    let dtype_name = crate::dtype::dtype(dtype_name)?;
+    let team = Team(team);
+    let dtype = crate::dtype::dtype(dtype)?;
     py.detach(|| {
-        rt.fcollect(team_id, dest, source, nelems, dtype_name)
+        rt.fcollect(team, dst, src, nelems, dtype)
     })
     .py_err()
 }
 
-/// Block `j` (of `nelems` elements) of `source` goes to block `me` of `dest` on PE `j` (`nvshmem_<type>_alltoall`).
+/// Block `j` (of `nelems` elements) of `src` goes to block `me` of `dst` on PE `j` (`nvshmem_<type>_alltoall`).
 #[pyfunction]
-#[pyo3(signature = (team_id, dest, source, nelems, dtype_name))]
-pub fn alltoall(py: Python<'_>, team_id: i32, dest: usize, source: usize, nelems: usize, dtype_name: &str) -> PyResult<()> {
+#[pyo3(signature = (team, dst, src, nelems, dtype))]
+pub fn alltoall(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, dtype: &str) -> PyResult<()> {
     let rt = runtime("rshmem.alltoall()")?;
-    let team_id = Team(team_id);
-    let dtype_name = crate::dtype::dtype(dtype_name)?;
+    let team = Team(team);
+    let dtype = crate::dtype::dtype(dtype)?;
     py.detach(|| {
-        rt.alltoall(team_id, dest, source, nelems, dtype_name)
+        rt.alltoall(team, dst, src, nelems, dtype)
     })
     .py_err()
 }
 
-/// Reduces `nelems` elements of `source` over the team with `op` into `dest` on every PE (`nvshmem_<type>_<op>_reduce`).
+/// Reduces `nelems` elements of `src` over the team with `op` into `dst` on every PE (`nvshmem_<type>_<op>_reduce`).
 #[pyfunction]
-#[pyo3(signature = (team_id, op, dest, source, nelems, dtype))]
-pub fn reduce(py: Python<'_>, team_id: i32, op: &str, dest: usize, source: usize, nelems: usize, dtype: &str) -> PyResult<()> {
+#[pyo3(signature = (team, op, dst, src, nelems, dtype))]
+pub fn reduce(py: Python<'_>, team: i32, op: &str, dst: usize, src: usize, nelems: usize, dtype: &str) -> PyResult<()> {
     let rt = runtime("rshmem.reduce()")?;
-    let team_id = Team(team_id);
+    let team = Team(team);
     let (op, dtype) = crate::dtype::reduce_args(op, dtype)?;
     py.detach(|| {
-        rt.reduce(team_id, op, dest, source, nelems, dtype)
+        rt.reduce(team, op, dst, src, nelems, dtype)
     })
     .py_err()
 }
 
-/// Copies `nbytes` to `dest` on `pe`, then applies `op` with `signal` to the 64-bit word `sig_addr` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `source` is checked as `putmem` checks it.
+/// Copies `nbytes` to `dst` on `pe`, then applies `sig_op` with `value` to the 64-bit word `sig` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `src` is checked as `putmem` checks it.
 #[pyfunction]
-#[pyo3(signature = (dest, source, nbytes, sig_addr, signal, op, pe, check_local=true))]
-pub fn putmem_signal(py: Python<'_>, dest: usize, source: usize, nbytes: usize, sig_addr: usize, signal: u64, op: i32, pe: i64, check_local: bool) -> PyResult<()> {
+#[pyo3(signature = (dst, src, nbytes, sig, value, sig_op, pe, check_local=true))]
+pub fn putmem_signal(py: Python<'_>, dst: usize, src: usize, nbytes: usize, sig: usize, value: u64, sig_op: i32, pe: i64, check_local: bool) -> PyResult<()> {
     let rt = runtime("rshmem.putmem_signal()")?;
-    let op = SignalOp::from_raw(op).py_err()?;
+    let sig_op = SignalOp::from_raw(sig_op).py_err()?;
     let pe = pe_arg(&rt, pe)?;
     py.detach(|| {
-        if check_local { rt.check_local_buffer(source, nbytes, Access::Read)?; }
+        if check_local { rt.check_local_buffer(src, nbytes, Access::Read)?; }
         // SAFETY: see the file header.
-        unsafe { rt.putmem_signal(dest, source, nbytes, sig_addr, signal, op, pe) }
+        unsafe { rt.putmem_signal(dst, src, nbytes, sig, value, sig_op, pe) }
     })
     .py_err()
 }
 
-/// Applies `op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `signal` to the word `sig_addr` on `pe` (`nvshmemx_signal_op`).
+/// Applies `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `value` to the word `sig` on `pe` (`nvshmemx_signal_op`).
 #[pyfunction]
-#[pyo3(signature = (sig_addr, signal, op, pe))]
-pub fn signal_op(sig_addr: usize, signal: u64, op: i32, pe: i64) -> PyResult<()> {
+#[pyo3(signature = (sig, value, sig_op, pe))]
+pub fn signal_op(sig: usize, value: u64, sig_op: i32, pe: i64) -> PyResult<()> {
     let rt = runtime("rshmem.signal_op()")?;
-    let op = SignalOp::from_raw(op).py_err()?;
+    let sig_op = SignalOp::from_raw(sig_op).py_err()?;
     let pe = pe_arg(&rt, pe)?;
-    rt.signal_op(sig_addr, signal, op, pe).py_err()
+    rt.signal_op(sig, value, sig_op, pe).py_err()
 }
 
-/// Reads the local signal word at `sig_addr` (`nvshmem_signal_fetch`).
+/// Reads the local signal word at `sig` (`nvshmem_signal_fetch`).
 #[pyfunction]
-#[pyo3(signature = (sig_addr))]
-pub fn signal_fetch(sig_addr: usize) -> PyResult<u64> {
+#[pyo3(signature = (sig))]
+pub fn signal_fetch(sig: usize) -> PyResult<u64> {
     let rt = runtime("rshmem.signal_fetch()")?;
-    rt.signal_fetch(sig_addr).py_err()
+    rt.signal_fetch(sig).py_err()
 }
 
 /// Waits until the local signal word satisfies `cmp` against `value`; returns the value seen (`nvshmem_signal_wait_until`).
 #[pyfunction]
-#[pyo3(signature = (sig_addr, cmp, value))]
-pub fn signal_wait_until(py: Python<'_>, sig_addr: usize, cmp: i32, value: u64) -> PyResult<u64> {
+#[pyo3(signature = (sig, cmp, value))]
+pub fn signal_wait_until(py: Python<'_>, sig: usize, cmp: i32, value: u64) -> PyResult<u64> {
     let rt = runtime("rshmem.signal_wait_until()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     py.detach(|| {
-        rt.signal_wait_until(sig_addr, cmp, value)
+        rt.signal_wait_until(sig, cmp, value)
     })
     .py_err()
 }
 
-/// Waits until the local element at `addr` satisfies `cmp` against `value` (`nvshmem_<type>_wait_until`).
+/// Waits until the local element at `addr` satisfies `cmp` against `value`; returns the value seen (`nvshmem_<type>_wait_until`).
 #[pyfunction]
-#[pyo3(signature = (addr, dtype_name, cmp, value))]
-pub fn wait_until(py: Python<'_>, addr: usize, dtype_name: &str, cmp: i32, value: i128) -> PyResult<()> {
+#[pyo3(signature = (addr, dtype, cmp, value))]
+pub fn wait_until(py: Python<'_>, addr: usize, dtype: &str, cmp: i32, value: i128) -> PyResult<i128> {
     let rt = runtime("rshmem.wait_until()")?;
-    let dtype_name = crate::dtype::sync_dtype(dtype_name, "rshmem.wait_until()")?;
+    let dtype = crate::dtype::sync_dtype(dtype, "rshmem.wait_until()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     py.detach(|| {
-        rt.wait_until(addr, dtype_name, cmp, value)
+        rt.wait_until(addr, dtype, cmp, value)
     })
     .py_err()
 }
 
 /// Whether the local element at `addr` satisfies `cmp` against `value` (`nvshmem_<type>_test`).
 #[pyfunction]
-#[pyo3(signature = (addr, dtype_name, cmp, value))]
-pub fn test(addr: usize, dtype_name: &str, cmp: i32, value: i128) -> PyResult<bool> {
+#[pyo3(signature = (addr, dtype, cmp, value))]
+pub fn test(addr: usize, dtype: &str, cmp: i32, value: i128) -> PyResult<bool> {
     let rt = runtime("rshmem.test()")?;
-    let dtype_name = crate::dtype::sync_dtype(dtype_name, "rshmem.test()")?;
+    let dtype = crate::dtype::sync_dtype(dtype, "rshmem.test()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
-    rt.test(addr, dtype_name, cmp, value).py_err()
+    rt.test(addr, dtype, cmp, value).py_err()
 }
 
 /// Waits until every element of `addr[..nelems]` not masked by `status` satisfies the comparison.
 #[pyfunction]
-#[pyo3(signature = (addr, nelems, status, dtype_name, cmp, value))]
-pub fn wait_until_all(py: Python<'_>, addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype_name: &str, cmp: i32, value: i128) -> PyResult<()> {
+#[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
+pub fn wait_until_all(py: Python<'_>, addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<()> {
     let rt = runtime("rshmem.wait_until_all()")?;
-    let dtype_name = crate::dtype::sync_dtype(dtype_name, "rshmem.wait_until_all()")?;
+    let dtype = crate::dtype::sync_dtype(dtype, "rshmem.wait_until_all()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     py.detach(|| {
-        rt.wait_until_all(addr, nelems, status.as_deref(), dtype_name, cmp, value)
+        rt.wait_until_all(addr, nelems, status.as_deref(), dtype, cmp, value)
     })
     .py_err()
 }
 
 /// Waits until one unmasked element satisfies the comparison; returns its index.
 #[pyfunction]
-#[pyo3(signature = (addr, nelems, status, dtype_name, cmp, value))]
-pub fn wait_until_any(py: Python<'_>, addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype_name: &str, cmp: i32, value: i128) -> PyResult<Option<usize>> {
+#[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
+pub fn wait_until_any(py: Python<'_>, addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<Option<usize>> {
     let rt = runtime("rshmem.wait_until_any()")?;
-    let dtype_name = crate::dtype::sync_dtype(dtype_name, "rshmem.wait_until_any()")?;
+    let dtype = crate::dtype::sync_dtype(dtype, "rshmem.wait_until_any()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     py.detach(|| {
-        rt.wait_until_any(addr, nelems, status.as_deref(), dtype_name, cmp, value)
+        rt.wait_until_any(addr, nelems, status.as_deref(), dtype, cmp, value)
     })
     .py_err()
 }
 
 /// Waits until at least one unmasked element satisfies the comparison; returns the indices of all that do.
 #[pyfunction]
-#[pyo3(signature = (addr, nelems, status, dtype_name, cmp, value))]
-pub fn wait_until_some(py: Python<'_>, addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype_name: &str, cmp: i32, value: i128) -> PyResult<Vec<usize>> {
+#[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
+pub fn wait_until_some(py: Python<'_>, addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<Vec<usize>> {
     let rt = runtime("rshmem.wait_until_some()")?;
-    let dtype_name = crate::dtype::sync_dtype(dtype_name, "rshmem.wait_until_some()")?;
+    let dtype = crate::dtype::sync_dtype(dtype, "rshmem.wait_until_some()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     py.detach(|| {
-        rt.wait_until_some(addr, nelems, status.as_deref(), dtype_name, cmp, value)
+        rt.wait_until_some(addr, nelems, status.as_deref(), dtype, cmp, value)
     })
     .py_err()
 }
 
 /// Whether every unmasked element satisfies the comparison.
 #[pyfunction]
-#[pyo3(signature = (addr, nelems, status, dtype_name, cmp, value))]
-pub fn test_all(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype_name: &str, cmp: i32, value: i128) -> PyResult<bool> {
+#[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
+pub fn test_all(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<bool> {
     let rt = runtime("rshmem.test_all()")?;
-    let dtype_name = crate::dtype::sync_dtype(dtype_name, "rshmem.test_all()")?;
+    let dtype = crate::dtype::sync_dtype(dtype, "rshmem.test_all()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
-    rt.test_all(addr, nelems, status.as_deref(), dtype_name, cmp, value).py_err()
+    rt.test_all(addr, nelems, status.as_deref(), dtype, cmp, value).py_err()
 }
 
 /// The index of one unmasked element that satisfies the comparison, if any.
 #[pyfunction]
-#[pyo3(signature = (addr, nelems, status, dtype_name, cmp, value))]
-pub fn test_any(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype_name: &str, cmp: i32, value: i128) -> PyResult<Option<usize>> {
+#[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
+pub fn test_any(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<Option<usize>> {
     let rt = runtime("rshmem.test_any()")?;
-    let dtype_name = crate::dtype::sync_dtype(dtype_name, "rshmem.test_any()")?;
+    let dtype = crate::dtype::sync_dtype(dtype, "rshmem.test_any()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
-    rt.test_any(addr, nelems, status.as_deref(), dtype_name, cmp, value).py_err()
+    rt.test_any(addr, nelems, status.as_deref(), dtype, cmp, value).py_err()
 }
 
 /// The indices of the unmasked elements that satisfy the comparison (possibly none).
 #[pyfunction]
-#[pyo3(signature = (addr, nelems, status, dtype_name, cmp, value))]
-pub fn test_some(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype_name: &str, cmp: i32, value: i128) -> PyResult<Vec<usize>> {
+#[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
+pub fn test_some(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<Vec<usize>> {
     let rt = runtime("rshmem.test_some()")?;
-    let dtype_name = crate::dtype::sync_dtype(dtype_name, "rshmem.test_some()")?;
+    let dtype = crate::dtype::sync_dtype(dtype, "rshmem.test_some()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
-    rt.test_some(addr, nelems, status.as_deref(), dtype_name, cmp, value).py_err()
+    rt.test_some(addr, nelems, status.as_deref(), dtype, cmp, value).py_err()
 }
 
-/// Queues a copy of `nbytes` from local `src` to symmetric `dest` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process.
+/// Queues a copy of `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process.
 #[pyfunction]
-#[pyo3(signature = (dest, src, nbytes, pe, stream, check_local=true))]
-pub fn putmem_on_stream(py: Python<'_>, dest: usize, src: usize, nbytes: usize, pe: i64, stream: usize, check_local: bool) -> PyResult<()> {
+#[pyo3(signature = (dst, src, nbytes, pe, stream, check_local=true))]
+pub fn putmem_on_stream(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, stream: usize, check_local: bool) -> PyResult<()> {
     let rt = runtime("rshmem.putmem_on_stream()")?;
     let pe = pe_arg(&rt, pe)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
         if check_local { rt.check_local_buffer(src, nbytes, Access::Read)?; }
         // SAFETY: see the file header.
-        unsafe { rt.putmem_on_stream(dest, src, nbytes, pe, stream) }
+        unsafe { rt.putmem_on_stream(dst, src, nbytes, pe, stream) }
     })
     .py_err()
 }
 
-/// Queues a copy of `nbytes` from symmetric `src` on `pe` to local `dest` (`nvshmemx_getmem_on_stream`). `dest` is checked as `putmem_on_stream` checks its source.
+/// Queues a copy of `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmemx_getmem_on_stream`). `dst` is checked as `putmem_on_stream` checks its source.
 #[pyfunction]
-#[pyo3(signature = (dest, src, nbytes, pe, stream, check_local=true))]
-pub fn getmem_on_stream(py: Python<'_>, dest: usize, src: usize, nbytes: usize, pe: i64, stream: usize, check_local: bool) -> PyResult<()> {
+#[pyo3(signature = (dst, src, nbytes, pe, stream, check_local=true))]
+pub fn getmem_on_stream(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, stream: usize, check_local: bool) -> PyResult<()> {
     let rt = runtime("rshmem.getmem_on_stream()")?;
     let pe = pe_arg(&rt, pe)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
-        if check_local { rt.check_local_buffer(dest, nbytes, Access::Write)?; }
+        if check_local { rt.check_local_buffer(dst, nbytes, Access::Write)?; }
         // SAFETY: see the file header.
-        unsafe { rt.getmem_on_stream(dest, src, nbytes, pe, stream) }
+        unsafe { rt.getmem_on_stream(dst, src, nbytes, pe, stream) }
     })
     .py_err()
 }
 
-/// Queues a put of `nbytes`, then the update of the signal word `sig_addr` on `pe` with `signal` (`sig_op` is `SIGNAL_SET` or `SIGNAL_ADD`), ordered after the data (`nvshmemx_putmem_signal_on_stream`). `src` is checked as `putmem_on_stream` checks it.
+/// Queues a put of `nbytes`, then the update of the signal word `sig` on `pe` with `value` (`sig_op` is `SIGNAL_SET` or `SIGNAL_ADD`), ordered after the data (`nvshmemx_putmem_signal_on_stream`). `src` is checked as `putmem_on_stream` checks it.
 #[pyfunction]
-#[pyo3(signature = (dest, src, nbytes, sig_addr, signal, sig_op, pe, stream, check_local=true))]
-pub fn putmem_signal_on_stream(py: Python<'_>, dest: usize, src: usize, nbytes: usize, sig_addr: usize, signal: u64, sig_op: i32, pe: i64, stream: usize, check_local: bool) -> PyResult<()> {
+#[pyo3(signature = (dst, src, nbytes, sig, value, sig_op, pe, stream, check_local=true))]
+pub fn putmem_signal_on_stream(py: Python<'_>, dst: usize, src: usize, nbytes: usize, sig: usize, value: u64, sig_op: i32, pe: i64, stream: usize, check_local: bool) -> PyResult<()> {
     let rt = runtime("rshmem.putmem_signal_on_stream()")?;
     let sig_op = SignalOp::from_raw(sig_op).py_err()?;
     let pe = pe_arg(&rt, pe)?;
@@ -248,36 +248,36 @@ pub fn putmem_signal_on_stream(py: Python<'_>, dest: usize, src: usize, nbytes: 
     py.detach(|| {
         if check_local { rt.check_local_buffer(src, nbytes, Access::Read)?; }
         // SAFETY: see the file header.
-        unsafe { rt.putmem_signal_on_stream(dest, src, nbytes, sig_addr, signal, sig_op, pe, stream) }
+        unsafe { rt.putmem_signal_on_stream(dst, src, nbytes, sig, value, sig_op, pe, stream) }
     })
     .py_err()
 }
 
-/// Queues the update of the signal word `sig_addr` on `pe` (`nvshmemx_signal_op_on_stream`).
+/// Queues the update of the signal word `sig` on `pe` (`nvshmemx_signal_op_on_stream`).
 #[pyfunction]
-#[pyo3(signature = (sig_addr, signal, sig_op, pe, stream))]
-pub fn signal_op_on_stream(py: Python<'_>, sig_addr: usize, signal: u64, sig_op: i32, pe: i64, stream: usize) -> PyResult<()> {
+#[pyo3(signature = (sig, value, sig_op, pe, stream))]
+pub fn signal_op_on_stream(py: Python<'_>, sig: usize, value: u64, sig_op: i32, pe: i64, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.signal_op_on_stream()")?;
     let sig_op = SignalOp::from_raw(sig_op).py_err()?;
     let pe = pe_arg(&rt, pe)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
         // SAFETY: see the file header.
-        unsafe { rt.signal_op_on_stream(sig_addr, signal, sig_op, pe, stream) }
+        unsafe { rt.signal_op_on_stream(sig, value, sig_op, pe, stream) }
     })
     .py_err()
 }
 
-/// Makes later work on the stream wait until this PE's signal word `sig_addr` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`).
+/// Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`).
 #[pyfunction]
-#[pyo3(signature = (sig_addr, cmp, value, stream))]
-pub fn signal_wait_until_on_stream(py: Python<'_>, sig_addr: usize, cmp: i32, value: u64, stream: usize) -> PyResult<()> {
+#[pyo3(signature = (sig, cmp, value, stream))]
+pub fn signal_wait_until_on_stream(py: Python<'_>, sig: usize, cmp: i32, value: u64, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.signal_wait_until_on_stream()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     let stream = StreamHandle(stream);
     py.detach(|| {
         // SAFETY: see the file header.
-        unsafe { rt.signal_wait_until_on_stream(sig_addr, cmp, value, stream) }
+        unsafe { rt.signal_wait_until_on_stream(sig, cmp, value, stream) }
     })
     .py_err()
 }
@@ -322,62 +322,62 @@ pub fn barrier_on_stream(py: Python<'_>, team: i32, stream: usize) -> PyResult<(
     .py_err()
 }
 
-/// Queues a broadcast of `nelems` elements of `dtype` from `src` on team PE `root` into `dest` on every member (`nvshmemx_<type>_broadcast_on_stream`). Every member calls it.
+/// Queues a broadcast of `nelems` elements of `dtype` from `src` on team PE `root` into `dst` on every member (`nvshmemx_<type>_broadcast_on_stream`). Every member calls it.
 #[pyfunction]
-#[pyo3(signature = (team, dest, src, nelems, root, dtype, stream))]
-pub fn broadcast_on_stream(py: Python<'_>, team: i32, dest: usize, src: usize, nelems: usize, root: i32, dtype: &str, stream: usize) -> PyResult<()> {
+#[pyo3(signature = (team, dst, src, nelems, root, dtype, stream))]
+pub fn broadcast_on_stream(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, root: i32, dtype: &str, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.broadcast_on_stream()")?;
     let team = Team(team);
     let dtype = crate::dtype::dtype(dtype)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
         // SAFETY: see the file header.
-        unsafe { rt.broadcast_on_stream(team, dest, src, nelems, root, dtype, stream) }
+        unsafe { rt.broadcast_on_stream(team, dst, src, nelems, root, dtype, stream) }
     })
     .py_err()
 }
 
-/// Queues the concatenation of every member's `nelems` elements of `src` into `dest`, in team order (`nvshmemx_<type>_fcollect_on_stream`). Every member calls it.
+/// Queues the concatenation of every member's `nelems` elements of `src` into `dst`, in team order (`nvshmemx_<type>_fcollect_on_stream`). Every member calls it.
 #[pyfunction]
-#[pyo3(signature = (team, dest, src, nelems, dtype, stream))]
-pub fn fcollect_on_stream(py: Python<'_>, team: i32, dest: usize, src: usize, nelems: usize, dtype: &str, stream: usize) -> PyResult<()> {
+#[pyo3(signature = (team, dst, src, nelems, dtype, stream))]
+pub fn fcollect_on_stream(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, dtype: &str, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.fcollect_on_stream()")?;
     let team = Team(team);
     let dtype = crate::dtype::dtype(dtype)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
         // SAFETY: see the file header.
-        unsafe { rt.fcollect_on_stream(team, dest, src, nelems, dtype, stream) }
+        unsafe { rt.fcollect_on_stream(team, dst, src, nelems, dtype, stream) }
     })
     .py_err()
 }
 
 /// Queues an all-to-all exchange of blocks of `nelems` elements (`nvshmemx_<type>_alltoall_on_stream`). Every member calls it.
 #[pyfunction]
-#[pyo3(signature = (team, dest, src, nelems, dtype, stream))]
-pub fn alltoall_on_stream(py: Python<'_>, team: i32, dest: usize, src: usize, nelems: usize, dtype: &str, stream: usize) -> PyResult<()> {
+#[pyo3(signature = (team, dst, src, nelems, dtype, stream))]
+pub fn alltoall_on_stream(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, dtype: &str, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.alltoall_on_stream()")?;
     let team = Team(team);
     let dtype = crate::dtype::dtype(dtype)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
         // SAFETY: see the file header.
-        unsafe { rt.alltoall_on_stream(team, dest, src, nelems, dtype, stream) }
+        unsafe { rt.alltoall_on_stream(team, dst, src, nelems, dtype, stream) }
     })
     .py_err()
 }
 
-/// Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`) of every member's `nelems` elements of `src` into `dest` (`nvshmemx_<type>_<op>_reduce_on_stream`). Every member calls it; `dest` may be `src`.
+/// Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`) of every member's `nelems` elements of `src` into `dst` (`nvshmemx_<type>_<op>_reduce_on_stream`). Every member calls it; `dst` may be `src`.
 #[pyfunction]
-#[pyo3(signature = (team, op, dest, src, nelems, dtype, stream))]
-pub fn reduce_on_stream(py: Python<'_>, team: i32, op: &str, dest: usize, src: usize, nelems: usize, dtype: &str, stream: usize) -> PyResult<()> {
+#[pyo3(signature = (team, op, dst, src, nelems, dtype, stream))]
+pub fn reduce_on_stream(py: Python<'_>, team: i32, op: &str, dst: usize, src: usize, nelems: usize, dtype: &str, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.reduce_on_stream()")?;
     let team = Team(team);
     let (op, dtype) = crate::dtype::reduce_args(op, dtype)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
         // SAFETY: see the file header.
-        unsafe { rt.reduce_on_stream(team, op, dest, src, nelems, dtype, stream) }
+        unsafe { rt.reduce_on_stream(team, op, dst, src, nelems, dtype, stream) }
     })
     .py_err()
 }

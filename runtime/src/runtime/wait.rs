@@ -173,17 +173,17 @@ impl Runtime {
         dtype: DType,
         cmp: Cmp,
         value: i128,
-    ) -> Result<std::result::Result<(), Unmet>> {
+    ) -> Result<std::result::Result<i128, Unmet>> {
         let width = if dtype.size() == 4 { Width::W32 } else { Width::W64 };
         let at = addr + i * dtype.size();
         let bits = self.load_local(at, width)?;
         let seen = dtype.int_from_bits(bits).unwrap_or(0);
-        Ok(if cmp.holds(seen, value) { Ok(()) } else { Err(Unmet { addr: at, cmp, expected: value, seen }) })
+        Ok(if cmp.holds(seen, value) { Ok(seen) } else { Err(Unmet { addr: at, cmp, expected: value, seen }) })
     }
 
     /// Waits until this PE's `dtype` word at symmetric `addr` compares `cmp` to `value`
-    /// (int32, int64, uint32 or uint64). Acquire: data written before the word was updated is
-    /// visible afterwards.
+    /// (int32, int64, uint32 or uint64); returns the value that satisfied it. Acquire: data
+    /// written before the word was updated is visible afterwards.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for another dtype or a value outside the dtype;
@@ -192,7 +192,7 @@ impl Runtime {
     /// # References
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/sync.html>
     #[doc(alias = "nvshmem_wait_until")]
-    pub fn wait_until(&self, addr: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<()> {
+    pub fn wait_until(&self, addr: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<i128> {
         let width = self.sync_word("wait_until", dtype, value)?;
         self.user_word(addr, width, self.my_pe(), "wait_until")?;
         self.poll("wait_until", || self.probe_word(addr, 0, dtype, cmp, value))
@@ -224,7 +224,7 @@ impl Runtime {
         let mut unmet = None;
         for i in (0..nelems).filter(|&i| status.is_none_or(|s| s[i] == 0)) {
             match self.probe_word(addr, i, dtype, cmp, value)? {
-                Ok(()) => met.push(i),
+                Ok(_) => met.push(i),
                 Err(u) => unmet = unmet.or(Some(u)),
             }
         }
