@@ -22,10 +22,11 @@ ln -sf "librshmem.so.$VERSION" "$PREFIX/lib/$SONAME"
 ln -sf "$SONAME" "$PREFIX/lib/librshmem.so"
 install -m 0644 capi/include/*.h "$PREFIX/include/"
 install -m 0644 triton-lib/include/rshmem/*.h "$PREFIX/include/rshmem/"
-if [ -d triton-lib/src ]; then
-    mkdir -p "$PREFIX/include/rshmem/device"
-    install -m 0644 triton-lib/src/*_device.h "$PREFIX/include/rshmem/device/"
-fi
+# The device library as source, for CUDA C++ programs (rshmem_cuda.h includes it).
+mkdir -p "$PREFIX/include/rshmem/device"
+install -m 0644 triton-lib/src/*.h "$PREFIX/include/rshmem/device/"
+install -m 0644 triton-lib/src/libshmem_device.cu "$PREFIX/include/rshmem/device/libshmem_device.cuh"
+install -m 0644 triton-lib/nvrtc/prelude.h "$PREFIX/include/rshmem/device/prelude.h"
 cat > "$PREFIX/lib/pkgconfig/rshmem.pc" <<PC
 prefix=$PREFIX
 libdir=\${prefix}/lib
@@ -34,7 +35,7 @@ includedir=\${prefix}/include
 Name: rshmem
 Description: SHMEM runtime for GPUs: the host API for C and C++ (librshmem.so)
 Version: $VERSION
-Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lrshmem
+Libs: -L\${libdir} -lrshmem
 Cflags: -I\${includedir}
 PC
 echo "install_c.sh: librshmem.so ($SONAME) and headers in $PREFIX; PKG_CONFIG_PATH=$PREFIX/lib/pkgconfig"

@@ -37,19 +37,45 @@ typedef int rshmem_status_t;
 #define RSHMEM_ERROR_INTERNAL 17 /* A bug in rshmem (a panic was caught at the C boundary); please report the message. */
 
 /* ---- constants (runtime/src/consts.rs) ---- */
-#define RSHMEM_CMP_EQ (0)
-#define RSHMEM_CMP_NE (1)
-#define RSHMEM_CMP_GT (2)
-#define RSHMEM_CMP_LE (3)
-#define RSHMEM_CMP_LT (4)
-#define RSHMEM_CMP_GE (5)
-#define RSHMEM_SIGNAL_SET (9)
-#define RSHMEM_SIGNAL_ADD (10)
-#define RSHMEM_TEAM_INVALID (-1)
-#define RSHMEM_TEAM_WORLD (0)
-#define RSHMEM_TEAM_SHARED (1)
-#define RSHMEM_TEAM_NODE (2)
-#define RSHMEM_TEAM_SAME_MYPE_NODE (3)
+#ifndef RSHMEM_CMP_EQ
+#define RSHMEM_CMP_EQ 0
+#endif
+#ifndef RSHMEM_CMP_NE
+#define RSHMEM_CMP_NE 1
+#endif
+#ifndef RSHMEM_CMP_GT
+#define RSHMEM_CMP_GT 2
+#endif
+#ifndef RSHMEM_CMP_LE
+#define RSHMEM_CMP_LE 3
+#endif
+#ifndef RSHMEM_CMP_LT
+#define RSHMEM_CMP_LT 4
+#endif
+#ifndef RSHMEM_CMP_GE
+#define RSHMEM_CMP_GE 5
+#endif
+#ifndef RSHMEM_SIGNAL_SET
+#define RSHMEM_SIGNAL_SET 9
+#endif
+#ifndef RSHMEM_SIGNAL_ADD
+#define RSHMEM_SIGNAL_ADD 10
+#endif
+#ifndef RSHMEM_TEAM_INVALID
+#define RSHMEM_TEAM_INVALID -1
+#endif
+#ifndef RSHMEM_TEAM_WORLD
+#define RSHMEM_TEAM_WORLD 0
+#endif
+#ifndef RSHMEM_TEAM_SHARED
+#define RSHMEM_TEAM_SHARED 1
+#endif
+#ifndef RSHMEM_TEAM_NODE
+#define RSHMEM_TEAM_NODE 2
+#endif
+#ifndef RSHMEM_TEAM_SAME_MYPE_NODE
+#define RSHMEM_TEAM_SAME_MYPE_NODE 3
+#endif
 
 /* A team handle: RSHMEM_TEAM_WORLD, ..., or one rshmem_host_team_split_strided made. */
 typedef int32_t rshmem_team_t;
@@ -81,17 +107,32 @@ typedef enum {
   RSHMEM_REDUCE_XOR = 6,
 } rshmem_reduce_op_t;
 
-/* ---- remote atomic operations (rshmem_host_atomic) ---- */
-typedef enum {
-  RSHMEM_AMO_FETCH = 0,
-  RSHMEM_AMO_SET = 1,
-  RSHMEM_AMO_SWAP = 2,
-  RSHMEM_AMO_COMPARE_SWAP = 3,
-  RSHMEM_AMO_ADD = 4,
-  RSHMEM_AMO_AND = 5,
-  RSHMEM_AMO_OR = 6,
-  RSHMEM_AMO_XOR = 7,
-} rshmem_amo_t;
+/* ---- remote atomic operations (rshmem_host_atomic; the codes of runtime/src/device_state.rs) ---- */
+typedef int rshmem_amo_t;
+#ifndef RSHMEM_AMO_FETCH
+#define RSHMEM_AMO_FETCH 0
+#endif
+#ifndef RSHMEM_AMO_SET
+#define RSHMEM_AMO_SET 1
+#endif
+#ifndef RSHMEM_AMO_SWAP
+#define RSHMEM_AMO_SWAP 2
+#endif
+#ifndef RSHMEM_AMO_COMPARE_SWAP
+#define RSHMEM_AMO_COMPARE_SWAP 3
+#endif
+#ifndef RSHMEM_AMO_ADD
+#define RSHMEM_AMO_ADD 4
+#endif
+#ifndef RSHMEM_AMO_AND
+#define RSHMEM_AMO_AND 5
+#endif
+#ifndef RSHMEM_AMO_OR
+#define RSHMEM_AMO_OR 6
+#endif
+#ifndef RSHMEM_AMO_XOR
+#define RSHMEM_AMO_XOR 7
+#endif
 
 /* ---- init ---- */
 /* Bytes of a unique id (rshmem_host_get_unique_id); hand them to every PE unchanged. */

@@ -16,6 +16,7 @@ use crate::ffi::{self, check_out, Failure, InitAttr, UniqueIdBytes, RUNTIME};
 use rshmem::backend::cuda::registry;
 use rshmem::backend::{AmoOp, BackendKind, Width};
 use rshmem::bootstrap::UniqueId;
+use rshmem::device_state::{AMO_ADD, AMO_AND, AMO_COMPARE_SWAP, AMO_FETCH, AMO_OR, AMO_SET, AMO_SWAP, AMO_XOR};
 use rshmem::driver::module::ModuleHandle;
 use rshmem::runtime::{Access, InitOptions, Runtime};
 use rshmem::Error;
@@ -283,18 +284,18 @@ pub unsafe extern "C" fn rshmem_host_atomic(
             8 => Width::W64,
             w => return Err(Error::InvalidArgument(format!("atomics act on 4- or 8-byte words, not {w}-byte ones"))),
         };
-        let op = match op {
-            0 => AmoOp::Fetch,
-            1 => AmoOp::Set(a),
-            2 => AmoOp::Swap(a),
-            3 => AmoOp::CompareSwap { cond: a, value: b },
-            4 => AmoOp::Add(a),
-            5 => AmoOp::And(a),
-            6 => AmoOp::Or(a),
-            7 => AmoOp::Xor(a),
-            o => {
+        let op = match u32::try_from(op).unwrap_or(u32::MAX) {
+            AMO_FETCH => AmoOp::Fetch,
+            AMO_SET => AmoOp::Set(a),
+            AMO_SWAP => AmoOp::Swap(a),
+            AMO_COMPARE_SWAP => AmoOp::CompareSwap { cond: a, value: b },
+            AMO_ADD => AmoOp::Add(a),
+            AMO_AND => AmoOp::And(a),
+            AMO_OR => AmoOp::Or(a),
+            AMO_XOR => AmoOp::Xor(a),
+            _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "{o} is not an rshmem_amo_t (RSHMEM_AMO_FETCH = 0 .. RSHMEM_AMO_XOR = 7)"
+                    "{op} is not an rshmem_amo_t (RSHMEM_AMO_FETCH = 0 .. RSHMEM_AMO_XOR = 7)"
                 )))
             }
         };

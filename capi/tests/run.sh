@@ -17,7 +17,7 @@ bash scripts/install_c.sh "$PREFIX"
 export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
 # shellcheck disable=SC2046  # pkg-config's flags are words
 cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags rshmem) capi/tests/host_api.c \
-    $(pkg-config --libs rshmem) -o "$PREFIX/host_api"
+    $(pkg-config --libs rshmem) -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/host_api"
 readelf -d "$PREFIX/host_api" | grep -q 'NEEDED.*\[librshmem\.so\.' \
     || { echo "run.sh: host_api does not record librshmem's soname" >&2; exit 1; }
 
