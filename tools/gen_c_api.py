@@ -206,6 +206,16 @@ def status_codes() -> list[tuple[str, int, str]]:
     return codes
 
 
+def amo_codes() -> dict[str, int]:
+    """The host atomics' operation codes (device_state.rs's AMO_*, those C programs may pass)."""
+    text = (ROOT / "runtime" / "src" / "device_state.rs").read_text()
+    found = {m.group(1): int(m.group(2)) for m in re.finditer(r"pub const AMO_(\w+): u32 = (\d+);", text)}
+    missing = [op for op in AMO_OPS if op.upper() not in found]
+    if missing:
+        raise TableError(f"runtime/src/device_state.rs: AMO codes {missing} not found")
+    return {op.upper(): found[op.upper()] for op in AMO_OPS}
+
+
 def consts() -> dict[str, int]:
     text = CONSTS_RS.read_text()
     found = {m.group(1): int(m.group(2)) for m in re.finditer(r"pub const (\w+): i32 = (-?\d+);", text)}
@@ -233,8 +243,9 @@ def gen_header(fns: list[CFn]) -> str:
     for name, value, doc in status_codes():
         out.append(f"#define {name} {value} /* {doc} */")
     out += ["", "/* ---- constants (runtime/src/consts.rs) ---- */"]
+    # Spelled as rshmem/device_state.h spells them, so a CUDA file may include both.
     for name, value in consts().items():
-        out.append(f"#define RSHMEM_{name} ({value})")
+        out += [f"#ifndef RSHMEM_{name}", f"#define RSHMEM_{name} {value}", "#endif"]
     out += ["", "/* A team handle: RSHMEM_TEAM_WORLD, ..., or one rshmem_host_team_split_strided made. */",
             "typedef int32_t rshmem_team_t;", "",
             "/* ---- element types (api/dtypes.toml). Halves travel as their 16 bits on the host. ---- */",
@@ -244,9 +255,11 @@ def gen_header(fns: list[CFn]) -> str:
             "/* ---- reductions ---- */", "typedef enum {"]
     out += [f"  RSHMEM_REDUCE_{op.upper()} = {i}," for i, op in enumerate(REDUCE_OPS)]
     out += ["} rshmem_reduce_op_t;", "",
-            "/* ---- remote atomic operations (rshmem_host_atomic) ---- */", "typedef enum {"]
-    out += [f"  RSHMEM_AMO_{op.upper()} = {i}," for i, op in enumerate(AMO_OPS)]
-    out += ["} rshmem_amo_t;", "",
+            "/* ---- remote atomic operations (rshmem_host_atomic; the codes of runtime/src/device_state.rs) ---- */",
+            "typedef int rshmem_amo_t;"]
+    for name, value in amo_codes().items():
+        out += [f"#ifndef RSHMEM_AMO_{name}", f"#define RSHMEM_AMO_{name} {value}", "#endif"]
+    out += ["",
             "/* ---- init ---- */",
             "/* Bytes of a unique id (rshmem_host_get_unique_id); hand them to every PE unchanged. */",
             "#define RSHMEM_UNIQUE_ID_BYTES 128",

@@ -111,8 +111,18 @@ RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_GROUP_RMA)
     return (T)rshmem_##R##_atomic_fetch_add((R##_t *)dest, (R##_t)value, pe);                            \
   }                                                                                                      \
   RSHMEMI_COMPAT_D void nvshmem_##NAME##_atomic_inc(T *dest, int pe) { rshmem_##R##_atomic_inc((R##_t *)dest, pe); } \
+  RSHMEMI_COMPAT_BITWISE(NAME, T, R, and)                                                                \
+  RSHMEMI_COMPAT_BITWISE(NAME, T, R, or)                                                                 \
+  RSHMEMI_COMPAT_BITWISE(NAME, T, R, xor)                                                                \
   RSHMEMI_COMPAT_D T nvshmem_##NAME##_atomic_fetch_inc(T *dest, int pe) {                                \
     return (T)rshmem_##R##_atomic_fetch_inc((R##_t *)dest, pe);                                          \
+  }
+#define RSHMEMI_COMPAT_BITWISE(NAME, T, R, OP)                                                           \
+  RSHMEMI_COMPAT_D void nvshmem_##NAME##_atomic_##OP(T *dest, T value, int pe) {                         \
+    rshmem_##R##_atomic_##OP((R##_t *)dest, (R##_t)value, pe);                                           \
+  }                                                                                                      \
+  RSHMEMI_COMPAT_D T nvshmem_##NAME##_atomic_fetch_##OP(T *dest, T value, int pe) {                      \
+    return (T)rshmem_##R##_atomic_fetch_##OP((R##_t *)dest, (R##_t)value, pe);                           \
   }
 RSHMEMI_COMPAT_SYNC_TYPES(RSHMEMI_COMPAT_SYNC)
 

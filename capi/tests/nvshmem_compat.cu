@@ -14,6 +14,7 @@ __global__ void exercise(int *box, float *send, float *recv, uint64_t *sig, long
   if (threadIdx.x == 0) {
     nvshmem_int_p(box, me, next);
     nvshmem_long_atomic_add(counter, 1, 0);
+    nvshmem_long_atomic_fetch_or(counter, 0, 0);
   }
   send[threadIdx.x] = (float)me;
   __syncthreads();
