@@ -6,13 +6,16 @@
 //! cargo build --release -p rshmem --example ring_reduce
 //! RSHMEM_BACKEND=host torchrun --nproc-per-node 2 --no-python target/release/examples/ring_reduce
 //! ```
+//! With `--features mpi` it is an MPI program, run under `mpirun` (see `common/mod.rs`).
 //! Exits 1 when a sum is wrong.
 
+mod common;
+
 use rshmem::dtype::{DType, ReduceOp};
-use rshmem::runtime::{InitOptions, Runtime, Team};
+use rshmem::runtime::Team;
 
 fn main() -> Result<(), rshmem::Error> {
-    let rt = Runtime::init(InitOptions::default())?;
+    let (rt, _mpi) = common::init()?;
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let word = rt.calloc(1, std::mem::size_of::<i64>())?;
     let mut value = me as i64;
@@ -29,7 +32,11 @@ fn main() -> Result<(), rshmem::Error> {
     let reduced = rt.g::<i64>(dst, me)?;
     let want = (n * (n - 1) / 2) as i64;
     let ok = value == want && reduced == want;
-    println!("[{me} of {n}] ring reduction: {value}, reduce: {reduced} ({})", if ok { "correct" } else { "WRONG" });
+    println!(
+        "[{me} of {n}, joined by {}] ring reduction: {value}, reduce: {reduced} ({})",
+        common::JOINED,
+        if ok { "correct" } else { "WRONG" }
+    );
     for addr in [word, src, dst] {
         rt.free(addr)?;
     }

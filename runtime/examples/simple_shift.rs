@@ -5,21 +5,24 @@
 //! ```text
 //! cargo build --release -p rshmem --example simple_shift
 //! RSHMEM_BACKEND=host torchrun --nproc-per-node 2 --no-python target/release/examples/simple_shift
+//!
+//! # the same program as an MPI program (MPI_COMM_WORLD's ranks are the PEs):
+//! cargo build --release -p rshmem --features mpi --example simple_shift
+//! RSHMEM_BACKEND=host mpirun -np 2 target/release/examples/simple_shift
 //! ```
 //! Exits 1 when the value is wrong.
 
-use rshmem::runtime::{InitOptions, Runtime};
+mod common;
 
 fn main() -> Result<(), rshmem::Error> {
-    // The PEs come from the launcher's environment (torchrun, mpirun), else a job of one PE.
-    let rt = Runtime::init(InitOptions::default())?;
+    let (rt, _mpi) = common::init()?;
     let (me, n) = (rt.my_pe(), rt.n_pes());
     let dest = rt.calloc(1, std::mem::size_of::<i32>())?;
     rt.p::<i32>(dest, me as i32, (me + 1) % n)?;
     rt.barrier_all()?;
     let got = rt.g::<i32>(dest, me)?;
     let want = ((me + n - 1) % n) as i32;
-    println!("{me}: received message {got} ({})", if got == want { "correct" } else { "WRONG" });
+    println!("{me}: received message {got} ({}; joined by {})", if got == want { "correct" } else { "WRONG" }, common::JOINED);
     rt.free(dest)?;
     rt.finalize()?;
     if got != want {
