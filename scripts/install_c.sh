@@ -27,8 +27,10 @@ mkdir -p "$PREFIX/include/rshmem/device"
 install -m 0644 triton-lib/src/*.h "$PREFIX/include/rshmem/device/"
 install -m 0644 triton-lib/src/libshmem_device.cu "$PREFIX/include/rshmem/device/libshmem_device.cuh"
 install -m 0644 triton-lib/nvrtc/prelude.h "$PREFIX/include/rshmem/device/prelude.h"
+# Relocatable: the prefix is found from the .pc file's own place, so the tree may be moved
+# (scripts/build_gpu_bundle.sh carries one to another machine).
 cat > "$PREFIX/lib/pkgconfig/rshmem.pc" <<PC
-prefix=$PREFIX
+prefix=\${pcfiledir}/../..
 libdir=\${prefix}/lib
 includedir=\${prefix}/include
 

@@ -15,7 +15,7 @@ built with MPI's headers and library, run under mpirun; `header` when it only in
 with MPI's headers, run under torchrun; empty otherwise), device (`rank` when it picks its GPU by its PE
 number with a checked cudaSetDevice, so that 2 PEs need 2 GPUs; `rank-unchecked` when it does not
 check the call; empty otherwise), expect (a regular expression every PE's output must match,
-`{pe}`/`{prev}`/`{n}` filled in per PE), and note.
+`{pe}`/`{prev}`/`{n}` filled in per PE), and note; `-` stands for an empty field.
 """
 from __future__ import annotations
 
@@ -160,7 +160,8 @@ def main() -> int:
     for p in programs(seeds):
         if "excerpt" not in p.note:
             (args.outdir / f"{p.name}.cu").write_text(p.code, encoding="utf-8")
-        rows.append("\t".join([p.name, p.source, p.mpi, p.device, p.expect, p.note]))
+        # "-" for an empty field: shell `read` merges runs of tabs.
+        rows.append("\t".join(f or "-" for f in [p.name, p.source, p.mpi, p.device, p.expect, p.note]))
     (args.outdir / "programs.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     print("\n".join(rows))
     return 0

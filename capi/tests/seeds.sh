@@ -80,6 +80,8 @@ LIMIT="${SEEDS_TIMEOUT:-180}"
 
 FAILED=0
 report() { printf '%-14s %-34s %s\n' "$1" "$2" "$3"; }
+# The program's own complaints in LOG (not the launcher's traceback).
+said() { grep -E '\.cu:|\.c:|rshmem|nvshmem|error|WRONG' "$1" | grep -vE 'elastic|Traceback|File "|^\s*$' | head -n 3 | tr '\n' ' '; }
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # check_output LOG EXPECT: every PE's line matches EXPECT ({pe}, {prev}, {n} filled in).
@@ -101,6 +103,7 @@ PY
 
 while IFS=$'\t' read -r name source mpi device expect note; do
     [ "$name" = name ] && continue
+    for v in mpi device expect note; do [ "${!v}" = - ] && printf -v "$v" '%s' ""; done
     if [[ "$note" == *excerpt* ]]; then
         report SKIP "$name" "($source) $note"
         continue
@@ -150,7 +153,7 @@ while IFS=$'\t' read -r name source mpi device expect note; do
     took=$((SECONDS - started))
     if [ "$rc" -ne 0 ]; then
         why="exit $rc"; [ "$rc" -eq 124 ] && why="past its ${LIMIT} s deadline"
-        report FAIL "$name" "($source) $why after ${took} s: $(grep -v '^\s*$' "$log" | tail -n 2 | tr '\n' ' ')  log: $log"
+        report FAIL "$name" "($source) $why after ${took} s: $(said "$log")  log: $log"
         FAILED=$((FAILED + 1))
     elif [ -n "$expect" ] && ! why="$(check_output "$log" "$expect" 2>&1)"; then
         report FAIL "$name" "($source) exit 0 but $why  log: $log"
