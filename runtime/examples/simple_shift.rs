@@ -22,7 +22,11 @@ fn main() -> Result<(), rshmem::Error> {
     rt.barrier_all()?;
     let got = rt.g::<i32>(dest, me)?;
     let want = ((me + n - 1) % n) as i32;
-    println!("{me}: received message {got} ({}; joined by {})", if got == want { "correct" } else { "WRONG" }, common::JOINED);
+    println!(
+        "{me}: received message {got} ({}; joined by {})",
+        if got == want { "correct" } else { "WRONG" },
+        common::JOINED
+    );
     rt.free(dest)?;
     rt.finalize()?;
     if got != want {

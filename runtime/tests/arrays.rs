@@ -21,7 +21,8 @@ fn arrays_between_two_pes() {
         let buf = rt.calloc(6 * 5, 8).unwrap();
         // A column-major source goes out row-major: what arrives is the same matrix.
         let mut mine = Array2::<f64>::zeros((6, 5).f());
-        mine.indexed_iter_mut().for_each(|((i, j), v)| *v = (1000 * pe + 10 * i + j) as f64);
+        mine.indexed_iter_mut()
+            .for_each(|((i, j), v)| *v = (1000 * pe + 10 * i + j) as f64);
         rt.put_array(buf, &mine, next).unwrap();
         rt.barrier_all().unwrap();
         let got: Array2<f64> = rt.get_array(buf, (6, 5), pe).unwrap();
@@ -68,7 +69,9 @@ fn bad_arrays_are_refused() {
         assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
         // Not a symmetric address, a PE out of range.
         let local = [0f32; 4];
-        let e = err(rt.get_array::<f32, _>(local.as_ptr() as usize, 4, pe).map(drop));
+        let e = err(rt
+            .get_array::<f32, _>(local.as_ptr() as usize, 4, pe)
+            .map(drop));
         assert!(matches!(e, Error::NotSymmetric { .. }), "{e}");
         let e = err(rt.get_array::<f32, _>(buf, 4, n).map(drop));
         assert!(matches!(e, Error::PeOutOfRange { .. }), "{e}");
@@ -77,7 +80,10 @@ fn bad_arrays_are_refused() {
         // SAFETY: every view below is refused, so none is made.
         unsafe {
             let e = err(rt.array_view::<f32, _>(buf + 2, 4, pe).map(drop));
-            assert!(matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("not aligned"), "{e}");
+            assert!(
+                matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("not aligned"),
+                "{e}"
+            );
             let e = err(rt.array_view::<f32, _>(buf, 17, pe).map(drop));
             assert!(matches!(e, Error::NotAllocated { .. }), "{e}");
             let e = err(rt.array_view_mut::<f32, _>(buf, 4, n).map(drop));
@@ -86,9 +92,15 @@ fn bad_arrays_are_refused() {
         rt.free(buf).unwrap();
         // SAFETY: refused, as the allocation is gone.
         let e = err(unsafe { rt.array_view::<f32, _>(buf, 4, pe) }.map(drop));
-        assert!(matches!(e, Error::NotAllocated { .. } | Error::NotSymmetric { .. }), "{e}");
+        assert!(
+            matches!(e, Error::NotAllocated { .. } | Error::NotSymmetric { .. }),
+            "{e}"
+        );
         let e = err(rt.get_array::<f32, _>(buf, 4, pe).map(drop));
-        assert!(matches!(e, Error::NotAllocated { .. } | Error::NotSymmetric { .. }), "{e}");
+        assert!(
+            matches!(e, Error::NotAllocated { .. } | Error::NotSymmetric { .. }),
+            "{e}"
+        );
         rt.finalize().unwrap();
     });
 }

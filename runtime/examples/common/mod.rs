@@ -16,8 +16,9 @@ pub type Guard = ();
 pub fn init() -> rshmem::Result<(Runtime, Guard)> {
     #[cfg(feature = "mpi")]
     {
-        let universe = mpi::initialize()
-            .ok_or_else(|| rshmem::Error::InvalidArgument("MPI was initialized before this example".into()))?;
+        let universe = mpi::initialize().ok_or_else(|| {
+            rshmem::Error::InvalidArgument("MPI was initialized before this example".into())
+        })?;
         let rt = Runtime::init(InitOptions::from_mpi(&universe.world())?)?;
         Ok((rt, universe))
     }
@@ -28,4 +29,8 @@ pub fn init() -> rshmem::Result<(Runtime, Guard)> {
 }
 
 /// How this build joined, for the examples' output.
-pub const JOINED: &str = if cfg!(feature = "mpi") { "MPI_COMM_WORLD" } else { "launcher env" };
+pub const JOINED: &str = if cfg!(feature = "mpi") {
+    "MPI_COMM_WORLD"
+} else {
+    "launcher env"
+};

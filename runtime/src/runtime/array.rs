@@ -28,7 +28,12 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::getmem`] ([`Error::NotAllocated`] when the shape holds more elements than
     /// the allocation from `src` on); [`Error::InvalidArgument`] when the size overflows.
-    pub fn get_array<T: Element, Sh: ShapeBuilder>(&self, src: usize, shape: Sh, pe: usize) -> Result<Array<T, Sh::Dim>> {
+    pub fn get_array<T: Element, Sh: ShapeBuilder>(
+        &self,
+        src: usize,
+        shape: Sh,
+        pe: usize,
+    ) -> Result<Array<T, Sh::Dim>> {
         let shape = shape.into_shape_with_order();
         let count = shape.raw_dim().size();
         let nbytes = bytes_of::<T>(count)?;
@@ -53,11 +58,16 @@ impl Runtime {
     ///
     /// # Errors
     /// As [`Runtime::putmem`].
-    pub fn put_array<T: Element, S: Data<Elem = T>, D: Dimension>(&self, dst: usize, a: &ArrayBase<S, D>, pe: usize) -> Result<()> {
+    pub fn put_array<T: Element, S: Data<Elem = T>, D: Dimension>(
+        &self,
+        dst: usize,
+        a: &ArrayBase<S, D>,
+        pe: usize,
+    ) -> Result<()> {
         let standard = a.as_standard_layout();
-        let elems = standard
-            .as_slice()
-            .ok_or_else(|| Error::InvalidArgument("put_array: the array has no contiguous layout".into()))?;
+        let elems = standard.as_slice().ok_or_else(|| {
+            Error::InvalidArgument("put_array: the array has no contiguous layout".into())
+        })?;
         let nbytes = std::mem::size_of_val(elems);
         if nbytes == 0 {
             return self.check_pe(pe);
@@ -81,7 +91,12 @@ impl Runtime {
     /// While the view lives, nobody (no PE, no kernel, no other view) may write the elements
     /// it covers, and the allocation may not be freed nor the runtime finalized; a barrier
     /// before making it and another after its last use is the usual way.
-    pub unsafe fn array_view<T: Element, Sh: ShapeBuilder>(&self, addr: usize, shape: Sh, pe: usize) -> Result<ArrayView<'_, T, Sh::Dim>> {
+    pub unsafe fn array_view<T: Element, Sh: ShapeBuilder>(
+        &self,
+        addr: usize,
+        shape: Sh,
+        pe: usize,
+    ) -> Result<ArrayView<'_, T, Sh::Dim>> {
         let shape = shape.into_shape_with_order();
         let p = self.host_view::<T>(addr, shape.raw_dim().size(), pe, "array_view")?;
         // SAFETY: `p` is aligned and mapped for every element of the contiguous shape
@@ -112,7 +127,13 @@ impl Runtime {
 
     /// Where `count` contiguous `T`s at symmetric `addr` of PE `pe` are mapped in this process,
     /// after checking that they are host memory, aligned, and inside one live allocation.
-    fn host_view<T: Element>(&self, addr: usize, count: usize, pe: usize, what: &str) -> Result<usize> {
+    fn host_view<T: Element>(
+        &self,
+        addr: usize,
+        count: usize,
+        pe: usize,
+        what: &str,
+    ) -> Result<usize> {
         if self.backend_kind() != BackendKind::Host {
             return Err(Error::Unsupported(format!(
                 "{what}: the {} backend's symmetric heap is GPU memory, which a host view cannot \

@@ -43,11 +43,11 @@ impl InitOptions {
         let uid = match made {
             Some(mine) => mine?,
             None if msg[0] == MADE => UniqueId::from_bytes(&msg[1..])?,
-            None => {
-                return Err(Error::Refused {
-                    reason: format!("MPI rank 0 of {size} could not make the job's unique id (its error says why)"),
-                })
-            }
+            None => return Err(Error::Refused {
+                reason: format!(
+                    "MPI rank 0 of {size} could not make the job's unique id (its error says why)"
+                ),
+            }),
         };
         tracing::debug!(rank, size, "rshmem: unique id shared over MPI");
         Ok(InitOptions {
