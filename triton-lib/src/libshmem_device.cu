@@ -10,7 +10,9 @@
 // The state every module that links this library carries; the runtime writes it after loading
 // the module (cuModuleGetGlobal). `used` + llvm.compiler.used keep it in the bitcode even though
 // nothing in this file takes its address (device.h declares it).
+#ifndef RSHMEMI_DEVICE_STATE_DECLARED
 __device__ __attribute__((used)) rshmemi_device_state_t rshmemi_device_state_d;
+#endif
 
 // ---------------------------------------------------------------- query and pointers
 RSHMEM_EXPORT int32_t rshmem_my_pe(void) { return rshmemi_state()->my_pe; }

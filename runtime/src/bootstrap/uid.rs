@@ -55,6 +55,10 @@ pub(crate) fn take_parked(uid: &UniqueId) -> Option<TcpListener> {
 }
 
 impl UniqueId {
+    /// Bytes of [`UniqueId::to_bytes`]: the same for every id of this encoding version (C
+    /// programs hold an id in a fixed array of at least this size).
+    pub const ENCODED_LEN: usize = ENCODED_LEN;
+
     /// Makes a new id on the process that will be PE 0 (`nvshmemx_get_uniqueid`).
     ///
     /// Binds a TCP listener on port 0 of this host's routable address (the source address of
@@ -179,14 +183,33 @@ impl UniqueId {
 pub(crate) fn from_lookup(
     get: impl Fn(&str) -> Option<String>,
 ) -> Result<Option<(UniqueId, usize, usize)>> {
-    let Some(master) = get("MASTER_ADDR") else {
-        return Ok(None);
-    };
     let families = [
         ("RANK", "WORLD_SIZE"),
         ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
         ("PMI_RANK", "PMI_SIZE"),
     ];
+    let Some(master) = get("MASTER_ADDR") else {
+        // mpirun says how many PEs there are but not where PE 0 listens: without an address
+        // each process would silently become a job of its own.
+        // (torchrun always sets MASTER_ADDR; RANK/WORLD_SIZE alone may come from elsewhere.)
+        if let Some((size_var, size)) = families[1..]
+            .iter()
+            .find_map(|&(_, s)| get(s).map(|v| (s, v)))
+            .filter(|(_, v)| v.trim().parse::<usize>().is_ok_and(|n| n > 1))
+        {
+            return Err(Error::Config {
+                var: "MASTER_ADDR",
+                value: String::new(),
+                reason: format!(
+                    "{size_var}={size} says this process is one of {size} PEs, but MASTER_ADDR is not set, so \
+                     PE 0's address is unknown: export MASTER_ADDR and MASTER_PORT to every PE (mpirun -x \
+                     MASTER_ADDR -x MASTER_PORT), or init with a unique id shared over MPI (rshmem_mpi.h, \
+                     the mpi feature, mpi_comm= in Python)"
+                ),
+            });
+        }
+        return Ok(None);
+    };
     let Some(&(rank_var, size_var)) = families.iter().find(|(r, _)| get(r).is_some()) else {
         return Ok(None);
     };
@@ -384,6 +407,10 @@ mod tests {
             .unwrap()
             .is_none());
         assert!(lookup(&[("MASTER_ADDR", "127.0.0.1")]).unwrap().is_none());
+        // mpirun without an address: an error naming what to export, not a job of one PE each.
+        let m = lookup(&[("OMPI_COMM_WORLD_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]).unwrap_err().to_string();
+        assert!(m.contains("MASTER_ADDR") && m.contains("OMPI_COMM_WORLD_SIZE=2"), "{m}");
+        assert!(lookup(&[("PMI_RANK", "0"), ("PMI_SIZE", "1")]).unwrap().is_none(), "one PE needs no address");
         let base = [
             ("MASTER_ADDR", "127.0.0.1"),
             ("MASTER_PORT", "29500"),

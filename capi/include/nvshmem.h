@@ -1,0 +1,489 @@
+/* NVSHMEM source compatibility: an NVSHMEM program builds against rshmem by changing its include
+   path and link line only (docs/c.md, "NVSHMEM programs"):
+     nvcc -std=c++17 -arch=sm_90 $(pkg-config --cflags rshmem) prog.cu $(pkg-config --libs rshmem)
+   The nvshmem_* / nvshmemx_* names, types and constants below map to rshmem's host API (rshmem.h)
+   and, in CUDA device code, to its device API (rshmem_cuda.h). A host call that fails prints
+   rshmem's message and exits the process (NVSHMEM stops the job on such errors too); allocation
+   returns NULL with the message printed, as nvshmem_malloc does. docs/c.md lists what is not
+   mapped and why. Include mpi.h before this header to use NVSHMEMX_INIT_WITH_MPI_COMM. */
+#ifndef RSHMEM_NVSHMEM_H
+#define RSHMEM_NVSHMEM_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "rshmem.h"
+#if defined(__CUDACC__)
+#include "rshmem_cuda.h"
+#define RSHMEMI_COMPAT_HD __host__ __device__ static inline
+#define RSHMEMI_COMPAT_D __device__ static inline
+#else
+#define RSHMEMI_COMPAT_HD static inline
+#endif
+#if defined(MPI_VERSION)
+#include "rshmem_mpi.h"
+#endif
+
+/* ------------------------------------------------------------------ constants and types */
+#define NVSHMEM_SUCCESS 0
+#define NVSHMEM_MAJOR_VERSION 2
+#define NVSHMEM_MINOR_VERSION 0
+#define NVSHMEM_CMP_EQ RSHMEM_CMP_EQ
+#define NVSHMEM_CMP_NE RSHMEM_CMP_NE
+#define NVSHMEM_CMP_GT RSHMEM_CMP_GT
+#define NVSHMEM_CMP_LE RSHMEM_CMP_LE
+#define NVSHMEM_CMP_LT RSHMEM_CMP_LT
+#define NVSHMEM_CMP_GE RSHMEM_CMP_GE
+#define NVSHMEM_SIGNAL_SET RSHMEM_SIGNAL_SET
+#define NVSHMEM_SIGNAL_ADD RSHMEM_SIGNAL_ADD
+typedef int32_t nvshmem_team_t;
+#define NVSHMEM_TEAM_INVALID RSHMEM_TEAM_INVALID
+#define NVSHMEM_TEAM_WORLD RSHMEM_TEAM_WORLD
+#define NVSHMEM_TEAM_SHARED RSHMEM_TEAM_SHARED
+#define NVSHMEMX_TEAM_NODE RSHMEM_TEAM_NODE
+#define NVSHMEMX_TEAM_SAME_MYPE_NODE RSHMEM_TEAM_SAME_MYPE_NODE
+/* NVSHMEM 1.0's active-set collectives take pSync / pWrk arrays; rshmem keeps its own workspace
+   and ignores them, so one element each is enough. */
+#define NVSHMEM_SYNC_VALUE 0
+#define NVSHMEM_REDUCE_SYNC_SIZE 1
+#define NVSHMEM_REDUCE_MIN_WRKDATA_SIZE 1
+#define NVSHMEM_COLLECT_SYNC_SIZE 1
+#define NVSHMEM_BCAST_SYNC_SIZE 1
+#define NVSHMEM_ALLTOALL_SYNC_SIZE 1
+#define NVSHMEM_BARRIER_SYNC_SIZE 1
+
+#define NVSHMEMX_INIT_THREAD_PES 1
+#define NVSHMEMX_INIT_WITH_MPI_COMM 2
+#define NVSHMEMX_INIT_WITH_UNIQUEID 4
+typedef struct {
+  void *mpi_comm; /* an MPI_Comm *: NVSHMEMX_INIT_WITH_MPI_COMM */
+} nvshmemx_init_attr_t;
+typedef rshmem_uniqueid_t nvshmemx_uniqueid_t;
+
+/* ------------------------------------------------------------------ host-side errors */
+static inline void rshmemi_compat_fail(const char *call) {
+  fprintf(stderr, "%s (rshmem): %s\n", call, rshmem_host_last_error());
+  exit(EXIT_FAILURE);
+}
+#define RSHMEMI_COMPAT_CHECK(call, expr)                          \
+  do {                                                            \
+    if ((expr) != RSHMEM_SUCCESS) rshmemi_compat_fail(call);      \
+  } while (0)
+
+/* ------------------------------------------------------------------ setup */
+static inline void nvshmem_init(void) {
+#if defined(__CUDACC__)
+  RSHMEMI_COMPAT_CHECK("nvshmem_init", rshmemx_cuda_init_attr(NULL));
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmem_init", rshmem_host_init(NULL));
+#endif
+}
+static inline int nvshmemx_init_attr(unsigned int flags, nvshmemx_init_attr_t *attr) {
+  if (flags & NVSHMEMX_INIT_WITH_MPI_COMM) {
+#if defined(MPI_VERSION)
+    if (attr == NULL || attr->mpi_comm == NULL) {
+      fprintf(stderr, "nvshmemx_init_attr (rshmem): NVSHMEMX_INIT_WITH_MPI_COMM needs attr->mpi_comm\n");
+      exit(EXIT_FAILURE);
+    }
+    RSHMEMI_COMPAT_CHECK("nvshmemx_init_attr", rshmem_mpi_init(*(MPI_Comm *)attr->mpi_comm));
+#if defined(__CUDACC__)
+    RSHMEMI_COMPAT_CHECK("nvshmemx_init_attr", rshmemx_cuda_init_state());
+#endif
+    return NVSHMEM_SUCCESS;
+#else
+    fprintf(stderr, "nvshmemx_init_attr (rshmem): NVSHMEMX_INIT_WITH_MPI_COMM needs mpi.h included before nvshmem.h\n");
+    exit(EXIT_FAILURE);
+#endif
+  }
+  nvshmem_init();
+  return NVSHMEM_SUCCESS;
+}
+static inline void nvshmem_finalize(void) { RSHMEMI_COMPAT_CHECK("nvshmem_finalize", rshmem_host_finalize()); }
+static inline int nvshmemx_init_status(void) {
+  int up = 0;
+  rshmem_host_is_initialized(&up);
+  return up ? 2 : 0; /* NVSHMEM_STATUS_IS_INITIALIZED : NVSHMEM_STATUS_NOT_INITIALIZED */
+}
+static inline int nvshmemx_get_uniqueid(nvshmemx_uniqueid_t *id) { return rshmem_host_get_unique_id(id); }
+/* Writes the device state into a module the program loaded with the driver API. */
+static inline int nvshmemx_cumodule_init(void *module) {
+  int done = 0;
+  return rshmem_host_device_init_module(module, &done);
+}
+static inline int nvshmemx_cumodule_finalize(void *module) {
+  int known = 0;
+  return rshmem_host_device_forget_module(module, &known);
+}
+
+/* ------------------------------------------------------------------ queries (host and device) */
+RSHMEMI_COMPAT_HD int nvshmem_my_pe(void) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_my_pe();
+#else
+  int v = -1;
+  RSHMEMI_COMPAT_CHECK("nvshmem_my_pe", rshmem_host_my_pe(&v));
+  return v;
+#endif
+}
+RSHMEMI_COMPAT_HD int nvshmem_n_pes(void) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_n_pes();
+#else
+  int v = -1;
+  RSHMEMI_COMPAT_CHECK("nvshmem_n_pes", rshmem_host_n_pes(&v));
+  return v;
+#endif
+}
+RSHMEMI_COMPAT_HD int nvshmem_team_my_pe(nvshmem_team_t team) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_team_my_pe(team);
+#else
+  int32_t v = -1;
+  RSHMEMI_COMPAT_CHECK("nvshmem_team_my_pe", rshmem_host_team_my_pe(team, &v));
+  return v;
+#endif
+}
+RSHMEMI_COMPAT_HD int nvshmem_team_n_pes(nvshmem_team_t team) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_team_n_pes(team);
+#else
+  int32_t v = -1;
+  RSHMEMI_COMPAT_CHECK("nvshmem_team_n_pes", rshmem_host_team_n_pes(team, &v));
+  return v;
+#endif
+}
+/* NVSHMEM 1.0 spelled the team queries nvshmemx_my_pe / nvshmemx_n_pes. */
+#define nvshmemx_my_pe(team) nvshmem_team_my_pe(team)
+#define nvshmemx_n_pes(team) nvshmem_team_n_pes(team)
+
+/* ------------------------------------------------------------------ memory (host) */
+static inline void *nvshmem_malloc(size_t size) {
+  void *p = NULL;
+  if (rshmem_host_malloc(size, &p) != RSHMEM_SUCCESS) fprintf(stderr, "nvshmem_malloc (rshmem): %s\n", rshmem_host_last_error());
+  return p;
+}
+static inline void *nvshmem_calloc(size_t count, size_t size) {
+  void *p = NULL;
+  if (rshmem_host_calloc(count, size, &p) != RSHMEM_SUCCESS) fprintf(stderr, "nvshmem_calloc (rshmem): %s\n", rshmem_host_last_error());
+  return p;
+}
+static inline void *nvshmem_align(size_t alignment, size_t size) {
+  void *p = NULL;
+  if (rshmem_host_align(alignment, size, &p) != RSHMEM_SUCCESS) fprintf(stderr, "nvshmem_align (rshmem): %s\n", rshmem_host_last_error());
+  return p;
+}
+static inline void nvshmem_free(void *p) {
+  if (p != NULL) RSHMEMI_COMPAT_CHECK("nvshmem_free", rshmem_host_free(p));
+}
+RSHMEMI_COMPAT_HD void *nvshmem_ptr(const void *p, int pe) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_ptr(p, pe);
+#else
+  void *out = NULL;
+  RSHMEMI_COMPAT_CHECK("nvshmem_ptr", rshmem_host_ptr(p, pe, &out));
+  return out;
+#endif
+}
+
+/* ------------------------------------------------------------------ ordering and barriers */
+RSHMEMI_COMPAT_HD void nvshmem_fence(void) {
+#if defined(__CUDA_ARCH__)
+  rshmem_fence();
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmem_fence", rshmem_host_fence());
+#endif
+}
+RSHMEMI_COMPAT_HD void nvshmem_quiet(void) {
+#if defined(__CUDA_ARCH__)
+  rshmem_quiet();
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmem_quiet", rshmem_host_quiet());
+#endif
+}
+RSHMEMI_COMPAT_HD void nvshmem_barrier_all(void) {
+#if defined(__CUDA_ARCH__)
+  rshmem_barrier_all();
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmem_barrier_all", rshmem_host_barrier_all());
+#endif
+}
+RSHMEMI_COMPAT_HD void nvshmem_sync_all(void) {
+#if defined(__CUDA_ARCH__)
+  rshmem_sync_all();
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmem_sync_all", rshmem_host_sync_all());
+#endif
+}
+RSHMEMI_COMPAT_HD int nvshmem_barrier(nvshmem_team_t team) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_barrier(team);
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmem_barrier", rshmem_host_barrier(team));
+  return 0;
+#endif
+}
+RSHMEMI_COMPAT_HD int nvshmem_team_sync(nvshmem_team_t team) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_team_sync(team);
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmem_team_sync", rshmem_host_sync(team));
+  return 0;
+#endif
+}
+static inline int nvshmem_team_split_strided(nvshmem_team_t parent, int start, int stride, int size,
+                                             const void *config, long config_mask, nvshmem_team_t *team) {
+  (void)config;
+  (void)config_mask;
+  return rshmem_host_team_split_strided(parent, start, stride, size, team);
+}
+static inline void nvshmem_team_destroy(nvshmem_team_t team) {
+  RSHMEMI_COMPAT_CHECK("nvshmem_team_destroy", rshmem_host_team_destroy(team));
+}
+
+/* ------------------------------------------------------------------ RMA */
+RSHMEMI_COMPAT_HD void nvshmem_putmem(void *dest, const void *source, size_t nbytes, int pe) {
+#if defined(__CUDA_ARCH__)
+  rshmem_putmem(dest, source, nbytes, pe);
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmem_putmem", rshmem_host_putmem(dest, source, nbytes, pe));
+#endif
+}
+RSHMEMI_COMPAT_HD void nvshmem_getmem(void *dest, const void *source, size_t nbytes, int pe) {
+#if defined(__CUDA_ARCH__)
+  rshmem_getmem(dest, source, nbytes, pe);
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmem_getmem", rshmem_host_getmem(dest, source, nbytes, pe));
+#endif
+}
+/* The host's puts and gets complete on return, so their nbi forms are the same calls. */
+#define nvshmem_putmem_nbi nvshmem_putmem
+#define nvshmem_getmem_nbi nvshmem_getmem
+
+/* NVSHMEM's type names -> (C type, rshmem's device name, rshmem's host name) */
+#define RSHMEMI_COMPAT_TYPES(X)                 \
+  X(float, float, fp32)                         \
+  X(double, double, fp64)                       \
+  X(char, char, int8)                           \
+  X(schar, signed char, int8)                   \
+  X(short, short, int16)                        \
+  X(int, int, int32)                            \
+  X(long, long, int64)                          \
+  X(longlong, long long, int64)                 \
+  X(uchar, unsigned char, uint8)                \
+  X(ushort, unsigned short, uint16)             \
+  X(uint, unsigned int, uint32)                 \
+  X(ulong, unsigned long, uint64)               \
+  X(ulonglong, unsigned long long, uint64)      \
+  X(int8, int8_t, int8)                         \
+  X(int16, int16_t, int16)                      \
+  X(int32, int32_t, int32)                      \
+  X(int64, int64_t, int64)                      \
+  X(uint8, uint8_t, uint8)                      \
+  X(uint16, uint16_t, uint16)                   \
+  X(uint32, uint32_t, uint32)                   \
+  X(uint64, uint64_t, uint64)                   \
+  X(size, size_t, uint64)                       \
+  X(ptrdiff, ptrdiff_t, int64)
+
+/* The element-typed pointers go through the device API's fixed-width types. */
+#define RSHMEMI_COMPAT_HOST_TYPED(NAME, T, R)                                                     \
+  RSHMEMI_COMPAT_HD void nvshmem_##NAME##_p(T *dest, T value, int pe) {                           \
+    RSHMEMI_COMPAT_P_BODY(NAME, T, R)                                                             \
+  }                                                                                               \
+  RSHMEMI_COMPAT_HD T nvshmem_##NAME##_g(const T *source, int pe) { RSHMEMI_COMPAT_G_BODY(NAME, T, R) } \
+  RSHMEMI_COMPAT_HD void nvshmem_##NAME##_put(T *dest, const T *source, size_t nelems, int pe) {  \
+    nvshmem_putmem(dest, source, nelems * sizeof(T), pe);                                         \
+  }                                                                                               \
+  RSHMEMI_COMPAT_HD void nvshmem_##NAME##_get(T *dest, const T *source, size_t nelems, int pe) {  \
+    nvshmem_getmem(dest, source, nelems * sizeof(T), pe);                                         \
+  }                                                                                               \
+  RSHMEMI_COMPAT_HD void nvshmem_##NAME##_put_nbi(T *dest, const T *source, size_t nelems, int pe) { \
+    nvshmem_putmem(dest, source, nelems * sizeof(T), pe);                                         \
+  }                                                                                               \
+  RSHMEMI_COMPAT_HD void nvshmem_##NAME##_get_nbi(T *dest, const T *source, size_t nelems, int pe) { \
+    nvshmem_getmem(dest, source, nelems * sizeof(T), pe);                                         \
+  }
+#if defined(__CUDA_ARCH__)
+#define RSHMEMI_COMPAT_P_BODY(NAME, T, R) rshmem_##R##_p((R##_t *)dest, (R##_t)value, pe);
+#define RSHMEMI_COMPAT_G_BODY(NAME, T, R) return (T)rshmem_##R##_g((const R##_t *)source, pe);
+#else
+#define RSHMEMI_COMPAT_P_BODY(NAME, T, R) \
+  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_p", rshmem_host_##R##_p((RSHMEMI_HOST_##R *)dest, (RSHMEMI_HOST_##R)value, pe));
+#define RSHMEMI_COMPAT_G_BODY(NAME, T, R)                                                          \
+  RSHMEMI_HOST_##R v = 0;                                                                          \
+  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_g", rshmem_host_##R##_g((const RSHMEMI_HOST_##R *)source, pe, &v)); \
+  return (T)v;
+#endif
+/* fp32_t / fp64_t for the device casts above; the host's C types of rshmem.h. */
+typedef float fp32_t;
+typedef double fp64_t;
+#define RSHMEMI_HOST_int8 int8_t
+#define RSHMEMI_HOST_int16 int16_t
+#define RSHMEMI_HOST_int32 int32_t
+#define RSHMEMI_HOST_int64 int64_t
+#define RSHMEMI_HOST_uint8 uint8_t
+#define RSHMEMI_HOST_uint16 uint16_t
+#define RSHMEMI_HOST_uint32 uint32_t
+#define RSHMEMI_HOST_uint64 uint64_t
+#define RSHMEMI_HOST_fp32 float
+#define RSHMEMI_HOST_fp64 double
+RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_HOST_TYPED)
+
+/* ------------------------------------------------------------------ signals */
+RSHMEMI_COMPAT_HD uint64_t nvshmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t value) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_signal_wait_until(sig_addr, cmp, value);
+#else
+  uint64_t seen = 0;
+  RSHMEMI_COMPAT_CHECK("nvshmem_signal_wait_until", rshmem_host_signal_wait_until(sig_addr, cmp, value, &seen));
+  return seen;
+#endif
+}
+RSHMEMI_COMPAT_HD uint64_t nvshmem_signal_fetch(uint64_t *sig_addr) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_signal_fetch(sig_addr);
+#else
+  uint64_t v = 0;
+  RSHMEMI_COMPAT_CHECK("nvshmem_signal_fetch", rshmem_host_signal_fetch(sig_addr, &v));
+  return v;
+#endif
+}
+RSHMEMI_COMPAT_HD void nvshmemx_signal_op(uint64_t *sig_addr, uint64_t signal, int sig_op, int pe) {
+#if defined(__CUDA_ARCH__)
+  rshmemx_signal_op(sig_addr, signal, sig_op, pe);
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmemx_signal_op", rshmem_host_signal_op(sig_addr, signal, sig_op, pe));
+#endif
+}
+RSHMEMI_COMPAT_HD void nvshmem_putmem_signal(void *dest, const void *source, size_t nbytes, uint64_t *sig_addr,
+                                             uint64_t signal, int sig_op, int pe) {
+#if defined(__CUDA_ARCH__)
+  rshmem_putmem_signal(dest, source, nbytes, sig_addr, signal, sig_op, pe);
+#else
+  RSHMEMI_COMPAT_CHECK("nvshmem_putmem_signal",
+                       rshmem_host_putmem_signal(dest, source, nbytes, sig_addr, signal, sig_op, pe));
+#endif
+}
+#define nvshmem_putmem_signal_nbi nvshmem_putmem_signal
+
+/* ------------------------------------------------------------------ on-stream (host) */
+#if defined(__CUDACC__) || defined(CUDART_VERSION)
+#define RSHMEMI_COMPAT_STREAM(s) ((void *)(s))
+static inline void nvshmemx_barrier_all_on_stream(cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_barrier_all_on_stream", rshmem_host_barrier_all_on_stream(RSHMEMI_COMPAT_STREAM(s)));
+}
+static inline void nvshmemx_sync_all_on_stream(cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_sync_all_on_stream", rshmem_host_barrier_all_on_stream(RSHMEMI_COMPAT_STREAM(s)));
+}
+static inline void nvshmemx_barrier_on_stream(nvshmem_team_t team, cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_barrier_on_stream", rshmem_host_barrier_on_stream(team, RSHMEMI_COMPAT_STREAM(s)));
+}
+static inline void nvshmemx_quiet_on_stream(cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_quiet_on_stream", rshmem_host_quiet_on_stream(RSHMEMI_COMPAT_STREAM(s)));
+}
+static inline void nvshmemx_putmem_on_stream(void *dest, const void *src, size_t nbytes, int pe, cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_putmem_on_stream", rshmem_host_putmem_on_stream(dest, src, nbytes, pe, RSHMEMI_COMPAT_STREAM(s)));
+}
+static inline void nvshmemx_getmem_on_stream(void *dest, const void *src, size_t nbytes, int pe, cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_getmem_on_stream", rshmem_host_getmem_on_stream(dest, src, nbytes, pe, RSHMEMI_COMPAT_STREAM(s)));
+}
+static inline void nvshmemx_putmem_signal_on_stream(void *dest, const void *src, size_t nbytes, uint64_t *sig,
+                                                    uint64_t signal, int sig_op, int pe, cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_putmem_signal_on_stream",
+                       rshmem_host_putmem_signal_on_stream(dest, src, nbytes, sig, signal, sig_op, pe, RSHMEMI_COMPAT_STREAM(s)));
+}
+static inline void nvshmemx_signal_op_on_stream(uint64_t *sig, uint64_t signal, int sig_op, int pe, cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_signal_op_on_stream", rshmem_host_signal_op_on_stream(sig, signal, sig_op, pe, RSHMEMI_COMPAT_STREAM(s)));
+}
+static inline void nvshmemx_signal_wait_until_on_stream(uint64_t *sig, int cmp, uint64_t value, cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_signal_wait_until_on_stream",
+                       rshmem_host_signal_wait_until_on_stream(sig, cmp, value, RSHMEMI_COMPAT_STREAM(s)));
+}
+
+/* The team of NVSHMEM 1.0's active set (PE_start, 2^logPE_stride, PE_size): the world, the one set
+   rshmem maps (docs/c.md). */
+static inline nvshmem_team_t rshmemi_compat_active_set(const char *call, int start, int log_stride, int size) {
+  int n = 0;
+  rshmem_host_n_pes(&n);
+  if (start == 0 && log_stride == 0 && size == n) return NVSHMEM_TEAM_WORLD;
+  fprintf(stderr, "%s (rshmem): only the active set of every PE (PE_start 0, logPE_stride 0, PE_size %d) is mapped, "
+                  "not (%d, %d, %d); make a team with nvshmem_team_split_strided\n", call, n, start, log_stride, size);
+  exit(EXIT_FAILURE);
+}
+
+/* Reductions, fcollect, broadcast and alltoall on a stream: NVSHMEM 2's team forms and 1.0's
+   active-set forms (<op>_to_all). */
+#define RSHMEMI_COMPAT_STREAM_COLL(NAME, T, R)                                                                   \
+  RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, sum, SUM)                                                             \
+  RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, prod, PROD)                                                           \
+  RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, min, MIN)                                                             \
+  RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, max, MAX)                                                             \
+  static inline int nvshmemx_##NAME##_fcollect_on_stream(nvshmem_team_t team, T *dest, const T *src, size_t n,   \
+                                                        cudaStream_t s) {                                        \
+    RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_fcollect_on_stream",                                                \
+                         rshmem_host_fcollect_on_stream(team, dest, src, n, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(s))); \
+    return 0;                                                                                                    \
+  }                                                                                                              \
+  static inline int nvshmemx_##NAME##_broadcast_on_stream(nvshmem_team_t team, T *dest, const T *src, size_t n,  \
+                                                         int root, cudaStream_t s) {                             \
+    RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_broadcast_on_stream",                                               \
+                         rshmem_host_broadcast_on_stream(team, dest, src, n, root, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(s))); \
+    return 0;                                                                                                    \
+  }                                                                                                              \
+  static inline int nvshmemx_##NAME##_alltoall_on_stream(nvshmem_team_t team, T *dest, const T *src, size_t n,   \
+                                                        cudaStream_t s) {                                        \
+    RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_alltoall_on_stream",                                                \
+                         rshmem_host_alltoall_on_stream(team, dest, src, n, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(s))); \
+    return 0;                                                                                                    \
+  }
+#define RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, OP, CODE)                                                       \
+  static inline int nvshmemx_##NAME##_##OP##_reduce_on_stream(nvshmem_team_t team, T *dest, const T *src,        \
+                                                             size_t n, cudaStream_t s) {                         \
+    RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_" #OP "_reduce_on_stream",                                          \
+                         rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_##CODE, dest, src, n, RSHMEMI_DT_##R,   \
+                                                      RSHMEMI_COMPAT_STREAM(s)));                                \
+    return 0;                                                                                                    \
+  }                                                                                                              \
+  static inline void nvshmemx_##NAME##_##OP##_to_all_on_stream(T *dest, const T *src, int n, int start,          \
+                                                              int log_stride, int size, T *pWrk, long *pSync,    \
+                                                              cudaStream_t s) {                                  \
+    (void)pWrk;                                                                                                  \
+    (void)pSync;                                                                                                 \
+    nvshmemx_##NAME##_##OP##_reduce_on_stream(                                                                   \
+        rshmemi_compat_active_set("nvshmemx_" #NAME "_" #OP "_to_all_on_stream", start, log_stride, size), dest, \
+        src, (size_t)n, s);                                                                                      \
+  }
+#define RSHMEMI_DT_int8 RSHMEM_DTYPE_INT8
+#define RSHMEMI_DT_int16 RSHMEM_DTYPE_INT16
+#define RSHMEMI_DT_int32 RSHMEM_DTYPE_INT32
+#define RSHMEMI_DT_int64 RSHMEM_DTYPE_INT64
+#define RSHMEMI_DT_uint8 RSHMEM_DTYPE_UINT8
+#define RSHMEMI_DT_uint16 RSHMEM_DTYPE_UINT16
+#define RSHMEMI_DT_uint32 RSHMEM_DTYPE_UINT32
+#define RSHMEMI_DT_uint64 RSHMEM_DTYPE_UINT64
+#define RSHMEMI_DT_fp32 RSHMEM_DTYPE_FLOAT32
+#define RSHMEMI_DT_fp64 RSHMEM_DTYPE_FLOAT64
+RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_STREAM_COLL)
+#endif /* CUDA */
+
+/* ------------------------------------------------------------------ collective launch */
+#if defined(__CUDACC__)
+static inline int nvshmemx_collective_launch(const void *func, dim3 grid, dim3 block, void **args, size_t shared_mem,
+                                             cudaStream_t stream) {
+  return rshmemx_collective_launch(func, grid, block, args, shared_mem, stream);
+}
+static inline int nvshmemx_collective_launch_query_gridsize(const void *func, dim3 block, void **args,
+                                                            size_t shared_mem, int *gridsize) {
+  (void)args;
+  *gridsize = rshmemx_collective_launch_query_gridsize(func, block, shared_mem);
+  return *gridsize > 0 ? 0 : 1;
+}
+#endif
+
+/* ------------------------------------------------------------------ device-only forms */
+#if defined(__CUDACC__)
+#include "nvshmemx.h"
+#endif
+
+#endif /* RSHMEM_NVSHMEM_H */

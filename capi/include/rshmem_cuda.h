@@ -1,0 +1,104 @@
+/* rshmem for CUDA C++ programs (nvcc, or clang in CUDA mode): the device API of rshmem/api.h
+   (thread, warp and block forms; signals; atomics; waits; barriers; collectives; teams) compiled
+   into the program from the device library's sources, and the host helpers that give the
+   program's module its device state and launch collective kernels.
+
+   Build (docs/c.md; PREFIX is where scripts/install_c.sh put rshmem):
+     nvcc -std=c++17 -arch=sm_90 $(pkg-config --cflags rshmem) prog.cu $(pkg-config --libs rshmem)
+
+   Two ways to receive the device state:
+   - runtime API (modules loaded implicitly): each .cu file that includes this header has its own
+     copy of the state (a static __device__ variable, so several files link without clashes);
+     rshmemx_cuda_init() after rshmem_host_init (or rshmemx_cuda_init_attr, which does both)
+     writes it with cudaMemcpyToSymbol. Call rshmemx_cuda_init_state() in every other .cu file
+     whose kernels use rshmem. Whole-program compilation (nvcc's default; not -rdc=true).
+   - driver API (a CUmodule the program loads from a cubin / PTX it built with nvcc -cubin): define
+     RSHMEM_CUMODULE before including, so the state is the global `rshmemi_device_state_d` the
+     runtime looks up, and after loading call rshmem_host_device_init_module(module, &done). */
+#ifndef RSHMEM_CUDA_H
+#define RSHMEM_CUDA_H
+
+#include <cuda_runtime.h>
+
+#include "rshmem.h"
+#include "rshmem/device_state.h"
+
+#if defined(__CUDACC__)
+#if !defined(__clang__)
+/* nvcc: the sources use clang's builtins; the prelude maps them (as for NVRTC). The 16-bit float
+   names become macros first, so the host compiler never sees its own _Float16 / __bf16 types
+   redefined. */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#define _Float16 __half
+#define __bf16 __nv_bfloat16
+#include "rshmem/device/prelude.h"
+#endif
+
+#define RSHMEMI_DEVICE_STATE_DECLARED 1
+#if defined(RSHMEM_CUMODULE)
+extern "C" __device__ rshmemi_device_state_t rshmemi_device_state_d;
+#else
+static __device__ rshmemi_device_state_t rshmemi_device_state_d;
+#endif
+#if !defined(__clang__)
+/* nvcc reads `(void)state;` after an asm output as no use (#550); the library's code is fine. */
+#pragma nv_diag_suppress 550
+#endif
+#include "rshmem/device/libshmem_device.cuh"
+#if !defined(__clang__)
+#pragma nv_diag_default 550
+#endif
+#endif /* __CUDACC__ */
+
+/* Writes this PE's device state into this .cu file's module and makes this PE's GPU the current
+   device. RSHMEM_ERROR_DRIVER when a CUDA runtime call fails (cudaGetLastError says which). */
+static inline rshmem_status_t rshmemx_cuda_init_state(void) {
+  int device = -1;
+  rshmem_status_t s = rshmem_host_device_ordinal(&device);
+  if (s != RSHMEM_SUCCESS) return s;
+  if (device < 0) return RSHMEM_SUCCESS; /* the host backend: no GPU, nothing to write */
+  rshmemi_device_state_t state;
+  s = rshmem_host_device_state(&state, sizeof state);
+  if (s != RSHMEM_SUCCESS) return s;
+  if (cudaSetDevice(device) != cudaSuccess) return RSHMEM_ERROR_DRIVER;
+#if defined(__CUDACC__) && !defined(RSHMEM_CUMODULE)
+  if (cudaMemcpyToSymbol(rshmemi_device_state_d, &state, sizeof state) != cudaSuccess) return RSHMEM_ERROR_DRIVER;
+#endif
+  return RSHMEM_SUCCESS;
+}
+
+/* rshmem_host_init(attr), then rshmemx_cuda_init_state(): the one call a runtime-API program makes. */
+static inline rshmem_status_t rshmemx_cuda_init_attr(const rshmem_init_attr_t *attr) {
+  rshmem_status_t s = rshmem_host_init(attr);
+  return s != RSHMEM_SUCCESS ? s : rshmemx_cuda_init_state();
+}
+
+/* Launches `func` so that all its blocks run at once (cudaLaunchCooperativeKernel), as a kernel
+   that calls rshmem's barriers or collectives from several blocks needs (nvshmemx_collective_launch).
+   RSHMEM_ERROR_INVALID_ARGUMENT when the grid cannot be co-resident on this GPU. */
+static inline rshmem_status_t rshmemx_collective_launch(const void *func, dim3 grid, dim3 block, void **args,
+                                                        size_t shared_mem, cudaStream_t stream) {
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return RSHMEM_ERROR_DRIVER;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return RSHMEM_ERROR_DRIVER;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, (int)(block.x * block.y * block.z), shared_mem) !=
+      cudaSuccess)
+    return RSHMEM_ERROR_DRIVER;
+  if ((long long)grid.x * grid.y * grid.z > (long long)per_sm * sms) return RSHMEM_ERROR_INVALID_ARGUMENT;
+  return cudaLaunchCooperativeKernel(func, grid, block, args, shared_mem, stream) == cudaSuccess ? RSHMEM_SUCCESS
+                                                                                                 : RSHMEM_ERROR_DRIVER;
+}
+
+/* The largest grid rshmemx_collective_launch accepts for `func` with this block size (0 on error). */
+static inline int rshmemx_collective_launch_query_gridsize(const void *func, dim3 block, size_t shared_mem) {
+  int device = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, (int)(block.x * block.y * block.z), shared_mem) !=
+          cudaSuccess)
+    return 0;
+  return per_sm * sms;
+}
+
+#endif /* RSHMEM_CUDA_H */

