@@ -32,6 +32,7 @@ pub mod env;
 pub mod error;
 pub mod heap;
 pub mod runtime;
+pub mod ucx;
 pub mod watchdog;
 
 pub use error::{Error, Result};
