@@ -96,6 +96,9 @@ mod workspace {
 /// supported (as in SHMEM), except barriers: a PE's barrier instances of one team run one after
 /// another whoever calls them (docs/memory-model.md, "Barriers").
 pub struct Runtime {
+    /// The network transport to PEs on other hosts; `None` when every PE is node-local.
+    /// Dropped first: its registrations of heap memory go before the heap.
+    net: Option<Arc<crate::backend::net::Net>>,
     boot: Bootstrap,
     heap: SymmetricHeap,
     /// Memory, streams, the runtime's kernels and the device state.

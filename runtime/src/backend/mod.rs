@@ -15,6 +15,7 @@
 
 pub mod cuda;
 pub mod host;
+pub mod net;
 pub mod memory;
 
 pub use memory::{AmoOp, Chunk, Mapping, MemoryBackend, Reservation, Width};
@@ -98,6 +99,23 @@ pub fn open(kind: BackendKind, boot: &Bootstrap, device: Option<i32>, env: &Env)
         BackendKind::Host => Box::new(host::HostBackend::open(device)),
         BackendKind::Cuda => Box::new(cuda::CudaBackend::open(boot, device, env)?),
     })
+}
+
+/// Opens the network transport ([`net::Net`]) when the job's PEs sit on more than one host
+/// (virtual hosts included); `None` when every PE is node-local. Collective over all PEs;
+/// `heap_base` is this PE's heap offset 0 and `host_memory` whether the heap is host memory.
+///
+/// # Errors
+/// What [`net::Net::open`] returns: [`Error::Unsupported`] naming the remote PEs when UCX is
+/// missing, [`Error::Transport`], bootstrap errors.
+pub fn open_transport(boot: &Bootstrap, heap_base: usize, host_memory: bool, env: &Env) -> Result<Option<Arc<net::Net>>> {
+    let node_of = &boot.node().node_of;
+    let mine = node_of[boot.rank()];
+    let remote: Vec<bool> = node_of.iter().map(|&n| n != mine).collect();
+    if !remote.iter().any(|&r| r) {
+        return Ok(None);
+    }
+    Ok(Some(Arc::new(net::Net::open(boot, &remote, heap_base, host_memory, env.bootstrap_timeout)?)))
 }
 
 /// One backend of a runtime: memory, streams, the runtime's kernels and the device state.

@@ -8,7 +8,8 @@ use crate::device_state::{DeviceState, DEVICE_FLAG_ALL_REACHABLE, MAX_PES, PE_NO
 use crate::env;
 use crate::error::{Error, Result};
 use crate::heap::layout::Layout;
-use crate::heap::{Owner, SymmetricHeap};
+use crate::heap::{GrowHook, Owner, SymmetricHeap};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -61,12 +62,17 @@ impl Runtime {
         let started = std::time::Instant::now();
         let env = env::env()?;
         let (uid, rank, nranks) = peers(opts.uid, opts.rank, opts.nranks)?;
-        let boot = Bootstrap::connect(&uid, rank, nranks, env.bootstrap_timeout)?;
+        let boot = Bootstrap::connect_with(&uid, rank, nranks, env.bootstrap_timeout, env.virtual_hosts)?;
         let kind = BackendKind::choose(opts.backend, env.backend.as_deref())?;
         agree_on_backend(&boot, kind)?;
         let backend = backend::open(kind, &boot, opts.device, env)?;
         let mem = backend.memory();
         let heap = SymmetricHeap::new(mem.clone(), &boot, env.symmetric_size, env.heap_growth)?;
+        // Before the first allocation: every growth step is registered with the transport.
+        let net = backend::open_transport(&boot, heap.my_base(), backend.device().is_none(), env)?;
+        if let Some(net) = &net {
+            heap.set_grow_hook(Some(net.clone() as Arc<dyn GrowHook>));
+        }
         let ws = heap.calloc(&boot, 1, workspace::BYTES)?;
         let coll_ws = heap.malloc(&boot, workspace::COLL_WS_BYTES, DEFAULT_ALIGN)?;
         let staged_ws = match backend.stream_workspace_bytes(nranks) {
@@ -81,6 +87,7 @@ impl Runtime {
         let teams = TeamTable::new(rank, &boot.node().node_of, &reachable);
         let wait_timeout = env.debug_wait_timeout_ms.map(Duration::from_millis);
         let mut rt = Runtime {
+            net,
             boot,
             heap,
             backend,
@@ -139,12 +146,16 @@ impl Runtime {
         // Work still queued on the device may touch the heap that is unmapped below.
         self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
         self.backend.unpublish()?;
-        let Runtime { boot, heap, workspace, coll_ws, staged_ws, backend, mem, .. } = self;
+        let Runtime { boot, heap, workspace, coll_ws, staged_ws, backend, mem, net, .. } = self;
         if staged_ws != 0 {
             heap.free_runtime_in(&boot, staged_ws)?;
         }
         heap.free_runtime_in(&boot, coll_ws)?;
         heap.free_runtime_in(&boot, workspace)?;
+        // Every peer is done with this PE's memory (the barrier above), so the transport's
+        // registrations and endpoints can go, before the heap is unmapped.
+        heap.set_grow_hook(None);
+        drop(net);
         drop(backend);
         drop(mem);
         drop(heap);
