@@ -153,6 +153,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         0
     }
 
+    /// Zeroed memory for the proxy's ring (`net::proxy`), which this backend's kernels write:
+    /// page-locked host memory on cuda, ordinary memory without a device.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    fn ring_memory(&self) -> Result<Box<dyn net::proxy::RingMemory>> {
+        Ok(Box::new(net::proxy::HostRing::new()))
+    }
+
     /// On-stream work; `None` when the backend has no streams, where every `*_on_stream` call
     /// runs as its host form, synchronously.
     fn streams(&self) -> Option<&dyn Streams> {

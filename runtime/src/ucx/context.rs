@@ -1,4 +1,4 @@
-//! The UCP context (`ucp_init`) and memory registrations (`ucp_mem_map`, `ucp_rkey_pack`).
+//! The UCP context (`ucp_init`, `ucp_context_query`) and memory registrations (`ucp_mem_map`, `ucp_rkey_pack`).
 //!
 //! # Safety
 //! Each call passes live out-parameters and a context this module created and keeps until its
@@ -67,6 +67,32 @@ impl Context {
         unsafe { (ucx.api.ucp_config_release)(config) };
         check(ucx, "ucp_init", status)?;
         Ok(Arc::new(Context { ucx, raw }))
+    }
+
+    /// The memory types this context moves (`ucp_context_query`), as `1 << ucs_memory_type_t`
+    /// bits: CUDA memory is among them only when UCX was built with CUDA and found a GPU.
+    ///
+    /// # Errors
+    /// [`crate::Error::Transport`].
+    pub fn memory_types(&self) -> Result<u64> {
+        let mut attr = sys::ucp_context_attr_t {
+            field_mask: sys::UCP_ATTR_FIELD_MEMORY_TYPES,
+            request_size: 0,
+            thread_mode: 0,
+            memory_types: 0,
+            _tail: [0; 8],
+        };
+        // SAFETY: live context; `attr` is a live out-parameter at least as large as UCX's struct.
+        check(self.ucx, "ucp_context_query", unsafe { (self.ucx.api.ucp_context_query)(self.raw, &mut attr) })?;
+        Ok(attr.memory_types)
+    }
+
+    /// Whether this context moves CUDA memory (a CUDA-aware UCX).
+    ///
+    /// # Errors
+    /// [`crate::Error::Transport`].
+    pub fn cuda_aware(&self) -> Result<bool> {
+        Ok(self.memory_types()? & (1 << sys::UCS_MEMORY_TYPE_CUDA) != 0)
     }
 
     /// Registers `[addr, addr+len)` for remote access (`ucp_mem_map` without allocation).

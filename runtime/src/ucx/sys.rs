@@ -5,8 +5,9 @@
 //! wheel's). UCX keeps its ABI stable by appending fields to parameter structs and naming the
 //! ones it may read in a `field_mask`, so these structs stop where the newest field rshmem sets
 //! is; a newer library never reads past a field whose bit is clear.
-//! `runtime/tests/ucx_abi.rs` compiles a C program against the headers of the UCX found at test
-//! time and checks every size and offset below.
+//! The inline test `layouts_match_the_wheel_headers` (in `ucx/mod.rs`) compiles a C program
+//! against the headers of the `libucx-cu12` wheel, when they are found, and checks the sizes
+//! and offsets of the fields rshmem sets.
 //!
 //! # Safety
 //! Plain data and function-pointer types; nothing is called here. The pointers are resolved
@@ -42,6 +43,10 @@ pub const UCP_FEATURE_AM: u64 = 1 << 6;
 pub const UCP_PARAM_FIELD_FEATURES: u64 = 1 << 0;
 pub const UCP_PARAM_FIELD_MT_WORKERS_SHARED: u64 = 1 << 5;
 pub const UCP_PARAM_FIELD_ESTIMATED_NUM_EPS: u64 = 1 << 6;
+
+pub const UCP_ATTR_FIELD_MEMORY_TYPES: u64 = 1 << 2;
+/// `ucs_memory_type_t`: `UCS_MEMORY_TYPE_CUDA` (its bit in `ucp_context_attr_t::memory_types`).
+pub const UCS_MEMORY_TYPE_CUDA: u32 = 1;
 
 pub const UCS_THREAD_MODE_MULTI: c_int = 2;
 pub const UCP_WORKER_PARAM_FIELD_THREAD_MODE: u64 = 1 << 0;
@@ -93,6 +98,17 @@ pub struct ucp_params_t {
     pub estimated_num_eps: usize,
     /// Fields of newer releases, never flagged; padding to the 1.22 size.
     pub _tail: [u64; 3],
+}
+
+/// `ucp_context_attr_t` up to `memory_types`.
+#[repr(C)]
+pub struct ucp_context_attr_t {
+    pub field_mask: u64,
+    pub request_size: usize,
+    pub thread_mode: c_int,
+    pub memory_types: u64,
+    /// `name[32]` and fields of newer releases, never flagged; padding beyond the 1.22 size.
+    pub _tail: [u64; 8],
 }
 
 /// `ucs_cpu_set_t`: 1024 CPU bits.
@@ -232,6 +248,7 @@ api! {
     ucp ucp_config_release: fn(*mut ucp_config_t);
     ucp ucp_init_version: fn(c_uint, c_uint, *const ucp_params_t, *const ucp_config_t, *mut ucp_context_h) -> ucs_status_t;
     ucp ucp_cleanup: fn(ucp_context_h);
+    ucp ucp_context_query: fn(ucp_context_h, *mut ucp_context_attr_t) -> ucs_status_t;
     ucp ucp_worker_create: fn(ucp_context_h, *const ucp_worker_params_t, *mut ucp_worker_h) -> ucs_status_t;
     ucp ucp_worker_destroy: fn(ucp_worker_h);
     ucp ucp_worker_get_address: fn(ucp_worker_h, *mut *mut ucp_address_t, *mut usize) -> ucs_status_t;

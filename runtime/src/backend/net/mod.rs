@@ -9,6 +9,7 @@
 //! | `mod.rs` | [`Net`]: open (worker addresses through the bootstrap, one endpoint per remote PE, a hello from each), the operations |
 //! | `segments.rs` | the heap's registrations: each growth step registered with `ucp_mem_map`, its remote keys exchanged through the bootstrap |
 //! | `am.rs` | the active messages (hello, put-with-signal) and their handler, which checks the job's secret |
+//! | `proxy.rs` | the proxy: the thread that runs what GPU threads post for PEs on other hosts |
 //! | `progress.rs` | the progress thread: sleeps on the worker's event fd, wakes to run what peers sent |
 //!
 //! Operations take heap offsets: the address on the peer is its heap base (exchanged at open)
@@ -36,6 +37,7 @@
 
 mod am;
 mod progress;
+pub mod proxy;
 mod segments;
 
 use crate::backend::{AmoOp, Width};
@@ -126,6 +128,15 @@ impl Net {
                 Error::Unsupported(format!("PEs {far:?} are on other hosts than PE {me} and are reached through UCX, which is missing: {e}"))
             })?;
             let ctx = Context::new(ucx, far.len())?;
+            // A UCX without CUDA would treat GPU addresses as host memory (a crash on the peer).
+            if !host_memory && !ctx.cuda_aware()? {
+                return Err(Error::Unsupported(format!(
+                    "the UCX loaded from {} ({}.{}.{}) cannot move CUDA memory, and the cuda backend's heap \
+                     is GPU memory: install a CUDA build of UCX (`pip install libucx-cu12`, then \
+                     RSHMEM_UCX_DIR unset or pointing at its libucx/lib), or use the host backend",
+                    ucx.origin, ucx.version.0, ucx.version.1, ucx.version.2
+                )));
+            }
             let worker = Worker::new(&ctx)?;
             let address = worker.address()?;
             Ok((ctx, worker, address))
@@ -206,6 +217,11 @@ impl Net {
             std::thread::sleep(Duration::from_micros(100));
         }
         Ok(())
+    }
+
+    /// This PE's heap offset 0 (heap offsets are addresses minus this).
+    pub fn base(&self) -> usize {
+        self.inner.target.base
     }
 
     /// Whether `pe` is reached through this transport.
