@@ -183,6 +183,51 @@ mod tests {
         assert!(matches!(status_ptr(0x7f00_0000_1000usize as *mut _), StatusPtr::Pending(_)));
     }
 
+    /// The structs of [`sys`] against the C compiler's view of the headers of the UCX found
+    /// (`RSHMEM_UCX_DIR/../include`, the wheel's layout): every field rshmem sets is at the same
+    /// offset, and no struct of ours is smaller than UCX's (it may read up to its own size).
+    #[test]
+    fn layouts_match_the_wheel_headers() {
+        use std::mem::{offset_of, size_of};
+        let Some(include) = std::env::var_os(DIR_VAR).map(|d| PathBuf::from(d).join("../include")).filter(|i| i.join("ucp/api/ucp.h").exists())
+        else {
+            assert!(std::env::var_os("CI").is_none(), "CI sets {DIR_VAR} to a UCX with headers (the libucx-cu12 wheel)");
+            eprintln!("no UCX headers beside {DIR_VAR}; layouts not checked");
+            return;
+        };
+        let mut facts: Vec<String> = Vec::new();
+        macro_rules! at {
+            ($ty:ident, [$($f:ident),*]) => {
+                $(facts.push(format!("offsetof({}, {}) == {}", stringify!($ty), stringify!($f), offset_of!(sys::$ty, $f)));)*
+                facts.push(format!("sizeof({}) <= {}", stringify!($ty), size_of::<sys::$ty>()));
+            };
+        }
+        at!(ucp_params_t, [field_mask, features, request_size, request_init, request_cleanup, tag_sender_mask, mt_workers_shared, estimated_num_eps]);
+        at!(ucp_worker_params_t, [field_mask, thread_mode, cpu_mask]);
+        at!(ucp_ep_params_t, [field_mask, address, err_mode, err_handler]);
+        at!(ucp_mem_map_params_t, [field_mask, address, length]);
+        at!(ucp_am_recv_param_t, [recv_attr, reply_ep]);
+        at!(ucp_am_handler_param_t, [field_mask, id, flags, cb, arg]);
+        at!(ucp_request_param_t, [op_attr_mask, flags, request, cb, datatype, user_data, reply_buffer]);
+        at!(ucp_context_attr_t, [field_mask, request_size, thread_mode, memory_types]);
+        facts.push(format!("UCP_AM_RECV_ATTR_FLAG_RNDV == {}ull", sys::UCP_AM_RECV_ATTR_FLAG_RNDV));
+        facts.push(format!("UCP_ATTR_FIELD_MEMORY_TYPES == {}", sys::UCP_ATTR_FIELD_MEMORY_TYPES));
+        facts.push(format!("UCS_MEMORY_TYPE_CUDA == {}", sys::UCS_MEMORY_TYPE_CUDA));
+        facts.push(format!("UCP_AM_SEND_FLAG_EAGER == {} && UCP_AM_SEND_FLAG_COPY_HEADER == {}", sys::UCP_AM_SEND_FLAG_EAGER, sys::UCP_AM_SEND_FLAG_COPY_HEADER));
+        facts.push(format!("UCP_OP_ATTR_FIELD_REPLY_BUFFER == {}", sys::UCP_OP_ATTR_FIELD_REPLY_BUFFER));
+        let mut src = String::from("#include <stddef.h>\n#include <ucp/api/ucp.h>\n");
+        for f in &facts {
+            src.push_str(&format!("_Static_assert({f}, \"{}\");\n", f.replace('"', "")));
+        }
+        let dir = std::env::temp_dir().join(format!("rshmem-ucx-abi-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("abi.c");
+        std::fs::write(&file, &src).unwrap();
+        let out = std::process::Command::new("cc").arg("-fsyntax-only").arg("-I").arg(&include).arg(&file).output().expect("running cc");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(out.status.success(), "UCX layouts differ:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+
     #[test]
     fn a_missing_library_says_how_to_install_ucx() {
         let err = load(Some(Path::new("/nonexistent-ucx"))).err().unwrap();
