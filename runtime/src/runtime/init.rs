@@ -71,7 +71,7 @@ impl Runtime {
         let mem = backend.memory();
         let heap = SymmetricHeap::new(mem.clone(), &boot, env.symmetric_size, env.heap_growth)?;
         // Before the first allocation: every growth step is registered with the transport.
-        let net = backend::open_transport(&boot, heap.my_base(), backend.device().is_none(), env)?;
+        let net = backend::open_transport(&boot, heap.my_base(), &*backend, env)?;
         if let Some(net) = &net {
             heap.set_grow_hook(Some(net.clone() as Arc<dyn GrowHook>));
         }

@@ -79,6 +79,8 @@ struct Inner {
     secret: [u8; am::SECRET_BYTES],
     /// The heap is host memory this process may write (put-with-signal as one message).
     host_memory: bool,
+    /// What the progress and proxy threads run first.
+    setup: Option<crate::backend::ThreadSetup>,
     health: Health,
     stop: AtomicBool,
     _ctx: Arc<Context>,
@@ -111,15 +113,23 @@ unsafe extern "C" fn on_ep_error(arg: *mut c_void, _ep: crate::ucx::sys::ucp_ep_
 
 impl Net {
     /// Opens the transport. Collective over every PE of `boot`; `remote[pe]` says which PEs
-    /// are reached through it (those on other hosts), `base` is this PE's heap offset 0, and
-    /// `host_memory` whether the heap is host memory.
+    /// are reached through it (those on other hosts), `base` is this PE's heap offset 0,
+    /// `host_memory` whether the heap is host memory, and `setup` what the transport's threads
+    /// run first.
     ///
     /// # Errors
     /// On every PE alike: [`Error::Unsupported`] when some PE cannot load UCX (the message says
     /// how to install it), [`Error::Transport`] when a PE cannot create its worker or endpoints,
     /// [`Error::Timeout`] when a peer's hello does not arrive within the bootstrap timeout;
     /// bootstrap errors.
-    pub fn open(boot: &Bootstrap, remote: &[bool], base: usize, host_memory: bool, timeout: Duration) -> Result<Net> {
+    pub fn open(
+        boot: &Bootstrap,
+        remote: &[bool],
+        base: usize,
+        host_memory: bool,
+        setup: Option<crate::backend::ThreadSetup>,
+        timeout: Duration,
+    ) -> Result<Net> {
         let me = boot.rank();
         let n = boot.nranks();
         let far: Vec<usize> = (0..n).filter(|&pe| remote[pe]).collect();
@@ -186,6 +196,7 @@ impl Net {
             me,
             secret,
             host_memory,
+            setup,
             health: boot.health().clone(),
             stop: AtomicBool::new(false),
             _ctx: ctx,
@@ -217,6 +228,12 @@ impl Net {
             std::thread::sleep(Duration::from_micros(100));
         }
         Ok(())
+    }
+
+    /// Runs what a thread touching the heap through UCX runs first (see
+    /// [`crate::backend::ThreadSetup`]); a failure is logged, the thread goes on.
+    pub(crate) fn enter_thread(&self, name: &str) {
+        enter_thread(&self.inner, name);
     }
 
     /// This PE's heap offset 0 (heap offsets are addresses minus this).
@@ -404,6 +421,15 @@ impl Net {
     /// Messages refused so far (bad header, wrong secret, outside the heap).
     pub fn refused(&self) -> u64 {
         self.inner.target.refused.load(Ordering::Relaxed)
+    }
+}
+
+/// [`Net::enter_thread`] on the shared state (the progress thread holds only that).
+fn enter_thread(inner: &Inner, name: &str) {
+    if let Some(setup) = &inner.setup {
+        if let Err(e) = setup() {
+            tracing::warn!(thread = name, error = %e, "cannot prepare the thread for the backend's memory");
+        }
     }
 }
 

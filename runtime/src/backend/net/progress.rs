@@ -36,6 +36,8 @@ pub(super) fn start(inner: Arc<Inner>) -> Result<std::thread::JoinHandle<()>> {
 }
 
 fn run(inner: &Inner, fd: i32) {
+    // Incoming RMA may land in GPU memory through UCX's CUDA copies.
+    super::enter_thread(inner, "progress");
     // SAFETY: the worker's event fd stays open while the worker lives (module docs).
     let efd = unsafe { BorrowedFd::borrow_raw(fd) };
     while !inner.stop.load(Ordering::Acquire) {

@@ -50,13 +50,30 @@ use std::time::{Duration, Instant};
 /// Bytes of a ring: the header and its descriptors.
 pub const RING_BYTES: usize = std::mem::size_of::<ProxyRing>() + PROXY_SLOTS as usize * std::mem::size_of::<ProxyDesc>();
 
-/// Polls of an empty ring before the proxy starts to sleep between polls: about 50 µs of
-/// spinning, so a kernel that posts in a burst is served at once, while an idle PE's proxy
-/// costs (almost) no CPU.
-const SPINS: u32 = 20_000;
+/// How long the proxy keeps polling an empty ring after its last descriptor before it starts to
+/// sleep between polls: a kernel that posts again within this (a ping-pong, a pipeline) is
+/// served at once, while an idle PE's proxy costs (almost) no CPU. It yields the core between
+/// polls, so on a machine with more runnable threads than cores it does not starve them.
+const SPIN: Duration = Duration::from_millis(2);
+
+/// Polls between looks at the clock and yields while spinning.
+const POLLS_PER_YIELD: u32 = 64;
 
 /// The sleep between polls of an idle ring: the latency a post after a quiet spell pays.
 const IDLE_SLEEP: Duration = Duration::from_micros(50);
+
+/// Waits a little before the next poll: spinning (and yielding) for [`SPIN`] after `since`,
+/// sleeping [`IDLE_SLEEP`] after that.
+fn pause(polls: &mut u32, since: Instant) {
+    *polls = polls.wrapping_add(1);
+    if *polls % POLLS_PER_YIELD != 0 {
+        std::hint::spin_loop();
+    } else if since.elapsed() < SPIN {
+        std::thread::yield_now();
+    } else {
+        std::thread::sleep(IDLE_SLEEP);
+    }
+}
 
 /// Memory a ring lives in, zeroed, 64-byte aligned, [`RING_BYTES`] long: page-locked host
 /// memory that kernels write on the cuda backend, plain memory on the host backend.
@@ -203,35 +220,26 @@ impl Shared {
     fn hand_over(&self, t: u64) -> Result<()> {
         let seq = self.seq(t);
         seq.store(PROXY_SEQ_RESULT, Ordering::Release);
-        let mut spins = 0u32;
+        let (mut polls, since) = (0u32, Instant::now());
         while seq.load(Ordering::Acquire) != 0 {
             if self.stop.load(Ordering::Acquire) {
                 return Err(Error::Unsupported("the runtime finalized while a kernel waited for a proxied result".into()));
             }
-            spins += 1;
-            if spins < SPINS {
-                std::hint::spin_loop();
-            } else {
-                std::thread::sleep(IDLE_SLEEP);
-            }
+            pause(&mut polls, since);
         }
         Ok(())
     }
 
     fn run(&self) {
+        // Puts and gets of GPU memory go through UCX's CUDA copies.
+        self.net.enter_thread("proxy");
         let mut t = 0u64;
-        let mut idle = 0u32;
+        let (mut polls, mut last) = (0u32, Instant::now());
         while !self.stop.load(Ordering::Acquire) {
             if self.seq(t).load(Ordering::Acquire) != t + 1 {
-                idle = idle.saturating_add(1);
-                if idle < SPINS {
-                    std::hint::spin_loop();
-                } else {
-                    std::thread::sleep(IDLE_SLEEP);
-                }
+                pause(&mut polls, last);
                 continue;
             }
-            idle = 0;
             // SAFETY: the slot is inside the ring; its poster finished writing it before the
             // release of `seq` acquired above, and rewrites it only after `tail` passes `t`.
             let d = unsafe { std::ptr::read_volatile(self.slot(t) as *const ProxyDesc) };
@@ -254,6 +262,7 @@ impl Shared {
             }
             t += 1;
             self.header(TAIL).store(t, Ordering::Release);
+            last = Instant::now();
         }
     }
 }
