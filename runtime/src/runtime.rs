@@ -270,8 +270,10 @@ mod tests {
     fn workspace_layout_fits() {
         use super::workspace::*;
         assert_eq!((TEAM_TABLE % 16, SPLIT % 8), (0, 0));
-        // Per team: barrier words (24), team descriptor (16), collective signature (agree.rs).
-        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16 + super::agree::WORDS * 8) + SPLIT_WORDS * 8);
+        // Per team: barrier words (24), team descriptor (16), collective signature (agree.rs);
+        // then the split words and the proxy's ticket word.
+        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16 + super::agree::WORDS * 8) + SPLIT_WORDS * 8 + 8);
+        assert_eq!(PROXY_HEAD % 8, 0);
         const { assert!(COLL_WS_BYTES_PER_TEAM % super::DEFAULT_ALIGN == 0) };
     }
 }

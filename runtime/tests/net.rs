@@ -110,6 +110,8 @@ fn a_dead_pe_on_the_other_virtual_host_is_reported_to_every_peer() {
         let rt = init();
         let sig = rt.calloc(1, 8).unwrap();
         rt.barrier_all().unwrap();
+        // Every PE leaves the barrier before PE 3 dies (else the barrier itself reports it).
+        std::thread::sleep(Duration::from_millis(200));
         if pe == 3 {
             std::process::exit(17);
         }
