@@ -1,6 +1,7 @@
 """rshmem's network transport beside UCX's own ucx_perftest, on the same transport, in one run.
 
     python -m benchmarks.net_vs_ucx [--sizes 65536,1048576,4194304] [--out bench-out/net_vs_ucx.json]
+    python -m benchmarks.net_vs_ucx --ucx .gpu/ucx --bench .gpu/bin/net_bench   # GPU machine (no Rust)
 
 Both sides are 2 processes on this machine; rshmem's PEs sit in 2 virtual hosts, so everything
 between them goes through UCX (runtime/examples/net_bench.rs). The transport is UCX's choice
@@ -35,8 +36,11 @@ ROOT = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
 
 
-def ucx_dirs() -> tuple[Path, Path]:
-    """The libucx wheel's lib and bin directories."""
+def ucx_dirs(given: Path | None) -> tuple[Path, Path]:
+    """The lib and bin directories of UCX: `given` (a directory holding both), else the
+    libucx wheel's."""
+    if given is not None:
+        return given / "lib", given / "bin"
     spec = importlib.util.find_spec("libucx")
     if spec is None or not spec.submodule_search_locations:
         sys.exit("net_vs_ucx: the libucx-cu12 wheel is not installed (pip install libucx-cu12)")
@@ -77,12 +81,11 @@ def perftest(bin_dir: Path, env: dict, test: str, size: int, iters: int) -> list
     return [float(x) for x in final[-1].split()[1:]]
 
 
-def net_bench(env: dict, sizes: list[int], iters: int, lat_iters: int) -> list[dict]:
-    subprocess.run(["cargo", "build", "-q", "--release", "-p", "rshmem", "--example", "net_bench"], cwd=ROOT, check=True)
-    exe = ROOT / "target" / "release" / "examples" / "net_bench"
-    target = os.environ.get("CARGO_TARGET_DIR")
-    if target:
-        exe = Path(target) / "release" / "examples" / "net_bench"
+def net_bench(env: dict, sizes: list[int], iters: int, lat_iters: int, exe: Path | None) -> list[dict]:
+    if exe is None:
+        subprocess.run(["cargo", "build", "-q", "--release", "-p", "rshmem", "--example", "net_bench"], cwd=ROOT, check=True)
+        target = os.environ.get("CARGO_TARGET_DIR")
+        exe = (Path(target) if target else ROOT / "target") / "release" / "examples" / "net_bench"
     out = subprocess.run([str(exe), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--lat-iters", str(lat_iters)],
                          env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
@@ -96,9 +99,11 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=200)
     ap.add_argument("--lat-iters", type=int, default=5000)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--ucx", type=Path, help="a directory with UCX's lib/ and bin/ (default: the libucx wheel's)")
+    ap.add_argument("--bench", type=Path, help="a built net_bench (default: cargo build --release --example net_bench)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    lib, bin_dir = ucx_dirs()
+    lib, bin_dir = ucx_dirs(args.ucx)
     env = dict(os.environ)
     if not any(k.startswith("UCX_TLS") or k == "UCX_NET_DEVICES" for k in env):
         env.update(UCX_TLS="tcp,self", UCX_NET_DEVICES="lo")
@@ -107,7 +112,7 @@ def main() -> None:
     env["LD_LIBRARY_PATH"] = f"{lib}:{env.get('LD_LIBRARY_PATH', '')}"
     transport = f"UCX_TLS={env.get('UCX_TLS', '(UCX default)')} UCX_NET_DEVICES={env.get('UCX_NET_DEVICES', '(all)')}"
 
-    ours = net_bench(env, sizes, args.iters, args.lat_iters)
+    ours = net_bench(env, sizes, args.iters, args.lat_iters, args.bench)
     rows = []
     print(f"rshmem vs ucx_perftest, 2 processes on this machine, {transport}")
     print("| size | rshmem putmem MB/s | ucx_perftest ucp_put_bw MB/s | ratio |")

@@ -4,6 +4,9 @@
 #   .gpu/rshmem-*.whl   the abi3 wheel (release), with the device bitcode
 #                       rshmem/triton/lib/libshmem_device.bc inside;
 #   .gpu/bin/cuda*      the Rust GPU test binaries (`cargo test -p rshmem --no-run`), stripped;
+#   .gpu/ucx/           UCX's shared libraries and ucx_perftest from the libucx-cu12 wheel of PY,
+#                       stripped (about 13 MB): PEs in virtual hosts on the GPU machine, whose
+#                       system UCX has few transports (docs/network.md);
 #   .gpu/MANIFEST       commit, date and sizes.
 # tests/, tutorials/ and benchmarks/ are tracked files and travel with the tree. .gpu/ is git-
 # ignored: hand it over as an ignored path (the device tool's `carry: [".gpu"]`, 64 MiB at most).
@@ -73,6 +76,23 @@ fi
 rm -f "$CARGO_LOG"
 # Debug info is most of a test binary's size, and the bundle travels under a 64 MiB limit.
 for b in "$BUNDLE"/bin/*; do strip --strip-debug "$b"; done
+
+log "net_bench (benchmarks/net_vs_ucx.py's rshmem half)"
+cargo build -q --release -p rshmem --example net_bench
+cp "$CARGO_TARGET_DIR/release/examples/net_bench" "$BUNDLE/bin/net_bench"
+strip --strip-debug "$BUNDLE/bin/net_bench"
+
+log "UCX from the libucx-cu12 wheel (lib, lib/ucx modules, ucx_perftest)"
+UCX_SRC="$("$PY" -c 'import importlib.util as u, os; s = u.find_spec("libucx"); print(os.path.dirname(s.origin) if s else "")')"
+if [ -n "$UCX_SRC" ]; then
+    mkdir -p "$BUNDLE/ucx/lib/ucx" "$BUNDLE/ucx/bin"
+    cp "$UCX_SRC"/lib/lib*.so.0 "$BUNDLE/ucx/lib/"
+    cp "$UCX_SRC"/lib/ucx/lib*.so.0 "$BUNDLE/ucx/lib/ucx/"
+    cp "$UCX_SRC"/bin/ucx_perftest "$BUNDLE/ucx/bin/"
+    strip --strip-unneeded "$BUNDLE"/ucx/lib/*.so.0 "$BUNDLE"/ucx/lib/ucx/*.so.0 "$BUNDLE/ucx/bin/ucx_perftest"
+else
+    echo "no libucx-cu12 wheel in $PY (scripts/setup.sh installs it): the bundle has no UCX, gpu_check's net step fails" >&2
+fi
 
 {
     echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.gpu' || echo ' (with uncommitted changes)')"

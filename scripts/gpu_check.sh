@@ -9,6 +9,9 @@
 #   pytest1    pytest -m gpu -x tests   (one process: the GPU tests that start their own jobs)
 #   rust       every .gpu/bin/cuda* test binary with --ignored --test-threads=1
 #   tutorials  every tutorials/NN_*.py under torchrun --nproc-per-node 2
+#   net        PEs on other hosts (issue 19): 2 PEs in 2 virtual hosts on the GPU(s), UCX from
+#              .gpu/ucx: tests/device/test_device_proxy.py (every device operation through the
+#              proxy), tutorial 02 in that mode, benchmarks.net_vs_ucx (beside ucx_perftest)
 #
 # On a machine with fewer GPUs than PEs (one GPU), every step runs with RSHMEM_ALLOW_SHARED_GPU=1:
 # the 2 PEs share the GPU, tests that need distinct GPUs skip with their reason. A pytest or Rust
@@ -161,6 +164,25 @@ step_rust() {
     fi
 }
 
+step_net() {
+    local t="${GPU_CHECK_TIMEOUT:-300}"
+    if [ ! -f "$ROOT/.gpu/ucx/lib/libucp.so.0" ]; then
+        echo "FAIL  net  (no .gpu/ucx: build the bundle in a venv with the libucx-cu12 wheel)" | tee -a "$SUMMARY"
+        FAILED=$((FAILED + 1))
+        return
+    fi
+    export RSHMEM_UCX_DIR="$ROOT/.gpu/ucx/lib"
+    torchrun2
+    run_step net-proxy "$t" pytest env RSHMEM_VIRTUAL_HOSTS=2 RSHMEM_DEBUG_WAIT_TIMEOUT_MS=20000 "${TORCHRUN2[@]}" \
+        -m pytest -m gpu -q -rs -p no:cacheprovider tests/device/test_device_proxy.py
+    torchrun2
+    run_step net-tutorial-02 "$t" plain env RSHMEM_VIRTUAL_HOSTS=2 "${TORCHRUN2[@]}" tutorials/02_intra_node_allgather.py
+    # ucx_perftest needs its libraries on the loader path; the benchmark's own cargo build is
+    # replaced by the prebuilt example when there is one.
+    run_step net-bench "$t" plain env LD_LIBRARY_PATH="$RSHMEM_UCX_DIR" "$PYTHON" -m benchmarks.net_vs_ucx \
+        --ucx "$ROOT/.gpu/ucx" --bench "$ROOT/.gpu/bin/net_bench" --out "$LOGS/net_vs_ucx.json"
+}
+
 step_tutorials() {
     local t="${GPU_CHECK_TIMEOUT:-300}" f found=0
     for f in "$ROOT"/tutorials/[0-9]*.py; do
@@ -189,8 +211,8 @@ step_env
 for s in "${STEPS[@]}"; do
     case "$s" in
         env) ;;
-        pytest2 | pytest1 | rust | tutorials) "step_$s" ;;
-        *) echo "unknown step '$s' (steps: env pytest2 pytest1 rust tutorials)" | tee -a "$SUMMARY"; FAILED=$((FAILED + 1)) ;;
+        pytest2 | pytest1 | rust | tutorials | net) "step_$s" ;;
+        *) echo "unknown step '$s' (steps: env pytest2 pytest1 rust tutorials net)" | tee -a "$SUMMARY"; FAILED=$((FAILED + 1)) ;;
     esac
 done
 printf '\n==== summary (%s)\n' "$SUMMARY"
