@@ -5,7 +5,7 @@
 #                       rshmem/triton/lib/libshmem_device.bc inside;
 #   .gpu/bin/cuda*      the Rust GPU test binaries (`cargo test -p rshmem --no-run`), stripped;
 #   .gpu/ucx/           UCX's shared libraries and ucx_perftest from the libucx-cu12 wheel of PY,
-#                       stripped (about 13 MB): PEs in virtual hosts on the GPU machine, whose
+#                       in the wheel's layout, stripped (about 11 MB): PEs in virtual hosts on the GPU machine, whose
 #                       system UCX has few transports (docs/network.md);
 #   .gpu/MANIFEST       commit, date and sizes.
 # tests/, tutorials/ and benchmarks/ are tracked files and travel with the tree. .gpu/ is git-
@@ -85,11 +85,15 @@ strip --strip-debug "$BUNDLE/bin/net_bench"
 log "UCX from the libucx-cu12 wheel (lib, lib/ucx modules, ucx_perftest)"
 UCX_SRC="$("$PY" -c 'import importlib.util as u, os; s = u.find_spec("libucx"); print(os.path.dirname(s.origin) if s else "")')"
 if [ -n "$UCX_SRC" ]; then
-    mkdir -p "$BUNDLE/ucx/lib/ucx" "$BUNDLE/ucx/bin"
-    cp "$UCX_SRC"/lib/lib*.so.0 "$BUNDLE/ucx/lib/"
-    cp "$UCX_SRC"/lib/ucx/lib*.so.0 "$BUNDLE/ucx/lib/ucx/"
-    cp "$UCX_SRC"/bin/ucx_perftest "$BUNDLE/ucx/bin/"
-    strip --strip-unneeded "$BUNDLE"/ucx/lib/*.so.0 "$BUNDLE"/ucx/lib/ucx/*.so.0 "$BUNDLE/ucx/bin/ucx_perftest"
+    # The wheel's layout, kept: its libraries find the ones it vendors (libcudart for the CUDA
+    # module, OpenMP for ucx_perftest) through RUNPATHs relative to themselves.
+    U="$BUNDLE/ucx/libucx"
+    mkdir -p "$U/lib/ucx" "$U/bin" "$BUNDLE/ucx/libucx_cu12.libs"
+    cp "$UCX_SRC"/lib/lib*.so.0 "$U/lib/"
+    cp "$UCX_SRC"/lib/ucx/lib*.so.0 "$U/lib/ucx/"
+    cp "$UCX_SRC"/bin/ucx_perftest "$U/bin/"
+    cp "$UCX_SRC"/../libucx_cu12.libs/*.so* "$BUNDLE/ucx/libucx_cu12.libs/"
+    strip --strip-unneeded "$U"/lib/*.so.0 "$U"/lib/ucx/*.so.0 "$U/bin/ucx_perftest"
 else
     echo "no libucx-cu12 wheel in $PY (scripts/setup.sh installs it): the bundle has no UCX, gpu_check's net step fails" >&2
 fi

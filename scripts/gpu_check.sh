@@ -166,21 +166,20 @@ step_rust() {
 
 step_net() {
     local t="${GPU_CHECK_TIMEOUT:-300}"
-    if [ ! -f "$ROOT/.gpu/ucx/lib/libucp.so.0" ]; then
+    if [ ! -f "$ROOT/.gpu/ucx/libucx/lib/libucp.so.0" ]; then
         echo "FAIL  net  (no .gpu/ucx: build the bundle in a venv with the libucx-cu12 wheel)" | tee -a "$SUMMARY"
         FAILED=$((FAILED + 1))
         return
     fi
-    export RSHMEM_UCX_DIR="$ROOT/.gpu/ucx/lib"
+    export RSHMEM_UCX_DIR="$ROOT/.gpu/ucx/libucx/lib"
     torchrun2
     run_step net-proxy "$t" pytest env RSHMEM_VIRTUAL_HOSTS=2 RSHMEM_DEBUG_WAIT_TIMEOUT_MS=20000 "${TORCHRUN2[@]}" \
         -m pytest -m gpu -q -rs -p no:cacheprovider tests/device/test_device_proxy.py
     torchrun2
     run_step net-tutorial-02 "$t" plain env RSHMEM_VIRTUAL_HOSTS=2 "${TORCHRUN2[@]}" tutorials/02_intra_node_allgather.py
-    # ucx_perftest needs its libraries on the loader path; the benchmark's own cargo build is
-    # replaced by the prebuilt example when there is one.
-    run_step net-bench "$t" plain env LD_LIBRARY_PATH="$RSHMEM_UCX_DIR" "$PYTHON" -m benchmarks.net_vs_ucx \
-        --ucx "$ROOT/.gpu/ucx" --bench "$ROOT/.gpu/bin/net_bench" --out "$LOGS/net_vs_ucx.json"
+    # No Rust here: the bundle's prebuilt net_bench.
+    run_step net-bench "$t" plain "$PYTHON" -m benchmarks.net_vs_ucx \
+        --ucx "$ROOT/.gpu/ucx/libucx" --bench "$ROOT/.gpu/bin/net_bench" --out "$LOGS/net_vs_ucx.json"
 }
 
 step_tutorials() {
