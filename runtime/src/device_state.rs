@@ -100,7 +100,7 @@ pub const PROXY_QUIET: u8 = 6;
 pub const PROXY_FLAG_FETCH: u8 = 1;
 
 /// `ProxyDesc::seq` of a fetching descriptor whose result is in `value`.
-pub const PROXY_SEQ_RESULT: u64 = u64::MAX;
+pub const PROXY_SEQ_RESULT: u64 = 0xFFFF_FFFF_FFFF_FFFF;
 
 /// One operation a GPU thread posts for the proxy: slot `t % PROXY_SLOTS` of the ring.
 ///

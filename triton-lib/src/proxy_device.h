@@ -4,7 +4,7 @@
 //
 // A poster takes ticket t with an atomic add on a word of GPU memory (DeviceState::proxy_head),
 // waits until slot t % RSHMEM_PROXY_SLOTS is free (tail > t - RSHMEM_PROXY_SLOTS), writes the
-// fields with plain stores and publishes them with a release store of seq = t + 1 at system
+// fields with strong relaxed stores and publishes them with a release store of seq = t + 1 at system
 // scope: the proxy's acquire of seq sees the fields and, by cumulativity, every store this
 // thread made or synchronized with before (the data of a put). The proxy runs tickets in order;
 // tail = t + 1 says ticket t is done (the source of a put reusable, the data of a get here).
@@ -40,6 +40,19 @@ RSHMEMI_DEV rshmemi_proxy_ring_t* rshmemi_proxy_for(const void* p, int pe) {
   return (remote && off < m.bound) ? r : 0;
 }
 
+// Stores into the ring: strong (relaxed, system scope) for the fields, release for `seq`. They
+// are spelled with .u32/.u64 rather than the .b32/.b64 of the signal and p stores, so that in
+// PTX a ring store is told apart from a store into symmetric memory.
+RSHMEMI_DEV void rshmemi_ring_st_u64(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+RSHMEMI_DEV void rshmemi_ring_st_u32(void* p, uint32_t v) {
+  asm volatile("st.relaxed.sys.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+RSHMEMI_DEV void rshmemi_ring_publish(uint64_t* p, uint64_t v) {
+  asm volatile("st.release.sys.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
 RSHMEMI_DEV rshmemi_proxy_desc_t* rshmemi_proxy_slot(rshmemi_proxy_ring_t* r, uint64_t t) {
   return (rshmemi_proxy_desc_t*)(r + 1) + (t & (uint64_t)(RSHMEM_PROXY_SLOTS - 1));
 }
@@ -66,18 +79,16 @@ RSHMEMI_DEV uint64_t rshmemi_proxy_post(rshmemi_proxy_ring_t* r, const rshmemi_p
   const uint64_t t = rshmemi_relaxed_atom_add_u64(head, 1);
   if (t >= RSHMEM_PROXY_SLOTS) rshmemi_proxy_wait(r, &r->tail, t - RSHMEM_PROXY_SLOTS + 1, false);
   rshmemi_proxy_desc_t* slot = rshmemi_proxy_slot(r, t);
-  slot->dest = d.dest;
-  slot->source = d.source;
-  slot->nbytes = d.nbytes;
-  slot->sig_addr = d.sig_addr;
-  slot->value = d.value;
-  slot->value2 = d.value2;
-  slot->kind = d.kind;
-  slot->sub = d.sub;
-  slot->width = d.width;
-  slot->flags = d.flags;
-  slot->pe = d.pe;
-  rshmemi_st_release_sys_u64(&slot->seq, t + 1);
+  rshmemi_ring_st_u64(&slot->dest, d.dest);
+  rshmemi_ring_st_u64(&slot->source, d.source);
+  rshmemi_ring_st_u64(&slot->nbytes, d.nbytes);
+  rshmemi_ring_st_u64(&slot->sig_addr, d.sig_addr);
+  rshmemi_ring_st_u64(&slot->value, d.value);
+  rshmemi_ring_st_u64(&slot->value2, d.value2);
+  // kind, sub, width, flags: one little-endian word.
+  rshmemi_ring_st_u32(&slot->kind, (uint32_t)d.kind | ((uint32_t)d.sub << 8) | ((uint32_t)d.width << 16) | ((uint32_t)d.flags << 24));
+  rshmemi_ring_st_u32(&slot->pe, (uint32_t)d.pe);
+  rshmemi_ring_publish(&slot->seq, t + 1);
   return t;
 }
 
@@ -89,7 +100,7 @@ RSHMEMI_DEV uint64_t rshmemi_proxy_result(rshmemi_proxy_ring_t* r, uint64_t t) {
   rshmemi_proxy_desc_t* slot = rshmemi_proxy_slot(r, t);
   rshmemi_proxy_wait(r, &slot->seq, RSHMEM_PROXY_SEQ_RESULT, true);
   const uint64_t v = rshmemi_relaxed_ld_sys_u64(&slot->value);
-  rshmemi_relaxed_st_sys_u64(&slot->seq, 0);
+  rshmemi_ring_st_u64(&slot->seq, 0);
   return v;
 }
 

@@ -104,6 +104,22 @@ RSHMEMI_DEV void rshmemi_getmem(void* dest, const void* source, size_t n, int pe
 // register forever). Thread scope; unordered with other operations except through
 // fence/quiet/barrier, as every put. A PE on another host: p posts the value to the proxy and
 // returns; g waits for the proxy's get.
+// An element of 1, 2, 4 or 8 bytes as the low bytes of a u64 (the proxy's inline data), and back.
+template <typename T>
+RSHMEMI_DEV uint64_t rshmemi_bits_of(T v) {
+  if constexpr (sizeof(T) == 1) return __builtin_bit_cast(uint8_t, v);
+  else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(uint16_t, v);
+  else if constexpr (sizeof(T) == 4) return __builtin_bit_cast(uint32_t, v);
+  else return __builtin_bit_cast(uint64_t, v);
+}
+template <typename T>
+RSHMEMI_DEV T rshmemi_from_bits(uint64_t b) {
+  if constexpr (sizeof(T) == 1) return __builtin_bit_cast(T, (uint8_t)b);
+  else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(T, (uint16_t)b);
+  else if constexpr (sizeof(T) == 4) return __builtin_bit_cast(T, (uint32_t)b);
+  else return __builtin_bit_cast(T, b);
+}
+
 template <typename T>
 RSHMEMI_DEV void rshmemi_p(T* dest, T value, int pe) {
   T* remote = (T*)rshmemi_peer_ptr(dest, pe);
@@ -111,18 +127,13 @@ RSHMEMI_DEV void rshmemi_p(T* dest, T value, int pe) {
     rshmemi_relaxed_st_sys_elem<T>(remote, value);
     return;
   }
-  uint64_t bits = 0;
-  __builtin_memcpy(&bits, &value, sizeof(T));
-  rshmemi_proxy_p(rshmemi_proxy_or_fail(dest, pe), dest, bits, sizeof(T), pe);
+  rshmemi_proxy_p(rshmemi_proxy_or_fail(dest, pe), dest, rshmemi_bits_of<T>(value), sizeof(T), pe);
 }
 template <typename T>
 RSHMEMI_DEV T rshmemi_g(const T* source, int pe) {
   const T* remote = (const T*)rshmemi_peer_ptr(source, pe);
   if (remote != 0) return rshmemi_relaxed_ld_sys_elem<T>(remote);
-  const uint64_t bits = rshmemi_proxy_g(rshmemi_proxy_or_fail(source, pe), source, sizeof(T), pe);
-  T v;
-  __builtin_memcpy(&v, &bits, sizeof(T));
-  return v;
+  return rshmemi_from_bits<T>(rshmemi_proxy_g(rshmemi_proxy_or_fail(source, pe), source, sizeof(T), pe));
 }
 
 #endif  // RSHMEM_RMA_DEVICE_H

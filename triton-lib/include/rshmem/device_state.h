@@ -208,7 +208,7 @@
 /*
  `ProxyDesc::seq` of a fetching descriptor whose result is in `value`.
  */
-#define RSHMEM_PROXY_SEQ_RESULT UINT64_MAX
+#define RSHMEM_PROXY_SEQ_RESULT 18446744073709551615ull
 
 /*
  Operation codes of the cuda backend's one-thread atomic kernels (`rshmemi_amo32/64` in
