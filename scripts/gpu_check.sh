@@ -11,6 +11,9 @@
 #   tutorials  every tutorials/NN_*.py under torchrun --nproc-per-node 2
 #   c          (not in the default list) capi/tests/gpu_c.sh: examples/ built with this machine's
 #              nvcc against .gpu/c and run as 2 PEs, the Rust examples, the NVSHMEM guides' programs
+#   net        PEs on other hosts (issue 19): 2 PEs in 2 virtual hosts on the GPU(s), UCX from
+#              .gpu/ucx: tests/device/test_device_proxy.py (every device operation through the
+#              proxy), tutorial 02 in that mode, benchmarks.net_vs_ucx (beside ucx_perftest)
 #
 # On a machine with fewer GPUs than PEs (one GPU), every step runs with RSHMEM_ALLOW_SHARED_GPU=1:
 # the 2 PEs share the GPU, tests that need distinct GPUs skip with their reason. A pytest or Rust
@@ -168,6 +171,24 @@ step_c() {
     run_step c "$t" plain env PYTHON="$PYTHON" LOGDIR="$LOGS/c" bash "$ROOT/capi/tests/gpu_c.sh"
 }
 
+step_net() {
+    local t="${GPU_CHECK_TIMEOUT:-300}"
+    if [ ! -f "$ROOT/.gpu/ucx/libucx/lib/libucp.so.0" ]; then
+        echo "FAIL  net  (no .gpu/ucx: build the bundle in a venv with the libucx-cu12 wheel)" | tee -a "$SUMMARY"
+        FAILED=$((FAILED + 1))
+        return
+    fi
+    export RSHMEM_UCX_DIR="$ROOT/.gpu/ucx/libucx/lib"
+    torchrun2
+    run_step net-proxy "$t" pytest env RSHMEM_VIRTUAL_HOSTS=2 RSHMEM_DEBUG_WAIT_TIMEOUT_MS=20000 "${TORCHRUN2[@]}" \
+        -m pytest -m gpu -q -rs -p no:cacheprovider tests/device/test_device_proxy.py
+    torchrun2
+    run_step net-tutorial-02 "$t" plain env RSHMEM_VIRTUAL_HOSTS=2 "${TORCHRUN2[@]}" tutorials/02_intra_node_allgather.py
+    # No Rust here: the bundle's prebuilt net_bench.
+    run_step net-bench "$t" plain "$PYTHON" -m benchmarks.net_vs_ucx \
+        --ucx "$ROOT/.gpu/ucx/libucx" --bench "$ROOT/.gpu/bin/net_bench" --out "$LOGS/net_vs_ucx.json"
+}
+
 step_tutorials() {
     local t="${GPU_CHECK_TIMEOUT:-300}" f found=0
     for f in "$ROOT"/tutorials/[0-9]*.py; do
@@ -196,8 +217,8 @@ step_env
 for s in "${STEPS[@]}"; do
     case "$s" in
         env) ;;
-        pytest2 | pytest1 | rust | tutorials | c) "step_$s" ;;
-        *) echo "unknown step '$s' (steps: env pytest2 pytest1 rust tutorials c)" | tee -a "$SUMMARY"; FAILED=$((FAILED + 1)) ;;
+        pytest2 | pytest1 | rust | tutorials | c | net) "step_$s" ;;
+        *) echo "unknown step '$s' (steps: env pytest2 pytest1 rust tutorials c net)" | tee -a "$SUMMARY"; FAILED=$((FAILED + 1)) ;;
     esac
 done
 printf '\n==== summary (%s)\n' "$SUMMARY"

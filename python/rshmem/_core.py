@@ -173,6 +173,26 @@ def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=
         _cuda.use_device()  # torch's current device = this PE's GPU, where the heap lives
 
 
+def _point_at_ucx_wheel() -> None:
+    """Sets RSHMEM_UCX_DIR to the `libucx-cu12` wheel's libraries when that wheel is installed and
+    the variable is unset, so a job spanning hosts finds UCX there (docs/network.md). Nothing is
+    loaded here: the runtime opens UCX only when some PE sits on another host."""
+    if os.environ.get("RSHMEM_UCX_DIR"):
+        return
+    import importlib.util
+
+    spec = importlib.util.find_spec("libucx")
+    for root in (spec.submodule_search_locations or []) if spec is not None else []:
+        lib = os.path.join(root, "lib")
+        if os.path.isfile(os.path.join(lib, "libucp.so.0")):
+            os.environ["RSHMEM_UCX_DIR"] = lib
+            return
+
+
+# At import, before any call can make the runtime read the environment (it reads it once).
+_point_at_ucx_wheel()
+
+
 @api
 def finalize() -> None:
     """Collective: frees every symmetric allocation and stops rshmem (`nvshmem_finalize`).

@@ -73,6 +73,9 @@ class OsError(RshmemError, OSError):
 class DriverError(RshmemError):
     """A CUDA driver call failed."""
 
+class TransportError(RshmemError, ConnectionError):
+    """A network-transport (UCX) call towards a PE on another host failed."""
+
 
 class HeapPin:
     """Keeps the heap's memory mapped while it lives."""

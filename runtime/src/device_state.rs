@@ -20,7 +20,7 @@
 pub const DEVICE_STATE_MAGIC: u32 = 0x4D48_5352;
 
 /// `DeviceState::version`: bumped whenever a field changes meaning, size or place.
-pub const DEVICE_STATE_VERSION: u32 = 1;
+pub const DEVICE_STATE_VERSION: u32 = 2;
 
 /// How many PEs the device state can describe (`DeviceState::pe_slot` entries).
 ///
@@ -67,6 +67,94 @@ pub const ERROR_FLAG_BAD_ADDRESS: u32 = 3;
 /// that this PE is not in, a root outside the team, a missing workspace). `addr` is the pointer
 /// argument (0 if none), `cmp` the bad value.
 pub const ERROR_FLAG_BAD_ARGUMENT: u32 = 4;
+
+/// `ErrorRecord::flag` once complete: an operation towards a PE on another host could not be
+/// carried out because the proxy that executes them (`backend/net/proxy.rs`) stopped on an
+/// error (a dead peer, a broken connection); the host reports the proxy's own error. `addr` is
+/// the ring word that was polled, `cmp` the proxy's failure code, `expected`/`seen` the ticket
+/// waited for and the value read.
+pub const ERROR_FLAG_PROXY: u32 = 5;
+
+/// Descriptor slots in a PE's proxy ring (a power of two: ticket `t` uses slot `t % PROXY_SLOTS`).
+/// 1024 slots of 64 bytes: 64 KiB of page-locked host memory per PE.
+pub const PROXY_SLOTS: u32 = 1024;
+
+/// `ProxyDesc::kind`: copy `nbytes` from local `source` to symmetric `dest` on `pe`.
+pub const PROXY_PUT: u8 = 1;
+/// Copy `nbytes` from symmetric `source` on `pe` to local `dest`.
+pub const PROXY_GET: u8 = 2;
+/// A put of `nbytes` (at most 8) whose data is `value` itself (`p`); nothing to wait for.
+pub const PROXY_PUT_INLINE: u8 = 3;
+/// A put, then `sub` (`SIGNAL_SET` / `SIGNAL_ADD`) of `value` on signal word `sig_addr`.
+pub const PROXY_PUT_SIGNAL: u8 = 4;
+/// An atomic `sub` (`AMO_*`) of `width` bytes on symmetric `dest` of `pe`, operands `value`
+/// and `value2` (compare-and-swap: expected, new); with [`PROXY_FLAG_FETCH`] the old value is
+/// returned in `value`.
+pub const PROXY_AMO: u8 = 5;
+/// Completes every operation posted before it at its target (device `quiet` / `fence`).
+pub const PROXY_QUIET: u8 = 6;
+
+/// `ProxyDesc::flags` bit: the poster waits for a result (`g`, fetching atomics): the proxy
+/// writes it to `value`, sets `seq` to [`PROXY_SEQ_RESULT`], and reuses the slot only after the
+/// poster has set `seq` to 0.
+pub const PROXY_FLAG_FETCH: u8 = 1;
+
+/// `ProxyDesc::seq` of a fetching descriptor whose result is in `value`.
+pub const PROXY_SEQ_RESULT: u64 = 0xFFFF_FFFF_FFFF_FFFF;
+
+/// One operation a GPU thread posts for the proxy: slot `t % PROXY_SLOTS` of the ring.
+///
+/// The poster writes every field, then `seq = t + 1` with release at system scope; the proxy
+/// acquires `seq`, runs the operation, and frees the slot (`seq = 0`, then `ProxyRing::tail`).
+/// Addresses are this PE's symmetric addresses (the same object on `pe` is at the same heap
+/// offset) or, for `source` of a put and `dest` of a get, any device or host address.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProxyDesc {
+    /// 0 = free, `t + 1` = ticket `t` posted, [`PROXY_SEQ_RESULT`] = result ready.
+    pub seq: u64,
+    /// Destination address (symmetric for a put, local for a get; the word of an atomic).
+    pub dest: u64,
+    /// Source address (local for a put, symmetric for a get).
+    pub source: u64,
+    /// Bytes moved.
+    pub nbytes: u64,
+    /// Symmetric address of the signal word ([`PROXY_PUT_SIGNAL`]).
+    pub sig_addr: u64,
+    /// Signal value, atomic operand, inline data; the result of a fetching descriptor.
+    pub value: u64,
+    /// Second atomic operand (the new value of a compare-and-swap).
+    pub value2: u64,
+    /// `PROXY_*` operation.
+    pub kind: u8,
+    /// Signal operation (`SIGNAL_*`) or atomic operation (`AMO_*`).
+    pub sub: u8,
+    /// Bytes of an atomic's word (4 or 8).
+    pub width: u8,
+    /// `PROXY_FLAG_*` bits.
+    pub flags: u8,
+    /// The target PE (world numbering).
+    pub pe: i32,
+}
+
+/// The header of a PE's proxy ring, followed by [`PROXY_SLOTS`] [`ProxyDesc`]s, all in
+/// page-locked host memory at `DeviceState::proxy_ring`. Tickets come from the device word at
+/// `DeviceState::proxy_head` (an atomic add in GPU memory is cheap, one on host memory over PCIe
+/// is not everywhere supported); everything here the proxy writes and GPU threads poll.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProxyRing {
+    /// Tickets the proxy has finished, in order: slot `t % PROXY_SLOTS` is free for ticket
+    /// `t + PROXY_SLOTS` once `tail > t`.
+    pub tail: u64,
+    /// `tail` after the last [`PROXY_QUIET`]: every ticket below it is complete at its target.
+    pub quieted: u64,
+    /// Nonzero once the proxy stopped on an error: waits on the ring fail
+    /// ([`ERROR_FLAG_PROXY`]) instead of spinning for ever.
+    pub failed: u64,
+    /// Zero; the descriptors start on their own 64-byte line.
+    pub reserved: [u64; 5],
+}
 
 /// Operation codes of the cuda backend's one-thread atomic kernels (`rshmemi_amo32/64` in
 /// `triton-lib/src/runtime_kernels.cu`, which reads them from the generated header): fetch.
@@ -172,6 +260,11 @@ pub struct DeviceState {
     pub debug_wait_timeout_ns: u64,
     /// Host-mapped device address of one [`ErrorRecord`]; 0 = none.
     pub error_buf: u64,
+    /// Host-mapped address of this PE's [`ProxyRing`] (descriptors follow it); 0 when no PE is
+    /// on another host (every operation is a load or store).
+    pub proxy_ring: u64,
+    /// Symmetric address (device memory) of the `u64` from which GPU threads take proxy tickets.
+    pub proxy_head: u64,
     /// Slot of each world PE in the heap range, [`PE_NOT_REACHABLE`] when its memory cannot be
     /// reached by load/store; entries at and beyond `n_pes` are [`PE_NOT_REACHABLE`].
     pub pe_slot: [i32; MAX_PES],
@@ -199,6 +292,8 @@ impl DeviceState {
             coll_ws_size: 0,
             debug_wait_timeout_ns: 0,
             error_buf: 0,
+            proxy_ring: 0,
+            proxy_head: 0,
             pe_slot: [PE_NOT_REACHABLE; MAX_PES],
         }
     }
@@ -206,10 +301,13 @@ impl DeviceState {
 
 // No padding anywhere: the size is the sum of the field sizes.
 const _: () = assert!(
-    std::mem::size_of::<DeviceState>() == 8 * 4 + 9 * 8 + 4 * MAX_PES,
+    std::mem::size_of::<DeviceState>() == 8 * 4 + 11 * 8 + 4 * MAX_PES,
     "DeviceState has padding: reorder its fields"
 );
 const _: () = assert!(std::mem::size_of::<DeviceState>() % 8 == 0);
 const _: () = assert!(std::mem::size_of::<TeamDesc>() == 16);
 const _: () = assert!(std::mem::size_of::<ErrorRecord>() == 40);
+const _: () = assert!(std::mem::size_of::<ProxyDesc>() == 64);
+const _: () = assert!(std::mem::size_of::<ProxyRing>() == 64);
+const _: () = assert!(PROXY_SLOTS.is_power_of_two());
 const _: () = assert!(crate::consts::MAX_TEAMS as u64 * BARRIER_WS_BYTES_PER_TEAM <= 4096);

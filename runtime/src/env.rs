@@ -83,6 +83,24 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "a host wait, barrier or collective that makes no progress this long prints once to stderr what it waits for (operation, team, word, values, missing peers) and keeps waiting",
     },
     Variable {
+        name: "RSHMEM_VIRTUAL_HOSTS",
+        kind: "integer",
+        default: "1",
+        meaning: "split the PEs of each machine into this many virtual hosts (consecutive ranks together); PEs on other virtual hosts are reached only through the network transport (UCX), as on other machines: tests of the multi-host paths on one machine",
+    },
+    Variable {
+        name: "RSHMEM_UCX_DIR",
+        kind: "path",
+        default: "unset: the `libucx-cu12` wheel's `libucx/lib` when the Python package finds it, else the loader path",
+        meaning: "directory holding `libucp.so.0` and `libucs.so.0`, loaded when PEs sit on more than one host",
+    },
+    Variable {
+        name: "RSHMEM_NET_PROXY",
+        kind: "bool",
+        default: "1 on the cuda backend, 0 on the host backend",
+        meaning: "run the proxy thread that carries out device-initiated operations towards PEs on other hosts (only when some PE is on another host); 1 on the host backend lets tests post to it from host threads",
+    },
+    Variable {
         name: "RSHMEM_ALLOW_SHARED_GPU",
         kind: "bool",
         default: "0",
@@ -162,6 +180,12 @@ pub struct Env {
     pub stuck_report: Option<std::time::Duration>,
     /// `RSHMEM_ALLOW_SHARED_GPU`.
     pub allow_shared_gpu: bool,
+    /// `RSHMEM_VIRTUAL_HOSTS` (1: none).
+    pub virtual_hosts: usize,
+    /// `RSHMEM_NET_PROXY`, if set.
+    pub net_proxy: Option<bool>,
+    /// `RSHMEM_UCX_DIR`, if set.
+    pub ucx_dir: Option<std::path::PathBuf>,
     /// This PE's place on its host as its launcher tells it (`LOCAL_RANK`, ...; see
     /// [`LocalPlace`]), if any launcher variable is set.
     pub local_place: Option<LocalPlace>,
@@ -231,6 +255,9 @@ impl Env {
                 .filter(|&ms| ms > 0)
                 .map(std::time::Duration::from_millis),
             allow_shared_gpu: bool_var(&get, "RSHMEM_ALLOW_SHARED_GPU")?,
+            virtual_hosts: num_var(&get, "RSHMEM_VIRTUAL_HOSTS", 1)?.max(1) as usize,
+            net_proxy: get("RSHMEM_NET_PROXY").filter(|s| !s.is_empty()).map(|_| bool_var(&get, "RSHMEM_NET_PROXY")).transpose()?,
+            ucx_dir: get("RSHMEM_UCX_DIR").filter(|s| !s.is_empty()).map(std::path::PathBuf::from),
             local_place: LocalPlace::from_lookup(&get)?,
         })
     }

@@ -164,6 +164,19 @@ pub enum Error {
         name: String,
     },
 
+    /// A network-transport (UCX) call failed: towards PE `pe` when known.
+    #[error("UCX call {call} failed{}: {name} ({status}); a lost connection means that PE died or the network failed, and the job cannot continue", pe.map_or_else(String::new, |pe| format!(" towards PE {pe}")))]
+    Transport {
+        /// The UCP function.
+        call: &'static str,
+        /// The `ucs_status_t` value.
+        status: i32,
+        /// UCX's name for it.
+        name: String,
+        /// The peer the operation went to, when there was one.
+        pe: Option<usize>,
+    },
+
     /// A wait was interrupted because the program asked to stop (Ctrl-C in Python; the front end
     /// raises its own exception, e.g. `KeyboardInterrupt`, in place of this one).
     #[error("rshmem: {during} was interrupted (the program asked to stop); the PEs' collective state is now undefined: finalize or exit")]

@@ -87,6 +87,7 @@ pub mod error;
 pub mod heap;
 pub mod log;
 pub mod runtime;
+pub mod ucx;
 pub mod watchdog;
 
 pub use error::{Error, Result};

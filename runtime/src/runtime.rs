@@ -81,8 +81,11 @@ mod workspace {
     pub const SPLIT_WORDS: usize = 4;
     /// The signature of each team slot's current host collective (see `agree.rs`).
     pub const AGREE: usize = SPLIT + SPLIT_WORDS * 8;
+    /// The `u64` GPU threads take proxy tickets from (`DeviceState::proxy_head`): in the heap
+    /// because that is device memory on cuda, where an atomic add is cheap.
+    pub const PROXY_HEAD: usize = AGREE + MAX_TEAMS * super::agree::WORDS * 8;
     /// Total size.
-    pub const BYTES: usize = AGREE + MAX_TEAMS * super::agree::WORDS * 8;
+    pub const BYTES: usize = PROXY_HEAD + 8;
     /// Bytes of each team slot's part of the collective workspace (`DeviceState::coll_ws`):
     /// device reductions stage one chunk of this size per round of two team barriers, in their
     /// team's part, so reductions of different teams may run at once (two streams, or an
@@ -102,6 +105,13 @@ mod workspace {
 /// supported (as in SHMEM), except barriers: a PE's barrier instances of one team run one after
 /// another whoever calls them (docs/memory-model.md, "Barriers").
 pub struct Runtime {
+    /// The proxy that runs device-initiated operations towards PEs on other hosts; `None` when
+    /// every PE is node-local, and on the host backend unless `RSHMEM_NET_PROXY=1`. Dropped
+    /// before the transport it uses.
+    proxy: Option<crate::backend::net::proxy::Proxy>,
+    /// The network transport to PEs on other hosts; `None` when every PE is node-local.
+    /// Dropped first: its registrations of heap memory go before the heap.
+    net: Option<Arc<crate::backend::net::Net>>,
     boot: Bootstrap,
     heap: SymmetricHeap,
     /// Memory, streams, the runtime's kernels and the device state.
@@ -276,8 +286,10 @@ mod tests {
     fn workspace_layout_fits() {
         use super::workspace::*;
         assert_eq!((TEAM_TABLE % 16, SPLIT % 8), (0, 0));
-        // Per team: barrier words (24), team descriptor (16), collective signature (agree.rs).
-        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16 + super::agree::WORDS * 8) + SPLIT_WORDS * 8);
+        // Per team: barrier words (24), team descriptor (16), collective signature (agree.rs);
+        // then the split words and the proxy's ticket word.
+        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16 + super::agree::WORDS * 8) + SPLIT_WORDS * 8 + 8);
+        assert_eq!(PROXY_HEAD % 8, 0);
         const { assert!(COLL_WS_BYTES_PER_TEAM % super::DEFAULT_ALIGN == 0) };
     }
 }

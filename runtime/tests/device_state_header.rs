@@ -10,7 +10,7 @@ use std::mem::{offset_of, size_of};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rshmem::device_state::{DeviceState, ErrorRecord, TeamDesc};
+use rshmem::device_state::{DeviceState, ErrorRecord, ProxyDesc, ProxyRing, TeamDesc};
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -66,10 +66,12 @@ fn layout_facts() -> Vec<(String, usize)> {
     fields!(DeviceState, "rshmemi_device_state_t", [
         magic, version, my_pe, n_pes, node_size, my_slot, flags, reserved0, heap_base,
         heap_stride, heap_bound, team_table, barrier_ws, coll_ws, coll_ws_size,
-        debug_wait_timeout_ns, error_buf, pe_slot,
+        debug_wait_timeout_ns, error_buf, proxy_ring, proxy_head, pe_slot,
     ]);
     fields!(TeamDesc, "rshmemi_team_desc_t", [start, stride, size, my_index]);
     fields!(ErrorRecord, "rshmemi_error_record_t", [flag, pe, addr, cmp, expected, seen]);
+    fields!(ProxyDesc, "rshmemi_proxy_desc_t", [seq, dest, source, nbytes, sig_addr, value, value2, kind, sub, width, flags, pe]);
+    fields!(ProxyRing, "rshmemi_proxy_ring_t", [tail, quieted, failed, reserved]);
     facts.push(("RSHMEM_MAX_PES".into(), rshmem::device_state::MAX_PES));
     facts.push(("RSHMEM_MAX_TEAMS".into(), rshmem::consts::MAX_TEAMS));
     facts

@@ -37,7 +37,7 @@ def test_finalize_is_idempotent_and_reinit_works():
     rshmem.barrier_all()
 
 
-def test_reinit_starts_a_fresh_heap_and_forgets_old_tensors(me, npes, peer):
+def test_reinit_starts_a_fresh_heap_and_forgets_old_tensors(me, npes, mapped_peer):
     import torch
 
     import rshmem.torch as rtorch
@@ -53,6 +53,7 @@ def test_reinit_starts_a_fresh_heap_and_forgets_old_tensors(me, npes, peer):
     assert not t.any()
     t.fill_(me + 1)
     rshmem.barrier_all()
+    peer = mapped_peer
     assert torch.equal(rtorch.peer_tensor(t, peer), torch.full((16,), peer + 1, dtype=torch.int64))
     rshmem.barrier_all()
     rtorch.free_tensor(t)

@@ -1,5 +1,7 @@
 """Teams: predefined ones, translation, split and destroy."""
 
+import os
+
 import pytest
 import torch
 
@@ -12,13 +14,19 @@ def test_predefined_teams(me, npes):
     assert (int(Team.WORLD), int(Team.SHARED), int(Team.NODE), int(Team.SAME_MYPE_NODE)) == (0, 1, 2, 3)
     assert rshmem.team_my_pe(Team.WORLD) == me
     assert rshmem.team_n_pes(Team.WORLD) == npes
-    # one host: NODE and SHARED are the whole job, SAME_MYPE_NODE is this PE alone
-    assert rshmem.team_n_pes(Team.NODE) == npes
-    assert rshmem.team_n_pes(Team.SHARED) == npes
-    assert rshmem.team_n_pes(Team.SAME_MYPE_NODE) == 1
-    assert rshmem.team_my_pe(Team.SAME_MYPE_NODE) == 0
-    assert rshmem.team_translate_pe(Team.NODE, me, Team.WORLD) == me
-    assert rshmem.team_translate_pe(Team.SAME_MYPE_NODE, 0, Team.WORLD) == me
+    # One machine, split into RSHMEM_VIRTUAL_HOSTS hosts of consecutive PEs (1: one host, where
+    # NODE and SHARED are the whole job and SAME_MYPE_NODE is this PE alone).
+    hosts = min(int(os.environ.get("RSHMEM_VIRTUAL_HOSTS") or 1), npes)
+    host_of = [pe * hosts // npes for pe in range(npes)]
+    node = [pe for pe in range(npes) if host_of[pe] == host_of[me]]
+    local = node.index(me)
+    same_index = [pe for pe in range(npes) if [q for q in range(npes) if host_of[q] == host_of[pe]].index(pe) == local]
+    assert rshmem.team_n_pes(Team.NODE) == len(node)
+    assert rshmem.team_n_pes(Team.SHARED) == len(node)
+    assert rshmem.team_n_pes(Team.SAME_MYPE_NODE) == len(same_index)
+    assert rshmem.team_my_pe(Team.SAME_MYPE_NODE) == same_index.index(me)
+    assert rshmem.team_translate_pe(Team.NODE, local, Team.WORLD) == me
+    assert rshmem.team_translate_pe(Team.SAME_MYPE_NODE, 0, Team.WORLD) == same_index[0]
     assert repr(Team.NODE) == "Team.NODE"
 
 

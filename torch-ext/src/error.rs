@@ -43,6 +43,7 @@ const CLASSES: &[Class] = &[
     Class { name: "UnsupportedError", parent: Some("RshmemError"), builtin: Some("NotImplementedError"), doc: "Something this build, backend or machine does not do." },
     Class { name: "OsError", parent: Some("RshmemError"), builtin: Some("OSError"), doc: "An operating-system call failed." },
     Class { name: "DriverError", parent: Some("RshmemError"), builtin: None, doc: "A CUDA driver call failed." },
+    Class { name: "TransportError", parent: Some("RshmemError"), builtin: Some("ConnectionError"), doc: "A network-transport (UCX) call towards a PE on another host failed." },
 ];
 
 /// The classes once built, in the order of [`CLASSES`].
@@ -99,6 +100,7 @@ fn class_name(err: &Error) -> &'static str {
         Error::Unsupported(_) => "UnsupportedError",
         Error::Os { .. } => "OsError",
         Error::Driver { .. } => "DriverError",
+        Error::Transport { .. } => "TransportError",
         // `Error` is non-exhaustive: a variant added later is still an RshmemError.
         _ => "RshmemError",
     }

@@ -64,6 +64,16 @@ RSHMEMI_DEV int rshmemi_barrier_target(const rshmemi_team_desc_t* t, uint32_t i)
 // after the previous instance's last acquire of `arrive` (the one that met its target), so no
 // add of this instance can be what the previous one counted. `done = e` is a strong relaxed
 // store: the acquire load that met `arrive >= e * size` already orders it after that read.
+// Adds 1 to `pe`'s arrival word: by a system-scope reduction at `mapped` when it is mapped here,
+// else through the proxy (a PE on another host), else the kernel stops (BAD_ADDRESS).
+RSHMEMI_DEV void rshmemi_barrier_arrive(uint64_t* mapped, uint64_t* arrive, int pe) {
+  if (mapped != 0) {
+    rshmemi_relaxed_red_add_sys_u64(mapped, 1);
+  } else {
+    rshmemi_proxy_amo(rshmemi_proxy_or_fail(arrive, pe), arrive, RSHMEM_AMO_ADD, 8, 1, 0, false, pe);
+  }
+}
+
 RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) {
   const rshmemi_device_state_t* s = rshmemi_state();
   rshmemi_team_desc_t t;
@@ -86,15 +96,19 @@ RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) {
   // This thread's first target is translated before the sync, so its state loads overlap it.
   uint64_t* first = 0;
   if (lane < size) {
-    first = (uint64_t*)rshmemi_peer_or_fail(arrive, rshmemi_barrier_target(&t, lane));
+    first = (uint64_t*)rshmemi_peer_ptr(arrive, rshmemi_barrier_target(&t, lane));
   }
+  // Members on other hosts: what this PE posted to the proxy completes first (barrier), and the
+  // arrival is an atomic add the proxy runs after it.
+  if (quiet && lane == 0) rshmemi_proxy_quiet();
   rshmemi_group_sync(scope);
   if (lane < size) {
     if (quiet) rshmemi_fence_sc_sys();
     else rshmemi_fence_acq_rel_sys();
-    rshmemi_relaxed_red_add_sys_u64(first, 1);
+    rshmemi_barrier_arrive(first, arrive, rshmemi_barrier_target(&t, lane));
     for (uint32_t i = lane + nlanes; i < size; i += nlanes) {
-      rshmemi_relaxed_red_add_sys_u64(rshmemi_peer_or_fail(arrive, rshmemi_barrier_target(&t, i)), 1);
+      const int pe = rshmemi_barrier_target(&t, i);
+      rshmemi_barrier_arrive((uint64_t*)rshmemi_peer_ptr(arrive, pe), arrive, pe);
     }
   }
   if (lane == 0) {

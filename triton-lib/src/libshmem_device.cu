@@ -108,12 +108,16 @@ RSHMEM_EXPORT uint64_t rshmem_signal_wait_until(uint64_t* sig_addr, int32_t cmp,
 RSHMEM_EXPORT uint64_t rshmem_signal_fetch(uint64_t* sig_addr) { return rshmemi_ld_acquire_sys_u64(sig_addr); }
 
 // ---------------------------------------------------------------- ordering
+// With PEs on other hosts, both also complete what this PE posted to the proxy (a fence cannot
+// order the proxy's puts to one PE more cheaply: UCX does not keep puts in order).
 RSHMEM_EXPORT int32_t rshmem_fence(void) {
   rshmemi_fence_acq_rel_sys();
+  rshmemi_proxy_quiet();
   return 0;
 }
 RSHMEM_EXPORT int32_t rshmem_quiet(void) {
   rshmemi_fence_sc_sys();
+  rshmemi_proxy_quiet();
   return 0;
 }
 
@@ -143,59 +147,70 @@ RSHMEMI_BARRIER_TEAM(rshmemx_team_sync_warp, false, RSHMEMI_WARP)
 RSHMEMI_BARRIER_TEAM(rshmemx_team_sync_block, false, RSHMEMI_BLOCK)
 
 // ---------------------------------------------------------------- atomics (relaxed, system scope)
+// A word on a PE on another host goes through the proxy (rshmemi_proxy_or_fail stops the kernel
+// when `pe` is not reached that way either); operands go as their bits, zero-extended.
+template <typename B>
+RSHMEMI_DEV B rshmemi_amo_proxied(void* ptr, int pe, uint32_t op, B value, B value2, bool fetch) {
+  return (B)rshmemi_proxy_amo(rshmemi_proxy_or_fail(ptr, pe), ptr, op, sizeof(B), (uint64_t)value, (uint64_t)value2, fetch, pe);
+}
+
 #define RSHMEMI_AMO(N, T)                                                                                       \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch(T* ptr, int32_t pe) {                                               \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_ld_sys((const B*)rshmemi_peer_or_fail(ptr, pe));                                \
+    const B* p = (const B*)rshmemi_peer_ptr(ptr, pe);                                                           \
+    if (p == 0) return (T)rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_FETCH, 0, 0, true);                      \
+    return (T)rshmemi_relaxed_ld_sys(p);                                                                        \
   }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmem_##N##_atomic_set(T* ptr, T value, int32_t pe) {                                  \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    rshmemi_relaxed_st_sys((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                                      \
+    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    if (p == 0) rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_SET, (B)value, 0, false);                          \
+    else rshmemi_relaxed_st_sys(p, (B)value);                                                                   \
     return 0;                                                                                                   \
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_swap(T* ptr, T value, int32_t pe) {                                       \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_exch((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                         \
+    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    if (p == 0) return (T)rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_SWAP, (B)value, 0, true);                \
+    return (T)rshmemi_relaxed_atom_exch(p, (B)value);                                                           \
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_compare_swap(T* ptr, T cond, T value, int32_t pe) {                       \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_cas((B*)rshmemi_peer_or_fail(ptr, pe), (B)cond, (B)value);                 \
+    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    if (p == 0) return (T)rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_COMPARE_SWAP, (B)cond, (B)value, true);  \
+    return (T)rshmemi_relaxed_atom_cas(p, (B)cond, (B)value);                                                   \
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_add(T* ptr, T value, int32_t pe) {                                  \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_add((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                          \
+    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    if (p == 0) return (T)rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_ADD, (B)value, 0, true);                 \
+    return (T)rshmemi_relaxed_atom_add(p, (B)value);                                                            \
   }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmem_##N##_atomic_add(T* ptr, T value, int32_t pe) {                                  \
-    rshmem_##N##_atomic_fetch_add(ptr, value, pe);                                                              \
+    typedef rshmemi_bits<T>::type B;                                                                            \
+    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    if (p == 0) rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_ADD, (B)value, 0, false);                          \
+    else rshmemi_relaxed_atom_add(p, (B)value);                                                                 \
     return 0;                                                                                                   \
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_inc(T* ptr, int32_t pe) { return rshmem_##N##_atomic_fetch_add(ptr, (T)1, pe); } \
-  RSHMEM_EXPORT int32_t rshmem_##N##_atomic_inc(T* ptr, int32_t pe) {                                           \
-    rshmem_##N##_atomic_fetch_add(ptr, (T)1, pe);                                                               \
-    return 0;                                                                                                   \
-  }                                                                                                             \
-  RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_and(T* ptr, T value, int32_t pe) {                                  \
+  RSHMEM_EXPORT int32_t rshmem_##N##_atomic_inc(T* ptr, int32_t pe) { return rshmem_##N##_atomic_add(ptr, (T)1, pe); } \
+  RSHMEMI_AMO_BITWISE(N, T, and, RSHMEM_AMO_AND)                                                                \
+  RSHMEMI_AMO_BITWISE(N, T, or, RSHMEM_AMO_OR)                                                                  \
+  RSHMEMI_AMO_BITWISE(N, T, xor, RSHMEM_AMO_XOR)
+
+#define RSHMEMI_AMO_BITWISE(N, T, OP, CODE)                                                                     \
+  RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_##OP(T* ptr, T value, int32_t pe) {                                 \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_and((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                          \
+    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    if (p == 0) return (T)rshmemi_amo_proxied<B>(ptr, pe, CODE, (B)value, 0, true);                           \
+    return (T)rshmemi_relaxed_atom_##OP(p, (B)value);                                                           \
   }                                                                                                             \
-  RSHMEM_EXPORT int32_t rshmem_##N##_atomic_and(T* ptr, T value, int32_t pe) {                                  \
-    rshmem_##N##_atomic_fetch_and(ptr, value, pe);                                                              \
-    return 0;                                                                                                   \
-  }                                                                                                             \
-  RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_or(T* ptr, T value, int32_t pe) {                                   \
+  RSHMEM_EXPORT int32_t rshmem_##N##_atomic_##OP(T* ptr, T value, int32_t pe) {                                 \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_or((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                           \
-  }                                                                                                             \
-  RSHMEM_EXPORT int32_t rshmem_##N##_atomic_or(T* ptr, T value, int32_t pe) {                                   \
-    rshmem_##N##_atomic_fetch_or(ptr, value, pe);                                                               \
-    return 0;                                                                                                   \
-  }                                                                                                             \
-  RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_xor(T* ptr, T value, int32_t pe) {                                  \
-    typedef rshmemi_bits<T>::type B;                                                                            \
-    return (T)rshmemi_relaxed_atom_xor((B*)rshmemi_peer_or_fail(ptr, pe), (B)value);                          \
-  }                                                                                                             \
-  RSHMEM_EXPORT int32_t rshmem_##N##_atomic_xor(T* ptr, T value, int32_t pe) {                                  \
-    rshmem_##N##_atomic_fetch_xor(ptr, value, pe);                                                              \
+    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    if (p == 0) rshmemi_amo_proxied<B>(ptr, pe, CODE, (B)value, 0, false);                                    \
+    else rshmemi_relaxed_atom_##OP(p, (B)value);                                                                \
     return 0;                                                                                                   \
   }
 RSHMEMI_FOR_AMO_DTYPES(RSHMEMI_AMO)

@@ -10,6 +10,7 @@
 
 #include "copy_device.h"
 #include "peer_device.h"
+#include "proxy_device.h"
 
 #if RSHMEM_COPY_STRATEGY == 2
 // The bulk path's staging buffers: static shared memory of every kernel that calls a
@@ -58,17 +59,41 @@ RSHMEMI_DEV void rshmemi_group_sync(int scope) {
   else if (scope == RSHMEMI_WARP) rshmemi_syncwarp();
 }
 
+// The proxy's ring for symmetric `p` on `pe`, or a stopped kernel (ERROR_FLAG_BAD_ADDRESS, as
+// rshmemi_peer_or_fail) when `pe` is not reached through the proxy either.
+RSHMEMI_DEV rshmemi_proxy_ring_t* rshmemi_proxy_or_fail(const void* p, int pe) {
+  rshmemi_proxy_ring_t* r = rshmemi_proxy_for(p, pe);
+  if (r == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ADDRESS, p, (uint64_t)(int64_t)pe, 0, 0);
+  return r;
+}
+
 // put: the group's data written before the call is copied (leading sync), and on return the
-// whole transfer is done so `source` may be reused by any thread (trailing sync).
+// whole transfer is done so `source` may be reused by any thread (trailing sync). A PE on
+// another host: the group's first thread posts one descriptor for the whole transfer and waits
+// until the proxy has run it.
 RSHMEMI_DEV void rshmemi_putmem(void* dest, const void* source, size_t n, int pe, int scope) {
   rshmemi_group_sync(scope);
-  if (n != 0) rshmemi_copy(rshmemi_peer_or_fail(dest, pe), source, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
+  if (n != 0) {
+    void* remote = rshmemi_peer_ptr(dest, pe);
+    if (remote != 0) {
+      rshmemi_copy(remote, source, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
+    } else if (rshmemi_lane(scope) == 0) {
+      rshmemi_proxy_putmem(rshmemi_proxy_or_fail(dest, pe), dest, source, n, pe);
+    }
+  }
   rshmemi_group_sync(scope);
 }
 
 RSHMEMI_DEV void rshmemi_getmem(void* dest, const void* source, size_t n, int pe, int scope) {
   rshmemi_group_sync(scope);
-  if (n != 0) rshmemi_copy(dest, rshmemi_peer_or_fail(source, pe), n, rshmemi_lane(scope), rshmemi_nlanes(scope));
+  if (n != 0) {
+    const void* remote = rshmemi_peer_ptr(source, pe);
+    if (remote != 0) {
+      rshmemi_copy(dest, remote, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
+    } else if (rshmemi_lane(scope) == 0) {
+      rshmemi_proxy_getmem(rshmemi_proxy_or_fail(source, pe), dest, source, n, pe);
+    }
+  }
   rshmemi_group_sync(scope);
 }
 
@@ -77,14 +102,38 @@ RSHMEMI_DEV void rshmemi_getmem(void* dest, const void* source, size_t n, int pe
 // pattern that an acquiring reader of `flag` synchronizes with, and a loop polling `g` reads
 // memory on every iteration (a weak load may be hoisted out of the loop, which then spins on a
 // register forever). Thread scope; unordered with other operations except through
-// fence/quiet/barrier, as every put.
+// fence/quiet/barrier, as every put. A PE on another host: p posts the value to the proxy and
+// returns; g waits for the proxy's get.
+// An element of 1, 2, 4 or 8 bytes as the low bytes of a u64 (the proxy's inline data), and back.
+template <typename T>
+RSHMEMI_DEV uint64_t rshmemi_bits_of(T v) {
+  if constexpr (sizeof(T) == 1) return __builtin_bit_cast(uint8_t, v);
+  else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(uint16_t, v);
+  else if constexpr (sizeof(T) == 4) return __builtin_bit_cast(uint32_t, v);
+  else return __builtin_bit_cast(uint64_t, v);
+}
+template <typename T>
+RSHMEMI_DEV T rshmemi_from_bits(uint64_t b) {
+  if constexpr (sizeof(T) == 1) return __builtin_bit_cast(T, (uint8_t)b);
+  else if constexpr (sizeof(T) == 2) return __builtin_bit_cast(T, (uint16_t)b);
+  else if constexpr (sizeof(T) == 4) return __builtin_bit_cast(T, (uint32_t)b);
+  else return __builtin_bit_cast(T, b);
+}
+
 template <typename T>
 RSHMEMI_DEV void rshmemi_p(T* dest, T value, int pe) {
-  rshmemi_relaxed_st_sys_elem<T>((T*)rshmemi_peer_or_fail(dest, pe), value);
+  T* remote = (T*)rshmemi_peer_ptr(dest, pe);
+  if (remote != 0) {
+    rshmemi_relaxed_st_sys_elem<T>(remote, value);
+    return;
+  }
+  rshmemi_proxy_p(rshmemi_proxy_or_fail(dest, pe), dest, rshmemi_bits_of<T>(value), sizeof(T), pe);
 }
 template <typename T>
 RSHMEMI_DEV T rshmemi_g(const T* source, int pe) {
-  return rshmemi_relaxed_ld_sys_elem<T>((const T*)rshmemi_peer_or_fail(source, pe));
+  const T* remote = (const T*)rshmemi_peer_ptr(source, pe);
+  if (remote != 0) return rshmemi_relaxed_ld_sys_elem<T>(remote);
+  return rshmemi_from_bits<T>(rshmemi_proxy_g(rshmemi_proxy_or_fail(source, pe), source, sizeof(T), pe));
 }
 
 #endif  // RSHMEM_RMA_DEVICE_H

@@ -15,6 +15,7 @@
 
 pub mod cuda;
 pub mod host;
+pub mod net;
 pub mod memory;
 
 pub use memory::{AmoOp, Chunk, Mapping, MemoryBackend, Reservation, Width};
@@ -100,6 +101,29 @@ pub fn open(kind: BackendKind, boot: &Bootstrap, device: Option<i32>, env: &Env)
     })
 }
 
+/// What a thread the runtime starts runs first so that it may touch the backend's memory through
+/// UCX (cuda: make the PE's context current, for UCX's copies of GPU memory).
+pub type ThreadSetup = Arc<dyn Fn() -> Result<()> + Send + Sync>;
+
+/// Opens the network transport ([`net::Net`]) when the job's PEs sit on more than one host
+/// (virtual hosts included); `None` when every PE is node-local. Collective over all PEs;
+/// `heap_base` is this PE's heap offset 0; the heap is host memory when `backend` has no device.
+///
+/// # Errors
+/// What [`net::Net::open`] returns: [`Error::Unsupported`] naming the remote PEs when UCX is
+/// missing, [`Error::Transport`], bootstrap errors.
+pub fn open_transport(boot: &Bootstrap, heap_base: usize, backend: &dyn Backend, env: &Env) -> Result<Option<Arc<net::Net>>> {
+    let host_memory = backend.device().is_none();
+    let node_of = &boot.node().node_of;
+    let mine = node_of[boot.rank()];
+    let remote: Vec<bool> = node_of.iter().map(|&n| n != mine).collect();
+    if !remote.iter().any(|&r| r) {
+        return Ok(None);
+    }
+    let setup = backend.thread_setup();
+    Ok(Some(Arc::new(net::Net::open(boot, &remote, heap_base, host_memory, setup, env.bootstrap_timeout)?)))
+}
+
 /// One backend of a runtime: memory, streams, the runtime's kernels and the device state.
 ///
 /// Defaults describe a backend without devices (the host backend): no device, no streams, no
@@ -133,6 +157,21 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn stream_workspace_bytes(&self, n_pes: usize) -> usize {
         let _ = n_pes;
         0
+    }
+
+    /// What the transport's and the proxy's threads run first (see [`ThreadSetup`]); `None`
+    /// where threads need nothing.
+    fn thread_setup(&self) -> Option<ThreadSetup> {
+        None
+    }
+
+    /// Zeroed memory for the proxy's ring (`net::proxy`), which this backend's kernels write:
+    /// page-locked host memory on cuda, ordinary memory without a device.
+    ///
+    /// # Errors
+    /// [`Error::Driver`].
+    fn ring_memory(&self) -> Result<Box<dyn net::proxy::RingMemory>> {
+        Ok(Box::new(net::proxy::HostRing::new()))
     }
 
     /// On-stream work; `None` when the backend has no streams, where every `*_on_stream` call

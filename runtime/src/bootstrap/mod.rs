@@ -71,6 +71,8 @@ pub struct Bootstrap {
     node: NodeInfo,
     local: LocalExchange,
     star: Star,
+    /// The job's secret (the unique id's), which the network transport's messages carry.
+    secret: [u8; uid::SECRET_LEN],
 }
 
 impl std::fmt::Debug for Bootstrap {
@@ -151,6 +153,24 @@ impl Bootstrap {
         nranks: usize,
         timeout: Duration,
     ) -> Result<Bootstrap> {
+        Self::connect_with(uid, rank, nranks, timeout, 1)
+    }
+
+    /// [`Bootstrap::connect`] with this PE placed on one of `virtual_hosts` virtual hosts of
+    /// its machine (`RSHMEM_VIRTUAL_HOSTS`): PE `rank` announces host `rank * virtual_hosts /
+    /// nranks`, so consecutive ranks share a virtual host (as `torchrun --nnodes` numbers them),
+    /// and PEs on other virtual hosts are never node-local (no shared memory, no fd passing:
+    /// they are reached through the network transport). 0 and 1 mean no virtual hosts.
+    ///
+    /// # Errors
+    /// As [`Bootstrap::connect`].
+    pub fn connect_with(
+        uid: &UniqueId,
+        rank: usize,
+        nranks: usize,
+        timeout: Duration,
+        virtual_hosts: usize,
+    ) -> Result<Bootstrap> {
         if nranks == 0 || rank >= nranks {
             return Err(Error::InvalidArgument(format!(
                 "bootstrap rank {rank} of {nranks} PEs: the rank must be in 0..nranks and nranks above 0"
@@ -166,7 +186,7 @@ impl Bootstrap {
         let listener = LocalListener::bind()?;
         let mine = PeInfo {
             pid: std::process::id(),
-            host: HostId::current(),
+            host: HostId::current().virtual_host(rank, nranks, virtual_hosts),
             unix_name: listener.name().to_vec(),
         };
         let (streams, table) = if nranks == 1 {
@@ -194,6 +214,7 @@ impl Bootstrap {
             node,
             local,
             star,
+            secret: uid.secret,
         })
     }
 
@@ -244,6 +265,12 @@ impl Bootstrap {
     /// Which PEs share this host.
     pub fn node(&self) -> &NodeInfo {
         &self.node
+    }
+
+    /// The job's secret: only PEs that presented it joined (the network transport's messages
+    /// carry it, `backend/net`).
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.secret
     }
 
     /// File-descriptor exchange among this host's PEs.

@@ -26,6 +26,17 @@ impl HostId {
             boot_id: read("/proc/sys/kernel/random/boot_id"),
         }
     }
+
+    /// This host as virtual host `rank * virtual_hosts / nranks` of it (`RSHMEM_VIRTUAL_HOSTS`),
+    /// or unchanged for 0 or 1 virtual hosts. The name gains a `#vhost<k>` suffix, which no real
+    /// hostname has (`#` is not allowed in one), so PEs on other virtual hosts count as remote.
+    pub(crate) fn virtual_host(mut self, rank: usize, nranks: usize, virtual_hosts: usize) -> HostId {
+        if virtual_hosts > 1 && nranks > 0 {
+            let k = rank * virtual_hosts.min(nranks) / nranks;
+            self.hostname = format!("{}#vhost{k}", self.hostname);
+        }
+        self
+    }
 }
 
 /// Where the PEs are: the PEs on this host and the node of every PE.
@@ -91,6 +102,18 @@ mod tests {
         assert_eq!(n.local_index, 1);
         let n = NodeInfo::from_hosts(&hosts, 3);
         assert_eq!((n.local_pes, n.local_index), (vec![3], 0));
+    }
+
+    #[test]
+    fn virtual_hosts_split_consecutive_ranks() {
+        let h = HostId::current();
+        let hosts: Vec<HostId> = (0..6).map(|pe| h.clone().virtual_host(pe, 6, 3)).collect();
+        assert_eq!(NodeInfo::from_hosts(&hosts, 0).node_of, vec![0, 0, 1, 1, 2, 2]);
+        let hosts: Vec<HostId> = (0..4).map(|pe| h.clone().virtual_host(pe, 4, 1)).collect();
+        assert_eq!(NodeInfo::from_hosts(&hosts, 0).node_of, vec![0; 4]);
+        // More virtual hosts than PEs: one PE each.
+        let hosts: Vec<HostId> = (0..2).map(|pe| h.clone().virtual_host(pe, 2, 8)).collect();
+        assert_eq!(NodeInfo::from_hosts(&hosts, 0).node_of, vec![0, 1]);
     }
 
     #[test]

@@ -49,6 +49,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 /// Dropping it (not collective) unmaps all segments, newest first, then releases the
 /// reservation, once no other [`HeapPin`] is left.
 pub struct SymmetricHeap {
+    /// Told of each growth step (the network transport registers it); dropped before the
+    /// mappings, so a registration never outlives its memory.
+    grow_hook: Mutex<Option<Arc<dyn GrowHook>>>,
     backend: Arc<dyn MemoryBackend>,
     layout: Layout,
     rank: usize,
@@ -192,6 +195,7 @@ impl SymmetricHeap {
         let layout = Layout { base: reservation.base(), stride, my_slot: node.local_index, slot_of };
         tracing::debug!(base = layout.base, stride, slots = layout.nslots(), growth, "symmetric heap reserved");
         Ok(SymmetricHeap {
+            grow_hook: Mutex::new(None),
             backend,
             rank: group.rank(),
             nranks,
@@ -337,6 +341,12 @@ impl SymmetricHeap {
             tracing::debug!(pe = self.rank, offset = mapped, len, "growing the symmetric heap");
             let seg = Segment::grow(self.backend.as_ref(), group, &self.layout, mapped, len)?;
             lock(&self.memory.0.segments).push(seg);
+            // Before the new bytes are handed out: a put to a remote PE's copy of them needs
+            // the registration.
+            let hook = lock(&self.grow_hook).clone();
+            if let Some(hook) = hook {
+                hook.grown(group, mapped, len)?;
+            }
             self.mapped.store(mapped + len, Ordering::Release);
             lock(&self.alloc).grow(mapped + len)?;
         }
@@ -363,8 +373,9 @@ impl SymmetricHeap {
         }
         self.layout.peer_addr(addr, pe).ok_or_else(|| {
             Error::Unsupported(format!(
-                "PE {pe} is on host #{} and PE {} (this PE) on host #{}: rshmem reaches only PEs \
-                 on the same host so far",
+                "PE {pe} is on host #{} and PE {} (this PE) on host #{}: its memory has no address \
+                 in this process (as nvshmem_ptr returns NULL); reach it with puts, gets, atomics \
+                 and signals, which go through the network transport",
                 self.node_of[pe], self.rank, self.node_of[self.rank]
             ))
         })
@@ -436,6 +447,11 @@ impl SymmetricHeap {
         }
     }
 
+    /// Installs the hook told of every later growth step (`None` removes it).
+    pub fn set_grow_hook(&self, hook: Option<Arc<dyn GrowHook>>) {
+        *lock(&self.grow_hook) = hook;
+    }
+
     /// The memory backend.
     pub fn backend(&self) -> &Arc<dyn MemoryBackend> {
         &self.backend
@@ -445,6 +461,15 @@ impl SymmetricHeap {
     pub fn pin(&self) -> HeapPin {
         self.memory.clone()
     }
+}
+
+/// Told of each growth step of a heap, inside the collective call that grows it.
+pub trait GrowHook: Send + Sync {
+    /// `[offset, offset+len)` of every PE's slot was just mapped. Collective over `group`.
+    ///
+    /// # Errors
+    /// Whatever keeps the new memory from being used; the same on every PE.
+    fn grown(&self, group: &dyn Group, offset: usize, len: usize) -> Result<()>;
 }
 
 fn zero_checked(backend: &dyn MemoryBackend, addr: usize, len: usize) -> Result<()> {

@@ -60,13 +60,15 @@ impl Segment {
         };
         all_ok(group, own, &format!("creating a {len}-byte heap chunk"))?;
         let Some(fd) = fd else { unreachable!("all_ok returns this PE's error first") };
-        if layout.nslots() <= 1 {
-            return Ok(seg);
-        }
-        // Step 2: exchange descriptors with node-local peers and map theirs.
-        let fds = group.allgather_local_fds(std::os::fd::AsFd::as_fd(&fd))?;
+        // Step 2: exchange descriptors with node-local peers and map theirs. A PE alone on its
+        // host has nothing to map but still takes part in the job-wide check below: hosts may
+        // hold different numbers of PEs, and every PE must make the same job-wide calls.
         let node = group.node_view();
         let peers = (|| {
+            if layout.nslots() <= 1 {
+                return Ok(());
+            }
+            let fds = group.allgather_local_fds(std::os::fd::AsFd::as_fd(&fd))?;
             for (slot, peer_fd) in fds.into_iter().enumerate() {
                 let Some(peer_fd) = peer_fd else { continue };
                 let chunk = backend.import_chunk(peer_fd, len)?;

@@ -16,10 +16,40 @@ impl Runtime {
     /// # Errors
     /// The recorded error.
     pub fn check_device_error(&self) -> Result<()> {
+        // The proxy's own error explains a kernel stopped on its failure (ERROR_FLAG_PROXY).
+        if let Some(e) = self.proxy.as_ref().and_then(|p| p.error()) {
+            return Err(e);
+        }
         match self.backend.device_error(&|a| self.heap.describe(a)) {
             None => Ok(()),
             Some(e) => Err(e),
         }
+    }
+
+    /// Posts `d` to this PE's proxy from a host thread, as a GPU thread posts it, and waits
+    /// until the proxy has run it; returns the result of a fetching descriptor (else 0). For
+    /// tests of the proxy without a GPU: the host backend with `RSHMEM_NET_PROXY=1`.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`] without a proxy, or on a backend whose ticket word is device
+    /// memory; the proxy's error; [`Error::Timeout`] after the bootstrap timeout.
+    ///
+    /// # Safety
+    /// The local buffer `d` names (the source of a put, the destination of a get) must be
+    /// valid for its `nbytes` until this returns.
+    #[doc(hidden)]
+    #[allow(unsafe_code)]
+    pub unsafe fn proxy_post(&self, d: crate::device_state::ProxyDesc) -> Result<u64> {
+        let proxy = self.proxy.as_ref().ok_or_else(|| Error::Unsupported("this PE runs no proxy (no PE on another host, or RSHMEM_NET_PROXY=0)".into()))?;
+        if self.backend.device().is_some() {
+            return Err(Error::Unsupported("proxy_post is for the host backend: on cuda the ticket word is GPU memory".into()));
+        }
+        let head = self.remote(self.workspace + super::workspace::PROXY_HEAD, 8, self.my_pe())?;
+        // SAFETY: `head` is this PE's mapped (host memory, 8-byte aligned) ticket word, which
+        // lives as long as the runtime and is only used atomically.
+        let head = unsafe { &*(head as *const std::sync::atomic::AtomicU64) };
+        // SAFETY: the caller's promise about the buffers.
+        unsafe { proxy.post(head, d, crate::env::env()?.bootstrap_timeout) }
     }
 
     /// `err`, or the device error that explains it: after a kernel traps, every driver call

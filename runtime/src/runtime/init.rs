@@ -2,13 +2,16 @@
 
 use super::team::{TeamTable, PREDEFINED};
 use super::{workspace, Runtime, DEFAULT_ALIGN};
+use crate::backend::net::proxy::Proxy;
 use crate::backend::{self, BackendKind};
+use crate::heap::agree::all_ok;
 use crate::bootstrap::{Bootstrap, UniqueId};
 use crate::device_state::{DeviceState, DEVICE_FLAG_ALL_REACHABLE, MAX_PES, PE_NOT_REACHABLE};
 use crate::env;
 use crate::error::{Error, Result};
 use crate::heap::layout::Layout;
-use crate::heap::{Owner, SymmetricHeap};
+use crate::heap::{GrowHook, Owner, SymmetricHeap};
+use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -64,17 +67,35 @@ impl Runtime {
         let (uid, rank, nranks) = peers(opts.uid, opts.rank, opts.nranks)?;
         crate::log::set_pe(rank, nranks);
         tracing::debug!(nranks, "joining the job");
-        let boot = Bootstrap::connect(&uid, rank, nranks, env.bootstrap_timeout)?;
+        let boot = Bootstrap::connect_with(&uid, rank, nranks, env.bootstrap_timeout, env.virtual_hosts)?;
         let kind = BackendKind::choose(opts.backend, env.backend.as_deref())?;
         agree_on_backend(&boot, kind)?;
         let backend = backend::open(kind, &boot, opts.device, env)?;
         let mem = backend.memory();
         let heap = SymmetricHeap::new(mem.clone(), &boot, env.symmetric_size, env.heap_growth)?;
+        // Before the first allocation: every growth step is registered with the transport.
+        let net = backend::open_transport(&boot, heap.my_base(), &*backend, env)?;
+        if let Some(net) = &net {
+            heap.set_grow_hook(Some(net.clone() as Arc<dyn GrowHook>));
+        }
         let ws = heap.calloc(&boot, 1, workspace::BYTES)?;
         let coll_ws = heap.malloc(&boot, workspace::COLL_WS_BYTES, DEFAULT_ALIGN)?;
         let staged_ws = match backend.stream_workspace_bytes(nranks) {
             0 => 0,
             bytes => heap.calloc(&boot, 1, bytes)?,
+        };
+        // Device-initiated operations towards other hosts go through the proxy's ring.
+        let proxy = match &net {
+            Some(net) if env.net_proxy.unwrap_or(backend.device().is_some()) => {
+                let started = backend.ring_memory().and_then(|ring| Proxy::start(net.clone(), ring, rank));
+                let (mine, proxy) = match started {
+                    Ok(p) => (Ok(()), Some(p)),
+                    Err(e) => (Err(e), None),
+                };
+                all_ok(&boot, mine, "starting the proxy")?;
+                proxy
+            }
+            _ => None,
         };
         // The runtime's own words: host calls with a program's addresses refuse them.
         for addr in [ws, coll_ws, staged_ws].into_iter().filter(|&a| a != 0) {
@@ -83,7 +104,10 @@ impl Runtime {
         let reachable: Vec<bool> = (0..nranks).map(|pe| backend.load_store(pe) && heap.ptr(ws, pe).is_some()).collect();
         let teams = TeamTable::new(rank, &boot.node().node_of, &reachable);
         let wait_timeout = env.debug_wait_timeout_ms.map(Duration::from_millis);
+        let proxy_ring = proxy.as_ref().map_or(0, Proxy::ring);
         let mut rt = Runtime {
+            proxy,
+            net,
             boot,
             heap,
             backend,
@@ -111,6 +135,8 @@ impl Runtime {
             coll_ws,
             coll_ws_size: workspace::COLL_WS_BYTES_PER_TEAM,
             wait_timeout,
+            proxy_ring,
+            proxy_head: if proxy_ring == 0 { 0 } else { ws + workspace::PROXY_HEAD },
         });
         rt.backend.start(state)?;
         // Every PE's barrier words and team table must be in place before any PE can arrive
@@ -138,16 +164,25 @@ impl Runtime {
     #[doc(alias = "nvshmem_finalize")]
     pub fn finalize(self) -> Result<()> {
         self.check_device_error()?;
+        // What kernels posted for PEs on other hosts lands before the last barrier.
+        if self.proxy.is_some() {
+            self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
+        }
         self.barrier_all()?;
         // Work still queued on the device may touch the heap that is unmapped below.
         self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
         self.backend.unpublish()?;
-        let Runtime { boot, heap, workspace, coll_ws, staged_ws, backend, mem, .. } = self;
+        let Runtime { boot, heap, workspace, coll_ws, staged_ws, backend, mem, net, proxy, .. } = self;
         if staged_ws != 0 {
             heap.free_runtime_in(&boot, staged_ws)?;
         }
         heap.free_runtime_in(&boot, coll_ws)?;
         heap.free_runtime_in(&boot, workspace)?;
+        // Every peer is done with this PE's memory (the barrier above), so the transport's
+        // registrations and endpoints can go, before the heap is unmapped.
+        heap.set_grow_hook(None);
+        drop(proxy);
+        drop(net);
         drop(backend);
         drop(mem);
         drop(heap);
@@ -170,6 +205,10 @@ struct StateInputs<'a> {
     coll_ws: usize,
     coll_ws_size: usize,
     wait_timeout: Option<Duration>,
+    /// The proxy's ring, 0 without one.
+    proxy_ring: usize,
+    /// Symmetric address of the ticket word, 0 without a proxy.
+    proxy_head: usize,
 }
 
 /// The device state of `i` (without `error_buf`, which [`Gpu::new`] fills in).
@@ -185,6 +224,8 @@ fn device_state(i: &StateInputs<'_>) -> DeviceState {
     s.barrier_ws = i.barrier_ws as u64;
     s.coll_ws = i.coll_ws as u64;
     s.coll_ws_size = i.coll_ws_size as u64;
+    s.proxy_ring = i.proxy_ring as u64;
+    s.proxy_head = i.proxy_head as u64;
     s.debug_wait_timeout_ns = i.wait_timeout.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1));
     let mut all = true;
     for pe in 0..i.n_pes {
@@ -265,6 +306,8 @@ mod tests {
             coll_ws: 0x30,
             coll_ws_size: 1 << 20,
             wait_timeout: Some(Duration::from_millis(250)),
+            proxy_ring: 0,
+            proxy_head: 0,
         });
         assert_eq!((s.magic, s.my_pe, s.n_pes, s.node_size, s.my_slot), (DEVICE_STATE_MAGIC, 2, 4, 3, 1));
         assert_eq!(s.flags, DEVICE_FLAG_INITIALIZED, "PE 1 and PE 3 are not reachable");
@@ -288,6 +331,8 @@ mod tests {
             coll_ws: 0,
             coll_ws_size: 0,
             wait_timeout: None,
+            proxy_ring: 0,
+            proxy_head: 0,
         });
         assert_eq!(s.flags, DEVICE_FLAG_INITIALIZED | DEVICE_FLAG_ALL_REACHABLE);
         assert_eq!((s.heap_bound, s.debug_wait_timeout_ns), (4096, 0));

@@ -1,6 +1,10 @@
 //! Checked access to symmetric memory: every heap address is translated (and so range-checked)
 //! by the heap before the backend touches it, so these helpers are safe to call.
 //!
+//! A peer's copy is either mapped in this process ([`Place::Mapped`]: node-local peers) or
+//! reached through the network transport ([`Place::Net`]: PEs on other hosts); each helper
+//! takes the matching path.
+//!
 //! # Safety
 //! `SymmetricHeap::translate(addr, len, pe)` returns an address in this process at which `len`
 //! bytes of PE `pe`'s copy of `addr` are mapped, or an error; the mapping lives as long as the
@@ -13,7 +17,56 @@ use super::Runtime;
 use crate::backend::{AmoOp, Width};
 use crate::error::{Error, Result};
 
+/// Where PE `pe`'s copy of a symmetric range is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Place {
+    /// Mapped in this process at this address.
+    Mapped(usize),
+    /// On a PE on another host, at this heap offset, through the network transport.
+    Net {
+        /// The PE.
+        pe: usize,
+        /// Heap offset.
+        offset: usize,
+    },
+}
+
+impl Place {
+    /// The mapped address; an error for a PE reached through the transport (callers that
+    /// queue device work route those elsewhere first).
+    pub(super) fn mapped(self) -> Result<usize> {
+        match self {
+            Place::Mapped(at) => Ok(at),
+            Place::Net { pe, .. } => Err(Error::Unsupported(format!(
+                "PE {pe} is on another host: it has no address in this process"
+            ))),
+        }
+    }
+}
+
 impl Runtime {
+    /// Where `len` bytes at symmetric `addr` of PE `pe` are: mapped here, or through the
+    /// network transport.
+    ///
+    /// # Errors
+    /// [`Error::PeOutOfRange`], [`Error::NotSymmetric`].
+    pub(super) fn place(&self, addr: usize, len: usize, pe: usize) -> Result<Place> {
+        self.check_pe(pe)?;
+        if self.net.as_ref().is_some_and(|n| n.reaches(pe)) {
+            if !self.heap.contains(addr, len) {
+                let lo = self.heap.my_base();
+                return Err(Error::NotSymmetric { addr, len, heap_lo: lo, heap_hi: lo + self.heap.mapped() });
+            }
+            return Ok(Place::Net { pe, offset: addr - self.heap.my_base() });
+        }
+        self.heap.translate(addr, len, pe).map(Place::Mapped)
+    }
+
+    /// The transport (present whenever a [`Place::Net`] was returned).
+    pub(super) fn net(&self) -> Result<&crate::backend::net::Net> {
+        self.net.as_deref().ok_or_else(|| Error::Unsupported("no network transport is open".into()))
+    }
+
     /// Checks a symmetric range the program passed (`[addr, addr+len)` in this PE's slot): it
     /// must lie inside one live allocation of the program's, never in the runtime's own words.
     /// Also fails once a peer is known dead, so that puts, gets and atomics stop succeeding
@@ -26,22 +79,22 @@ impl Runtime {
         self.heap.check_user(addr, len)
     }
 
-    /// [`Runtime::user_range`], then where the range is mapped on PE `pe` in this process.
+    /// [`Runtime::user_range`], then where the range is on PE `pe`.
     ///
     /// # Errors
-    /// As [`Runtime::user_range`] and [`Runtime::remote`].
-    pub(super) fn user_remote(&self, addr: usize, len: usize, pe: usize, what: &str) -> Result<usize> {
+    /// As [`Runtime::user_range`] and [`Runtime::place`].
+    pub(super) fn user_remote(&self, addr: usize, len: usize, pe: usize, what: &str) -> Result<Place> {
         self.check_pe(pe)?;
         self.user_range(addr, len, what)?;
-        self.heap.translate(addr, len, pe)
+        self.place(addr, len, pe)
     }
 
     /// [`Runtime::user_remote`] for a word used atomically, checking its alignment first.
     ///
     /// # Errors
     /// As [`Runtime::user_remote`]; [`Error::InvalidArgument`] for a misaligned word.
-    pub(super) fn user_word(&self, addr: usize, width: Width, pe: usize, what: &str) -> Result<usize> {
-        let target = self.remote_word(addr, width, pe)?;
+    pub(super) fn user_word(&self, addr: usize, width: Width, pe: usize, what: &str) -> Result<Place> {
+        let target = self.place_word(addr, width, pe)?;
         self.user_range(addr, width.bytes(), what)?;
         Ok(target)
     }
@@ -49,8 +102,22 @@ impl Runtime {
     /// [`Runtime::amo`] on a word the program passed.
     pub(super) fn user_amo(&self, addr: usize, width: Width, op: AmoOp, pe: usize, what: &str) -> Result<u64> {
         let target = self.user_word(addr, width, pe, what)?;
-        // SAFETY: `target` is a mapped heap word of `width` bytes, aligned (remote_word).
-        unsafe { self.mem.atomic(target, width, op) }
+        self.amo_at(target, width, op)
+    }
+
+    /// Applies `op` to an aligned word, wherever it is.
+    fn amo_at(&self, target: Place, width: Width, op: AmoOp) -> Result<u64> {
+        match target {
+            // SAFETY: `target` is a mapped heap word of `width` bytes, aligned (place_word).
+            Place::Mapped(at) => unsafe { self.mem.atomic(at, width, op) },
+            Place::Net { pe, offset } => self.net()?.atomic(pe, offset, width, op),
+        }
+    }
+
+    /// [`Runtime::place`] for a word used atomically, checking its alignment.
+    pub(super) fn place_word(&self, addr: usize, width: Width, pe: usize) -> Result<Place> {
+        self.check_aligned(addr, width)?;
+        self.place(addr, width.bytes(), pe)
     }
 
     /// Where `len` bytes at symmetric `addr` of PE `pe` are mapped in this process.
@@ -64,6 +131,11 @@ impl Runtime {
 
     /// `remote` for a word used atomically, checking its alignment.
     pub(super) fn remote_word(&self, addr: usize, width: Width, pe: usize) -> Result<usize> {
+        self.check_aligned(addr, width)?;
+        self.remote(addr, width.bytes(), pe)
+    }
+
+    fn check_aligned(&self, addr: usize, width: Width) -> Result<()> {
         let w = width.bytes();
         if addr % w != 0 {
             return Err(Error::InvalidArgument(format!(
@@ -72,14 +144,13 @@ impl Runtime {
                 self.heap.describe(addr)
             )));
         }
-        self.remote(addr, w, pe)
+        Ok(())
     }
 
     /// Atomically applies `op` to the word at symmetric `addr` of PE `pe`; returns the old bits.
     pub(super) fn amo(&self, addr: usize, width: Width, op: AmoOp, pe: usize) -> Result<u64> {
-        let target = self.remote_word(addr, width, pe)?;
-        // SAFETY: `target` is a mapped heap word of `width` bytes, aligned (remote_word).
-        unsafe { self.mem.atomic(target, width, op) }
+        let target = self.place_word(addr, width, pe)?;
+        self.amo_at(target, width, op)
     }
 
     /// Reads this PE's word at symmetric `addr` with acquire ordering.
@@ -95,14 +166,24 @@ impl Runtime {
         if len == 0 {
             return Ok(());
         }
-        let d = self.remote(dst, len, dst_pe)?;
-        let s = self.remote(src, len, src_pe)?;
-        if d == s {
-            return Ok(());
+        match (self.place(dst, len, dst_pe)?, self.place(src, len, src_pe)?) {
+            (Place::Mapped(d), Place::Mapped(s)) => {
+                if d == s {
+                    return Ok(());
+                }
+                check_disjoint(d, s, len)?;
+                // SAFETY: both ranges are mapped for `len` bytes (translate) and disjoint (checked).
+                unsafe { self.mem.copy(d, s, len) }
+            }
+            // SAFETY: `d` is mapped for `len` bytes; the transport writes only there.
+            (Place::Mapped(d), Place::Net { pe, offset }) => unsafe { self.net()?.get(pe, offset, d, len) },
+            // SAFETY: `s` is mapped for `len` bytes; the transport reads only there.
+            (Place::Net { pe, offset }, Place::Mapped(s)) => unsafe { self.net()?.put(pe, offset, s, len) },
+            (Place::Net { .. }, Place::Net { .. }) => Err(Error::Unsupported(format!(
+                "copying between PEs {dst_pe} and {src_pe}, both on other hosts than PE {}",
+                self.my_pe()
+            ))),
         }
-        check_disjoint(d, s, len)?;
-        // SAFETY: both ranges are mapped for `len` bytes (translate) and disjoint (checked).
-        unsafe { self.mem.copy(d, s, len) }
     }
 
     /// Reads `out.len()` bytes at symmetric `src` of PE `pe`.
@@ -110,10 +191,13 @@ impl Runtime {
         if out.is_empty() {
             return self.check_pe(pe);
         }
-        let s = self.remote(src, out.len(), pe)?;
-        // SAFETY: `s` is mapped for `out.len()` bytes; `out` is a Rust buffer we own uniquely,
-        // so it cannot overlap the heap mapping.
-        unsafe { self.mem.copy(out.as_mut_ptr() as usize, s, out.len()) }
+        match self.place(src, out.len(), pe)? {
+            // SAFETY: `s` is mapped for `out.len()` bytes; `out` is a Rust buffer we own
+            // uniquely, so it cannot overlap the heap mapping.
+            Place::Mapped(s) => unsafe { self.mem.copy(out.as_mut_ptr() as usize, s, out.len()) },
+            // SAFETY: `out` is ours, writable for its length, untouched during the call.
+            Place::Net { pe, offset } => unsafe { self.net()?.get(pe, offset, out.as_mut_ptr() as usize, out.len()) },
+        }
     }
 
     /// Writes `data` at symmetric `dst` of PE `pe`.
@@ -121,10 +205,13 @@ impl Runtime {
         if data.is_empty() {
             return self.check_pe(pe);
         }
-        let d = self.remote(dst, data.len(), pe)?;
-        // SAFETY: `d` is mapped for `data.len()` bytes; `data` is a Rust buffer, so it cannot
-        // overlap the heap mapping.
-        unsafe { self.mem.copy(d, data.as_ptr() as usize, data.len()) }
+        match self.place(dst, data.len(), pe)? {
+            // SAFETY: `d` is mapped for `data.len()` bytes; `data` is a Rust buffer, so it
+            // cannot overlap the heap mapping.
+            Place::Mapped(d) => unsafe { self.mem.copy(d, data.as_ptr() as usize, data.len()) },
+            // SAFETY: `data` is readable for its length during the call.
+            Place::Net { pe, offset } => unsafe { self.net()?.put(pe, offset, data.as_ptr() as usize, data.len()) },
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! Remote memory access: `putmem`, `getmem`, `p`, `g`.
 //!
 //! On the host backend every node-local peer's heap is mapped in this process, so a put or a
-//! get is one copy between the caller's memory and the peer's mapped copy. Blocking: when the
+//! get is one copy between the caller's memory and the peer's mapped copy; a PE on another host
+//! is reached through the network transport (`backend/net`). Blocking: when the
 //! call returns, the data is in place (a put is also visible to the target after the target
 //! synchronizes with this PE, e.g. through a barrier or a signal).
 //!
@@ -11,7 +12,7 @@
 //! range-checked through the heap. `p` / `g` use Rust values and are safe.
 #![allow(unsafe_code)]
 
-use super::mem::check_disjoint;
+use super::mem::{check_disjoint, Place};
 use super::Runtime;
 use crate::dtype::Element;
 use crate::error::Result;
@@ -35,11 +36,16 @@ impl Runtime {
         if nbytes == 0 {
             return self.check_pe(pe);
         }
-        let d = self.user_remote(dest, nbytes, pe, "putmem")?;
-        check_disjoint(d, source, nbytes)?;
-        // SAFETY: `d` is mapped for `nbytes` (translate); the caller vouches for `source`;
-        // the ranges are disjoint (checked).
-        unsafe { self.mem.copy(d, source, nbytes) }
+        match self.user_remote(dest, nbytes, pe, "putmem")? {
+            Place::Mapped(d) => {
+                check_disjoint(d, source, nbytes)?;
+                // SAFETY: `d` is mapped for `nbytes` (translate); the caller vouches for
+                // `source`; the ranges are disjoint (checked).
+                unsafe { self.mem.copy(d, source, nbytes) }
+            }
+            // SAFETY: the caller vouches for `source`.
+            Place::Net { pe, offset } => unsafe { self.net()?.put(pe, offset, source, nbytes) },
+        }
     }
 
     /// Copies `nbytes` from symmetric `source` on PE `pe` to local memory `dest`.
@@ -54,11 +60,16 @@ impl Runtime {
         if nbytes == 0 {
             return self.check_pe(pe);
         }
-        let s = self.user_remote(source, nbytes, pe, "getmem")?;
-        check_disjoint(dest, s, nbytes)?;
-        // SAFETY: `s` is mapped for `nbytes` (translate); the caller vouches for `dest`;
-        // the ranges are disjoint (checked).
-        unsafe { self.mem.copy(dest, s, nbytes) }
+        match self.user_remote(source, nbytes, pe, "getmem")? {
+            Place::Mapped(s) => {
+                check_disjoint(dest, s, nbytes)?;
+                // SAFETY: `s` is mapped for `nbytes` (translate); the caller vouches for `dest`;
+                // the ranges are disjoint (checked).
+                unsafe { self.mem.copy(dest, s, nbytes) }
+            }
+            // SAFETY: the caller vouches for `dest`.
+            Place::Net { pe, offset } => unsafe { self.net()?.get(pe, offset, dest, nbytes) },
+        }
     }
 
     /// Writes one element to symmetric `dest` on PE `pe`.

@@ -4,6 +4,7 @@
 //! `putmem_signal` takes the caller's local buffer as a raw address, as `putmem` does.
 #![allow(unsafe_code)]
 
+use super::mem::Place;
 use super::wait::Unmet;
 use super::Runtime;
 use crate::backend::{AmoOp, Width};
@@ -43,7 +44,19 @@ impl Runtime {
         pe: usize,
     ) -> Result<()> {
         // Check the signal word first so that a bad one fails before any data moves.
-        self.user_word(sig_addr, Width::W64, pe, "putmem_signal")?;
+        let sig = self.user_word(sig_addr, Width::W64, pe, "putmem_signal")?;
+        if let Place::Net { pe, offset: sig_off } = sig {
+            // One message carries data and signal (backend/net): no round trip between them.
+            let dest_off = match nbytes {
+                0 => 0,
+                _ => match self.user_remote(dest, nbytes, pe, "putmem_signal")? {
+                    Place::Net { offset, .. } => offset,
+                    Place::Mapped(_) => unreachable!("a PE is reached one way"),
+                },
+            };
+            // SAFETY: the caller's promise about `source` is passed on unchanged.
+            return unsafe { self.net()?.put_signal(pe, dest_off, source, nbytes, sig_off, signal, op) };
+        }
         // SAFETY: the caller's promise about `source` is passed on unchanged.
         unsafe { self.putmem(dest, source, nbytes, pe)? };
         // Orders the data before the signal for backends whose copies are not plain stores;

@@ -56,9 +56,36 @@ impl Runtime {
     pub(super) unsafe fn on_stream(&self, stream: StreamHandle, call: OnStream) -> Result<()> {
         match self.backend.streams() {
             // SAFETY: forwarded contract.
-            Some(queue) => unsafe { self.queue(queue, stream, call) },
+            Some(queue) if !self.needs_transport(&call) => unsafe { self.queue(queue, stream, call) },
+            Some(_) => {
+                // A PE on another host: the stream's copy engine and kernels cannot reach it.
+                // Staged through the host: the device's queued work first (it may produce the
+                // source), then the host form through the transport, which returns once done,
+                // so the stream's later work follows it.
+                self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
+                // SAFETY: forwarded contract.
+                unsafe { self.run_on_host(call) }
+            }
             // SAFETY: forwarded contract (the host forms read and write the same memory now).
             None => unsafe { self.run_on_host(call) },
+        }
+    }
+
+    /// Whether `call` reaches a PE through the network transport (a target PE on another host,
+    /// or a team with members there).
+    fn needs_transport(&self, call: &OnStream) -> bool {
+        use OnStream::*;
+        let Some(net) = &self.net else { return false };
+        match call {
+            Put { pe, .. } | Get { pe, .. } | PutSignal { pe, .. } | Signal { pe, .. } => net.reaches(*pe),
+            Wait { .. } | Quiet => false,
+            Barrier { team }
+            | Broadcast { team, .. }
+            | Fcollect { team, .. }
+            | Alltoall { team, .. }
+            | Reduce { team, .. } => {
+                self.teams().get(*team).map(|t| t.members.iter().any(|&pe| net.reaches(pe))).unwrap_or(false)
+            }
         }
     }
 
@@ -101,21 +128,21 @@ impl Runtime {
                     if nbytes == 0 {
                         return self.check_pe(pe);
                     }
-                    let d = self.user_remote(dest, nbytes, pe, "putmem_on_stream")?;
+                    let d = self.user_remote(dest, nbytes, pe, "putmem_on_stream")?.mapped()?;
                     self.queue_copy(q, stream, d, source, nbytes)
                 }
                 Get { dest, source, nbytes, pe } => {
                     if nbytes == 0 {
                         return self.check_pe(pe);
                     }
-                    let s = self.user_remote(source, nbytes, pe, "getmem_on_stream")?;
+                    let s = self.user_remote(source, nbytes, pe, "getmem_on_stream")?.mapped()?;
                     self.queue_copy(q, stream, dest, s, nbytes)
                 }
                 PutSignal { dest, source, nbytes, sig_addr, signal, op, pe } => {
                     // Check the signal word first so that a bad one fails before any data moves.
-                    let sig = self.user_word(sig_addr, Width::W64, pe, "putmem_signal_on_stream")?;
+                    let sig = self.user_word(sig_addr, Width::W64, pe, "putmem_signal_on_stream")?.mapped()?;
                     if nbytes > 0 {
-                        let d = self.user_remote(dest, nbytes, pe, "putmem_signal_on_stream")?;
+                        let d = self.user_remote(dest, nbytes, pe, "putmem_signal_on_stream")?.mapped()?;
                         self.queue_copy(q, stream, d, source, nbytes)?;
                     } else {
                         self.check_pe(pe)?;
@@ -123,11 +150,11 @@ impl Runtime {
                     q.signal(stream, sig, signal, op)
                 }
                 Signal { sig_addr, signal, op, pe } => {
-                    let sig = self.user_word(sig_addr, Width::W64, pe, "signal_op_on_stream")?;
+                    let sig = self.user_word(sig_addr, Width::W64, pe, "signal_op_on_stream")?.mapped()?;
                     q.signal(stream, sig, signal, op)
                 }
                 Wait { sig_addr, cmp, value } => {
-                    let sig = self.user_word(sig_addr, Width::W64, self.my_pe(), "signal_wait_until_on_stream")?;
+                    let sig = self.user_word(sig_addr, Width::W64, self.my_pe(), "signal_wait_until_on_stream")?.mapped()?;
                     q.wait(stream, sig, cmp, value)
                 }
                 // Peers reached by load/store need nothing queued: the stream's own ordering
@@ -187,8 +214,8 @@ impl Runtime {
             return Err(Error::Unsupported(format!(
                 "{what} on {}: member PE {pe} is not reachable by load/store from PE {} (it runs \
                  on another host, or its GPU has no peer access to this one), and on-stream \
-                 collectives and barriers move data with this GPU's loads and stores; rshmem has \
-                 no transport between hosts yet: use a team of PEs on one host (TEAM_NODE)",
+                 collectives and barriers move data with this GPU's loads and stores: use a team \
+                 of PEs on one host (TEAM_NODE), or the host form",
                 info.name,
                 self.my_pe()
             )));

@@ -35,6 +35,9 @@ impl Runtime {
     #[doc(alias = "nvshmem_fence")]
     pub fn fence(&self) -> Result<()> {
         self.boot.health().check("fence")?;
+        if let Some(net) = &self.net {
+            net.quiet()?;
+        }
         self.mem.quiet()
     }
 
@@ -52,6 +55,9 @@ impl Runtime {
         // Puts to a dead PE cannot be complete: say so instead of succeeding silently.
         self.boot.health().check("quiet")?;
         self.check_device_error()?;
+        if let Some(net) = &self.net {
+            net.quiet()?;
+        }
         self.mem.quiet().map_err(|e| self.prefer_device_error(e))
     }
 

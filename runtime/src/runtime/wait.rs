@@ -76,6 +76,10 @@ impl Runtime {
                 Ok(r) => return Ok(r),
                 Err(unmet) => unmet,
             };
+            if let Some(net) = &self.net {
+                // A peer on another host writes through this PE's worker: run what it sent.
+                net.progress();
+            }
             if polls < SPIN_POLLS {
                 polls += 1;
                 std::hint::spin_loop();

@@ -85,7 +85,7 @@
 /*
  `DeviceState::version`: bumped whenever a field changes meaning, size or place.
  */
-#define RSHMEM_DEVICE_STATE_VERSION 1
+#define RSHMEM_DEVICE_STATE_VERSION 2
 
 /*
  How many PEs the device state can describe (`DeviceState::pe_slot` entries).
@@ -150,6 +150,65 @@
  argument (0 if none), `cmp` the bad value.
  */
 #define RSHMEM_ERROR_FLAG_BAD_ARGUMENT 4
+
+/*
+ `ErrorRecord::flag` once complete: an operation towards a PE on another host could not be
+ carried out because the proxy that executes them (`backend/net/proxy.rs`) stopped on an
+ error (a dead peer, a broken connection); the host reports the proxy's own error. `addr` is
+ the ring word that was polled, `cmp` the proxy's failure code, `expected`/`seen` the ticket
+ waited for and the value read.
+ */
+#define RSHMEM_ERROR_FLAG_PROXY 5
+
+/*
+ Descriptor slots in a PE's proxy ring (a power of two: ticket `t` uses slot `t % PROXY_SLOTS`).
+ 1024 slots of 64 bytes: 64 KiB of page-locked host memory per PE.
+ */
+#define RSHMEM_PROXY_SLOTS 1024
+
+/*
+ `ProxyDesc::kind`: copy `nbytes` from local `source` to symmetric `dest` on `pe`.
+ */
+#define RSHMEM_PROXY_PUT 1
+
+/*
+ Copy `nbytes` from symmetric `source` on `pe` to local `dest`.
+ */
+#define RSHMEM_PROXY_GET 2
+
+/*
+ A put of `nbytes` (at most 8) whose data is `value` itself (`p`); nothing to wait for.
+ */
+#define RSHMEM_PROXY_PUT_INLINE 3
+
+/*
+ A put, then `sub` (`SIGNAL_SET` / `SIGNAL_ADD`) of `value` on signal word `sig_addr`.
+ */
+#define RSHMEM_PROXY_PUT_SIGNAL 4
+
+/*
+ An atomic `sub` (`AMO_*`) of `width` bytes on symmetric `dest` of `pe`, operands `value`
+ and `value2` (compare-and-swap: expected, new); with [`PROXY_FLAG_FETCH`] the old value is
+ returned in `value`.
+ */
+#define RSHMEM_PROXY_AMO 5
+
+/*
+ Completes every operation posted before it at its target (device `quiet` / `fence`).
+ */
+#define RSHMEM_PROXY_QUIET 6
+
+/*
+ `ProxyDesc::flags` bit: the poster waits for a result (`g`, fetching atomics): the proxy
+ writes it to `value`, sets `seq` to [`PROXY_SEQ_RESULT`], and reuses the slot only after the
+ poster has set `seq` to 0.
+ */
+#define RSHMEM_PROXY_FLAG_FETCH 1
+
+/*
+ `ProxyDesc::seq` of a fetching descriptor whose result is in `value`.
+ */
+#define RSHMEM_PROXY_SEQ_RESULT 18446744073709551615ull
 
 /*
  Operation codes of the cuda backend's one-thread atomic kernels (`rshmemi_amo32/64` in
@@ -276,6 +335,15 @@ typedef struct {
    */
   uint64_t error_buf;
   /*
+   Host-mapped address of this PE's [`ProxyRing`] (descriptors follow it); 0 when no PE is
+   on another host (every operation is a load or store).
+   */
+  uint64_t proxy_ring;
+  /*
+   Symmetric address (device memory) of the `u64` from which GPU threads take proxy tickets.
+   */
+  uint64_t proxy_head;
+  /*
    Slot of each world PE in the heap range, [`PE_NOT_REACHABLE`] when its memory cannot be
    reached by load/store; entries at and beyond `n_pes` are [`PE_NOT_REACHABLE`].
    */
@@ -341,5 +409,91 @@ typedef struct {
    */
   uint64_t seen;
 } rshmemi_error_record_t;
+
+/*
+ One operation a GPU thread posts for the proxy: slot `t % PROXY_SLOTS` of the ring.
+
+ The poster writes every field, then `seq = t + 1` with release at system scope; the proxy
+ acquires `seq`, runs the operation, and frees the slot (`seq = 0`, then `ProxyRing::tail`).
+ Addresses are this PE's symmetric addresses (the same object on `pe` is at the same heap
+ offset) or, for `source` of a put and `dest` of a get, any device or host address.
+ */
+typedef struct {
+  /*
+   0 = free, `t + 1` = ticket `t` posted, [`PROXY_SEQ_RESULT`] = result ready.
+   */
+  uint64_t seq;
+  /*
+   Destination address (symmetric for a put, local for a get; the word of an atomic).
+   */
+  uint64_t dest;
+  /*
+   Source address (local for a put, symmetric for a get).
+   */
+  uint64_t source;
+  /*
+   Bytes moved.
+   */
+  uint64_t nbytes;
+  /*
+   Symmetric address of the signal word ([`PROXY_PUT_SIGNAL`]).
+   */
+  uint64_t sig_addr;
+  /*
+   Signal value, atomic operand, inline data; the result of a fetching descriptor.
+   */
+  uint64_t value;
+  /*
+   Second atomic operand (the new value of a compare-and-swap).
+   */
+  uint64_t value2;
+  /*
+   `PROXY_*` operation.
+   */
+  uint8_t kind;
+  /*
+   Signal operation (`SIGNAL_*`) or atomic operation (`AMO_*`).
+   */
+  uint8_t sub;
+  /*
+   Bytes of an atomic's word (4 or 8).
+   */
+  uint8_t width;
+  /*
+   `PROXY_FLAG_*` bits.
+   */
+  uint8_t flags;
+  /*
+   The target PE (world numbering).
+   */
+  int32_t pe;
+} rshmemi_proxy_desc_t;
+
+/*
+ The header of a PE's proxy ring, followed by [`PROXY_SLOTS`] [`ProxyDesc`]s, all in
+ page-locked host memory at `DeviceState::proxy_ring`. Tickets come from the device word at
+ `DeviceState::proxy_head` (an atomic add in GPU memory is cheap, one on host memory over PCIe
+ is not everywhere supported); everything here the proxy writes and GPU threads poll.
+ */
+typedef struct {
+  /*
+   Tickets the proxy has finished, in order: slot `t % PROXY_SLOTS` is free for ticket
+   `t + PROXY_SLOTS` once `tail > t`.
+   */
+  uint64_t tail;
+  /*
+   `tail` after the last [`PROXY_QUIET`]: every ticket below it is complete at its target.
+   */
+  uint64_t quieted;
+  /*
+   Nonzero once the proxy stopped on an error: waits on the ring fail
+   ([`ERROR_FLAG_PROXY`]) instead of spinning for ever.
+   */
+  uint64_t failed;
+  /*
+   Zero; the descriptors start on their own 64-byte line.
+   */
+  uint64_t reserved[5];
+} rshmemi_proxy_ring_t;
 
 #endif  /* RSHMEM_DEVICE_STATE_H */

@@ -13,7 +13,7 @@ use super::stream_kernels::RuntimeKernels;
 use crate::bootstrap::Bootstrap;
 use crate::consts::Cmp;
 use crate::device_state::{
-    DeviceState, ErrorRecord, ERROR_FLAG_BAD_ADDRESS, ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_WAIT_TIMEOUT,
+    DeviceState, ErrorRecord, ERROR_FLAG_BAD_ADDRESS, ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_PROXY, ERROR_FLAG_WAIT_TIMEOUT,
 };
 use crate::driver::host_mem::PinnedHost;
 use crate::env::{Env, LocalPlace};
@@ -240,6 +240,14 @@ pub fn record_error(rec: &ErrorRecord, describe: impl Fn(usize) -> String, timeo
             rec.cmp as i64,
             at(addr)
         )),
+        ERROR_FLAG_PROXY => Error::Unsupported(format!(
+            "a kernel on PE {} stopped: the proxy that carries its operations to PEs on other \
+             hosts had failed (waiting at {} for operation {}; the proxy's own error was \
+             reported by an earlier call); the CUDA context is unusable now, restart the job",
+            rec.pe,
+            at(addr),
+            rec.expected
+        )),
         other => Error::InvalidArgument(format!(
             "a kernel on PE {} stopped with an error record of unknown kind {other} (address {}): \
              the device library and the runtime come from different versions",
@@ -271,6 +279,9 @@ mod tests {
         let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ARGUMENT, pe: 0, addr: 0x1000, cmp: 77, expected: 0, seen: 0 };
         let msg = record_error(&rec, describe, None).to_string();
         assert!(msg.contains("bad argument 77"), "{msg}");
+        let rec = ErrorRecord { flag: ERROR_FLAG_PROXY, pe: 1, addr: 0x1000, cmp: 1, expected: 12, seen: 11 };
+        let msg = record_error(&rec, describe, None).to_string();
+        assert!(msg.contains("PE 1") && msg.contains("proxy") && msg.contains("operation 12"), "{msg}");
         let rec = ErrorRecord { flag: 99, ..rec };
         assert!(record_error(&rec, describe, None).to_string().contains("unknown kind 99"));
     }

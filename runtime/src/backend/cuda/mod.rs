@@ -115,6 +115,20 @@ impl Backend for CudaBackend {
         Some(self)
     }
 
+    fn thread_setup(&self) -> Option<crate::backend::ThreadSetup> {
+        let ctx = self.memory.context().clone();
+        Some(Arc::new(move || ctx.bind()))
+    }
+
+    fn ring_memory(&self) -> Result<Box<dyn crate::backend::net::proxy::RingMemory>> {
+        let len = crate::backend::net::proxy::RING_BYTES;
+        let mut ring = crate::driver::host_mem::PinnedHost::new(self.memory.context(), len)?;
+        for off in (0..len).step_by(8) {
+            ring.write_u64(off, 0);
+        }
+        Ok(Box::new(ring))
+    }
+
     fn start(&mut self, state: DeviceState) -> Result<()> {
         self.gpu = Some(gpu::Gpu::new(self.memory.clone(), state)?);
         Ok(())

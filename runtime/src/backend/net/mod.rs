@@ -1,0 +1,453 @@
+//! The network transport: PEs on other hosts reached through UCX.
+//!
+//! A job whose PEs sit on more than one host (or virtual host, `RSHMEM_VIRTUAL_HOSTS`) opens one
+//! [`Net`] per PE, next to its memory backend: node-local peers stay mapped (load/store), the
+//! others are reached through UCP, which picks the wire (InfiniBand, RoCE, TCP, shared memory).
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | [`Net`]: open (worker addresses through the bootstrap, one endpoint per remote PE, a hello from each), the operations |
+//! | `segments.rs` | the heap's registrations: each growth step registered with `ucp_mem_map`, its remote keys exchanged through the bootstrap |
+//! | `am.rs` | the active messages (hello, put-with-signal) and their handler, which checks the job's secret |
+//! | `proxy.rs` | the proxy: the thread that runs what GPU threads post for PEs on other hosts |
+//! | `progress.rs` | the progress thread: sleeps on the worker's event fd, wakes to run what peers sent |
+//!
+//! Operations take heap offsets: the address on the peer is its heap base (exchanged at open)
+//! plus the offset. Puts return once the source may be reused; [`Net::quiet`] (every `fence`,
+//! `quiet` and barrier) completes them at their targets, and any other operation towards a PE
+//! first completes the puts to it that are still in flight, so a put followed by a signal, an
+//! atomic or a get to the same PE is seen in that order, as on the host backend.
+//!
+//! Peers that die: the bootstrap names them (its star connection closes); an endpoint that
+//! breaks also fails its operations at once with [`Error::Transport`] naming the PE, and every
+//! wait on the wire checks both about every millisecond, so no call waits for ever.
+//!
+//! Trust: worker addresses and remote keys travel only through the bootstrap, which admits
+//! only PEs holding the job's secret, and this PE opens endpoints only to those addresses; every
+//! active message carries the secret and is refused without it. UCX itself does not
+//! authenticate the connections its transports accept, so, as with MPI and NVSHMEM, run
+//! multi-host jobs on a network that only the job's hosts reach (`docs/network.md`).
+//!
+//! # Safety
+//! Callbacks handed to UCX get pointers into boxed state that `Inner` keeps until after the
+//! worker is destroyed (its field order); buffers handed to operations stay valid until the
+//! operation's request is waited for, or are leaked when a wait is abandoned; `put`, `get` and
+//! `put_signal` take the caller's local buffers under the contract their `# Safety` states.
+#![allow(unsafe_code)]
+
+mod am;
+mod progress;
+pub mod proxy;
+mod segments;
+
+use crate::backend::{AmoOp, Width};
+use crate::bootstrap::{Bootstrap, Health};
+use crate::consts::SignalOp;
+use crate::error::{Error, Result};
+use crate::heap::agree::all_ok;
+use crate::heap::group::Group;
+use crate::ucx::{self, AtomicOp, Context, Endpoint, Worker};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub use segments::Segments;
+
+/// Largest put-with-signal sent as one active message (payload and signal together); larger
+/// ones are a put, a flush and an atomic.
+pub const AM_PUT_SIGNAL_MAX: usize = 64 << 10;
+
+/// The first endpoint error, per PE (0: none), written by UCX's error callback.
+struct PeerErrors {
+    status: Vec<AtomicI32>,
+}
+
+/// What the open transport holds. Field order is drop order: remote keys and endpoints go
+/// before the worker, the worker before what its callbacks read.
+struct Inner {
+    segments: Segments,
+    eps: Vec<Option<Endpoint>>,
+    worker: Arc<Worker>,
+    target: Box<am::Target>,
+    errors: Box<PeerErrors>,
+    /// Per PE: puts issued since the last flush of its endpoint.
+    dirty: Vec<AtomicBool>,
+    /// Every PE's heap base (the address of its heap offset 0 in its own process).
+    bases: Vec<usize>,
+    me: usize,
+    secret: [u8; am::SECRET_BYTES],
+    /// The heap is host memory this process may write (put-with-signal as one message).
+    host_memory: bool,
+    /// What the progress and proxy threads run first.
+    setup: Option<crate::backend::ThreadSetup>,
+    health: Health,
+    stop: AtomicBool,
+    _ctx: Arc<Context>,
+}
+
+/// This PE's network transport (see the module docs). Dropping it stops the progress thread,
+/// then closes the endpoints, deregisters the heap and destroys the worker and context.
+pub struct Net {
+    inner: Arc<Inner>,
+    progress: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Net {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let remote: Vec<usize> = self.inner.eps.iter().enumerate().filter(|(_, e)| e.is_some()).map(|(pe, _)| pe).collect();
+        f.debug_struct("Net").field("me", &self.inner.me).field("remote", &remote).finish()
+    }
+}
+
+/// UCX's error callback: records the first error of the endpoint to PE `arg`'s slot.
+///
+/// # Safety
+/// `arg` points at the `AtomicI32` of that PE inside a live `PeerErrors` (it outlives the
+/// endpoints, see `Inner`).
+unsafe extern "C" fn on_ep_error(arg: *mut c_void, _ep: crate::ucx::sys::ucp_ep_h, status: crate::ucx::sys::ucs_status_t) {
+    // SAFETY: as the function says.
+    let slot = unsafe { &*(arg as *const AtomicI32) };
+    let _ = slot.compare_exchange(0, i32::from(status), Ordering::AcqRel, Ordering::Acquire);
+}
+
+impl Net {
+    /// Opens the transport. Collective over every PE of `boot`; `remote[pe]` says which PEs
+    /// are reached through it (those on other hosts), `base` is this PE's heap offset 0,
+    /// `host_memory` whether the heap is host memory, and `setup` what the transport's threads
+    /// run first.
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::Unsupported`] when some PE cannot load UCX (the message says
+    /// how to install it), [`Error::Transport`] when a PE cannot create its worker or endpoints,
+    /// [`Error::Timeout`] when a peer's hello does not arrive within the bootstrap timeout;
+    /// bootstrap errors.
+    pub fn open(
+        boot: &Bootstrap,
+        remote: &[bool],
+        base: usize,
+        host_memory: bool,
+        setup: Option<crate::backend::ThreadSetup>,
+        timeout: Duration,
+    ) -> Result<Net> {
+        let me = boot.rank();
+        let n = boot.nranks();
+        let far: Vec<usize> = (0..n).filter(|&pe| remote[pe]).collect();
+        let made = (|| {
+            let ucx = ucx::api().map_err(|e| {
+                Error::Unsupported(format!("PEs {far:?} are on other hosts than PE {me} and are reached through UCX, which is missing: {e}"))
+            })?;
+            let ctx = Context::new(ucx, far.len())?;
+            // A UCX without CUDA would treat GPU addresses as host memory (a crash on the peer).
+            if !host_memory && !ctx.cuda_aware()? {
+                return Err(Error::Unsupported(format!(
+                    "the UCX loaded from {} ({}.{}.{}) cannot move CUDA memory, and the cuda backend's heap \
+                     is GPU memory: install a CUDA build of UCX (`pip install libucx-cu12`, then \
+                     RSHMEM_UCX_DIR unset or pointing at its libucx/lib), or use the host backend",
+                    ucx.origin, ucx.version.0, ucx.version.1, ucx.version.2
+                )));
+            }
+            let worker = Worker::new(&ctx)?;
+            let address = worker.address()?;
+            Ok((ctx, worker, address))
+        })();
+        let (mine, parts) = match made {
+            Ok((ctx, worker, address)) => (Ok(()), Some((ctx, worker, address))),
+            Err(e) => (Err(e), None),
+        };
+        all_ok(boot, mine, "opening UCX")?;
+        let Some((ctx, worker, address)) = parts else { unreachable!("all_ok returns this PE's error first") };
+        let mut blob = (base as u64).to_le_bytes().to_vec();
+        blob.extend_from_slice(&address);
+        let all = boot.allgather(&blob)?;
+        let bases: Vec<usize> = all.iter().map(|b| u64::from_le_bytes(b[..8].try_into().unwrap_or_default()) as usize).collect();
+        let secret: [u8; am::SECRET_BYTES] = boot.secret().try_into().map_err(|_| {
+            Error::InvalidArgument(format!("the bootstrap secret is not {} bytes", am::SECRET_BYTES))
+        })?;
+        let target = Box::new(am::Target::new(base, n, secret));
+        let errors = Box::new(PeerErrors { status: (0..n).map(|_| AtomicI32::new(0)).collect() });
+        let connected = (|| {
+            // SAFETY: the Target is boxed (stable address) and lives in `Inner` after the
+            // worker, which is destroyed first (field order), so UCX never calls the handler
+            // with a dangling `arg`.
+            unsafe { worker.set_am_handler(am::AM_ID, am::on_message, &*target as *const am::Target as *mut c_void)? };
+            let mut eps: Vec<Option<Endpoint>> = (0..n).map(|_| None).collect();
+            for &pe in &far {
+                let arg = &errors.status[pe] as *const AtomicI32 as *mut c_void;
+                // SAFETY: `arg` is PE `pe`'s slot in the boxed PeerErrors, which outlives the
+                // endpoints (field order of `Inner`); `on_ep_error` only stores into it.
+                eps[pe] = Some(unsafe { Endpoint::connect(&worker, pe, &all[pe][8..], on_ep_error, arg)? });
+            }
+            Ok(eps)
+        })();
+        let (mine, eps) = match connected {
+            Ok(eps) => (Ok(()), eps),
+            Err(e) => (Err(e), Vec::new()),
+        };
+        all_ok(boot, mine, "connecting UCX endpoints")?;
+        let inner = Arc::new(Inner {
+            segments: Segments::new(n),
+            eps,
+            worker,
+            target,
+            errors,
+            dirty: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            bases,
+            me,
+            secret,
+            host_memory,
+            setup,
+            health: boot.health().clone(),
+            stop: AtomicBool::new(false),
+            _ctx: ctx,
+        });
+        let thread = progress::start(inner.clone())?;
+        let net = Net { inner, progress: Mutex::new(Some(thread)) };
+        net.hello(&far, timeout)?;
+        tracing::debug!(pe = me, remote = ?far, "network transport open");
+        Ok(net)
+    }
+
+    /// Sends a hello to every remote PE and waits for theirs: every endpoint carries messages
+    /// both ways before init returns.
+    fn hello(&self, far: &[usize], timeout: Duration) -> Result<()> {
+        let header = am::common(am::HELLO, self.inner.me, &self.inner.secret);
+        for &pe in far {
+            let ep = self.ep(pe)?;
+            // SAFETY: no payload.
+            let req = unsafe { ep.am_send(am::AM_ID, &header, &[])? };
+            req.wait(&|| self.abort(pe, "the transport's hello"))?;
+        }
+        let start = Instant::now();
+        while let Some(&missing) = far.iter().find(|&&pe| !self.inner.target.said_hello(pe)) {
+            self.progress();
+            self.abort(missing, "the transport's hello")?;
+            if start.elapsed() > timeout {
+                return Err(Error::Timeout { what: format!("the UCX hello of PE {missing}"), after: timeout });
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(())
+    }
+
+    /// Runs what a thread touching the heap through UCX runs first (see
+    /// [`crate::backend::ThreadSetup`]); a failure is logged, the thread goes on.
+    pub(crate) fn enter_thread(&self, name: &str) {
+        enter_thread(&self.inner, name);
+    }
+
+    /// This PE's heap offset 0 (heap offsets are addresses minus this).
+    pub fn base(&self) -> usize {
+        self.inner.target.base
+    }
+
+    /// Whether `pe` is reached through this transport.
+    pub fn reaches(&self, pe: usize) -> bool {
+        self.inner.eps.get(pe).is_some_and(Option::is_some)
+    }
+
+    /// The registrations of the heap (the heap's growth hook adds to them).
+    pub fn segments(&self) -> &Segments {
+        &self.inner.segments
+    }
+
+    /// Registers a new growth step of the heap: `[offset, offset+len)` of this PE's heap, and
+    /// learns every remote PE's key for it. Collective (the heap grows on every PE together).
+    ///
+    /// # Errors
+    /// On every PE alike, the first PE's registration error; bootstrap errors.
+    pub fn register(&self, group: &dyn Group, offset: usize, len: usize) -> Result<()> {
+        let i = &self.inner;
+        i.segments.register(group, i.worker.context(), &i.eps, i.target.base, offset, len)?;
+        i.target.mapped.fetch_max(offset + len, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// One round of progress (waits call it between polls: a peer's message then lands sooner
+    /// than the progress thread would wake).
+    pub fn progress(&self) {
+        self.inner.worker.progress();
+    }
+
+    fn ep(&self, pe: usize) -> Result<&Endpoint> {
+        self.inner.eps.get(pe).and_then(Option::as_ref).ok_or_else(|| {
+            Error::InvalidArgument(format!("PE {pe} is not reached through the network transport of PE {}", self.inner.me))
+        })
+    }
+
+    /// Whether to give up waiting on an operation towards `pe`: a dead PE (the bootstrap's
+    /// word), or a broken endpoint.
+    fn abort(&self, pe: usize, during: &str) -> Result<()> {
+        self.inner.health.check(during)?;
+        match self.inner.errors.status.get(pe).map(|s| s.load(Ordering::Acquire)) {
+            Some(0) | None => Ok(()),
+            Some(status) => Err(ucx::error(self.inner.worker.ucx(), "an endpoint", status as i8, Some(pe))),
+        }
+    }
+
+    /// Completes the puts still in flight to `pe` (before another kind of operation to it).
+    fn settle(&self, pe: usize, during: &str) -> Result<()> {
+        if self.inner.dirty[pe].swap(false, Ordering::AcqRel) {
+            self.ep(pe)?.flush()?.wait(&|| self.abort(pe, during))?;
+        }
+        Ok(())
+    }
+
+    /// `nbytes` from local `src` to heap offset `offset` of `pe`; returns once `src` may be
+    /// reused (the data is at `pe` after [`Net::quiet`] or any later operation to `pe`).
+    ///
+    /// # Errors
+    /// [`Error::NotSymmetric`] for a range no registration covers; [`Error::Transport`];
+    /// [`Error::PeerDied`].
+    ///
+    /// # Safety
+    /// `src` must be readable for `nbytes`.
+    pub unsafe fn put(&self, pe: usize, offset: usize, src: usize, nbytes: usize) -> Result<()> {
+        let ep = self.ep(pe)?;
+        self.abort(pe, "putmem")?;
+        let base = self.inner.bases[pe];
+        self.inner.segments.each_piece(pe, offset, nbytes, |off, len, rkey| {
+            // SAFETY: the caller vouches for `src`; the request is waited for before returning.
+            let req = unsafe { ep.put(src + (off - offset), len, (base + off) as u64, rkey)? };
+            self.inner.dirty[pe].store(true, Ordering::Release);
+            req.wait(&|| self.abort(pe, "putmem"))
+        })
+    }
+
+    /// `nbytes` from heap offset `offset` of `pe` into local `dst`; returns when they are there.
+    ///
+    /// # Errors
+    /// As [`Net::put`].
+    ///
+    /// # Safety
+    /// `dst` must be writable for `nbytes` and not otherwise accessed during the call.
+    pub unsafe fn get(&self, pe: usize, offset: usize, dst: usize, nbytes: usize) -> Result<()> {
+        let ep = self.ep(pe)?;
+        self.settle(pe, "getmem")?;
+        let base = self.inner.bases[pe];
+        self.inner.segments.each_piece(pe, offset, nbytes, |off, len, rkey| {
+            // SAFETY: the caller vouches for `dst`; the request is waited for before returning.
+            let req = unsafe { ep.get(dst + (off - offset), len, (base + off) as u64, rkey)? };
+            req.wait(&|| self.abort(pe, "getmem"))
+        })
+    }
+
+    /// Applies `op` to the `width`-byte word at heap offset `offset` of `pe`, atomically at the
+    /// target; returns the old bits.
+    ///
+    /// # Errors
+    /// As [`Net::put`].
+    pub fn atomic(&self, pe: usize, offset: usize, width: Width, op: AmoOp) -> Result<u64> {
+        let ep = self.ep(pe)?;
+        self.settle(pe, "an atomic")?;
+        let w = width.bytes();
+        let (kind, operand, reply_in) = match op {
+            AmoOp::Fetch => (AtomicOp::Add, 0, 0),
+            AmoOp::Set(v) | AmoOp::Swap(v) => (AtomicOp::Swap, v, 0),
+            // UCP's CSWAP compares with the operand and stores the reply word's value.
+            AmoOp::CompareSwap { cond, value } => (AtomicOp::CompareSwap, cond, value),
+            AmoOp::Add(v) => (AtomicOp::Add, v, 0),
+            AmoOp::And(v) => (AtomicOp::And, v, 0),
+            AmoOp::Or(v) => (AtomicOp::Or, v, 0),
+            AmoOp::Xor(v) => (AtomicOp::Xor, v, 0),
+        };
+        // Both words live on the heap (boxed) so that a wait given up on (a dead peer) never
+        // leaves UCX writing into a stack frame that is gone: they are leaked in that case.
+        let mut words = Box::new([operand, reply_in]);
+        if w == 4 {
+            // The low 4 bytes (little endian) hold the 32-bit operand.
+            words[0] &= 0xffff_ffff;
+            words[1] &= 0xffff_ffff;
+        }
+        let base = self.inner.bases[pe];
+        let mut old = 0u64;
+        let res = self.inner.segments.each_piece(pe, offset, w, |off, _, rkey| {
+            let p = words.as_mut_ptr();
+            // SAFETY: operand and reply are the boxed words, kept alive until the request is
+            // done (or leaked below when the wait is abandoned).
+            let req = unsafe { ep.atomic(kind, p as *const c_void, p.wrapping_add(1) as *mut c_void, w, (base + off) as u64, rkey)? };
+            req.wait(&|| self.abort(pe, "an atomic"))?;
+            old = if w == 4 { words[1] & 0xffff_ffff } else { words[1] };
+            Ok(())
+        });
+        if res.is_err() {
+            std::mem::forget(words);
+        }
+        res.map(|()| old)
+    }
+
+    /// Puts `nbytes` from `src` to heap offset `dest` of `pe`, then updates its signal word at
+    /// heap offset `sig`: the target sees the data once it sees the signal.
+    ///
+    /// # Errors
+    /// As [`Net::put`].
+    ///
+    /// # Safety
+    /// `src` must be readable for `nbytes`.
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn put_signal(&self, pe: usize, dest: usize, src: usize, nbytes: usize, sig: usize, value: u64, op: SignalOp) -> Result<()> {
+        if !self.inner.host_memory || nbytes > AM_PUT_SIGNAL_MAX {
+            // SAFETY: the caller's promise about `src`.
+            unsafe { self.put(pe, dest, src, nbytes)? };
+            self.settle(pe, "putmem_signal")?;
+            let amo = match op {
+                SignalOp::Set => AmoOp::Set(value),
+                SignalOp::Add => AmoOp::Add(value),
+            };
+            return self.atomic(pe, sig, Width::W64, amo).map(drop);
+        }
+        let ep = self.ep(pe)?;
+        self.settle(pe, "putmem_signal")?;
+        let header = am::put_signal(self.inner.me, &self.inner.secret, dest, sig, value, op);
+        // SAFETY: the caller vouches for `src`.
+        let data = unsafe { std::slice::from_raw_parts(src as *const u8, nbytes) };
+        // SAFETY: `data` stays readable until the request is waited for, below.
+        let req = unsafe { ep.am_send(am::AM_ID, &header, data)? };
+        self.inner.dirty[pe].store(true, Ordering::Release);
+        req.wait(&|| self.abort(pe, "putmem_signal"))
+    }
+
+    /// Completes every operation this PE issued through the transport at its target.
+    ///
+    /// # Errors
+    /// [`Error::Transport`]; [`Error::PeerDied`].
+    pub fn quiet(&self) -> Result<()> {
+        for pe in 0..self.inner.dirty.len() {
+            self.settle(pe, "quiet")?;
+        }
+        Ok(())
+    }
+
+    /// Messages refused so far (bad header, wrong secret, outside the heap).
+    pub fn refused(&self) -> u64 {
+        self.inner.target.refused.load(Ordering::Relaxed)
+    }
+}
+
+/// [`Net::enter_thread`] on the shared state (the progress thread holds only that).
+fn enter_thread(inner: &Inner, name: &str) {
+    if let Some(setup) = &inner.setup {
+        if let Err(e) = setup() {
+            tracing::warn!(thread = name, error = %e, "cannot prepare the thread for the backend's memory");
+        }
+    }
+}
+
+impl crate::heap::GrowHook for Net {
+    fn grown(&self, group: &dyn Group, offset: usize, len: usize) -> Result<()> {
+        self.register(group, offset, len)
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        self.inner.worker.signal();
+        let thread = self.progress.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = thread {
+            if t.join().is_err() {
+                tracing::warn!("the transport's progress thread panicked");
+            }
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! The progress thread: runs what peers send (active messages, and the RMA and atomics UCX
+//! emulates in software on transports without them, such as TCP) while this PE's program does
+//! something else.
+//!
+//! It progresses the worker until idle, arms it (`ucp_worker_arm`) and sleeps on its event fd;
+//! a peer's message, or [`super::Net`]'s drop (`ucp_worker_signal`), wakes it. Sleeping costs no
+//! CPU, which matters when PEs outnumber cores. Threads waiting on an operation progress the
+//! worker themselves, so the thread only matters for work nobody here waits for.
+//!
+//! # Safety
+//! The event fd belongs to the worker, which outlives the thread (the thread holds an `Arc` of
+//! what owns it, and `Net` joins the thread before dropping that).
+#![allow(unsafe_code)]
+
+use super::Inner;
+use crate::error::{Error, Result};
+use rustix::event::{poll, PollFd, PollFlags, Timespec};
+use std::os::fd::BorrowedFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The longest sleep between looks at the stop flag (a wake-up normally comes sooner).
+const SLEEP: Timespec = Timespec { tv_sec: 0, tv_nsec: 100_000_000 };
+
+/// Starts the thread.
+///
+/// # Errors
+/// [`Error::Transport`] when the worker has no event fd; [`Error::Os`] when the thread cannot
+/// be spawned.
+pub(super) fn start(inner: Arc<Inner>) -> Result<std::thread::JoinHandle<()>> {
+    let fd = inner.worker.event_fd()?;
+    std::thread::Builder::new()
+        .name(format!("rshmem-net-{}", inner.me))
+        .spawn(move || run(&inner, fd))
+        .map_err(|e| Error::os("spawning the transport's progress thread", e))
+}
+
+fn run(inner: &Inner, fd: i32) {
+    // Incoming RMA may land in GPU memory through UCX's CUDA copies.
+    super::enter_thread(inner, "progress");
+    // SAFETY: the worker's event fd stays open while the worker lives (module docs).
+    let efd = unsafe { BorrowedFd::borrow_raw(fd) };
+    while !inner.stop.load(Ordering::Acquire) {
+        while inner.worker.progress() > 0 {}
+        match inner.worker.arm() {
+            Ok(true) => {
+                let mut fds = [PollFd::new(&efd, PollFlags::IN)];
+                let _ = poll(&mut fds, Some(&SLEEP));
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the transport's progress thread cannot arm the worker; polling");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+    }
+}
