@@ -40,12 +40,11 @@ impl Runtime {
         self.check_pe(pe)?;
         let mut data: Vec<T> = Vec::with_capacity(count);
         if nbytes > 0 {
-            let s = self.user_remote(src, nbytes, pe, "get_array")?;
-            // SAFETY: `s` is mapped for `nbytes` (user_remote); the Vec's spare capacity holds
-            // `count` elements and is ours alone; every bit pattern is a valid `Element`
-            // (integers, floats, f16/bf16), so the bytes copied make `count` initialized values.
+            // SAFETY: the Vec's spare capacity holds `count` elements and is ours alone (getmem
+            // checks `src` on `pe`, mapped or through the transport); every bit pattern is a valid
+            // `Element` (integers, floats, f16/bf16), so the bytes copied make `count` values.
             unsafe {
-                self.mem.copy(data.as_mut_ptr() as usize, s, nbytes)?;
+                self.getmem(data.as_mut_ptr() as usize, src, nbytes, pe)?;
                 data.set_len(count);
             }
         }
@@ -72,10 +71,9 @@ impl Runtime {
         if nbytes == 0 {
             return self.check_pe(pe);
         }
-        let d = self.user_remote(dst, nbytes, pe, "put_array")?;
-        // SAFETY: `d` is mapped for `nbytes` (user_remote); `elems` is a Rust slice of
-        // `nbytes`, which cannot overlap the heap mapping.
-        unsafe { self.mem.copy(d, elems.as_ptr() as usize, nbytes) }
+        // SAFETY: `elems` is a live Rust slice of `nbytes`; putmem checks `dst` on `pe` (mapped
+        // or through the transport).
+        unsafe { self.putmem(dst, elems.as_ptr() as usize, nbytes, pe) }
     }
 
     /// A view of `shape` (row-major, or column-major with `.f()`) at symmetric `addr` of PE
@@ -150,7 +148,8 @@ impl Runtime {
         }
         // An empty view still names a live allocation: one byte of it is checked.
         let nbytes = bytes_of::<T>(count)?.max(1);
-        self.user_remote(addr, nbytes, pe, what)
+        // A view needs the bytes mapped here: a PE on another host has none.
+        self.user_remote(addr, nbytes, pe, what)?.mapped()
     }
 }
 
