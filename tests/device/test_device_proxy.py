@@ -11,11 +11,20 @@ Run on one GPU (the libucx-cu12 wheel installed in the venv):
     torchrun --nproc-per-node 2 -m pytest -m gpu -q tests/device/test_device_proxy.py
 Skipped without a GPU, without 2 PEs, or when the other PE is reachable by load/store (no
 virtual hosts). The kernels also compile for sm_90 without a GPU (test_proxy_kernels_compile).
+
+Status: on one H100 (2 PEs in 2 virtual hosts, libucx-cu12 1.22) these tests died of SIGSEGV in
+the first symmetric allocation's host barrier, so init now refuses GPU heaps across hosts
+(test_cuda_heap_across_hosts_is_refused) and the tests below skip, saying so; they are the
+acceptance tests of that work (docs/network.md, "Not done yet").
 """
 from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -101,6 +110,8 @@ gpu = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def far():
+    pytest.skip("the cuda backend's heap across hosts is refused by init for now (it crashed on an H100: "
+                "see the module docstring)")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     if WORLD != 2:
@@ -190,3 +201,46 @@ def test_device_barriers_across_hosts(far):
     torch.cuda.synchronize()
     assert words[6].item() == 20 and words[5].item() == 20
     rshmem.barrier_all()
+
+
+REFUSED_JOB = textwrap.dedent("""
+    import rshmem, torch, torch.distributed as dist
+    import rshmem.torch as rtorch
+    torch.cuda.set_device(rtorch.device())
+    dist.init_process_group("gloo")
+    try:
+        rshmem.init(dist.group.WORLD, backend="cuda")
+    except rshmem.UnsupportedError as e:
+        print("REFUSED", e, flush=True)
+    else:
+        print("STARTED", flush=True)
+        rshmem.finalize()
+    dist.destroy_process_group()
+""")
+
+
+@gpu
+@pytest.mark.single
+def test_cuda_heap_across_hosts_is_refused(tmp_path):
+    """Two PEs in two virtual hosts on the cuda backend: both get UnsupportedError at init naming
+    the host backend (never the crash it replaced)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    import rshmem
+
+    job = tmp_path / "refused.py"
+    job.write_text(REFUSED_JOB)
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
+    env.update(RSHMEM_VIRTUAL_HOSTS="2", RSHMEM_ALLOW_SHARED_GPU="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(rshmem.__file__).parents[1]), env.get("PYTHONPATH", "")])
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+    from conftest import free_port
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+           "--master-port", str(free_port()), str(job)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log
+    refused = [ln for ln in out.stdout.splitlines() if ln.startswith("REFUSED")]
+    assert len(refused) == 2 and "STARTED" not in out.stdout, log
+    assert all("RSHMEM_BACKEND=host" in ln and "other hosts" in ln for ln in refused), log
