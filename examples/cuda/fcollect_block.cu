@@ -8,7 +8,9 @@
 
 constexpr int N = 512;
 
-__global__ void vector_sum(const int *x, const int *y, int *partial, int *gathered, int by_block) {
+// __launch_bounds__: the fcollect inlined here needs more registers than 512 threads of one
+// block may have unless nvcc is told the block size (without it the launch cannot fit an SM).
+__global__ void __launch_bounds__(N) vector_sum(const int *x, const int *y, int *partial, int *gathered, int by_block) {
   int i = threadIdx.x;
   partial[i] = x[i] + y[i];
   __syncthreads();
