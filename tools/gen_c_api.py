@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gen_host_api import (  # noqa: E402
-    CONSTANTS, GROUP_TITLES, ROOT, TABLE, TableError, load_dtypes, load_table,
+    CONSTANTS, GROUP_TITLES, ROOT, TABLE, TableError, load_dtypes, load_table, write_outputs,
 )
 
 OUT_H = ROOT / "capi" / "include" / "rshmem.h"
@@ -480,19 +480,7 @@ def main() -> int:
     problems = []
     if extra:
         problems.append(f"capi/src/hand.rs defines functions api/host.toml does not list as c = \"hand\": {sorted(extra)}")
-    stale = []
-    for path, text in outputs.items():
-        old = path.read_text() if path.exists() else None
-        if old == text:
-            continue
-        if args.check:
-            stale.append(str(path.relative_to(ROOT)))
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            print(f"gen_c_api: wrote {path.relative_to(ROOT)}")
-    if stale:
-        problems.append("stale generated files (run `python tools/gen_c_api.py` and commit): " + ", ".join(stale))
+    problems += write_outputs("gen_c_api", outputs, args.check)
     for p in problems:
         print(f"gen_c_api: {p}", file=sys.stderr)
     return 1 if problems else 0

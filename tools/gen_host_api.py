@@ -788,6 +788,24 @@ def registered_functions() -> set[str]:
     return names
 
 
+def write_outputs(tool: str, outputs: dict, check: bool) -> list:
+    """Writes each generated file whose text changed, or with `check` writes nothing and returns
+    the problem that names the stale ones (empty when all are current)."""
+    stale = []
+    for path, text in outputs.items():
+        if path.exists() and path.read_text() == text:
+            continue
+        if check:
+            stale.append(str(path.relative_to(ROOT)))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"{tool}: wrote {path.relative_to(ROOT)}")
+    if stale:
+        return [f"stale generated files (run `python tools/{tool}.py` and commit): " + ", ".join(stale)]
+    return []
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="fail on a stale output instead of writing")
@@ -818,19 +836,7 @@ def main() -> int:
         problems.append(f"torch-ext registers functions api/host.toml does not list as hand rows: {sorted(registered - hand)}")
     if hand - registered:
         problems.append(f"hand rows torch-ext does not register: {sorted(hand - registered)}")
-    stale = []
-    for path, text in outputs.items():
-        old = path.read_text() if path.exists() else None
-        if old == text:
-            continue
-        if args.check:
-            stale.append(str(path.relative_to(ROOT)))
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            print(f"gen_host_api: wrote {path.relative_to(ROOT)}")
-    if stale:
-        problems.append("stale generated files (run `python tools/gen_host_api.py` and commit): " + ", ".join(stale))
+    problems += write_outputs("gen_host_api", outputs, args.check)
     for p in problems:
         print(f"gen_host_api: {p}", file=sys.stderr)
     return 1 if problems else 0
