@@ -34,6 +34,11 @@ def _spec(arg):
     return ("o", arg)
 
 
+def _key(args: tuple, consts: tuple, options: dict) -> tuple:
+    """The cache key of a launch: Triton's specialization of each argument, constexprs, options."""
+    return (tuple(_spec(a) for a in args), consts, tuple(sorted(options.items())))
+
+
 class Kernel:
     """A Triton kernel launched as `kernel(grid, runtime_args, constexprs, num_warps=..., ...)`.
 
@@ -47,7 +52,7 @@ class Kernel:
     def compiled(self, grid, args: tuple, consts: tuple, options: dict):
         """The compiled kernel for these arguments (compiles through Triton on a miss, which also
         launches it once: the caller's launch)."""
-        key = (tuple(_spec(a) for a in args), consts, tuple(sorted(options.items())))
+        key = _key(args, consts, options)
         found = self._compiled.get(key)
         if found is None:
             found = self.fn[grid](*args, *consts, **options)
@@ -58,7 +63,7 @@ class Kernel:
     def prepare(self, grid, args: tuple, consts: tuple = (), **options) -> None:
         """Compiles and loads the kernel for these arguments (its module in the context, the device
         state written into it), launching nothing; the next call with them only launches."""
-        key = (tuple(_spec(a) for a in args), consts, tuple(sorted(options.items())))
+        key = _key(args, consts, options)
         found = self._compiled.get(key)
         if found is None:
             found = self.fn.warmup(*args, *consts, grid=grid, **options)
