@@ -46,7 +46,9 @@ KiB, MiB = 1 << 10, 1 << 20
 # ------------------------------------------------------------------------------ the kernels
 
 
-@nshm.jit
+# 64 registers per thread at most: a CTA of 1024 threads has no more (65536 per SM); without the
+# cap the inlined copy loop takes more and the 1024-thread launches fail (out of resources).
+@nshm.jit(max_registers=64)
 def put_block_numba(dst, src, nbytes, slice_bytes, pe):
     start = cuda.blockIdx.x * slice_bytes
     end = min(nbytes, start + slice_bytes)
@@ -60,7 +62,7 @@ def put_block_triton(dst, src, nbytes, slice_bytes, pe):
     tshm.putmem_block(dst + start, src + start, n, pe)
 
 
-@nshm.jit
+@nshm.jit(max_registers=64)
 def ring_numba(dst, src, nelems, signal, chunk, base):
     me = nshm.my_pe()
     npes = nshm.n_pes()

@@ -30,6 +30,9 @@ def run(ctx: Ctx) -> None:
         if fl.shared_gpu(ctx):
             ctx.rec.note(f"the {ctx.world} PEs share one GPU: the fused ops' times mean nothing for speed (their "
                          "kernels time-slice the GPU); the GEMM-alone figures (PE 0 alone) are single-GPU numbers")
+        if ctx.world == 1:
+            ctx.rec.note("one PE: the ops are their GEMMs alone (nothing to gather or scatter), so the GEMM-alone "
+                         "versus cuBLAS columns are the figures of this run; no communication, floor or hidden share")
         if not ctx.cuda:
             ctx.rec.note("host backend: the ops' unfused host implementations at tiny shapes (the harness only)")
         _all_gather_matmul(ctx)
@@ -81,13 +84,15 @@ def _all_gather_matmul(ctx: Ctx) -> None:
         from rshmem.ops import _ag_gemm, _group
 
         info = _group.info(0)
+        ok = fl.close(_ag_gemm.gemm_alone(shard, B, info, key), want)  # the buffer holds the gathered A
+        mine, cublas = fl.measure_pair(ctx, lambda: _ag_gemm.gemm_alone(shard, B, info, key), lambda: torch.matmul(A, B))
         with _series(ctx, "ag_gemm_alone", "consumer GEMM alone (signals set)", shape) as s:
-            ok = fl.close(_ag_gemm.gemm_alone(shard, B, info, key), want)  # the buffer holds the gathered A
-            point = fl.measure(ctx, lambda: _ag_gemm.gemm_alone(shard, B, info, key), alone=True)
-            s.point(**fl.gemm_point(ctx, shape, flops, point, ok, config=_config_of("all_gather_matmul", key)))
+            s.point(**fl.gemm_point(ctx, shape, flops, mine, ok, config=_config_of("all_gather_matmul", key)))
         with _series(ctx, "ag_gemm_alone", "cuBLAS torch.matmul alone", shape, impl="cublas") as s:
-            point = fl.measure(ctx, lambda: torch.matmul(A, B), alone=True)
-            s.point(**fl.gemm_point(ctx, shape, flops, point, True))
+            s.point(**fl.gemm_point(ctx, shape, flops, cublas, True))
+        if ctx.world == 1:  # nothing to communicate: no floor, no hidden share
+            del A, B, shard, want
+            continue
         with _series(ctx, "ag_comm", "all-gather alone (fcollect_on_stream, copy engine)", shape) as s:
             src = rtorch.create_symmetric_tensor(tuple(shard.shape), shard.dtype)
             dst = rtorch.create_symmetric_tensor((M, K), shard.dtype)
@@ -127,13 +132,15 @@ def _matmul_reduce_scatter(ctx: Ctx) -> None:
 
         info = _group.info(0)
         partial = a @ b
+        ok = fl.close(_gemm_rs.gemm_alone(a, b, info, key), partial)
+        mine, cublas = fl.measure_pair(ctx, lambda: _gemm_rs.gemm_alone(a, b, info, key), lambda: torch.matmul(a, b))
         with _series(ctx, "rs_gemm_alone", "GEMM alone (this op's kernel, no communication)", shape) as s:
-            ok = fl.close(_gemm_rs.gemm_alone(a, b, info, key), partial)
-            point = fl.measure(ctx, lambda: _gemm_rs.gemm_alone(a, b, info, key), alone=True)
-            s.point(**fl.gemm_point(ctx, shape, flops, point, ok, config=_config_of("matmul_reduce_scatter", key)))
+            s.point(**fl.gemm_point(ctx, shape, flops, mine, ok, config=_config_of("matmul_reduce_scatter", key)))
         with _series(ctx, "rs_gemm_alone", "cuBLAS torch.matmul alone", shape, impl="cublas") as s:
-            point = fl.measure(ctx, lambda: torch.matmul(a, b), alone=True)
-            s.point(**fl.gemm_point(ctx, shape, flops, point, True))
+            s.point(**fl.gemm_point(ctx, shape, flops, cublas, True))
+        if ctx.world == 1:
+            del A, B, a, b, partial, want
+            continue
         with _series(ctx, "rs_comm", "reduce-scatter bytes alone (alltoall_on_stream, copy engine)", shape) as s:
             src = rtorch.create_symmetric_tensor((M, N), a.dtype)
             dst = rtorch.create_symmetric_tensor((M, N), a.dtype)

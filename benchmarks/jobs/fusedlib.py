@@ -111,6 +111,30 @@ def close(got, want) -> bool:
     return err <= 2e-2 * max(want.float().abs().max().item(), 1.0)
 
 
+# GEMM alone and cuBLAS are timed by PE 0 alone, in alternating rounds: their ratio is a few
+# percent either way, while a GPU's clocks (power, temperature) drift by more than that between
+# two series timed one after the other.
+PAIR_ROUNDS, PAIR_CALLS = 8, 6
+
+
+def measure_pair(ctx: Ctx, first, second) -> tuple:
+    """Points of `first` and `second`, each timed by PE 0 alone in `PAIR_ROUNDS` rounds of
+    `PAIR_CALLS` calls, the two taking turns (which goes first alternates too): the median of the
+    round medians, with the rounds' medians."""
+    rounds: tuple = ([], [])
+    for i in range(PAIR_ROUNDS):
+        for j in ((0, 1) if i % 2 == 0 else (1, 0)):
+            fn = first if j == 0 else second
+            rounds[j].append(measure(ctx, fn, alone=True, warmup=2, timed=PAIR_CALLS)["median_us"])
+    out = []
+    for medians in rounds:
+        point = summarize(medians)
+        point.update(round_medians_us=medians,
+                     timing=f"PE 0 alone, {PAIR_ROUNDS} rounds of {PAIR_CALLS} calls taking turns with the other series")
+        out.append(point)
+    return tuple(out)
+
+
 def reps(ctx: Ctx) -> tuple:
     """(warm-up calls, timed calls) of a GEMM-sized op."""
     if not ctx.cuda:
