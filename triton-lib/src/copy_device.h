@@ -230,6 +230,24 @@ RSHMEMI_DEV void rshmemi_copy_unrolled(void* dst, const void* src, size_t n, uin
   }
 }
 
+// Strategy 1 for a group of any size: U vectors per thread up to 256 threads, fewer above, so
+// that a CTA keeps about as many bytes in flight (nlanes x U x 16) at every size. A CTA of 1024
+// threads has 64 registers per thread at most: with U = 16 the loop spilled to local memory
+// (ptxas: 4.3 KB of spill stores) and an 8-CTA put ran at a third of the 256-thread speed.
+// The branch is on a runtime value; ptxas spills only inside the branches that need it.
+template <int U>
+RSHMEMI_DEV void rshmemi_copy_unrolled_scaled(void* dst, const void* src, size_t n, uint32_t lane,
+                                              uint32_t nlanes) {
+  constexpr int U2 = U / 2 > 0 ? U / 2 : 1;
+  constexpr int U4 = U / 4 > 0 ? U / 4 : 1;
+  if (nlanes > 512)
+    rshmemi_copy_unrolled<U4>(dst, src, n, lane, nlanes);
+  else if (nlanes > 256)
+    rshmemi_copy_unrolled<U2>(dst, src, n, lane, nlanes);
+  else
+    rshmemi_copy_unrolled<U>(dst, src, n, lane, nlanes);
+}
+
 // ---- bulk copies (sm_90): one thread, shared-memory stages, mbarriers ----
 
 RSHMEMI_DEV uint32_t rshmemi_smem_addr(const void* p) {
@@ -336,7 +354,7 @@ RSHMEMI_DEV void rshmemi_copy_bulk_block(void* dst, const void* src, size_t n, u
   const char* s = (const char*)src;
   if (n < (size_t)RSHMEM_BULK_MIN_BYTES || (((uintptr_t)d ^ (uintptr_t)s) & 15) != 0 || !rshmemi_is_global(d) ||
       !rshmemi_is_global(s)) {
-    rshmemi_copy_unrolled<U>(dst, src, n, lane, nlanes);
+    rshmemi_copy_unrolled_scaled<U>(dst, src, n, lane, nlanes);
     return;
   }
   const size_t head = (16 - ((uintptr_t)d & 15)) & 15;  // n >= RSHMEM_BULK_MIN_BYTES > 15

@@ -40,7 +40,7 @@ RSHMEMI_DEV void rshmemi_copy(void* dst, const void* src, size_t n, uint32_t lan
     return;
   }
 #endif
-  rshmemi_copy_unrolled<RSHMEM_COPY_UNROLL>(dst, src, n, lane, nlanes);
+  rshmemi_copy_unrolled_scaled<RSHMEM_COPY_UNROLL>(dst, src, n, lane, nlanes);
 #endif
 }
 
