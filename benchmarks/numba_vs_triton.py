@@ -46,13 +46,17 @@ KiB, MiB = 1 << 10, 1 << 20
 # ------------------------------------------------------------------------------ the kernels
 
 
-# 64 registers per thread at most: a CTA of 1024 threads has no more (65536 per SM); without the
-# cap the inlined copy loop takes more and the 1024-thread launches fail (out of resources).
-@nshm.jit(max_registers=64)
-def put_block_numba(dst, src, nbytes, slice_bytes, pe):
+def _put_block(dst, src, nbytes, slice_bytes, pe):
     start = cuda.blockIdx.x * slice_bytes
     end = min(nbytes, start + slice_bytes)
     nshm.put_block(dst[start:end], src[start:end], pe)
+
+
+put_block_numba = nshm.jit(_put_block)
+# A CTA of 1024 threads has 64 registers per thread at most (65536 per SM): Numba does not cap a
+# kernel by its launch size, and without the cap the 1024-thread launches fail (out of
+# resources). Capping every launch would make the 256-thread ones spill.
+put_block_numba_1024 = nshm.jit(_put_block, max_registers=64)
 
 
 @rt.jit(do_not_specialize=["nbytes", "slice_bytes", "pe"])
@@ -62,7 +66,7 @@ def put_block_triton(dst, src, nbytes, slice_bytes, pe):
     tshm.putmem_block(dst + start, src + start, n, pe)
 
 
-@nshm.jit(max_registers=64)
+@nshm.jit(max_registers=128)  # launched with 512 threads: 128 registers each at most
 def ring_numba(dst, src, nelems, signal, chunk, base):
     me = nshm.my_pe()
     npes = nshm.n_pes()
@@ -191,7 +195,8 @@ def put_runs(me, npes, stream, rec, sizes, configs):
 
             def numba_call():
                 if active:
-                    put_block_numba[grid, threads, nstream](ndst, nsrc, nbytes, slice_, peer)
+                    kernel = put_block_numba_1024 if threads > 512 else put_block_numba
+                    kernel[grid, threads, nstream](ndst, nsrc, nbytes, slice_, peer)
 
             def triton_call():
                 if active:
