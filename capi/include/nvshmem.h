@@ -155,6 +155,15 @@ RSHMEMI_COMPAT_HD int nvshmem_team_n_pes(nvshmem_team_t team) {
   return v;
 #endif
 }
+RSHMEMI_COMPAT_HD int nvshmem_team_translate_pe(nvshmem_team_t src_team, int src_pe, nvshmem_team_t dest_team) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_team_translate_pe(src_team, src_pe, dest_team);
+#else
+  int32_t v = -1;
+  RSHMEMI_COMPAT_CHECK("nvshmem_team_translate_pe", rshmem_host_team_translate_pe(src_team, src_pe, dest_team, &v));
+  return v;
+#endif
+}
 /* NVSHMEM 1.0 spelled the team queries nvshmemx_my_pe / nvshmemx_n_pes. */
 #define nvshmemx_my_pe(team) nvshmem_team_my_pe(team)
 #define nvshmemx_n_pes(team) nvshmem_team_n_pes(team)
@@ -360,6 +369,11 @@ static inline void nvshmemx_sync_all_on_stream(cudaStream_t s) {
 }
 static inline void nvshmemx_barrier_on_stream(nvshmem_team_t team, cudaStream_t s) {
   RSHMEMI_COMPAT_CHECK("nvshmemx_barrier_on_stream", rshmem_host_barrier_on_stream(team, RSHMEMI_COMPAT_STREAM(s)));
+}
+/* A barrier is a valid sync: rshmem has no weaker on-stream one. */
+static inline int nvshmemx_team_sync_on_stream(nvshmem_team_t team, cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_team_sync_on_stream", rshmem_host_barrier_on_stream(team, RSHMEMI_COMPAT_STREAM(s)));
+  return 0;
 }
 static inline void nvshmemx_quiet_on_stream(cudaStream_t s) {
   RSHMEMI_COMPAT_CHECK("nvshmemx_quiet_on_stream", rshmem_host_quiet_on_stream(RSHMEMI_COMPAT_STREAM(s)));

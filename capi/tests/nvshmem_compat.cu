@@ -11,7 +11,8 @@
 
 __global__ void exercise(int *box, float *send, float *recv, uint64_t *sig, long *counter, int *gathered,
                          long *pSync, int *red, float *fout) {
-  int me = nvshmem_my_pe(), n = nvshmem_n_pes(), next = (me + 1) % n;
+  int me = nvshmem_my_pe(), n = nvshmem_n_pes(), next = nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD, (me + 1) % n,
+                                                                                      NVSHMEM_TEAM_WORLD);
   if (threadIdx.x == 0) {
     nvshmem_int_p(box, me, next);
     nvshmem_long_atomic_add(counter, 1, 0);
@@ -54,6 +55,7 @@ int main(int argc, char **argv) {
   void *args[] = {&box, &send, &recv, &sig, &counter, &gathered, &pSync, &red, &fout};
   int launched = nvshmemx_collective_launch((const void *)exercise, 1, 128, args, 0, stream);
   nvshmemx_barrier_all_on_stream(stream);
+  nvshmemx_team_sync_on_stream(NVSHMEM_TEAM_WORLD, stream);
   nvshmemx_int_sum_to_all_on_stream(total, box, 1, 0, 0, n, pWrk, pSync, stream);
   nvshmemx_int_or_reduce_on_stream(NVSHMEM_TEAM_WORLD, any, box, 1, stream);
   cudaStreamSynchronize(stream);

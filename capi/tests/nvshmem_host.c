@@ -1,6 +1,7 @@
 /* NVSHMEM's host-side team collectives through the compatibility header, as a plain C program
    (CI: 2 PEs on the host backend under torchrun --no-python): nvshmem_<type>_<op>_reduce for every
-   operation (the bitwise ones on integer types), broadcast, fcollect and alltoall, each checked
+   operation (the bitwise ones on integer types), broadcast, fcollect and alltoall, a reduction over
+   a split team with nvshmem_team_translate_pe, each checked
    against what the PEs' inputs must give. Prints "PE i: N nvshmem collectives correct" and exits 0,
    or names the first wrong value and exits 1. */
 #include <nvshmem.h>
@@ -72,6 +73,30 @@ static void other_types(int me, int npes) {
   nvshmem_free(bits);
 }
 
+/* The even PEs as a team: translate_pe and a reduction over a team that is not the world. */
+static void split_team(int me, int npes) {
+  nvshmem_team_t even = NVSHMEM_TEAM_INVALID;
+  nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, (npes + 1) / 2, NULL, 0, &even);
+  CHECK((even != NVSHMEM_TEAM_INVALID) == (me % 2 == 0), "team handle %d on PE %d", (int)even, me);
+  const int members = (npes + 1) / 2;
+  if (even != NVSHMEM_TEAM_INVALID) {
+    const int last = nvshmem_team_translate_pe(even, members - 1, NVSHMEM_TEAM_WORLD);
+    CHECK(last == 2 * (members - 1), "even PE %d is world PE %d", members - 1, last);
+    CHECK(nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD, me, even) == me / 2, "world PE %d in the even team", me);
+    CHECK(nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD, 1, even) == -1, "world PE 1 is not an even PE");
+  }
+  short *v = (short *)nvshmem_malloc(sizeof(short)), *top = (short *)nvshmem_malloc(sizeof(short));
+  *v = (short)(10 * me);
+  nvshmem_barrier_all();
+  if (even != NVSHMEM_TEAM_INVALID) {
+    nvshmem_short_max_reduce(even, top, v, 1);
+    CHECK(*top == 10 * 2 * (members - 1), "max over the even PEs: %d", *top);
+    nvshmem_team_destroy(even);
+  }
+  nvshmem_free(v);
+  nvshmem_free(top);
+}
+
 static void data_movement(int me, int npes) {
   long *src = (long *)nvshmem_malloc(N * npes * sizeof(long)), *dst = (long *)nvshmem_malloc(N * npes * sizeof(long));
   for (int i = 0; i < N * npes; i++) src[i] = 1000 * me + i;
@@ -96,6 +121,7 @@ int main(void) {
   int_reductions(me, npes);
   other_types(me, npes);
   data_movement(me, npes);
+  split_team(me, npes);
   nvshmem_barrier_all();
   printf("PE %d: %d nvshmem collectives correct\n", me, checks);
   nvshmem_finalize();
