@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds librshmem.so (capi/, release) and installs the C ABI under PREFIX:
 #   PREFIX/lib/librshmem.so.<version>, with links librshmem.so.<soname version> and librshmem.so
-#   PREFIX/include/rshmem.h, rshmem_mpi.h, rshmem_cuda.h, nvshmem.h, nvshmemx.h, and the device
-#   library's headers (rshmem/*.h, rshmem/device/*.h) for CUDA C++ programs
+#   PREFIX/include/rshmem.h, rshmem_mpi.h, rshmem_cuda.h, nvshmem.h, nvshmemx.h (and the
+#   nvshmem_generated.h they include), and the device library's headers (rshmem/*.h,
+#   rshmem/device/*.h) for CUDA C++ programs
 #   PREFIX/lib/pkgconfig/rshmem.pc
 # Then `pkg-config --cflags --libs rshmem` (with PKG_CONFIG_PATH=PREFIX/lib/pkgconfig) gives the
 # compile and link flags. Usage: scripts/install_c.sh PREFIX   (default PREFIX: target/c)

@@ -21,7 +21,8 @@ Steps:
      or $RSHMEM_DEVICE_BC_OUT), where rshmem.triton.extern_libs() finds it.
   6. When NVRTC and the CUDA headers are here (cuda-bindings, nvidia-cuda-nvrtc, -runtime and
      -cccl: torch and numba-cuda[cu13] install them), the same sources become
-     libshmem_device.ltoir for Numba kernels (ltoir.py), copied to python/rshmem/numba/lib/
+     libshmem_device.ltoir for Numba kernels (ltoir.py: compute_80, which nvJitLink links into
+     kernels for every SUPPORTED architecture), copied to python/rshmem/numba/lib/
      (--ltoir-out); without them this step is skipped with a note saying what is missing.
 
 Tools are looked up as clang-19 / llvm-dis-19 / llvm-as-19 / llvm-nm-19 / llvm-link-19 / llc-19,

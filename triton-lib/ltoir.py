@@ -17,8 +17,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "src" / "libshmem_device.cu"
 PRELUDE = HERE / "nvrtc" / "prelude.h"
-# The oldest target: LTO-IR links into kernels for this architecture and newer ones.
-ARCH = "compute_90"
+# The oldest supported GPU (build.py's ARCH, sm_80), as a virtual architecture: nvJitLink links
+# LTO-IR into kernels for its own architecture and every newer one (sm_89, sm_90, sm_100, ...),
+# optimizing and assembling the whole kernel for the GPU at hand, so one library serves them all
+# and each GPU gets only instructions it has. Built for compute_90, it was refused for sm_80 and
+# sm_89 ("LTOIR arch newer than target arch"). tests/numba_device/test_numba_compile.py links
+# and assembles a kernel for each of build.py's SUPPORTED architectures.
+ARCH = "compute_80"
 
 
 class LtoirError(RuntimeError):

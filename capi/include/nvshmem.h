@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "rshmem.h"
+#include "nvshmem_generated.h"
 #if defined(__CUDACC__)
 #include "rshmem_cuda.h"
 #define RSHMEMI_COMPAT_HD __host__ __device__ static inline
@@ -80,6 +81,7 @@ static inline void nvshmem_init(void) {
 #endif
 }
 static inline int nvshmemx_init_attr(unsigned int flags, nvshmemx_init_attr_t *attr) {
+  (void)attr; /* read only with MPI */
   if (flags & NVSHMEMX_INIT_WITH_MPI_COMM) {
 #if defined(MPI_VERSION)
     if (attr == NULL || attr->mpi_comm == NULL) {
@@ -150,6 +152,15 @@ RSHMEMI_COMPAT_HD int nvshmem_team_n_pes(nvshmem_team_t team) {
 #else
   int32_t v = -1;
   RSHMEMI_COMPAT_CHECK("nvshmem_team_n_pes", rshmem_host_team_n_pes(team, &v));
+  return v;
+#endif
+}
+RSHMEMI_COMPAT_HD int nvshmem_team_translate_pe(nvshmem_team_t src_team, int src_pe, nvshmem_team_t dest_team) {
+#if defined(__CUDA_ARCH__)
+  return rshmem_team_translate_pe(src_team, src_pe, dest_team);
+#else
+  int32_t v = -1;
+  RSHMEMI_COMPAT_CHECK("nvshmem_team_translate_pe", rshmem_host_team_translate_pe(src_team, src_pe, dest_team, &v));
   return v;
 #endif
 }
@@ -260,32 +271,7 @@ RSHMEMI_COMPAT_HD void nvshmem_getmem(void *dest, const void *source, size_t nby
 #define nvshmem_putmem_nbi nvshmem_putmem
 #define nvshmem_getmem_nbi nvshmem_getmem
 
-/* NVSHMEM's type names -> (C type, rshmem's device name, rshmem's host name) */
-#define RSHMEMI_COMPAT_TYPES(X)                 \
-  X(float, float, fp32)                         \
-  X(double, double, fp64)                       \
-  X(char, char, int8)                           \
-  X(schar, signed char, int8)                   \
-  X(short, short, int16)                        \
-  X(int, int, int32)                            \
-  X(long, long, int64)                          \
-  X(longlong, long long, int64)                 \
-  X(uchar, unsigned char, uint8)                \
-  X(ushort, unsigned short, uint16)             \
-  X(uint, unsigned int, uint32)                 \
-  X(ulong, unsigned long, uint64)               \
-  X(ulonglong, unsigned long long, uint64)      \
-  X(int8, int8_t, int8)                         \
-  X(int16, int16_t, int16)                      \
-  X(int32, int32_t, int32)                      \
-  X(int64, int64_t, int64)                      \
-  X(uint8, uint8_t, uint8)                      \
-  X(uint16, uint16_t, uint16)                   \
-  X(uint32, uint32_t, uint32)                   \
-  X(uint64, uint64_t, uint64)                   \
-  X(size, size_t, uint64)                       \
-  X(ptrdiff, ptrdiff_t, int64)
-
+/* NVSHMEM's type names are RSHMEMI_COMPAT_TYPES of nvshmem_generated.h. */
 /* The element-typed pointers go through the device API's fixed-width types. */
 #define RSHMEMI_COMPAT_HOST_TYPED(NAME, T, R)                                                     \
   RSHMEMI_COMPAT_HD void nvshmem_##NAME##_p(T *dest, T value, int pe) {                           \
@@ -329,6 +315,11 @@ typedef double fp64_t;
 #define RSHMEMI_HOST_fp32 float
 #define RSHMEMI_HOST_fp64 double
 RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_HOST_TYPED)
+
+/* ------------------------------------------------------------------ collectives (host and device) */
+/* nvshmem_<type>_{broadcast,fcollect,alltoall,<op>_reduce}: blocking on the host, the device
+   library's thread-scope collective in kernels (generated from the tables). */
+RSHMEMI_COMPAT_HD_COLLECTIVES
 
 /* ------------------------------------------------------------------ signals */
 RSHMEMI_COMPAT_HD uint64_t nvshmem_signal_wait_until(uint64_t *sig_addr, int cmp, uint64_t value) {
@@ -379,6 +370,11 @@ static inline void nvshmemx_sync_all_on_stream(cudaStream_t s) {
 static inline void nvshmemx_barrier_on_stream(nvshmem_team_t team, cudaStream_t s) {
   RSHMEMI_COMPAT_CHECK("nvshmemx_barrier_on_stream", rshmem_host_barrier_on_stream(team, RSHMEMI_COMPAT_STREAM(s)));
 }
+/* A barrier is a valid sync: rshmem has no weaker on-stream one. */
+static inline int nvshmemx_team_sync_on_stream(nvshmem_team_t team, cudaStream_t s) {
+  RSHMEMI_COMPAT_CHECK("nvshmemx_team_sync_on_stream", rshmem_host_barrier_on_stream(team, RSHMEMI_COMPAT_STREAM(s)));
+  return 0;
+}
 static inline void nvshmemx_quiet_on_stream(cudaStream_t s) {
   RSHMEMI_COMPAT_CHECK("nvshmemx_quiet_on_stream", rshmem_host_quiet_on_stream(RSHMEMI_COMPAT_STREAM(s)));
 }
@@ -413,58 +409,8 @@ static inline nvshmem_team_t rshmemi_compat_active_set(const char *call, int sta
 }
 
 /* Reductions, fcollect, broadcast and alltoall on a stream: NVSHMEM 2's team forms and 1.0's
-   active-set forms (<op>_to_all). */
-#define RSHMEMI_COMPAT_STREAM_COLL(NAME, T, R)                                                                   \
-  RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, sum, SUM)                                                             \
-  RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, prod, PROD)                                                           \
-  RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, min, MIN)                                                             \
-  RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, max, MAX)                                                             \
-  static inline int nvshmemx_##NAME##_fcollect_on_stream(nvshmem_team_t team, T *dest, const T *src, size_t n,   \
-                                                        cudaStream_t s) {                                        \
-    RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_fcollect_on_stream",                                                \
-                         rshmem_host_fcollect_on_stream(team, dest, src, n, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(s))); \
-    return 0;                                                                                                    \
-  }                                                                                                              \
-  static inline int nvshmemx_##NAME##_broadcast_on_stream(nvshmem_team_t team, T *dest, const T *src, size_t n,  \
-                                                         int root, cudaStream_t s) {                             \
-    RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_broadcast_on_stream",                                               \
-                         rshmem_host_broadcast_on_stream(team, dest, src, n, root, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(s))); \
-    return 0;                                                                                                    \
-  }                                                                                                              \
-  static inline int nvshmemx_##NAME##_alltoall_on_stream(nvshmem_team_t team, T *dest, const T *src, size_t n,   \
-                                                        cudaStream_t s) {                                        \
-    RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_alltoall_on_stream",                                                \
-                         rshmem_host_alltoall_on_stream(team, dest, src, n, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(s))); \
-    return 0;                                                                                                    \
-  }
-#define RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, OP, CODE)                                                       \
-  static inline int nvshmemx_##NAME##_##OP##_reduce_on_stream(nvshmem_team_t team, T *dest, const T *src,        \
-                                                             size_t n, cudaStream_t s) {                         \
-    RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_" #OP "_reduce_on_stream",                                          \
-                         rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_##CODE, dest, src, n, RSHMEMI_DT_##R,   \
-                                                      RSHMEMI_COMPAT_STREAM(s)));                                \
-    return 0;                                                                                                    \
-  }                                                                                                              \
-  static inline void nvshmemx_##NAME##_##OP##_to_all_on_stream(T *dest, const T *src, int n, int start,          \
-                                                              int log_stride, int size, T *pWrk, long *pSync,    \
-                                                              cudaStream_t s) {                                  \
-    (void)pWrk;                                                                                                  \
-    (void)pSync;                                                                                                 \
-    nvshmemx_##NAME##_##OP##_reduce_on_stream(                                                                   \
-        rshmemi_compat_active_set("nvshmemx_" #NAME "_" #OP "_to_all_on_stream", start, log_stride, size), dest, \
-        src, (size_t)n, s);                                                                                      \
-  }
-#define RSHMEMI_DT_int8 RSHMEM_DTYPE_INT8
-#define RSHMEMI_DT_int16 RSHMEM_DTYPE_INT16
-#define RSHMEMI_DT_int32 RSHMEM_DTYPE_INT32
-#define RSHMEMI_DT_int64 RSHMEM_DTYPE_INT64
-#define RSHMEMI_DT_uint8 RSHMEM_DTYPE_UINT8
-#define RSHMEMI_DT_uint16 RSHMEM_DTYPE_UINT16
-#define RSHMEMI_DT_uint32 RSHMEM_DTYPE_UINT32
-#define RSHMEMI_DT_uint64 RSHMEM_DTYPE_UINT64
-#define RSHMEMI_DT_fp32 RSHMEM_DTYPE_FLOAT32
-#define RSHMEMI_DT_fp64 RSHMEM_DTYPE_FLOAT64
-RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_STREAM_COLL)
+   active-set forms (<op>_to_all_on_stream), generated from the host table's on-stream rows. */
+RSHMEMI_COMPAT_STREAM_COLLECTIVES
 #endif /* CUDA */
 
 /* ------------------------------------------------------------------ collective launch */

@@ -126,37 +126,12 @@ RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_GROUP_RMA)
   }
 RSHMEMI_COMPAT_SYNC_TYPES(RSHMEMI_COMPAT_SYNC)
 
-/* ---- collectives in kernels (NVSHMEM 2's team forms; one thread, a warp, or a block) */
-#define RSHMEMI_COMPAT_DEV_COLL(NAME, T, R)                                                                 \
-  RSHMEMI_COMPAT_D int nvshmem_##NAME##_fcollect(nvshmem_team_t team, T *d, const T *s, size_t n) {         \
-    return rshmem_##R##_fcollect(team, (R##_t *)d, (const R##_t *)s, n);                                    \
-  }                                                                                                         \
-  RSHMEMI_COMPAT_D int nvshmemx_##NAME##_fcollect_block(nvshmem_team_t team, T *d, const T *s, size_t n) {  \
-    return rshmemx_##R##_fcollect_block(team, (R##_t *)d, (const R##_t *)s, n);                             \
-  }                                                                                                         \
-  RSHMEMI_COMPAT_D int nvshmemx_##NAME##_fcollect_warp(nvshmem_team_t team, T *d, const T *s, size_t n) {   \
-    return rshmemx_##R##_fcollect_warp(team, (R##_t *)d, (const R##_t *)s, n);                              \
-  }                                                                                                         \
-  RSHMEMI_COMPAT_D int nvshmem_##NAME##_broadcast(nvshmem_team_t team, T *d, const T *s, size_t n, int root) { \
-    return rshmem_##R##_broadcast(team, (R##_t *)d, (const R##_t *)s, n, root);                             \
-  }                                                                                                         \
-  RSHMEMI_COMPAT_D int nvshmemx_##NAME##_broadcast_block(nvshmem_team_t team, T *d, const T *s, size_t n,   \
-                                                         int root) {                                        \
-    return rshmemx_##R##_broadcast_block(team, (R##_t *)d, (const R##_t *)s, n, root);                      \
-  }                                                                                                         \
-  RSHMEMI_COMPAT_D int nvshmem_##NAME##_sum_reduce(nvshmem_team_t team, T *d, const T *s, size_t n) {       \
-    return rshmem_##R##_sum_reduce(team, (R##_t *)d, (const R##_t *)s, n);                                  \
-  }                                                                                                         \
-  RSHMEMI_COMPAT_D int nvshmemx_##NAME##_sum_reduce_block(nvshmem_team_t team, T *d, const T *s, size_t n) { \
-    return rshmemx_##R##_sum_reduce_block(team, (R##_t *)d, (const R##_t *)s, n);                           \
-  }                                                                                                         \
-  RSHMEMI_COMPAT_D int nvshmem_##NAME##_max_reduce(nvshmem_team_t team, T *d, const T *s, size_t n) {       \
-    return rshmem_##R##_max_reduce(team, (R##_t *)d, (const R##_t *)s, n);                                  \
-  }                                                                                                         \
-  RSHMEMI_COMPAT_D int nvshmem_##NAME##_min_reduce(nvshmem_team_t team, T *d, const T *s, size_t n) {       \
-    return rshmem_##R##_min_reduce(team, (R##_t *)d, (const R##_t *)s, n);                                  \
-  }
-RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_DEV_COLL)
+/* ---- collectives in kernels by a warp or a block, and the reduce-scatters (NVSHMEM 2's team
+   forms, generated from the device table; the thread-scope ones are nvshmem.h's host-and-device
+   functions) */
+RSHMEMI_COMPAT_DEVICE_COLLECTIVES
+#define nvshmemx_broadcastmem_block rshmemx_broadcastmem_block
+#define nvshmemx_alltoallmem_block rshmemx_alltoallmem_block
 
 /* ---- NVSHMEM 1.0's active-set collect in kernels: only the set of every PE is mapped (the
    kernel stops with a trap otherwise; the next host call reports it) */

@@ -1,7 +1,8 @@
 // Compile check of the NVSHMEM compatibility headers (CI builds it with nvcc, no GPU): a program
 // written against NVSHMEM's names, host and device, including MPI init, must build against
 // rshmem's nvshmem.h unchanged. Run on a GPU it checks a shift, a block put, a signal, an atomic, an
-// fcollect and an on-stream reduction on every PE.
+// fcollect, reductions in a kernel by a thread, a warp and the block (bitwise ones too), a block
+// reduce-scatter, a warp alltoall, on-stream reductions and a blocking host reduction on every PE.
 #include <mpi.h>
 #include <stdio.h>
 
@@ -9,8 +10,9 @@
 #include "nvshmemx.h"
 
 __global__ void exercise(int *box, float *send, float *recv, uint64_t *sig, long *counter, int *gathered,
-                         long *pSync) {
-  int me = nvshmem_my_pe(), n = nvshmem_n_pes(), next = (me + 1) % n;
+                         long *pSync, int *red, float *fout) {
+  int me = nvshmem_my_pe(), n = nvshmem_n_pes(), next = nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD, (me + 1) % n,
+                                                                                      NVSHMEM_TEAM_WORLD);
   if (threadIdx.x == 0) {
     nvshmem_int_p(box, me, next);
     nvshmem_long_atomic_add(counter, 1, 0);
@@ -22,6 +24,13 @@ __global__ void exercise(int *box, float *send, float *recv, uint64_t *sig, long
   if (threadIdx.x == 0) nvshmem_signal_wait_until(sig, NVSHMEM_CMP_GE, 1);
   nvshmemx_barrier_all_block();
   nvshmemx_collect32_block(gathered, box, 1, 0, 0, n, pSync);
+  nvshmemx_int_xor_reduce_block(NVSHMEM_TEAM_WORLD, red, box, 1);
+  nvshmemx_float_sum_reducescatter_block(NVSHMEM_TEAM_WORLD, fout, send, 2);
+  if (threadIdx.x < 32) {
+    nvshmemx_float_max_reduce_warp(NVSHMEM_TEAM_WORLD, fout + 2, send, 1);
+    nvshmemx_int_alltoall_warp(NVSHMEM_TEAM_WORLD, red + 2, gathered, 1);
+  }
+  if (threadIdx.x == 0) nvshmem_int_and_reduce(NVSHMEM_TEAM_WORLD, red + 1, box, 1);
 }
 
 int main(int argc, char **argv) {
@@ -40,18 +49,38 @@ int main(int argc, char **argv) {
   int *gathered = (int *)nvshmem_malloc(n * sizeof(int));
   long *pSync = (long *)nvshmem_malloc(NVSHMEM_COLLECT_SYNC_SIZE * sizeof(long));
   int *total = (int *)nvshmem_malloc(sizeof(int)), *pWrk = (int *)nvshmem_malloc(NVSHMEM_REDUCE_MIN_WRKDATA_SIZE * sizeof(int));
-  void *args[] = {&box, &send, &recv, &sig, &counter, &gathered, &pSync};
+  int *red = (int *)nvshmem_malloc((n + 2) * sizeof(int)), *any = (int *)nvshmem_malloc(sizeof(int));
+  int *top = (int *)nvshmem_malloc(sizeof(int));
+  float *fout = (float *)nvshmem_malloc(3 * sizeof(float));
+  void *args[] = {&box, &send, &recv, &sig, &counter, &gathered, &pSync, &red, &fout};
   int launched = nvshmemx_collective_launch((const void *)exercise, 1, 128, args, 0, stream);
   nvshmemx_barrier_all_on_stream(stream);
+  nvshmemx_team_sync_on_stream(NVSHMEM_TEAM_WORLD, stream);
   nvshmemx_int_sum_to_all_on_stream(total, box, 1, 0, 0, n, pWrk, pSync, stream);
+  nvshmemx_int_or_reduce_on_stream(NVSHMEM_TEAM_WORLD, any, box, 1, stream);
   cudaStreamSynchronize(stream);
+  nvshmem_int_max_reduce(NVSHMEM_TEAM_WORLD, top, box, 1); /* blocking, from the host */
   int got_total = -1, got_box = -1;
   long got_counter = -1;
   cudaMemcpy(&got_total, total, sizeof(int), cudaMemcpyDeviceToHost);
   cudaMemcpy(&got_box, box, sizeof(int), cudaMemcpyDeviceToHost);
+  int got_red[2 + 64] = {0}, got_any = -1, got_top = -1, want_xor = 0, want_and = ~0, want_or = 0;
+  float got_f[3] = {0, 0, 0};
+  cudaMemcpy(got_red, red, (n + 2) * sizeof(int), cudaMemcpyDeviceToHost);
+  cudaMemcpy(&got_any, any, sizeof(int), cudaMemcpyDeviceToHost);
+  cudaMemcpy(&got_top, top, sizeof(int), cudaMemcpyDeviceToHost);
+  cudaMemcpy(got_f, fout, sizeof got_f, cudaMemcpyDeviceToHost);
+  for (int p = 0; p < n; p++) {
+    want_xor ^= p;
+    want_and &= p;
+    want_or |= p;
+  }
+  int coll_ok = n <= 64 && got_red[0] == want_xor && got_red[1] == want_and && got_any == want_or && got_top == n - 1 &&
+                got_f[0] == n * (n - 1) / 2 && got_f[1] == got_f[0] && got_f[2] == n - 1;
+  for (int p = 0; p < n && p < 64; p++) coll_ok = coll_ok && got_red[2 + p] == (me + n - 1) % n;
   got_counter = nvshmem_long_g(counter, 0);
   int ok = launched == NVSHMEM_SUCCESS && got_box == (me + n - 1) % n && got_total == n * (n - 1) / 2 &&
-           got_counter == n;
+           got_counter == n && coll_ok;
   printf("PE %d (node PE %d): nvshmem compat %s\n", me, node_pe, ok ? "correct" : "WRONG");
   nvshmem_free(box);
   nvshmem_free(send);
@@ -62,6 +91,10 @@ int main(int argc, char **argv) {
   nvshmem_free(pSync);
   nvshmem_free(total);
   nvshmem_free(pWrk);
+  nvshmem_free(red);
+  nvshmem_free(any);
+  nvshmem_free(top);
+  nvshmem_free(fout);
   nvshmem_finalize();
   MPI_Finalize();
   return ok ? 0 : 1;

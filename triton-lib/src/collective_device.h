@@ -113,28 +113,35 @@ RSHMEMI_DEV void* rshmemi_team_ws(int team) {
   return (void*)(uintptr_t)(s->coll_ws + (uint64_t)team * s->coll_ws_size);
 }
 
-// dest[i] = OP over members of source[i], for i < nelems. Integer arithmetic wraps (built with
-// -fwrapv).
-template <int OP, typename T>
+// dest[i] = OP over members of source[i], for i < nelems (SCATTER false: reduce), or
+// dest[i] = OP over members of source[my_index * nelems + i] (SCATTER true: reduce-scatter, where
+// `source` holds one block of nelems per member). Integer arithmetic wraps (built with -fwrapv).
+// Each round stages a chunk of what the members need into this PE's workspace: for a
+// reduce-scatter the same element range of every member's block, block j at ws + j * m, so that
+// member j reads its part of every PE's workspace at one offset.
+template <int OP, bool SCATTER, typename T>
 RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelems, int scope) {
   typedef rshmemi_conv<T> C;
   typedef typename C::acc A;
   const rshmemi_device_state_t* s = rshmemi_state();
   const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
-  const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T));
+  const size_t blocks = SCATTER ? (size_t)t.size : 1;
+  const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T)) / blocks;
   T* ws = (T*)rshmemi_team_ws(team);
   if (ws == 0 || chunk == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, dest, s->coll_ws_size, 0, 0);
   const uint32_t lane = rshmemi_lane(scope), nlanes = rshmemi_nlanes(scope);
+  const size_t mine = SCATTER ? (size_t)t.my_index : 0;
   for (size_t off = 0; off < nelems; off += chunk) {
     const size_t m = nelems - off < chunk ? nelems - off : chunk;
     rshmemi_group_sync(scope);
-    rshmemi_copy(ws, source + off, m * sizeof(T), lane, nlanes);
+    for (size_t j = 0; j < blocks; ++j) rshmemi_copy(ws + j * m, source + j * nelems + off, m * sizeof(T), lane, nlanes);
     rshmemi_team_barrier(team, true, scope);  // every member's chunk is staged
     for (size_t e = lane; e < m; e += nlanes) {
-      A acc = C::widen(((const T*)rshmemi_peer_or_fail(ws, rshmemi_team_member(&t, 0)))[e]);
+      const size_t at = mine * m + e;
+      A acc = C::widen(((const T*)rshmemi_peer_or_fail(ws, rshmemi_team_member(&t, 0)))[at]);
       for (int i = 1; i < t.size; ++i) {
         const T* peer = (const T*)rshmemi_peer_or_fail(ws, rshmemi_team_member(&t, i));
-        acc = rshmemi_combine<OP, A>::f(acc, C::widen(peer[e]));
+        acc = rshmemi_combine<OP, A>::f(acc, C::widen(peer[at]));
       }
       dest[off + e] = C::narrow(acc);
     }

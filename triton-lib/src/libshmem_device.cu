@@ -281,6 +281,10 @@ RSHMEMI_FOR_AMO_DTYPES(RSHMEMI_P2P)
     rshmemi_alltoallmem(team, dest, source, nelems * sizeof(T), RSHMEMI_THREAD);                                \
     return 0;                                                                                                   \
   }                                                                                                             \
+  RSHMEM_EXPORT int32_t rshmemx_##N##_alltoall_warp(int32_t team, T* dest, const T* source, uint64_t nelems) {  \
+    rshmemi_alltoallmem(team, dest, source, nelems * sizeof(T), RSHMEMI_WARP);                                  \
+    return 0;                                                                                                   \
+  }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmemx_##N##_alltoall_block(int32_t team, T* dest, const T* source, uint64_t nelems) { \
     rshmemi_alltoallmem(team, dest, source, nelems * sizeof(T), RSHMEMI_BLOCK);                                 \
     return 0;                                                                                                   \
@@ -297,15 +301,22 @@ RSHMEM_EXPORT int32_t rshmemx_alltoallmem_block(int32_t team, void* dest, const 
 }
 
 // ---------------------------------------------------------------- reductions
-#define RSHMEMI_REDUCE(OPNAME, OP, N, T)                                                                          \
-  RSHMEM_EXPORT int32_t rshmem_##N##_##OPNAME##_reduce(int32_t team, T* dest, const T* source, uint64_t nelems) { \
-    rshmemi_reduce<OP, T>(team, dest, source, nelems, RSHMEMI_THREAD);                                            \
-    return 0;                                                                                                     \
-  }                                                                                                               \
-  RSHMEM_EXPORT int32_t rshmemx_##N##_##OPNAME##_reduce_block(int32_t team, T* dest, const T* source, uint64_t nelems) { \
-    rshmemi_reduce<OP, T>(team, dest, source, nelems, RSHMEMI_BLOCK);                                             \
-    return 0;                                                                                                     \
+#define RSHMEMI_REDUCE_SCOPES(OPNAME, KIND, OP, SCATTER, N, T)                                                    \
+  RSHMEM_EXPORT int32_t rshmem_##N##_##OPNAME##_##KIND(int32_t team, T* dest, const T* source, uint64_t nelems) {    \
+    rshmemi_reduce<OP, SCATTER, T>(team, dest, source, nelems, RSHMEMI_THREAD);                                      \
+    return 0;                                                                                                        \
+  }                                                                                                                  \
+  RSHMEM_EXPORT int32_t rshmemx_##N##_##OPNAME##_##KIND##_warp(int32_t team, T* dest, const T* source, uint64_t nelems) { \
+    rshmemi_reduce<OP, SCATTER, T>(team, dest, source, nelems, RSHMEMI_WARP);                                        \
+    return 0;                                                                                                        \
+  }                                                                                                                  \
+  RSHMEM_EXPORT int32_t rshmemx_##N##_##OPNAME##_##KIND##_block(int32_t team, T* dest, const T* source, uint64_t nelems) { \
+    rshmemi_reduce<OP, SCATTER, T>(team, dest, source, nelems, RSHMEMI_BLOCK);                                       \
+    return 0;                                                                                                        \
   }
+#define RSHMEMI_REDUCE(OPNAME, OP, N, T)               \
+  RSHMEMI_REDUCE_SCOPES(OPNAME, reduce, OP, false, N, T) \
+  RSHMEMI_REDUCE_SCOPES(OPNAME, reducescatter, OP, true, N, T)
 #define RSHMEMI_REDUCE_SUM(N, T) RSHMEMI_REDUCE(sum, RSHMEMI_SUM, N, T)
 #define RSHMEMI_REDUCE_PROD(N, T) RSHMEMI_REDUCE(prod, RSHMEMI_PROD, N, T)
 #define RSHMEMI_REDUCE_MIN(N, T) RSHMEMI_REDUCE(min, RSHMEMI_MIN, N, T)

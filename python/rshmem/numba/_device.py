@@ -388,8 +388,37 @@ def _reduce(name: str, suffix: str):
     return stub
 
 
-_reduce("reduce", "")
-_reduce("reduce_block", "_block")
+for _suffix in ("", "_warp", "_block"):
+    _reduce("reduce" + _suffix, _suffix)
+
+
+def _reducescatter(name: str, suffix: str):
+    stub = _define(name, "team, dst_array, src_array, op",
+                   f"{_SCOPE_DOC[suffix]} reduces block `team_my_pe(team)` of `src_array` over the members of "
+                   "`team` into `dst_array`: `src_array` holds one block per member, `dst_array` one block "
+                   f"(`op`: {', '.join(_REDUCE_OPS)}, a string constant; block = min(dst_array.size, "
+                   "src_array.size // team size)). The arrays must not overlap.")
+
+    @overload(stub, prefer_literal=True)
+    def _ol(team, dst_array, src_array, op):
+        value = _literal_op(name, op)
+        _array(name, "dst_array", dst_array, ALL_DTYPES)
+        _array(name, "src_array", src_array, ALL_DTYPES)
+        _same_dtype(name, dst_array, src_array, "dst_array", "src_array")
+        if value in ("and", "or", "xor") and dst_array.dtype not in INTEGER_DTYPES:
+            raise _fail(name, f"op {value!r} takes integer arrays, not {dst_array.dtype}")
+        raw_fn = getattr(_raw, f"{value}_reducescatter{suffix}")
+
+        def impl(team, dst_array, src_array, op):
+            raw_fn(team, dst_array, src_array, min(dst_array.size, src_array.size // _raw.team_n_pes(team)))
+
+        return impl
+
+    return stub
+
+
+for _suffix in ("", "_warp", "_block"):
+    _reducescatter("reducescatter" + _suffix, _suffix)
 
 
 def _broadcast(name: str, suffix: str):
@@ -455,32 +484,7 @@ def _alltoall(name: str, suffix: str):
 for _suffix in ("", "_warp", "_block"):
     _broadcast("broadcast" + _suffix, _suffix)
     _fcollect("fcollect" + _suffix, _suffix)
-_alltoall("alltoall", "")
-_alltoall("alltoall_block", "_block")
-
-# nvshmem4py names the device library does not have: a clear compile-time error instead.
-_NOT_OFFERED = {
-    "reduce_warp": "reductions run per thread or per block (reduce, reduce_block)",
-    "alltoall_warp": "alltoall runs per thread or per block (alltoall, alltoall_block)",
-    "reducescatter": "the device library has no reduce-scatter; reduce into a full array and take your part",
-    "reducescatter_block": "the device library has no reduce-scatter; use reduce_block",
-    "reducescatter_warp": "the device library has no reduce-scatter",
-}
-
-
-def _not_offered(name: str, why: str):
-    stub = _define(name, "*args", f"Not offered by rshmem: {why}.")
-
-    @overload(stub)
-    def _ol(*args):
-        raise _fail(name, f"not offered: {why}")
-
-    return stub
-
-
-for _name, _why in _NOT_OFFERED.items():
-    _not_offered(_name, _why)
-
+    _alltoall("alltoall" + _suffix, _suffix)
 
 # --------------------------------------------------------------------------- peer arrays
 # An intrinsic, not an overload: Numba's device functions may return only arrays they were

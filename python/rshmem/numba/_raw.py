@@ -1098,6 +1098,19 @@ def alltoall(typingctx, team, dest, source, nelems):
     return typed(_ALLTOALL, typingctx, team, dest, source, nelems)
 
 
+_ALLTOALL_WARP = Row('alltoall_warp', {'int8': 'rshmemx_int8_alltoall_warp', 'int16': 'rshmemx_int16_alltoall_warp', 'int32': 'rshmemx_int32_alltoall_warp', 'int64': 'rshmemx_int64_alltoall_warp', 'uint8': 'rshmemx_uint8_alltoall_warp', 'uint16': 'rshmemx_uint16_alltoall_warp', 'uint32': 'rshmemx_uint32_alltoall_warp', 'uint64': 'rshmemx_uint64_alltoall_warp', 'fp16': 'rshmemx_fp16_alltoall_warp', 'bf16': 'rshmemx_bf16_alltoall_warp', 'fp32': 'rshmemx_fp32_alltoall_warp', 'fp64': 'rshmemx_fp64_alltoall_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'alltoall_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def alltoall_warp(typingctx, team, dest, source, nelems):
+    """alltoall_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `alltoall` by all threads of a warp.
+    """
+    return typed(_ALLTOALL_WARP, typingctx, team, dest, source, nelems)
+
+
 _ALLTOALL_BLOCK = Row('alltoall_block', {'int8': 'rshmemx_int8_alltoall_block', 'int16': 'rshmemx_int16_alltoall_block', 'int32': 'rshmemx_int32_alltoall_block', 'int64': 'rshmemx_int64_alltoall_block', 'uint8': 'rshmemx_uint8_alltoall_block', 'uint16': 'rshmemx_uint16_alltoall_block', 'uint32': 'rshmemx_uint32_alltoall_block', 'uint64': 'rshmemx_uint64_alltoall_block', 'fp16': 'rshmemx_fp16_alltoall_block', 'bf16': 'rshmemx_bf16_alltoall_block', 'fp32': 'rshmemx_fp32_alltoall_block', 'fp64': 'rshmemx_fp64_alltoall_block'},
     (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'alltoall_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
 
@@ -1122,6 +1135,19 @@ def sum_reduce(typingctx, team, dest, source, nelems):
     Thread scope. Sum over the members of `team` of `source[i]` into `dest[i]`, i < nelems (dest may equal source).
     """
     return typed(_SUM_REDUCE, typingctx, team, dest, source, nelems)
+
+
+_SUM_REDUCE_WARP = Row('sum_reduce_warp', {'int8': 'rshmemx_int8_sum_reduce_warp', 'int16': 'rshmemx_int16_sum_reduce_warp', 'int32': 'rshmemx_int32_sum_reduce_warp', 'int64': 'rshmemx_int64_sum_reduce_warp', 'uint8': 'rshmemx_uint8_sum_reduce_warp', 'uint16': 'rshmemx_uint16_sum_reduce_warp', 'uint32': 'rshmemx_uint32_sum_reduce_warp', 'uint64': 'rshmemx_uint64_sum_reduce_warp', 'fp16': 'rshmemx_fp16_sum_reduce_warp', 'bf16': 'rshmemx_bf16_sum_reduce_warp', 'fp32': 'rshmemx_fp32_sum_reduce_warp', 'fp64': 'rshmemx_fp64_sum_reduce_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'sum_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def sum_reduce_warp(typingctx, team, dest, source, nelems):
+    """sum_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `sum_reduce` by all threads of a warp.
+    """
+    return typed(_SUM_REDUCE_WARP, typingctx, team, dest, source, nelems)
 
 
 _SUM_REDUCE_BLOCK = Row('sum_reduce_block', {'int8': 'rshmemx_int8_sum_reduce_block', 'int16': 'rshmemx_int16_sum_reduce_block', 'int32': 'rshmemx_int32_sum_reduce_block', 'int64': 'rshmemx_int64_sum_reduce_block', 'uint8': 'rshmemx_uint8_sum_reduce_block', 'uint16': 'rshmemx_uint16_sum_reduce_block', 'uint32': 'rshmemx_uint32_sum_reduce_block', 'uint64': 'rshmemx_uint64_sum_reduce_block', 'fp16': 'rshmemx_fp16_sum_reduce_block', 'bf16': 'rshmemx_bf16_sum_reduce_block', 'fp32': 'rshmemx_fp32_sum_reduce_block', 'fp64': 'rshmemx_fp64_sum_reduce_block'},
@@ -1150,6 +1176,19 @@ def prod_reduce(typingctx, team, dest, source, nelems):
     return typed(_PROD_REDUCE, typingctx, team, dest, source, nelems)
 
 
+_PROD_REDUCE_WARP = Row('prod_reduce_warp', {'int8': 'rshmemx_int8_prod_reduce_warp', 'int16': 'rshmemx_int16_prod_reduce_warp', 'int32': 'rshmemx_int32_prod_reduce_warp', 'int64': 'rshmemx_int64_prod_reduce_warp', 'uint8': 'rshmemx_uint8_prod_reduce_warp', 'uint16': 'rshmemx_uint16_prod_reduce_warp', 'uint32': 'rshmemx_uint32_prod_reduce_warp', 'uint64': 'rshmemx_uint64_prod_reduce_warp', 'fp16': 'rshmemx_fp16_prod_reduce_warp', 'bf16': 'rshmemx_bf16_prod_reduce_warp', 'fp32': 'rshmemx_fp32_prod_reduce_warp', 'fp64': 'rshmemx_fp64_prod_reduce_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'prod_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def prod_reduce_warp(typingctx, team, dest, source, nelems):
+    """prod_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `prod_reduce` by all threads of a warp.
+    """
+    return typed(_PROD_REDUCE_WARP, typingctx, team, dest, source, nelems)
+
+
 _PROD_REDUCE_BLOCK = Row('prod_reduce_block', {'int8': 'rshmemx_int8_prod_reduce_block', 'int16': 'rshmemx_int16_prod_reduce_block', 'int32': 'rshmemx_int32_prod_reduce_block', 'int64': 'rshmemx_int64_prod_reduce_block', 'uint8': 'rshmemx_uint8_prod_reduce_block', 'uint16': 'rshmemx_uint16_prod_reduce_block', 'uint32': 'rshmemx_uint32_prod_reduce_block', 'uint64': 'rshmemx_uint64_prod_reduce_block', 'fp16': 'rshmemx_fp16_prod_reduce_block', 'bf16': 'rshmemx_bf16_prod_reduce_block', 'fp32': 'rshmemx_fp32_prod_reduce_block', 'fp64': 'rshmemx_fp64_prod_reduce_block'},
     (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'prod_reduce_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
 
@@ -1174,6 +1213,19 @@ def min_reduce(typingctx, team, dest, source, nelems):
     Thread scope. Minimum over the members of `team` of `source[i]` into `dest[i]`, i < nelems (dest may equal source).
     """
     return typed(_MIN_REDUCE, typingctx, team, dest, source, nelems)
+
+
+_MIN_REDUCE_WARP = Row('min_reduce_warp', {'int8': 'rshmemx_int8_min_reduce_warp', 'int16': 'rshmemx_int16_min_reduce_warp', 'int32': 'rshmemx_int32_min_reduce_warp', 'int64': 'rshmemx_int64_min_reduce_warp', 'uint8': 'rshmemx_uint8_min_reduce_warp', 'uint16': 'rshmemx_uint16_min_reduce_warp', 'uint32': 'rshmemx_uint32_min_reduce_warp', 'uint64': 'rshmemx_uint64_min_reduce_warp', 'fp16': 'rshmemx_fp16_min_reduce_warp', 'bf16': 'rshmemx_bf16_min_reduce_warp', 'fp32': 'rshmemx_fp32_min_reduce_warp', 'fp64': 'rshmemx_fp64_min_reduce_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'min_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def min_reduce_warp(typingctx, team, dest, source, nelems):
+    """min_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `min_reduce` by all threads of a warp.
+    """
+    return typed(_MIN_REDUCE_WARP, typingctx, team, dest, source, nelems)
 
 
 _MIN_REDUCE_BLOCK = Row('min_reduce_block', {'int8': 'rshmemx_int8_min_reduce_block', 'int16': 'rshmemx_int16_min_reduce_block', 'int32': 'rshmemx_int32_min_reduce_block', 'int64': 'rshmemx_int64_min_reduce_block', 'uint8': 'rshmemx_uint8_min_reduce_block', 'uint16': 'rshmemx_uint16_min_reduce_block', 'uint32': 'rshmemx_uint32_min_reduce_block', 'uint64': 'rshmemx_uint64_min_reduce_block', 'fp16': 'rshmemx_fp16_min_reduce_block', 'bf16': 'rshmemx_bf16_min_reduce_block', 'fp32': 'rshmemx_fp32_min_reduce_block', 'fp64': 'rshmemx_fp64_min_reduce_block'},
@@ -1202,6 +1254,19 @@ def max_reduce(typingctx, team, dest, source, nelems):
     return typed(_MAX_REDUCE, typingctx, team, dest, source, nelems)
 
 
+_MAX_REDUCE_WARP = Row('max_reduce_warp', {'int8': 'rshmemx_int8_max_reduce_warp', 'int16': 'rshmemx_int16_max_reduce_warp', 'int32': 'rshmemx_int32_max_reduce_warp', 'int64': 'rshmemx_int64_max_reduce_warp', 'uint8': 'rshmemx_uint8_max_reduce_warp', 'uint16': 'rshmemx_uint16_max_reduce_warp', 'uint32': 'rshmemx_uint32_max_reduce_warp', 'uint64': 'rshmemx_uint64_max_reduce_warp', 'fp16': 'rshmemx_fp16_max_reduce_warp', 'bf16': 'rshmemx_bf16_max_reduce_warp', 'fp32': 'rshmemx_fp32_max_reduce_warp', 'fp64': 'rshmemx_fp64_max_reduce_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'max_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def max_reduce_warp(typingctx, team, dest, source, nelems):
+    """max_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `max_reduce` by all threads of a warp.
+    """
+    return typed(_MAX_REDUCE_WARP, typingctx, team, dest, source, nelems)
+
+
 _MAX_REDUCE_BLOCK = Row('max_reduce_block', {'int8': 'rshmemx_int8_max_reduce_block', 'int16': 'rshmemx_int16_max_reduce_block', 'int32': 'rshmemx_int32_max_reduce_block', 'int64': 'rshmemx_int64_max_reduce_block', 'uint8': 'rshmemx_uint8_max_reduce_block', 'uint16': 'rshmemx_uint16_max_reduce_block', 'uint32': 'rshmemx_uint32_max_reduce_block', 'uint64': 'rshmemx_uint64_max_reduce_block', 'fp16': 'rshmemx_fp16_max_reduce_block', 'bf16': 'rshmemx_bf16_max_reduce_block', 'fp32': 'rshmemx_fp32_max_reduce_block', 'fp64': 'rshmemx_fp64_max_reduce_block'},
     (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'max_reduce_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
 
@@ -1226,6 +1291,19 @@ def and_reduce(typingctx, team, dest, source, nelems):
     Thread scope. Bitwise and over the members of `team` of `source[i]` into `dest[i]`, i < nelems (dest may equal source).
     """
     return typed(_AND_REDUCE, typingctx, team, dest, source, nelems)
+
+
+_AND_REDUCE_WARP = Row('and_reduce_warp', {'int8': 'rshmemx_int8_and_reduce_warp', 'int16': 'rshmemx_int16_and_reduce_warp', 'int32': 'rshmemx_int32_and_reduce_warp', 'int64': 'rshmemx_int64_and_reduce_warp', 'uint8': 'rshmemx_uint8_and_reduce_warp', 'uint16': 'rshmemx_uint16_and_reduce_warp', 'uint32': 'rshmemx_uint32_and_reduce_warp', 'uint64': 'rshmemx_uint64_and_reduce_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'and_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def and_reduce_warp(typingctx, team, dest, source, nelems):
+    """and_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `and_reduce` by all threads of a warp.
+    """
+    return typed(_AND_REDUCE_WARP, typingctx, team, dest, source, nelems)
 
 
 _AND_REDUCE_BLOCK = Row('and_reduce_block', {'int8': 'rshmemx_int8_and_reduce_block', 'int16': 'rshmemx_int16_and_reduce_block', 'int32': 'rshmemx_int32_and_reduce_block', 'int64': 'rshmemx_int64_and_reduce_block', 'uint8': 'rshmemx_uint8_and_reduce_block', 'uint16': 'rshmemx_uint16_and_reduce_block', 'uint32': 'rshmemx_uint32_and_reduce_block', 'uint64': 'rshmemx_uint64_and_reduce_block'},
@@ -1254,6 +1332,19 @@ def or_reduce(typingctx, team, dest, source, nelems):
     return typed(_OR_REDUCE, typingctx, team, dest, source, nelems)
 
 
+_OR_REDUCE_WARP = Row('or_reduce_warp', {'int8': 'rshmemx_int8_or_reduce_warp', 'int16': 'rshmemx_int16_or_reduce_warp', 'int32': 'rshmemx_int32_or_reduce_warp', 'int64': 'rshmemx_int64_or_reduce_warp', 'uint8': 'rshmemx_uint8_or_reduce_warp', 'uint16': 'rshmemx_uint16_or_reduce_warp', 'uint32': 'rshmemx_uint32_or_reduce_warp', 'uint64': 'rshmemx_uint64_or_reduce_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'or_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def or_reduce_warp(typingctx, team, dest, source, nelems):
+    """or_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `or_reduce` by all threads of a warp.
+    """
+    return typed(_OR_REDUCE_WARP, typingctx, team, dest, source, nelems)
+
+
 _OR_REDUCE_BLOCK = Row('or_reduce_block', {'int8': 'rshmemx_int8_or_reduce_block', 'int16': 'rshmemx_int16_or_reduce_block', 'int32': 'rshmemx_int32_or_reduce_block', 'int64': 'rshmemx_int64_or_reduce_block', 'uint8': 'rshmemx_uint8_or_reduce_block', 'uint16': 'rshmemx_uint16_or_reduce_block', 'uint32': 'rshmemx_uint32_or_reduce_block', 'uint64': 'rshmemx_uint64_or_reduce_block'},
     (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'or_reduce_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
 
@@ -1280,6 +1371,19 @@ def xor_reduce(typingctx, team, dest, source, nelems):
     return typed(_XOR_REDUCE, typingctx, team, dest, source, nelems)
 
 
+_XOR_REDUCE_WARP = Row('xor_reduce_warp', {'int8': 'rshmemx_int8_xor_reduce_warp', 'int16': 'rshmemx_int16_xor_reduce_warp', 'int32': 'rshmemx_int32_xor_reduce_warp', 'int64': 'rshmemx_int64_xor_reduce_warp', 'uint8': 'rshmemx_uint8_xor_reduce_warp', 'uint16': 'rshmemx_uint16_xor_reduce_warp', 'uint32': 'rshmemx_uint32_xor_reduce_warp', 'uint64': 'rshmemx_uint64_xor_reduce_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'xor_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def xor_reduce_warp(typingctx, team, dest, source, nelems):
+    """xor_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `xor_reduce` by all threads of a warp.
+    """
+    return typed(_XOR_REDUCE_WARP, typingctx, team, dest, source, nelems)
+
+
 _XOR_REDUCE_BLOCK = Row('xor_reduce_block', {'int8': 'rshmemx_int8_xor_reduce_block', 'int16': 'rshmemx_int16_xor_reduce_block', 'int32': 'rshmemx_int32_xor_reduce_block', 'int64': 'rshmemx_int64_xor_reduce_block', 'uint8': 'rshmemx_uint8_xor_reduce_block', 'uint16': 'rshmemx_uint16_xor_reduce_block', 'uint32': 'rshmemx_uint32_xor_reduce_block', 'uint64': 'rshmemx_uint64_xor_reduce_block'},
     (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'xor_reduce_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
 
@@ -1292,5 +1396,278 @@ def xor_reduce_block(typingctx, team, dest, source, nelems):
     """
     return typed(_XOR_REDUCE_BLOCK, typingctx, team, dest, source, nelems)
 
-ROWS = {"my_pe": _MY_PE, "n_pes": _N_PES, "team_my_pe": _TEAM_MY_PE, "team_n_pes": _TEAM_N_PES, "team_translate_pe": _TEAM_TRANSLATE_PE, "remote_ptr": _REMOTE_PTR, "int_p": _INT_P, "putmem": _PUTMEM, "putmem_nbi": _PUTMEM_NBI, "putmem_warp": _PUTMEM_WARP, "putmem_nbi_warp": _PUTMEM_NBI_WARP, "putmem_block": _PUTMEM_BLOCK, "putmem_nbi_block": _PUTMEM_NBI_BLOCK, "getmem": _GETMEM, "getmem_nbi": _GETMEM_NBI, "getmem_warp": _GETMEM_WARP, "getmem_nbi_warp": _GETMEM_NBI_WARP, "getmem_block": _GETMEM_BLOCK, "getmem_nbi_block": _GETMEM_NBI_BLOCK, "putmem_signal": _PUTMEM_SIGNAL, "putmem_signal_nbi": _PUTMEM_SIGNAL_NBI, "putmem_signal_warp": _PUTMEM_SIGNAL_WARP, "putmem_signal_nbi_warp": _PUTMEM_SIGNAL_NBI_WARP, "putmem_signal_block": _PUTMEM_SIGNAL_BLOCK, "putmem_signal_nbi_block": _PUTMEM_SIGNAL_NBI_BLOCK, "signal_op": _SIGNAL_OP, "signal_wait_until": _SIGNAL_WAIT_UNTIL, "signal_fetch": _SIGNAL_FETCH, "fence": _FENCE, "quiet": _QUIET, "barrier_all": _BARRIER_ALL, "barrier_all_warp": _BARRIER_ALL_WARP, "barrier_all_block": _BARRIER_ALL_BLOCK, "sync_all": _SYNC_ALL, "sync_all_warp": _SYNC_ALL_WARP, "sync_all_block": _SYNC_ALL_BLOCK, "barrier": _BARRIER, "barrier_warp": _BARRIER_WARP, "barrier_block": _BARRIER_BLOCK, "sync": _SYNC, "team_sync_warp": _TEAM_SYNC_WARP, "team_sync_block": _TEAM_SYNC_BLOCK, "broadcastmem_block": _BROADCASTMEM_BLOCK, "alltoallmem_block": _ALLTOALLMEM_BLOCK, "p": _P, "g": _G, "put": _PUT, "put_warp": _PUT_WARP, "put_block": _PUT_BLOCK, "get": _GET, "get_warp": _GET_WARP, "get_block": _GET_BLOCK, "atomic_fetch": _ATOMIC_FETCH, "atomic_set": _ATOMIC_SET, "atomic_swap": _ATOMIC_SWAP, "atomic_compare_swap": _ATOMIC_COMPARE_SWAP, "atomic_add": _ATOMIC_ADD, "atomic_fetch_add": _ATOMIC_FETCH_ADD, "atomic_inc": _ATOMIC_INC, "atomic_fetch_inc": _ATOMIC_FETCH_INC, "atomic_and": _ATOMIC_AND, "atomic_fetch_and": _ATOMIC_FETCH_AND, "atomic_or": _ATOMIC_OR, "atomic_fetch_or": _ATOMIC_FETCH_OR, "atomic_xor": _ATOMIC_XOR, "atomic_fetch_xor": _ATOMIC_FETCH_XOR, "wait_until": _WAIT_UNTIL, "test": _TEST, "wait_until_all": _WAIT_UNTIL_ALL, "wait_until_any": _WAIT_UNTIL_ANY, "wait_until_some": _WAIT_UNTIL_SOME, "test_all": _TEST_ALL, "test_any": _TEST_ANY, "test_some": _TEST_SOME, "broadcast": _BROADCAST, "broadcast_warp": _BROADCAST_WARP, "broadcast_block": _BROADCAST_BLOCK, "fcollect": _FCOLLECT, "fcollect_warp": _FCOLLECT_WARP, "fcollect_block": _FCOLLECT_BLOCK, "alltoall": _ALLTOALL, "alltoall_block": _ALLTOALL_BLOCK, "sum_reduce": _SUM_REDUCE, "sum_reduce_block": _SUM_REDUCE_BLOCK, "prod_reduce": _PROD_REDUCE, "prod_reduce_block": _PROD_REDUCE_BLOCK, "min_reduce": _MIN_REDUCE, "min_reduce_block": _MIN_REDUCE_BLOCK, "max_reduce": _MAX_REDUCE, "max_reduce_block": _MAX_REDUCE_BLOCK, "and_reduce": _AND_REDUCE, "and_reduce_block": _AND_REDUCE_BLOCK, "or_reduce": _OR_REDUCE, "or_reduce_block": _OR_REDUCE_BLOCK, "xor_reduce": _XOR_REDUCE, "xor_reduce_block": _XOR_REDUCE_BLOCK}
+
+_SUM_REDUCESCATTER = Row('sum_reducescatter', {'int8': 'rshmem_int8_sum_reducescatter', 'int16': 'rshmem_int16_sum_reducescatter', 'int32': 'rshmem_int32_sum_reducescatter', 'int64': 'rshmem_int64_sum_reducescatter', 'uint8': 'rshmem_uint8_sum_reducescatter', 'uint16': 'rshmem_uint16_sum_reducescatter', 'uint32': 'rshmem_uint32_sum_reducescatter', 'uint64': 'rshmem_uint64_sum_reducescatter', 'fp16': 'rshmem_fp16_sum_reducescatter', 'bf16': 'rshmem_bf16_sum_reducescatter', 'fp32': 'rshmem_fp32_sum_reducescatter', 'fp64': 'rshmem_fp64_sum_reducescatter'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'thread', 'sum_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def sum_reducescatter(typingctx, team, dest, source, nelems):
+    """sum_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Thread scope. Sum over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    return typed(_SUM_REDUCESCATTER, typingctx, team, dest, source, nelems)
+
+
+_SUM_REDUCESCATTER_WARP = Row('sum_reducescatter_warp', {'int8': 'rshmemx_int8_sum_reducescatter_warp', 'int16': 'rshmemx_int16_sum_reducescatter_warp', 'int32': 'rshmemx_int32_sum_reducescatter_warp', 'int64': 'rshmemx_int64_sum_reducescatter_warp', 'uint8': 'rshmemx_uint8_sum_reducescatter_warp', 'uint16': 'rshmemx_uint16_sum_reducescatter_warp', 'uint32': 'rshmemx_uint32_sum_reducescatter_warp', 'uint64': 'rshmemx_uint64_sum_reducescatter_warp', 'fp16': 'rshmemx_fp16_sum_reducescatter_warp', 'bf16': 'rshmemx_bf16_sum_reducescatter_warp', 'fp32': 'rshmemx_fp32_sum_reducescatter_warp', 'fp64': 'rshmemx_fp64_sum_reducescatter_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'sum_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def sum_reducescatter_warp(typingctx, team, dest, source, nelems):
+    """sum_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `sum_reducescatter` by all threads of a warp.
+    """
+    return typed(_SUM_REDUCESCATTER_WARP, typingctx, team, dest, source, nelems)
+
+
+_SUM_REDUCESCATTER_BLOCK = Row('sum_reducescatter_block', {'int8': 'rshmemx_int8_sum_reducescatter_block', 'int16': 'rshmemx_int16_sum_reducescatter_block', 'int32': 'rshmemx_int32_sum_reducescatter_block', 'int64': 'rshmemx_int64_sum_reducescatter_block', 'uint8': 'rshmemx_uint8_sum_reducescatter_block', 'uint16': 'rshmemx_uint16_sum_reducescatter_block', 'uint32': 'rshmemx_uint32_sum_reducescatter_block', 'uint64': 'rshmemx_uint64_sum_reducescatter_block', 'fp16': 'rshmemx_fp16_sum_reducescatter_block', 'bf16': 'rshmemx_bf16_sum_reducescatter_block', 'fp32': 'rshmemx_fp32_sum_reducescatter_block', 'fp64': 'rshmemx_fp64_sum_reducescatter_block'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'sum_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def sum_reducescatter_block(typingctx, team, dest, source, nelems):
+    """sum_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Block scope. `sum_reducescatter` by all threads of the block.
+    """
+    return typed(_SUM_REDUCESCATTER_BLOCK, typingctx, team, dest, source, nelems)
+
+
+_PROD_REDUCESCATTER = Row('prod_reducescatter', {'int8': 'rshmem_int8_prod_reducescatter', 'int16': 'rshmem_int16_prod_reducescatter', 'int32': 'rshmem_int32_prod_reducescatter', 'int64': 'rshmem_int64_prod_reducescatter', 'uint8': 'rshmem_uint8_prod_reducescatter', 'uint16': 'rshmem_uint16_prod_reducescatter', 'uint32': 'rshmem_uint32_prod_reducescatter', 'uint64': 'rshmem_uint64_prod_reducescatter', 'fp16': 'rshmem_fp16_prod_reducescatter', 'bf16': 'rshmem_bf16_prod_reducescatter', 'fp32': 'rshmem_fp32_prod_reducescatter', 'fp64': 'rshmem_fp64_prod_reducescatter'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'thread', 'prod_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def prod_reducescatter(typingctx, team, dest, source, nelems):
+    """prod_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Thread scope. Product over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    return typed(_PROD_REDUCESCATTER, typingctx, team, dest, source, nelems)
+
+
+_PROD_REDUCESCATTER_WARP = Row('prod_reducescatter_warp', {'int8': 'rshmemx_int8_prod_reducescatter_warp', 'int16': 'rshmemx_int16_prod_reducescatter_warp', 'int32': 'rshmemx_int32_prod_reducescatter_warp', 'int64': 'rshmemx_int64_prod_reducescatter_warp', 'uint8': 'rshmemx_uint8_prod_reducescatter_warp', 'uint16': 'rshmemx_uint16_prod_reducescatter_warp', 'uint32': 'rshmemx_uint32_prod_reducescatter_warp', 'uint64': 'rshmemx_uint64_prod_reducescatter_warp', 'fp16': 'rshmemx_fp16_prod_reducescatter_warp', 'bf16': 'rshmemx_bf16_prod_reducescatter_warp', 'fp32': 'rshmemx_fp32_prod_reducescatter_warp', 'fp64': 'rshmemx_fp64_prod_reducescatter_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'prod_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def prod_reducescatter_warp(typingctx, team, dest, source, nelems):
+    """prod_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `prod_reducescatter` by all threads of a warp.
+    """
+    return typed(_PROD_REDUCESCATTER_WARP, typingctx, team, dest, source, nelems)
+
+
+_PROD_REDUCESCATTER_BLOCK = Row('prod_reducescatter_block', {'int8': 'rshmemx_int8_prod_reducescatter_block', 'int16': 'rshmemx_int16_prod_reducescatter_block', 'int32': 'rshmemx_int32_prod_reducescatter_block', 'int64': 'rshmemx_int64_prod_reducescatter_block', 'uint8': 'rshmemx_uint8_prod_reducescatter_block', 'uint16': 'rshmemx_uint16_prod_reducescatter_block', 'uint32': 'rshmemx_uint32_prod_reducescatter_block', 'uint64': 'rshmemx_uint64_prod_reducescatter_block', 'fp16': 'rshmemx_fp16_prod_reducescatter_block', 'bf16': 'rshmemx_bf16_prod_reducescatter_block', 'fp32': 'rshmemx_fp32_prod_reducescatter_block', 'fp64': 'rshmemx_fp64_prod_reducescatter_block'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'prod_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def prod_reducescatter_block(typingctx, team, dest, source, nelems):
+    """prod_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Block scope. `prod_reducescatter` by all threads of the block.
+    """
+    return typed(_PROD_REDUCESCATTER_BLOCK, typingctx, team, dest, source, nelems)
+
+
+_MIN_REDUCESCATTER = Row('min_reducescatter', {'int8': 'rshmem_int8_min_reducescatter', 'int16': 'rshmem_int16_min_reducescatter', 'int32': 'rshmem_int32_min_reducescatter', 'int64': 'rshmem_int64_min_reducescatter', 'uint8': 'rshmem_uint8_min_reducescatter', 'uint16': 'rshmem_uint16_min_reducescatter', 'uint32': 'rshmem_uint32_min_reducescatter', 'uint64': 'rshmem_uint64_min_reducescatter', 'fp16': 'rshmem_fp16_min_reducescatter', 'bf16': 'rshmem_bf16_min_reducescatter', 'fp32': 'rshmem_fp32_min_reducescatter', 'fp64': 'rshmem_fp64_min_reducescatter'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'thread', 'min_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def min_reducescatter(typingctx, team, dest, source, nelems):
+    """min_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Thread scope. Minimum over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    return typed(_MIN_REDUCESCATTER, typingctx, team, dest, source, nelems)
+
+
+_MIN_REDUCESCATTER_WARP = Row('min_reducescatter_warp', {'int8': 'rshmemx_int8_min_reducescatter_warp', 'int16': 'rshmemx_int16_min_reducescatter_warp', 'int32': 'rshmemx_int32_min_reducescatter_warp', 'int64': 'rshmemx_int64_min_reducescatter_warp', 'uint8': 'rshmemx_uint8_min_reducescatter_warp', 'uint16': 'rshmemx_uint16_min_reducescatter_warp', 'uint32': 'rshmemx_uint32_min_reducescatter_warp', 'uint64': 'rshmemx_uint64_min_reducescatter_warp', 'fp16': 'rshmemx_fp16_min_reducescatter_warp', 'bf16': 'rshmemx_bf16_min_reducescatter_warp', 'fp32': 'rshmemx_fp32_min_reducescatter_warp', 'fp64': 'rshmemx_fp64_min_reducescatter_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'min_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def min_reducescatter_warp(typingctx, team, dest, source, nelems):
+    """min_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `min_reducescatter` by all threads of a warp.
+    """
+    return typed(_MIN_REDUCESCATTER_WARP, typingctx, team, dest, source, nelems)
+
+
+_MIN_REDUCESCATTER_BLOCK = Row('min_reducescatter_block', {'int8': 'rshmemx_int8_min_reducescatter_block', 'int16': 'rshmemx_int16_min_reducescatter_block', 'int32': 'rshmemx_int32_min_reducescatter_block', 'int64': 'rshmemx_int64_min_reducescatter_block', 'uint8': 'rshmemx_uint8_min_reducescatter_block', 'uint16': 'rshmemx_uint16_min_reducescatter_block', 'uint32': 'rshmemx_uint32_min_reducescatter_block', 'uint64': 'rshmemx_uint64_min_reducescatter_block', 'fp16': 'rshmemx_fp16_min_reducescatter_block', 'bf16': 'rshmemx_bf16_min_reducescatter_block', 'fp32': 'rshmemx_fp32_min_reducescatter_block', 'fp64': 'rshmemx_fp64_min_reducescatter_block'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'min_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def min_reducescatter_block(typingctx, team, dest, source, nelems):
+    """min_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Block scope. `min_reducescatter` by all threads of the block.
+    """
+    return typed(_MIN_REDUCESCATTER_BLOCK, typingctx, team, dest, source, nelems)
+
+
+_MAX_REDUCESCATTER = Row('max_reducescatter', {'int8': 'rshmem_int8_max_reducescatter', 'int16': 'rshmem_int16_max_reducescatter', 'int32': 'rshmem_int32_max_reducescatter', 'int64': 'rshmem_int64_max_reducescatter', 'uint8': 'rshmem_uint8_max_reducescatter', 'uint16': 'rshmem_uint16_max_reducescatter', 'uint32': 'rshmem_uint32_max_reducescatter', 'uint64': 'rshmem_uint64_max_reducescatter', 'fp16': 'rshmem_fp16_max_reducescatter', 'bf16': 'rshmem_bf16_max_reducescatter', 'fp32': 'rshmem_fp32_max_reducescatter', 'fp64': 'rshmem_fp64_max_reducescatter'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'thread', 'max_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def max_reducescatter(typingctx, team, dest, source, nelems):
+    """max_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Thread scope. Maximum over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    return typed(_MAX_REDUCESCATTER, typingctx, team, dest, source, nelems)
+
+
+_MAX_REDUCESCATTER_WARP = Row('max_reducescatter_warp', {'int8': 'rshmemx_int8_max_reducescatter_warp', 'int16': 'rshmemx_int16_max_reducescatter_warp', 'int32': 'rshmemx_int32_max_reducescatter_warp', 'int64': 'rshmemx_int64_max_reducescatter_warp', 'uint8': 'rshmemx_uint8_max_reducescatter_warp', 'uint16': 'rshmemx_uint16_max_reducescatter_warp', 'uint32': 'rshmemx_uint32_max_reducescatter_warp', 'uint64': 'rshmemx_uint64_max_reducescatter_warp', 'fp16': 'rshmemx_fp16_max_reducescatter_warp', 'bf16': 'rshmemx_bf16_max_reducescatter_warp', 'fp32': 'rshmemx_fp32_max_reducescatter_warp', 'fp64': 'rshmemx_fp64_max_reducescatter_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'max_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def max_reducescatter_warp(typingctx, team, dest, source, nelems):
+    """max_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `max_reducescatter` by all threads of a warp.
+    """
+    return typed(_MAX_REDUCESCATTER_WARP, typingctx, team, dest, source, nelems)
+
+
+_MAX_REDUCESCATTER_BLOCK = Row('max_reducescatter_block', {'int8': 'rshmemx_int8_max_reducescatter_block', 'int16': 'rshmemx_int16_max_reducescatter_block', 'int32': 'rshmemx_int32_max_reducescatter_block', 'int64': 'rshmemx_int64_max_reducescatter_block', 'uint8': 'rshmemx_uint8_max_reducescatter_block', 'uint16': 'rshmemx_uint16_max_reducescatter_block', 'uint32': 'rshmemx_uint32_max_reducescatter_block', 'uint64': 'rshmemx_uint64_max_reducescatter_block', 'fp16': 'rshmemx_fp16_max_reducescatter_block', 'bf16': 'rshmemx_bf16_max_reducescatter_block', 'fp32': 'rshmemx_fp32_max_reducescatter_block', 'fp64': 'rshmemx_fp64_max_reducescatter_block'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'max_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64', on='dest')
+
+
+@intrinsic
+def max_reducescatter_block(typingctx, team, dest, source, nelems):
+    """max_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Block scope. `max_reducescatter` by all threads of the block.
+    """
+    return typed(_MAX_REDUCESCATTER_BLOCK, typingctx, team, dest, source, nelems)
+
+
+_AND_REDUCESCATTER = Row('and_reducescatter', {'int8': 'rshmem_int8_and_reducescatter', 'int16': 'rshmem_int16_and_reducescatter', 'int32': 'rshmem_int32_and_reducescatter', 'int64': 'rshmem_int64_and_reducescatter', 'uint8': 'rshmem_uint8_and_reducescatter', 'uint16': 'rshmem_uint16_and_reducescatter', 'uint32': 'rshmem_uint32_and_reducescatter', 'uint64': 'rshmem_uint64_and_reducescatter'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'thread', 'and_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def and_reducescatter(typingctx, team, dest, source, nelems):
+    """and_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Thread scope. Bitwise and over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    return typed(_AND_REDUCESCATTER, typingctx, team, dest, source, nelems)
+
+
+_AND_REDUCESCATTER_WARP = Row('and_reducescatter_warp', {'int8': 'rshmemx_int8_and_reducescatter_warp', 'int16': 'rshmemx_int16_and_reducescatter_warp', 'int32': 'rshmemx_int32_and_reducescatter_warp', 'int64': 'rshmemx_int64_and_reducescatter_warp', 'uint8': 'rshmemx_uint8_and_reducescatter_warp', 'uint16': 'rshmemx_uint16_and_reducescatter_warp', 'uint32': 'rshmemx_uint32_and_reducescatter_warp', 'uint64': 'rshmemx_uint64_and_reducescatter_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'and_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def and_reducescatter_warp(typingctx, team, dest, source, nelems):
+    """and_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `and_reducescatter` by all threads of a warp.
+    """
+    return typed(_AND_REDUCESCATTER_WARP, typingctx, team, dest, source, nelems)
+
+
+_AND_REDUCESCATTER_BLOCK = Row('and_reducescatter_block', {'int8': 'rshmemx_int8_and_reducescatter_block', 'int16': 'rshmemx_int16_and_reducescatter_block', 'int32': 'rshmemx_int32_and_reducescatter_block', 'int64': 'rshmemx_int64_and_reducescatter_block', 'uint8': 'rshmemx_uint8_and_reducescatter_block', 'uint16': 'rshmemx_uint16_and_reducescatter_block', 'uint32': 'rshmemx_uint32_and_reducescatter_block', 'uint64': 'rshmemx_uint64_and_reducescatter_block'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'and_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def and_reducescatter_block(typingctx, team, dest, source, nelems):
+    """and_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Block scope. `and_reducescatter` by all threads of the block.
+    """
+    return typed(_AND_REDUCESCATTER_BLOCK, typingctx, team, dest, source, nelems)
+
+
+_OR_REDUCESCATTER = Row('or_reducescatter', {'int8': 'rshmem_int8_or_reducescatter', 'int16': 'rshmem_int16_or_reducescatter', 'int32': 'rshmem_int32_or_reducescatter', 'int64': 'rshmem_int64_or_reducescatter', 'uint8': 'rshmem_uint8_or_reducescatter', 'uint16': 'rshmem_uint16_or_reducescatter', 'uint32': 'rshmem_uint32_or_reducescatter', 'uint64': 'rshmem_uint64_or_reducescatter'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'thread', 'or_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def or_reducescatter(typingctx, team, dest, source, nelems):
+    """or_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Thread scope. Bitwise or over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    return typed(_OR_REDUCESCATTER, typingctx, team, dest, source, nelems)
+
+
+_OR_REDUCESCATTER_WARP = Row('or_reducescatter_warp', {'int8': 'rshmemx_int8_or_reducescatter_warp', 'int16': 'rshmemx_int16_or_reducescatter_warp', 'int32': 'rshmemx_int32_or_reducescatter_warp', 'int64': 'rshmemx_int64_or_reducescatter_warp', 'uint8': 'rshmemx_uint8_or_reducescatter_warp', 'uint16': 'rshmemx_uint16_or_reducescatter_warp', 'uint32': 'rshmemx_uint32_or_reducescatter_warp', 'uint64': 'rshmemx_uint64_or_reducescatter_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'or_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def or_reducescatter_warp(typingctx, team, dest, source, nelems):
+    """or_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `or_reducescatter` by all threads of a warp.
+    """
+    return typed(_OR_REDUCESCATTER_WARP, typingctx, team, dest, source, nelems)
+
+
+_OR_REDUCESCATTER_BLOCK = Row('or_reducescatter_block', {'int8': 'rshmemx_int8_or_reducescatter_block', 'int16': 'rshmemx_int16_or_reducescatter_block', 'int32': 'rshmemx_int32_or_reducescatter_block', 'int64': 'rshmemx_int64_or_reducescatter_block', 'uint8': 'rshmemx_uint8_or_reducescatter_block', 'uint16': 'rshmemx_uint16_or_reducescatter_block', 'uint32': 'rshmemx_uint32_or_reducescatter_block', 'uint64': 'rshmemx_uint64_or_reducescatter_block'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'or_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def or_reducescatter_block(typingctx, team, dest, source, nelems):
+    """or_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Block scope. `or_reducescatter` by all threads of the block.
+    """
+    return typed(_OR_REDUCESCATTER_BLOCK, typingctx, team, dest, source, nelems)
+
+
+_XOR_REDUCESCATTER = Row('xor_reducescatter', {'int8': 'rshmem_int8_xor_reducescatter', 'int16': 'rshmem_int16_xor_reducescatter', 'int32': 'rshmem_int32_xor_reducescatter', 'int64': 'rshmem_int64_xor_reducescatter', 'uint8': 'rshmem_uint8_xor_reducescatter', 'uint16': 'rshmem_uint16_xor_reducescatter', 'uint32': 'rshmem_uint32_xor_reducescatter', 'uint64': 'rshmem_uint64_xor_reducescatter'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'thread', 'xor_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def xor_reducescatter(typingctx, team, dest, source, nelems):
+    """xor_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Thread scope. Bitwise xor over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    return typed(_XOR_REDUCESCATTER, typingctx, team, dest, source, nelems)
+
+
+_XOR_REDUCESCATTER_WARP = Row('xor_reducescatter_warp', {'int8': 'rshmemx_int8_xor_reducescatter_warp', 'int16': 'rshmemx_int16_xor_reducescatter_warp', 'int32': 'rshmemx_int32_xor_reducescatter_warp', 'int64': 'rshmemx_int64_xor_reducescatter_warp', 'uint8': 'rshmemx_uint8_xor_reducescatter_warp', 'uint16': 'rshmemx_uint16_xor_reducescatter_warp', 'uint32': 'rshmemx_uint32_xor_reducescatter_warp', 'uint64': 'rshmemx_uint64_xor_reducescatter_warp'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'warp', 'xor_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def xor_reducescatter_warp(typingctx, team, dest, source, nelems):
+    """xor_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `xor_reducescatter` by all threads of a warp.
+    """
+    return typed(_XOR_REDUCESCATTER_WARP, typingctx, team, dest, source, nelems)
+
+
+_XOR_REDUCESCATTER_BLOCK = Row('xor_reducescatter_block', {'int8': 'rshmemx_int8_xor_reducescatter_block', 'int16': 'rshmemx_int16_xor_reducescatter_block', 'int32': 'rshmemx_int32_xor_reducescatter_block', 'int64': 'rshmemx_int64_xor_reducescatter_block', 'uint8': 'rshmemx_uint8_xor_reducescatter_block', 'uint16': 'rshmemx_uint16_xor_reducescatter_block', 'uint32': 'rshmemx_uint32_xor_reducescatter_block', 'uint64': 'rshmemx_uint64_xor_reducescatter_block'},
+    (Arg('team', 'scalar', 'int32'), Arg('dest', 'ptr', 'T'), Arg('source', 'ptr', 'T'), Arg('nelems', 'scalar', 'uint64')), 'int32', 'block', 'xor_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64', on='dest')
+
+
+@intrinsic
+def xor_reducescatter_block(typingctx, team, dest, source, nelems):
+    """xor_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Block scope. `xor_reducescatter` by all threads of the block.
+    """
+    return typed(_XOR_REDUCESCATTER_BLOCK, typingctx, team, dest, source, nelems)
+
+ROWS = {"my_pe": _MY_PE, "n_pes": _N_PES, "team_my_pe": _TEAM_MY_PE, "team_n_pes": _TEAM_N_PES, "team_translate_pe": _TEAM_TRANSLATE_PE, "remote_ptr": _REMOTE_PTR, "int_p": _INT_P, "putmem": _PUTMEM, "putmem_nbi": _PUTMEM_NBI, "putmem_warp": _PUTMEM_WARP, "putmem_nbi_warp": _PUTMEM_NBI_WARP, "putmem_block": _PUTMEM_BLOCK, "putmem_nbi_block": _PUTMEM_NBI_BLOCK, "getmem": _GETMEM, "getmem_nbi": _GETMEM_NBI, "getmem_warp": _GETMEM_WARP, "getmem_nbi_warp": _GETMEM_NBI_WARP, "getmem_block": _GETMEM_BLOCK, "getmem_nbi_block": _GETMEM_NBI_BLOCK, "putmem_signal": _PUTMEM_SIGNAL, "putmem_signal_nbi": _PUTMEM_SIGNAL_NBI, "putmem_signal_warp": _PUTMEM_SIGNAL_WARP, "putmem_signal_nbi_warp": _PUTMEM_SIGNAL_NBI_WARP, "putmem_signal_block": _PUTMEM_SIGNAL_BLOCK, "putmem_signal_nbi_block": _PUTMEM_SIGNAL_NBI_BLOCK, "signal_op": _SIGNAL_OP, "signal_wait_until": _SIGNAL_WAIT_UNTIL, "signal_fetch": _SIGNAL_FETCH, "fence": _FENCE, "quiet": _QUIET, "barrier_all": _BARRIER_ALL, "barrier_all_warp": _BARRIER_ALL_WARP, "barrier_all_block": _BARRIER_ALL_BLOCK, "sync_all": _SYNC_ALL, "sync_all_warp": _SYNC_ALL_WARP, "sync_all_block": _SYNC_ALL_BLOCK, "barrier": _BARRIER, "barrier_warp": _BARRIER_WARP, "barrier_block": _BARRIER_BLOCK, "sync": _SYNC, "team_sync_warp": _TEAM_SYNC_WARP, "team_sync_block": _TEAM_SYNC_BLOCK, "broadcastmem_block": _BROADCASTMEM_BLOCK, "alltoallmem_block": _ALLTOALLMEM_BLOCK, "p": _P, "g": _G, "put": _PUT, "put_warp": _PUT_WARP, "put_block": _PUT_BLOCK, "get": _GET, "get_warp": _GET_WARP, "get_block": _GET_BLOCK, "atomic_fetch": _ATOMIC_FETCH, "atomic_set": _ATOMIC_SET, "atomic_swap": _ATOMIC_SWAP, "atomic_compare_swap": _ATOMIC_COMPARE_SWAP, "atomic_add": _ATOMIC_ADD, "atomic_fetch_add": _ATOMIC_FETCH_ADD, "atomic_inc": _ATOMIC_INC, "atomic_fetch_inc": _ATOMIC_FETCH_INC, "atomic_and": _ATOMIC_AND, "atomic_fetch_and": _ATOMIC_FETCH_AND, "atomic_or": _ATOMIC_OR, "atomic_fetch_or": _ATOMIC_FETCH_OR, "atomic_xor": _ATOMIC_XOR, "atomic_fetch_xor": _ATOMIC_FETCH_XOR, "wait_until": _WAIT_UNTIL, "test": _TEST, "wait_until_all": _WAIT_UNTIL_ALL, "wait_until_any": _WAIT_UNTIL_ANY, "wait_until_some": _WAIT_UNTIL_SOME, "test_all": _TEST_ALL, "test_any": _TEST_ANY, "test_some": _TEST_SOME, "broadcast": _BROADCAST, "broadcast_warp": _BROADCAST_WARP, "broadcast_block": _BROADCAST_BLOCK, "fcollect": _FCOLLECT, "fcollect_warp": _FCOLLECT_WARP, "fcollect_block": _FCOLLECT_BLOCK, "alltoall": _ALLTOALL, "alltoall_warp": _ALLTOALL_WARP, "alltoall_block": _ALLTOALL_BLOCK, "sum_reduce": _SUM_REDUCE, "sum_reduce_warp": _SUM_REDUCE_WARP, "sum_reduce_block": _SUM_REDUCE_BLOCK, "prod_reduce": _PROD_REDUCE, "prod_reduce_warp": _PROD_REDUCE_WARP, "prod_reduce_block": _PROD_REDUCE_BLOCK, "min_reduce": _MIN_REDUCE, "min_reduce_warp": _MIN_REDUCE_WARP, "min_reduce_block": _MIN_REDUCE_BLOCK, "max_reduce": _MAX_REDUCE, "max_reduce_warp": _MAX_REDUCE_WARP, "max_reduce_block": _MAX_REDUCE_BLOCK, "and_reduce": _AND_REDUCE, "and_reduce_warp": _AND_REDUCE_WARP, "and_reduce_block": _AND_REDUCE_BLOCK, "or_reduce": _OR_REDUCE, "or_reduce_warp": _OR_REDUCE_WARP, "or_reduce_block": _OR_REDUCE_BLOCK, "xor_reduce": _XOR_REDUCE, "xor_reduce_warp": _XOR_REDUCE_WARP, "xor_reduce_block": _XOR_REDUCE_BLOCK, "sum_reducescatter": _SUM_REDUCESCATTER, "sum_reducescatter_warp": _SUM_REDUCESCATTER_WARP, "sum_reducescatter_block": _SUM_REDUCESCATTER_BLOCK, "prod_reducescatter": _PROD_REDUCESCATTER, "prod_reducescatter_warp": _PROD_REDUCESCATTER_WARP, "prod_reducescatter_block": _PROD_REDUCESCATTER_BLOCK, "min_reducescatter": _MIN_REDUCESCATTER, "min_reducescatter_warp": _MIN_REDUCESCATTER_WARP, "min_reducescatter_block": _MIN_REDUCESCATTER_BLOCK, "max_reducescatter": _MAX_REDUCESCATTER, "max_reducescatter_warp": _MAX_REDUCESCATTER_WARP, "max_reducescatter_block": _MAX_REDUCESCATTER_BLOCK, "and_reducescatter": _AND_REDUCESCATTER, "and_reducescatter_warp": _AND_REDUCESCATTER_WARP, "and_reducescatter_block": _AND_REDUCESCATTER_BLOCK, "or_reducescatter": _OR_REDUCESCATTER, "or_reducescatter_warp": _OR_REDUCESCATTER_WARP, "or_reducescatter_block": _OR_REDUCESCATTER_BLOCK, "xor_reducescatter": _XOR_REDUCESCATTER, "xor_reducescatter_warp": _XOR_REDUCESCATTER_WARP, "xor_reducescatter_block": _XOR_REDUCESCATTER_BLOCK}
 """Every row by name (the compile check walks it)."""

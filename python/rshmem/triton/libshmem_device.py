@@ -1622,6 +1622,37 @@ def alltoall(team, dest, source, nelems, _semantic=None):
     ], _semantic)
 
 
+_ALLTOALL_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_alltoall_warp",
+    "int16": "rshmemx_int16_alltoall_warp",
+    "int32": "rshmemx_int32_alltoall_warp",
+    "int64": "rshmemx_int64_alltoall_warp",
+    "uint8": "rshmemx_uint8_alltoall_warp",
+    "uint16": "rshmemx_uint16_alltoall_warp",
+    "uint32": "rshmemx_uint32_alltoall_warp",
+    "uint64": "rshmemx_uint64_alltoall_warp",
+    "fp16": "rshmemx_fp16_alltoall_warp",
+    "bf16": "rshmemx_bf16_alltoall_warp",
+    "fp32": "rshmemx_fp32_alltoall_warp",
+    "fp64": "rshmemx_fp64_alltoall_warp",
+}
+
+@core.extern
+def alltoall_warp(team, dest, source, nelems, _semantic=None):
+    """alltoall_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `alltoall` by all threads of a warp.
+    """
+    _sig = "alltoall_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _ALLTOALL_WARP_SYMBOLS, _sig)
+    return _x.call(_ALLTOALL_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
 _ALLTOALL_BLOCK_SYMBOLS = {
     "int8": "rshmemx_int8_alltoall_block",
     "int16": "rshmemx_int16_alltoall_block",
@@ -1677,6 +1708,37 @@ def sum_reduce(team, dest, source, nelems, _semantic=None):
     _sig = "sum_reduce(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
     T = _x.pointee(dest, "dest", _SUM_REDUCE_SYMBOLS, _sig)
     return _x.call(_SUM_REDUCE_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_SUM_REDUCE_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_sum_reduce_warp",
+    "int16": "rshmemx_int16_sum_reduce_warp",
+    "int32": "rshmemx_int32_sum_reduce_warp",
+    "int64": "rshmemx_int64_sum_reduce_warp",
+    "uint8": "rshmemx_uint8_sum_reduce_warp",
+    "uint16": "rshmemx_uint16_sum_reduce_warp",
+    "uint32": "rshmemx_uint32_sum_reduce_warp",
+    "uint64": "rshmemx_uint64_sum_reduce_warp",
+    "fp16": "rshmemx_fp16_sum_reduce_warp",
+    "bf16": "rshmemx_bf16_sum_reduce_warp",
+    "fp32": "rshmemx_fp32_sum_reduce_warp",
+    "fp64": "rshmemx_fp64_sum_reduce_warp",
+}
+
+@core.extern
+def sum_reduce_warp(team, dest, source, nelems, _semantic=None):
+    """sum_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `sum_reduce` by all threads of a warp.
+    """
+    _sig = "sum_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _SUM_REDUCE_WARP_SYMBOLS, _sig)
+    return _x.call(_SUM_REDUCE_WARP_SYMBOLS[T.name], core.int32, False, [
         tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
         _x.pointer(dest, "dest", (T,), _sig, _semantic),
         _x.pointer(source, "source", (T,), _sig, _semantic),
@@ -1746,6 +1808,37 @@ def prod_reduce(team, dest, source, nelems, _semantic=None):
     ], _semantic)
 
 
+_PROD_REDUCE_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_prod_reduce_warp",
+    "int16": "rshmemx_int16_prod_reduce_warp",
+    "int32": "rshmemx_int32_prod_reduce_warp",
+    "int64": "rshmemx_int64_prod_reduce_warp",
+    "uint8": "rshmemx_uint8_prod_reduce_warp",
+    "uint16": "rshmemx_uint16_prod_reduce_warp",
+    "uint32": "rshmemx_uint32_prod_reduce_warp",
+    "uint64": "rshmemx_uint64_prod_reduce_warp",
+    "fp16": "rshmemx_fp16_prod_reduce_warp",
+    "bf16": "rshmemx_bf16_prod_reduce_warp",
+    "fp32": "rshmemx_fp32_prod_reduce_warp",
+    "fp64": "rshmemx_fp64_prod_reduce_warp",
+}
+
+@core.extern
+def prod_reduce_warp(team, dest, source, nelems, _semantic=None):
+    """prod_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `prod_reduce` by all threads of a warp.
+    """
+    _sig = "prod_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _PROD_REDUCE_WARP_SYMBOLS, _sig)
+    return _x.call(_PROD_REDUCE_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
 _PROD_REDUCE_BLOCK_SYMBOLS = {
     "int8": "rshmemx_int8_prod_reduce_block",
     "int16": "rshmemx_int16_prod_reduce_block",
@@ -1801,6 +1894,37 @@ def min_reduce(team, dest, source, nelems, _semantic=None):
     _sig = "min_reduce(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
     T = _x.pointee(dest, "dest", _MIN_REDUCE_SYMBOLS, _sig)
     return _x.call(_MIN_REDUCE_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_MIN_REDUCE_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_min_reduce_warp",
+    "int16": "rshmemx_int16_min_reduce_warp",
+    "int32": "rshmemx_int32_min_reduce_warp",
+    "int64": "rshmemx_int64_min_reduce_warp",
+    "uint8": "rshmemx_uint8_min_reduce_warp",
+    "uint16": "rshmemx_uint16_min_reduce_warp",
+    "uint32": "rshmemx_uint32_min_reduce_warp",
+    "uint64": "rshmemx_uint64_min_reduce_warp",
+    "fp16": "rshmemx_fp16_min_reduce_warp",
+    "bf16": "rshmemx_bf16_min_reduce_warp",
+    "fp32": "rshmemx_fp32_min_reduce_warp",
+    "fp64": "rshmemx_fp64_min_reduce_warp",
+}
+
+@core.extern
+def min_reduce_warp(team, dest, source, nelems, _semantic=None):
+    """min_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `min_reduce` by all threads of a warp.
+    """
+    _sig = "min_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _MIN_REDUCE_WARP_SYMBOLS, _sig)
+    return _x.call(_MIN_REDUCE_WARP_SYMBOLS[T.name], core.int32, False, [
         tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
         _x.pointer(dest, "dest", (T,), _sig, _semantic),
         _x.pointer(source, "source", (T,), _sig, _semantic),
@@ -1870,6 +1994,37 @@ def max_reduce(team, dest, source, nelems, _semantic=None):
     ], _semantic)
 
 
+_MAX_REDUCE_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_max_reduce_warp",
+    "int16": "rshmemx_int16_max_reduce_warp",
+    "int32": "rshmemx_int32_max_reduce_warp",
+    "int64": "rshmemx_int64_max_reduce_warp",
+    "uint8": "rshmemx_uint8_max_reduce_warp",
+    "uint16": "rshmemx_uint16_max_reduce_warp",
+    "uint32": "rshmemx_uint32_max_reduce_warp",
+    "uint64": "rshmemx_uint64_max_reduce_warp",
+    "fp16": "rshmemx_fp16_max_reduce_warp",
+    "bf16": "rshmemx_bf16_max_reduce_warp",
+    "fp32": "rshmemx_fp32_max_reduce_warp",
+    "fp64": "rshmemx_fp64_max_reduce_warp",
+}
+
+@core.extern
+def max_reduce_warp(team, dest, source, nelems, _semantic=None):
+    """max_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `max_reduce` by all threads of a warp.
+    """
+    _sig = "max_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _MAX_REDUCE_WARP_SYMBOLS, _sig)
+    return _x.call(_MAX_REDUCE_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
 _MAX_REDUCE_BLOCK_SYMBOLS = {
     "int8": "rshmemx_int8_max_reduce_block",
     "int16": "rshmemx_int16_max_reduce_block",
@@ -1921,6 +2076,33 @@ def and_reduce(team, dest, source, nelems, _semantic=None):
     _sig = "and_reduce(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
     T = _x.pointee(dest, "dest", _AND_REDUCE_SYMBOLS, _sig)
     return _x.call(_AND_REDUCE_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_AND_REDUCE_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_and_reduce_warp",
+    "int16": "rshmemx_int16_and_reduce_warp",
+    "int32": "rshmemx_int32_and_reduce_warp",
+    "int64": "rshmemx_int64_and_reduce_warp",
+    "uint8": "rshmemx_uint8_and_reduce_warp",
+    "uint16": "rshmemx_uint16_and_reduce_warp",
+    "uint32": "rshmemx_uint32_and_reduce_warp",
+    "uint64": "rshmemx_uint64_and_reduce_warp",
+}
+
+@core.extern
+def and_reduce_warp(team, dest, source, nelems, _semantic=None):
+    """and_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `and_reduce` by all threads of a warp.
+    """
+    _sig = "and_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _AND_REDUCE_WARP_SYMBOLS, _sig)
+    return _x.call(_AND_REDUCE_WARP_SYMBOLS[T.name], core.int32, False, [
         tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
         _x.pointer(dest, "dest", (T,), _sig, _semantic),
         _x.pointer(source, "source", (T,), _sig, _semantic),
@@ -1982,6 +2164,33 @@ def or_reduce(team, dest, source, nelems, _semantic=None):
     ], _semantic)
 
 
+_OR_REDUCE_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_or_reduce_warp",
+    "int16": "rshmemx_int16_or_reduce_warp",
+    "int32": "rshmemx_int32_or_reduce_warp",
+    "int64": "rshmemx_int64_or_reduce_warp",
+    "uint8": "rshmemx_uint8_or_reduce_warp",
+    "uint16": "rshmemx_uint16_or_reduce_warp",
+    "uint32": "rshmemx_uint32_or_reduce_warp",
+    "uint64": "rshmemx_uint64_or_reduce_warp",
+}
+
+@core.extern
+def or_reduce_warp(team, dest, source, nelems, _semantic=None):
+    """or_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `or_reduce` by all threads of a warp.
+    """
+    _sig = "or_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _OR_REDUCE_WARP_SYMBOLS, _sig)
+    return _x.call(_OR_REDUCE_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
 _OR_REDUCE_BLOCK_SYMBOLS = {
     "int8": "rshmemx_int8_or_reduce_block",
     "int16": "rshmemx_int16_or_reduce_block",
@@ -2036,6 +2245,33 @@ def xor_reduce(team, dest, source, nelems, _semantic=None):
     ], _semantic)
 
 
+_XOR_REDUCE_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_xor_reduce_warp",
+    "int16": "rshmemx_int16_xor_reduce_warp",
+    "int32": "rshmemx_int32_xor_reduce_warp",
+    "int64": "rshmemx_int64_xor_reduce_warp",
+    "uint8": "rshmemx_uint8_xor_reduce_warp",
+    "uint16": "rshmemx_uint16_xor_reduce_warp",
+    "uint32": "rshmemx_uint32_xor_reduce_warp",
+    "uint64": "rshmemx_uint64_xor_reduce_warp",
+}
+
+@core.extern
+def xor_reduce_warp(team, dest, source, nelems, _semantic=None):
+    """xor_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `xor_reduce` by all threads of a warp.
+    """
+    _sig = "xor_reduce_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _XOR_REDUCE_WARP_SYMBOLS, _sig)
+    return _x.call(_XOR_REDUCE_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
 _XOR_REDUCE_BLOCK_SYMBOLS = {
     "int8": "rshmemx_int8_xor_reduce_block",
     "int16": "rshmemx_int16_xor_reduce_block",
@@ -2056,6 +2292,621 @@ def xor_reduce_block(team, dest, source, nelems, _semantic=None):
     _sig = "xor_reduce_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
     T = _x.pointee(dest, "dest", _XOR_REDUCE_BLOCK_SYMBOLS, _sig)
     return _x.call(_XOR_REDUCE_BLOCK_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_SUM_REDUCESCATTER_SYMBOLS = {
+    "int8": "rshmem_int8_sum_reducescatter",
+    "int16": "rshmem_int16_sum_reducescatter",
+    "int32": "rshmem_int32_sum_reducescatter",
+    "int64": "rshmem_int64_sum_reducescatter",
+    "uint8": "rshmem_uint8_sum_reducescatter",
+    "uint16": "rshmem_uint16_sum_reducescatter",
+    "uint32": "rshmem_uint32_sum_reducescatter",
+    "uint64": "rshmem_uint64_sum_reducescatter",
+    "fp16": "rshmem_fp16_sum_reducescatter",
+    "bf16": "rshmem_bf16_sum_reducescatter",
+    "fp32": "rshmem_fp32_sum_reducescatter",
+    "fp64": "rshmem_fp64_sum_reducescatter",
+}
+
+@core.extern
+def sum_reducescatter(team, dest, source, nelems, _semantic=None):
+    """sum_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Thread scope. Sum over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    _sig = "sum_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _SUM_REDUCESCATTER_SYMBOLS, _sig)
+    return _x.call(_SUM_REDUCESCATTER_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_SUM_REDUCESCATTER_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_sum_reducescatter_warp",
+    "int16": "rshmemx_int16_sum_reducescatter_warp",
+    "int32": "rshmemx_int32_sum_reducescatter_warp",
+    "int64": "rshmemx_int64_sum_reducescatter_warp",
+    "uint8": "rshmemx_uint8_sum_reducescatter_warp",
+    "uint16": "rshmemx_uint16_sum_reducescatter_warp",
+    "uint32": "rshmemx_uint32_sum_reducescatter_warp",
+    "uint64": "rshmemx_uint64_sum_reducescatter_warp",
+    "fp16": "rshmemx_fp16_sum_reducescatter_warp",
+    "bf16": "rshmemx_bf16_sum_reducescatter_warp",
+    "fp32": "rshmemx_fp32_sum_reducescatter_warp",
+    "fp64": "rshmemx_fp64_sum_reducescatter_warp",
+}
+
+@core.extern
+def sum_reducescatter_warp(team, dest, source, nelems, _semantic=None):
+    """sum_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `sum_reducescatter` by all threads of a warp.
+    """
+    _sig = "sum_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _SUM_REDUCESCATTER_WARP_SYMBOLS, _sig)
+    return _x.call(_SUM_REDUCESCATTER_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_SUM_REDUCESCATTER_BLOCK_SYMBOLS = {
+    "int8": "rshmemx_int8_sum_reducescatter_block",
+    "int16": "rshmemx_int16_sum_reducescatter_block",
+    "int32": "rshmemx_int32_sum_reducescatter_block",
+    "int64": "rshmemx_int64_sum_reducescatter_block",
+    "uint8": "rshmemx_uint8_sum_reducescatter_block",
+    "uint16": "rshmemx_uint16_sum_reducescatter_block",
+    "uint32": "rshmemx_uint32_sum_reducescatter_block",
+    "uint64": "rshmemx_uint64_sum_reducescatter_block",
+    "fp16": "rshmemx_fp16_sum_reducescatter_block",
+    "bf16": "rshmemx_bf16_sum_reducescatter_block",
+    "fp32": "rshmemx_fp32_sum_reducescatter_block",
+    "fp64": "rshmemx_fp64_sum_reducescatter_block",
+}
+
+@core.extern
+def sum_reducescatter_block(team, dest, source, nelems, _semantic=None):
+    """sum_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Block scope. `sum_reducescatter` by all threads of the block.
+    """
+    _sig = "sum_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _SUM_REDUCESCATTER_BLOCK_SYMBOLS, _sig)
+    return _x.call(_SUM_REDUCESCATTER_BLOCK_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_PROD_REDUCESCATTER_SYMBOLS = {
+    "int8": "rshmem_int8_prod_reducescatter",
+    "int16": "rshmem_int16_prod_reducescatter",
+    "int32": "rshmem_int32_prod_reducescatter",
+    "int64": "rshmem_int64_prod_reducescatter",
+    "uint8": "rshmem_uint8_prod_reducescatter",
+    "uint16": "rshmem_uint16_prod_reducescatter",
+    "uint32": "rshmem_uint32_prod_reducescatter",
+    "uint64": "rshmem_uint64_prod_reducescatter",
+    "fp16": "rshmem_fp16_prod_reducescatter",
+    "bf16": "rshmem_bf16_prod_reducescatter",
+    "fp32": "rshmem_fp32_prod_reducescatter",
+    "fp64": "rshmem_fp64_prod_reducescatter",
+}
+
+@core.extern
+def prod_reducescatter(team, dest, source, nelems, _semantic=None):
+    """prod_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Thread scope. Product over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    _sig = "prod_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _PROD_REDUCESCATTER_SYMBOLS, _sig)
+    return _x.call(_PROD_REDUCESCATTER_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_PROD_REDUCESCATTER_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_prod_reducescatter_warp",
+    "int16": "rshmemx_int16_prod_reducescatter_warp",
+    "int32": "rshmemx_int32_prod_reducescatter_warp",
+    "int64": "rshmemx_int64_prod_reducescatter_warp",
+    "uint8": "rshmemx_uint8_prod_reducescatter_warp",
+    "uint16": "rshmemx_uint16_prod_reducescatter_warp",
+    "uint32": "rshmemx_uint32_prod_reducescatter_warp",
+    "uint64": "rshmemx_uint64_prod_reducescatter_warp",
+    "fp16": "rshmemx_fp16_prod_reducescatter_warp",
+    "bf16": "rshmemx_bf16_prod_reducescatter_warp",
+    "fp32": "rshmemx_fp32_prod_reducescatter_warp",
+    "fp64": "rshmemx_fp64_prod_reducescatter_warp",
+}
+
+@core.extern
+def prod_reducescatter_warp(team, dest, source, nelems, _semantic=None):
+    """prod_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `prod_reducescatter` by all threads of a warp.
+    """
+    _sig = "prod_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _PROD_REDUCESCATTER_WARP_SYMBOLS, _sig)
+    return _x.call(_PROD_REDUCESCATTER_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_PROD_REDUCESCATTER_BLOCK_SYMBOLS = {
+    "int8": "rshmemx_int8_prod_reducescatter_block",
+    "int16": "rshmemx_int16_prod_reducescatter_block",
+    "int32": "rshmemx_int32_prod_reducescatter_block",
+    "int64": "rshmemx_int64_prod_reducescatter_block",
+    "uint8": "rshmemx_uint8_prod_reducescatter_block",
+    "uint16": "rshmemx_uint16_prod_reducescatter_block",
+    "uint32": "rshmemx_uint32_prod_reducescatter_block",
+    "uint64": "rshmemx_uint64_prod_reducescatter_block",
+    "fp16": "rshmemx_fp16_prod_reducescatter_block",
+    "bf16": "rshmemx_bf16_prod_reducescatter_block",
+    "fp32": "rshmemx_fp32_prod_reducescatter_block",
+    "fp64": "rshmemx_fp64_prod_reducescatter_block",
+}
+
+@core.extern
+def prod_reducescatter_block(team, dest, source, nelems, _semantic=None):
+    """prod_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Block scope. `prod_reducescatter` by all threads of the block.
+    """
+    _sig = "prod_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _PROD_REDUCESCATTER_BLOCK_SYMBOLS, _sig)
+    return _x.call(_PROD_REDUCESCATTER_BLOCK_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_MIN_REDUCESCATTER_SYMBOLS = {
+    "int8": "rshmem_int8_min_reducescatter",
+    "int16": "rshmem_int16_min_reducescatter",
+    "int32": "rshmem_int32_min_reducescatter",
+    "int64": "rshmem_int64_min_reducescatter",
+    "uint8": "rshmem_uint8_min_reducescatter",
+    "uint16": "rshmem_uint16_min_reducescatter",
+    "uint32": "rshmem_uint32_min_reducescatter",
+    "uint64": "rshmem_uint64_min_reducescatter",
+    "fp16": "rshmem_fp16_min_reducescatter",
+    "bf16": "rshmem_bf16_min_reducescatter",
+    "fp32": "rshmem_fp32_min_reducescatter",
+    "fp64": "rshmem_fp64_min_reducescatter",
+}
+
+@core.extern
+def min_reducescatter(team, dest, source, nelems, _semantic=None):
+    """min_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Thread scope. Minimum over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    _sig = "min_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _MIN_REDUCESCATTER_SYMBOLS, _sig)
+    return _x.call(_MIN_REDUCESCATTER_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_MIN_REDUCESCATTER_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_min_reducescatter_warp",
+    "int16": "rshmemx_int16_min_reducescatter_warp",
+    "int32": "rshmemx_int32_min_reducescatter_warp",
+    "int64": "rshmemx_int64_min_reducescatter_warp",
+    "uint8": "rshmemx_uint8_min_reducescatter_warp",
+    "uint16": "rshmemx_uint16_min_reducescatter_warp",
+    "uint32": "rshmemx_uint32_min_reducescatter_warp",
+    "uint64": "rshmemx_uint64_min_reducescatter_warp",
+    "fp16": "rshmemx_fp16_min_reducescatter_warp",
+    "bf16": "rshmemx_bf16_min_reducescatter_warp",
+    "fp32": "rshmemx_fp32_min_reducescatter_warp",
+    "fp64": "rshmemx_fp64_min_reducescatter_warp",
+}
+
+@core.extern
+def min_reducescatter_warp(team, dest, source, nelems, _semantic=None):
+    """min_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `min_reducescatter` by all threads of a warp.
+    """
+    _sig = "min_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _MIN_REDUCESCATTER_WARP_SYMBOLS, _sig)
+    return _x.call(_MIN_REDUCESCATTER_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_MIN_REDUCESCATTER_BLOCK_SYMBOLS = {
+    "int8": "rshmemx_int8_min_reducescatter_block",
+    "int16": "rshmemx_int16_min_reducescatter_block",
+    "int32": "rshmemx_int32_min_reducescatter_block",
+    "int64": "rshmemx_int64_min_reducescatter_block",
+    "uint8": "rshmemx_uint8_min_reducescatter_block",
+    "uint16": "rshmemx_uint16_min_reducescatter_block",
+    "uint32": "rshmemx_uint32_min_reducescatter_block",
+    "uint64": "rshmemx_uint64_min_reducescatter_block",
+    "fp16": "rshmemx_fp16_min_reducescatter_block",
+    "bf16": "rshmemx_bf16_min_reducescatter_block",
+    "fp32": "rshmemx_fp32_min_reducescatter_block",
+    "fp64": "rshmemx_fp64_min_reducescatter_block",
+}
+
+@core.extern
+def min_reducescatter_block(team, dest, source, nelems, _semantic=None):
+    """min_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Block scope. `min_reducescatter` by all threads of the block.
+    """
+    _sig = "min_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _MIN_REDUCESCATTER_BLOCK_SYMBOLS, _sig)
+    return _x.call(_MIN_REDUCESCATTER_BLOCK_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_MAX_REDUCESCATTER_SYMBOLS = {
+    "int8": "rshmem_int8_max_reducescatter",
+    "int16": "rshmem_int16_max_reducescatter",
+    "int32": "rshmem_int32_max_reducescatter",
+    "int64": "rshmem_int64_max_reducescatter",
+    "uint8": "rshmem_uint8_max_reducescatter",
+    "uint16": "rshmem_uint16_max_reducescatter",
+    "uint32": "rshmem_uint32_max_reducescatter",
+    "uint64": "rshmem_uint64_max_reducescatter",
+    "fp16": "rshmem_fp16_max_reducescatter",
+    "bf16": "rshmem_bf16_max_reducescatter",
+    "fp32": "rshmem_fp32_max_reducescatter",
+    "fp64": "rshmem_fp64_max_reducescatter",
+}
+
+@core.extern
+def max_reducescatter(team, dest, source, nelems, _semantic=None):
+    """max_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Thread scope. Maximum over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    _sig = "max_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _MAX_REDUCESCATTER_SYMBOLS, _sig)
+    return _x.call(_MAX_REDUCESCATTER_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_MAX_REDUCESCATTER_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_max_reducescatter_warp",
+    "int16": "rshmemx_int16_max_reducescatter_warp",
+    "int32": "rshmemx_int32_max_reducescatter_warp",
+    "int64": "rshmemx_int64_max_reducescatter_warp",
+    "uint8": "rshmemx_uint8_max_reducescatter_warp",
+    "uint16": "rshmemx_uint16_max_reducescatter_warp",
+    "uint32": "rshmemx_uint32_max_reducescatter_warp",
+    "uint64": "rshmemx_uint64_max_reducescatter_warp",
+    "fp16": "rshmemx_fp16_max_reducescatter_warp",
+    "bf16": "rshmemx_bf16_max_reducescatter_warp",
+    "fp32": "rshmemx_fp32_max_reducescatter_warp",
+    "fp64": "rshmemx_fp64_max_reducescatter_warp",
+}
+
+@core.extern
+def max_reducescatter_warp(team, dest, source, nelems, _semantic=None):
+    """max_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Warp scope. `max_reducescatter` by all threads of a warp.
+    """
+    _sig = "max_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _MAX_REDUCESCATTER_WARP_SYMBOLS, _sig)
+    return _x.call(_MAX_REDUCESCATTER_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_MAX_REDUCESCATTER_BLOCK_SYMBOLS = {
+    "int8": "rshmemx_int8_max_reducescatter_block",
+    "int16": "rshmemx_int16_max_reducescatter_block",
+    "int32": "rshmemx_int32_max_reducescatter_block",
+    "int64": "rshmemx_int64_max_reducescatter_block",
+    "uint8": "rshmemx_uint8_max_reducescatter_block",
+    "uint16": "rshmemx_uint16_max_reducescatter_block",
+    "uint32": "rshmemx_uint32_max_reducescatter_block",
+    "uint64": "rshmemx_uint64_max_reducescatter_block",
+    "fp16": "rshmemx_fp16_max_reducescatter_block",
+    "bf16": "rshmemx_bf16_max_reducescatter_block",
+    "fp32": "rshmemx_fp32_max_reducescatter_block",
+    "fp64": "rshmemx_fp64_max_reducescatter_block",
+}
+
+@core.extern
+def max_reducescatter_block(team, dest, source, nelems, _semantic=None):
+    """max_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64
+
+    Block scope. `max_reducescatter` by all threads of the block.
+    """
+    _sig = "max_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64|fp16|bf16|fp32|fp64"
+    T = _x.pointee(dest, "dest", _MAX_REDUCESCATTER_BLOCK_SYMBOLS, _sig)
+    return _x.call(_MAX_REDUCESCATTER_BLOCK_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_AND_REDUCESCATTER_SYMBOLS = {
+    "int8": "rshmem_int8_and_reducescatter",
+    "int16": "rshmem_int16_and_reducescatter",
+    "int32": "rshmem_int32_and_reducescatter",
+    "int64": "rshmem_int64_and_reducescatter",
+    "uint8": "rshmem_uint8_and_reducescatter",
+    "uint16": "rshmem_uint16_and_reducescatter",
+    "uint32": "rshmem_uint32_and_reducescatter",
+    "uint64": "rshmem_uint64_and_reducescatter",
+}
+
+@core.extern
+def and_reducescatter(team, dest, source, nelems, _semantic=None):
+    """and_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Thread scope. Bitwise and over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    _sig = "and_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _AND_REDUCESCATTER_SYMBOLS, _sig)
+    return _x.call(_AND_REDUCESCATTER_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_AND_REDUCESCATTER_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_and_reducescatter_warp",
+    "int16": "rshmemx_int16_and_reducescatter_warp",
+    "int32": "rshmemx_int32_and_reducescatter_warp",
+    "int64": "rshmemx_int64_and_reducescatter_warp",
+    "uint8": "rshmemx_uint8_and_reducescatter_warp",
+    "uint16": "rshmemx_uint16_and_reducescatter_warp",
+    "uint32": "rshmemx_uint32_and_reducescatter_warp",
+    "uint64": "rshmemx_uint64_and_reducescatter_warp",
+}
+
+@core.extern
+def and_reducescatter_warp(team, dest, source, nelems, _semantic=None):
+    """and_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `and_reducescatter` by all threads of a warp.
+    """
+    _sig = "and_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _AND_REDUCESCATTER_WARP_SYMBOLS, _sig)
+    return _x.call(_AND_REDUCESCATTER_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_AND_REDUCESCATTER_BLOCK_SYMBOLS = {
+    "int8": "rshmemx_int8_and_reducescatter_block",
+    "int16": "rshmemx_int16_and_reducescatter_block",
+    "int32": "rshmemx_int32_and_reducescatter_block",
+    "int64": "rshmemx_int64_and_reducescatter_block",
+    "uint8": "rshmemx_uint8_and_reducescatter_block",
+    "uint16": "rshmemx_uint16_and_reducescatter_block",
+    "uint32": "rshmemx_uint32_and_reducescatter_block",
+    "uint64": "rshmemx_uint64_and_reducescatter_block",
+}
+
+@core.extern
+def and_reducescatter_block(team, dest, source, nelems, _semantic=None):
+    """and_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Block scope. `and_reducescatter` by all threads of the block.
+    """
+    _sig = "and_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _AND_REDUCESCATTER_BLOCK_SYMBOLS, _sig)
+    return _x.call(_AND_REDUCESCATTER_BLOCK_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_OR_REDUCESCATTER_SYMBOLS = {
+    "int8": "rshmem_int8_or_reducescatter",
+    "int16": "rshmem_int16_or_reducescatter",
+    "int32": "rshmem_int32_or_reducescatter",
+    "int64": "rshmem_int64_or_reducescatter",
+    "uint8": "rshmem_uint8_or_reducescatter",
+    "uint16": "rshmem_uint16_or_reducescatter",
+    "uint32": "rshmem_uint32_or_reducescatter",
+    "uint64": "rshmem_uint64_or_reducescatter",
+}
+
+@core.extern
+def or_reducescatter(team, dest, source, nelems, _semantic=None):
+    """or_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Thread scope. Bitwise or over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    _sig = "or_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _OR_REDUCESCATTER_SYMBOLS, _sig)
+    return _x.call(_OR_REDUCESCATTER_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_OR_REDUCESCATTER_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_or_reducescatter_warp",
+    "int16": "rshmemx_int16_or_reducescatter_warp",
+    "int32": "rshmemx_int32_or_reducescatter_warp",
+    "int64": "rshmemx_int64_or_reducescatter_warp",
+    "uint8": "rshmemx_uint8_or_reducescatter_warp",
+    "uint16": "rshmemx_uint16_or_reducescatter_warp",
+    "uint32": "rshmemx_uint32_or_reducescatter_warp",
+    "uint64": "rshmemx_uint64_or_reducescatter_warp",
+}
+
+@core.extern
+def or_reducescatter_warp(team, dest, source, nelems, _semantic=None):
+    """or_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `or_reducescatter` by all threads of a warp.
+    """
+    _sig = "or_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _OR_REDUCESCATTER_WARP_SYMBOLS, _sig)
+    return _x.call(_OR_REDUCESCATTER_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_OR_REDUCESCATTER_BLOCK_SYMBOLS = {
+    "int8": "rshmemx_int8_or_reducescatter_block",
+    "int16": "rshmemx_int16_or_reducescatter_block",
+    "int32": "rshmemx_int32_or_reducescatter_block",
+    "int64": "rshmemx_int64_or_reducescatter_block",
+    "uint8": "rshmemx_uint8_or_reducescatter_block",
+    "uint16": "rshmemx_uint16_or_reducescatter_block",
+    "uint32": "rshmemx_uint32_or_reducescatter_block",
+    "uint64": "rshmemx_uint64_or_reducescatter_block",
+}
+
+@core.extern
+def or_reducescatter_block(team, dest, source, nelems, _semantic=None):
+    """or_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Block scope. `or_reducescatter` by all threads of the block.
+    """
+    _sig = "or_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _OR_REDUCESCATTER_BLOCK_SYMBOLS, _sig)
+    return _x.call(_OR_REDUCESCATTER_BLOCK_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_XOR_REDUCESCATTER_SYMBOLS = {
+    "int8": "rshmem_int8_xor_reducescatter",
+    "int16": "rshmem_int16_xor_reducescatter",
+    "int32": "rshmem_int32_xor_reducescatter",
+    "int64": "rshmem_int64_xor_reducescatter",
+    "uint8": "rshmem_uint8_xor_reducescatter",
+    "uint16": "rshmem_uint16_xor_reducescatter",
+    "uint32": "rshmem_uint32_xor_reducescatter",
+    "uint64": "rshmem_uint64_xor_reducescatter",
+}
+
+@core.extern
+def xor_reducescatter(team, dest, source, nelems, _semantic=None):
+    """xor_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Thread scope. Bitwise xor over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source).
+    """
+    _sig = "xor_reducescatter(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _XOR_REDUCESCATTER_SYMBOLS, _sig)
+    return _x.call(_XOR_REDUCESCATTER_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_XOR_REDUCESCATTER_WARP_SYMBOLS = {
+    "int8": "rshmemx_int8_xor_reducescatter_warp",
+    "int16": "rshmemx_int16_xor_reducescatter_warp",
+    "int32": "rshmemx_int32_xor_reducescatter_warp",
+    "int64": "rshmemx_int64_xor_reducescatter_warp",
+    "uint8": "rshmemx_uint8_xor_reducescatter_warp",
+    "uint16": "rshmemx_uint16_xor_reducescatter_warp",
+    "uint32": "rshmemx_uint32_xor_reducescatter_warp",
+    "uint64": "rshmemx_uint64_xor_reducescatter_warp",
+}
+
+@core.extern
+def xor_reducescatter_warp(team, dest, source, nelems, _semantic=None):
+    """xor_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Warp scope. `xor_reducescatter` by all threads of a warp.
+    """
+    _sig = "xor_reducescatter_warp(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _XOR_REDUCESCATTER_WARP_SYMBOLS, _sig)
+    return _x.call(_XOR_REDUCESCATTER_WARP_SYMBOLS[T.name], core.int32, False, [
+        tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
+        _x.pointer(dest, "dest", (T,), _sig, _semantic),
+        _x.pointer(source, "source", (T,), _sig, _semantic),
+        tl.cast(_x.scalar(nelems, "nelems", _sig, _semantic), core.uint64, _semantic=_semantic),
+    ], _semantic)
+
+
+_XOR_REDUCESCATTER_BLOCK_SYMBOLS = {
+    "int8": "rshmemx_int8_xor_reducescatter_block",
+    "int16": "rshmemx_int16_xor_reducescatter_block",
+    "int32": "rshmemx_int32_xor_reducescatter_block",
+    "int64": "rshmemx_int64_xor_reducescatter_block",
+    "uint8": "rshmemx_uint8_xor_reducescatter_block",
+    "uint16": "rshmemx_uint16_xor_reducescatter_block",
+    "uint32": "rshmemx_uint32_xor_reducescatter_block",
+    "uint64": "rshmemx_uint64_xor_reducescatter_block",
+}
+
+@core.extern
+def xor_reducescatter_block(team, dest, source, nelems, _semantic=None):
+    """xor_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64
+
+    Block scope. `xor_reducescatter` by all threads of the block.
+    """
+    _sig = "xor_reducescatter_block(team: int32, dest: pointer to T, source: pointer to T, nelems: uint64) -> int32 for T in int8|int16|int32|int64|uint8|uint16|uint32|uint64"
+    T = _x.pointee(dest, "dest", _XOR_REDUCESCATTER_BLOCK_SYMBOLS, _sig)
+    return _x.call(_XOR_REDUCESCATTER_BLOCK_SYMBOLS[T.name], core.int32, False, [
         tl.cast(_x.scalar(team, "team", _sig, _semantic), core.int32, _semantic=_semantic),
         _x.pointer(dest, "dest", (T,), _sig, _semantic),
         _x.pointer(source, "source", (T,), _sig, _semantic),

@@ -444,6 +444,19 @@ RSHMEM_API_DEVICE int32_t rshmem_fp16_alltoall(int32_t team, rshmem_fp16_t* dest
 RSHMEM_API_DEVICE int32_t rshmem_bf16_alltoall(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_fp32_alltoall(int32_t team, float* dest, const float* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_fp64_alltoall(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* alltoall_warp (warp scope): `alltoall` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_alltoall_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_alltoall_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_alltoall_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_alltoall_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_alltoall_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_alltoall_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_alltoall_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_alltoall_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_alltoall_warp(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_alltoall_warp(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_alltoall_warp(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_alltoall_warp(int32_t team, double* dest, const double* source, uint64_t nelems);
 /* alltoall_block (block scope): `alltoall` by all threads of the block. */
 RSHMEM_API_DEVICE int32_t rshmemx_int8_alltoall_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmemx_int16_alltoall_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
@@ -472,6 +485,19 @@ RSHMEM_API_DEVICE int32_t rshmem_fp16_sum_reduce(int32_t team, rshmem_fp16_t* de
 RSHMEM_API_DEVICE int32_t rshmem_bf16_sum_reduce(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_fp32_sum_reduce(int32_t team, float* dest, const float* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_fp64_sum_reduce(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* sum_reduce_warp (warp scope): `sum_reduce` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_sum_reduce_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_sum_reduce_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_sum_reduce_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_sum_reduce_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_sum_reduce_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_sum_reduce_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_sum_reduce_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_sum_reduce_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_sum_reduce_warp(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_sum_reduce_warp(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_sum_reduce_warp(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_sum_reduce_warp(int32_t team, double* dest, const double* source, uint64_t nelems);
 /* sum_reduce_block (block scope): `sum_reduce` by all threads of the block. */
 RSHMEM_API_DEVICE int32_t rshmemx_int8_sum_reduce_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmemx_int16_sum_reduce_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
@@ -498,6 +524,19 @@ RSHMEM_API_DEVICE int32_t rshmem_fp16_prod_reduce(int32_t team, rshmem_fp16_t* d
 RSHMEM_API_DEVICE int32_t rshmem_bf16_prod_reduce(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_fp32_prod_reduce(int32_t team, float* dest, const float* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_fp64_prod_reduce(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* prod_reduce_warp (warp scope): `prod_reduce` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_prod_reduce_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_prod_reduce_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_prod_reduce_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_prod_reduce_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_prod_reduce_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_prod_reduce_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_prod_reduce_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_prod_reduce_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_prod_reduce_warp(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_prod_reduce_warp(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_prod_reduce_warp(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_prod_reduce_warp(int32_t team, double* dest, const double* source, uint64_t nelems);
 /* prod_reduce_block (block scope): `prod_reduce` by all threads of the block. */
 RSHMEM_API_DEVICE int32_t rshmemx_int8_prod_reduce_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmemx_int16_prod_reduce_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
@@ -524,6 +563,19 @@ RSHMEM_API_DEVICE int32_t rshmem_fp16_min_reduce(int32_t team, rshmem_fp16_t* de
 RSHMEM_API_DEVICE int32_t rshmem_bf16_min_reduce(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_fp32_min_reduce(int32_t team, float* dest, const float* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_fp64_min_reduce(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* min_reduce_warp (warp scope): `min_reduce` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_min_reduce_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_min_reduce_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_min_reduce_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_min_reduce_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_min_reduce_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_min_reduce_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_min_reduce_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_min_reduce_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_min_reduce_warp(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_min_reduce_warp(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_min_reduce_warp(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_min_reduce_warp(int32_t team, double* dest, const double* source, uint64_t nelems);
 /* min_reduce_block (block scope): `min_reduce` by all threads of the block. */
 RSHMEM_API_DEVICE int32_t rshmemx_int8_min_reduce_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmemx_int16_min_reduce_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
@@ -550,6 +602,19 @@ RSHMEM_API_DEVICE int32_t rshmem_fp16_max_reduce(int32_t team, rshmem_fp16_t* de
 RSHMEM_API_DEVICE int32_t rshmem_bf16_max_reduce(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_fp32_max_reduce(int32_t team, float* dest, const float* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_fp64_max_reduce(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* max_reduce_warp (warp scope): `max_reduce` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_max_reduce_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_max_reduce_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_max_reduce_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_max_reduce_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_max_reduce_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_max_reduce_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_max_reduce_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_max_reduce_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_max_reduce_warp(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_max_reduce_warp(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_max_reduce_warp(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_max_reduce_warp(int32_t team, double* dest, const double* source, uint64_t nelems);
 /* max_reduce_block (block scope): `max_reduce` by all threads of the block. */
 RSHMEM_API_DEVICE int32_t rshmemx_int8_max_reduce_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmemx_int16_max_reduce_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
@@ -572,6 +637,15 @@ RSHMEM_API_DEVICE int32_t rshmem_uint8_and_reduce(int32_t team, uint8_t* dest, c
 RSHMEM_API_DEVICE int32_t rshmem_uint16_and_reduce(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_uint32_and_reduce(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_uint64_and_reduce(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* and_reduce_warp (warp scope): `and_reduce` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_and_reduce_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_and_reduce_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_and_reduce_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_and_reduce_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_and_reduce_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_and_reduce_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_and_reduce_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_and_reduce_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
 /* and_reduce_block (block scope): `and_reduce` by all threads of the block. */
 RSHMEM_API_DEVICE int32_t rshmemx_int8_and_reduce_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmemx_int16_and_reduce_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
@@ -590,6 +664,15 @@ RSHMEM_API_DEVICE int32_t rshmem_uint8_or_reduce(int32_t team, uint8_t* dest, co
 RSHMEM_API_DEVICE int32_t rshmem_uint16_or_reduce(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_uint32_or_reduce(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_uint64_or_reduce(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* or_reduce_warp (warp scope): `or_reduce` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_or_reduce_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_or_reduce_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_or_reduce_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_or_reduce_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_or_reduce_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_or_reduce_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_or_reduce_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_or_reduce_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
 /* or_reduce_block (block scope): `or_reduce` by all threads of the block. */
 RSHMEM_API_DEVICE int32_t rshmemx_int8_or_reduce_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmemx_int16_or_reduce_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
@@ -608,6 +691,15 @@ RSHMEM_API_DEVICE int32_t rshmem_uint8_xor_reduce(int32_t team, uint8_t* dest, c
 RSHMEM_API_DEVICE int32_t rshmem_uint16_xor_reduce(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_uint32_xor_reduce(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmem_uint64_xor_reduce(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* xor_reduce_warp (warp scope): `xor_reduce` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_xor_reduce_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_xor_reduce_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_xor_reduce_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_xor_reduce_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_xor_reduce_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_xor_reduce_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_xor_reduce_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_xor_reduce_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
 /* xor_reduce_block (block scope): `xor_reduce` by all threads of the block. */
 RSHMEM_API_DEVICE int32_t rshmemx_int8_xor_reduce_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmemx_int16_xor_reduce_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
@@ -617,6 +709,243 @@ RSHMEM_API_DEVICE int32_t rshmemx_uint8_xor_reduce_block(int32_t team, uint8_t* 
 RSHMEM_API_DEVICE int32_t rshmemx_uint16_xor_reduce_block(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmemx_uint32_xor_reduce_block(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
 RSHMEM_API_DEVICE int32_t rshmemx_uint64_xor_reduce_block(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* sum_reducescatter (thread scope): Sum over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source). */
+RSHMEM_API_DEVICE int32_t rshmem_int8_sum_reducescatter(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int16_sum_reducescatter(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int32_sum_reducescatter(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int64_sum_reducescatter(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint8_sum_reducescatter(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint16_sum_reducescatter(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint32_sum_reducescatter(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint64_sum_reducescatter(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp16_sum_reducescatter(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_bf16_sum_reducescatter(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp32_sum_reducescatter(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp64_sum_reducescatter(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* sum_reducescatter_warp (warp scope): `sum_reducescatter` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_sum_reducescatter_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_sum_reducescatter_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_sum_reducescatter_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_sum_reducescatter_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_sum_reducescatter_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_sum_reducescatter_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_sum_reducescatter_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_sum_reducescatter_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_sum_reducescatter_warp(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_sum_reducescatter_warp(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_sum_reducescatter_warp(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_sum_reducescatter_warp(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* sum_reducescatter_block (block scope): `sum_reducescatter` by all threads of the block. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_sum_reducescatter_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_sum_reducescatter_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_sum_reducescatter_block(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_sum_reducescatter_block(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_sum_reducescatter_block(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_sum_reducescatter_block(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_sum_reducescatter_block(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_sum_reducescatter_block(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_sum_reducescatter_block(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_sum_reducescatter_block(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_sum_reducescatter_block(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_sum_reducescatter_block(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* prod_reducescatter (thread scope): Product over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source). */
+RSHMEM_API_DEVICE int32_t rshmem_int8_prod_reducescatter(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int16_prod_reducescatter(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int32_prod_reducescatter(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int64_prod_reducescatter(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint8_prod_reducescatter(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint16_prod_reducescatter(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint32_prod_reducescatter(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint64_prod_reducescatter(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp16_prod_reducescatter(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_bf16_prod_reducescatter(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp32_prod_reducescatter(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp64_prod_reducescatter(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* prod_reducescatter_warp (warp scope): `prod_reducescatter` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_prod_reducescatter_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_prod_reducescatter_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_prod_reducescatter_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_prod_reducescatter_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_prod_reducescatter_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_prod_reducescatter_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_prod_reducescatter_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_prod_reducescatter_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_prod_reducescatter_warp(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_prod_reducescatter_warp(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_prod_reducescatter_warp(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_prod_reducescatter_warp(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* prod_reducescatter_block (block scope): `prod_reducescatter` by all threads of the block. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_prod_reducescatter_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_prod_reducescatter_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_prod_reducescatter_block(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_prod_reducescatter_block(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_prod_reducescatter_block(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_prod_reducescatter_block(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_prod_reducescatter_block(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_prod_reducescatter_block(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_prod_reducescatter_block(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_prod_reducescatter_block(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_prod_reducescatter_block(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_prod_reducescatter_block(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* min_reducescatter (thread scope): Minimum over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source). */
+RSHMEM_API_DEVICE int32_t rshmem_int8_min_reducescatter(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int16_min_reducescatter(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int32_min_reducescatter(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int64_min_reducescatter(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint8_min_reducescatter(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint16_min_reducescatter(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint32_min_reducescatter(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint64_min_reducescatter(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp16_min_reducescatter(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_bf16_min_reducescatter(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp32_min_reducescatter(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp64_min_reducescatter(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* min_reducescatter_warp (warp scope): `min_reducescatter` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_min_reducescatter_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_min_reducescatter_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_min_reducescatter_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_min_reducescatter_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_min_reducescatter_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_min_reducescatter_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_min_reducescatter_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_min_reducescatter_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_min_reducescatter_warp(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_min_reducescatter_warp(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_min_reducescatter_warp(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_min_reducescatter_warp(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* min_reducescatter_block (block scope): `min_reducescatter` by all threads of the block. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_min_reducescatter_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_min_reducescatter_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_min_reducescatter_block(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_min_reducescatter_block(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_min_reducescatter_block(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_min_reducescatter_block(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_min_reducescatter_block(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_min_reducescatter_block(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_min_reducescatter_block(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_min_reducescatter_block(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_min_reducescatter_block(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_min_reducescatter_block(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* max_reducescatter (thread scope): Maximum over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source). */
+RSHMEM_API_DEVICE int32_t rshmem_int8_max_reducescatter(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int16_max_reducescatter(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int32_max_reducescatter(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int64_max_reducescatter(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint8_max_reducescatter(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint16_max_reducescatter(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint32_max_reducescatter(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint64_max_reducescatter(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp16_max_reducescatter(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_bf16_max_reducescatter(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp32_max_reducescatter(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_fp64_max_reducescatter(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* max_reducescatter_warp (warp scope): `max_reducescatter` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_max_reducescatter_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_max_reducescatter_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_max_reducescatter_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_max_reducescatter_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_max_reducescatter_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_max_reducescatter_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_max_reducescatter_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_max_reducescatter_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_max_reducescatter_warp(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_max_reducescatter_warp(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_max_reducescatter_warp(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_max_reducescatter_warp(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* max_reducescatter_block (block scope): `max_reducescatter` by all threads of the block. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_max_reducescatter_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_max_reducescatter_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_max_reducescatter_block(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_max_reducescatter_block(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_max_reducescatter_block(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_max_reducescatter_block(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_max_reducescatter_block(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_max_reducescatter_block(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp16_max_reducescatter_block(int32_t team, rshmem_fp16_t* dest, const rshmem_fp16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_bf16_max_reducescatter_block(int32_t team, rshmem_bf16_t* dest, const rshmem_bf16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp32_max_reducescatter_block(int32_t team, float* dest, const float* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_fp64_max_reducescatter_block(int32_t team, double* dest, const double* source, uint64_t nelems);
+/* and_reducescatter (thread scope): Bitwise and over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source). */
+RSHMEM_API_DEVICE int32_t rshmem_int8_and_reducescatter(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int16_and_reducescatter(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int32_and_reducescatter(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int64_and_reducescatter(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint8_and_reducescatter(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint16_and_reducescatter(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint32_and_reducescatter(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint64_and_reducescatter(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* and_reducescatter_warp (warp scope): `and_reducescatter` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_and_reducescatter_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_and_reducescatter_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_and_reducescatter_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_and_reducescatter_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_and_reducescatter_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_and_reducescatter_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_and_reducescatter_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_and_reducescatter_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* and_reducescatter_block (block scope): `and_reducescatter` by all threads of the block. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_and_reducescatter_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_and_reducescatter_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_and_reducescatter_block(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_and_reducescatter_block(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_and_reducescatter_block(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_and_reducescatter_block(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_and_reducescatter_block(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_and_reducescatter_block(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* or_reducescatter (thread scope): Bitwise or over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source). */
+RSHMEM_API_DEVICE int32_t rshmem_int8_or_reducescatter(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int16_or_reducescatter(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int32_or_reducescatter(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int64_or_reducescatter(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint8_or_reducescatter(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint16_or_reducescatter(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint32_or_reducescatter(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint64_or_reducescatter(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* or_reducescatter_warp (warp scope): `or_reducescatter` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_or_reducescatter_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_or_reducescatter_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_or_reducescatter_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_or_reducescatter_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_or_reducescatter_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_or_reducescatter_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_or_reducescatter_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_or_reducescatter_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* or_reducescatter_block (block scope): `or_reducescatter` by all threads of the block. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_or_reducescatter_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_or_reducescatter_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_or_reducescatter_block(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_or_reducescatter_block(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_or_reducescatter_block(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_or_reducescatter_block(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_or_reducescatter_block(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_or_reducescatter_block(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* xor_reducescatter (thread scope): Bitwise xor over the members of `team` of `source[team_my_pe * nelems + i]` into `dest[i]`, i < nelems: `source` holds one block of `nelems` per member (dest must not overlap source). */
+RSHMEM_API_DEVICE int32_t rshmem_int8_xor_reducescatter(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int16_xor_reducescatter(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int32_xor_reducescatter(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_int64_xor_reducescatter(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint8_xor_reducescatter(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint16_xor_reducescatter(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint32_xor_reducescatter(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmem_uint64_xor_reducescatter(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* xor_reducescatter_warp (warp scope): `xor_reducescatter` by all threads of a warp. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_xor_reducescatter_warp(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_xor_reducescatter_warp(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_xor_reducescatter_warp(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_xor_reducescatter_warp(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_xor_reducescatter_warp(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_xor_reducescatter_warp(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_xor_reducescatter_warp(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_xor_reducescatter_warp(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
+/* xor_reducescatter_block (block scope): `xor_reducescatter` by all threads of the block. */
+RSHMEM_API_DEVICE int32_t rshmemx_int8_xor_reducescatter_block(int32_t team, int8_t* dest, const int8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int16_xor_reducescatter_block(int32_t team, int16_t* dest, const int16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int32_xor_reducescatter_block(int32_t team, int32_t* dest, const int32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_int64_xor_reducescatter_block(int32_t team, int64_t* dest, const int64_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint8_xor_reducescatter_block(int32_t team, uint8_t* dest, const uint8_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint16_xor_reducescatter_block(int32_t team, uint16_t* dest, const uint16_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint32_xor_reducescatter_block(int32_t team, uint32_t* dest, const uint32_t* source, uint64_t nelems);
+RSHMEM_API_DEVICE int32_t rshmemx_uint64_xor_reducescatter_block(int32_t team, uint64_t* dest, const uint64_t* source, uint64_t nelems);
 
 #ifdef __cplusplus
 }

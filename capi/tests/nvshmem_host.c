@@ -1,0 +1,129 @@
+/* NVSHMEM's host-side team collectives through the compatibility header, as a plain C program
+   (CI: 2 PEs on the host backend under torchrun --no-python): nvshmem_<type>_<op>_reduce for every
+   operation (the bitwise ones on integer types), broadcast, fcollect and alltoall, a reduction over
+   a split team with nvshmem_team_translate_pe, each checked
+   against what the PEs' inputs must give. Prints "PE i: N nvshmem collectives correct" and exits 0,
+   or names the first wrong value and exits 1. */
+#include <nvshmem.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define N 4
+
+static int checks = 0;
+
+#define CHECK(cond, ...)                                        \
+  do {                                                          \
+    if (!(cond)) {                                              \
+      fprintf(stderr, "PE %d: %s:%d: %s is false: ", nvshmem_my_pe(), __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                             \
+      fprintf(stderr, "\n");                                    \
+      exit(1);                                                  \
+    }                                                           \
+    checks++;                                                   \
+  } while (0)
+
+/* PE p contributes p + 1 + i at index i (integers) so every operation has a known result. */
+static void int_reductions(int me, int npes) {
+  int *src = (int *)nvshmem_malloc(N * sizeof(int)), *dst = (int *)nvshmem_malloc(N * sizeof(int));
+  for (int i = 0; i < N; i++) src[i] = me + 1 + i;
+  nvshmem_barrier_all();
+  for (int op = 0; op < 7; op++) {
+    switch (op) {
+      case 0: nvshmem_int_sum_reduce(NVSHMEM_TEAM_WORLD, dst, src, N); break;
+      case 1: nvshmem_int_prod_reduce(NVSHMEM_TEAM_WORLD, dst, src, N); break;
+      case 2: nvshmem_int_min_reduce(NVSHMEM_TEAM_WORLD, dst, src, N); break;
+      case 3: nvshmem_int_max_reduce(NVSHMEM_TEAM_WORLD, dst, src, N); break;
+      case 4: nvshmem_int_and_reduce(NVSHMEM_TEAM_WORLD, dst, src, N); break;
+      case 5: nvshmem_int_or_reduce(NVSHMEM_TEAM_WORLD, dst, src, N); break;
+      default: nvshmem_int_xor_reduce(NVSHMEM_TEAM_WORLD, dst, src, N); break;
+    }
+    for (int i = 0; i < N; i++) {
+      int want = op == 1 ? 1 : op == 2 ? 1 << 30 : op == 4 ? -1 : 0;
+      for (int p = 0; p < npes; p++) {
+        const int v = p + 1 + i;
+        want = op == 0 ? want + v : op == 1 ? want * v : op == 2 ? (v < want ? v : want)
+             : op == 3 ? (v > want ? v : want) : op == 4 ? want & v : op == 5 ? want | v : want ^ v;
+      }
+      CHECK(dst[i] == want, "op %d, element %d: %d, expected %d", op, i, dst[i], want);
+    }
+  }
+  nvshmem_free(src);
+  nvshmem_free(dst);
+}
+
+static void other_types(int me, int npes) {
+  unsigned long *u = (unsigned long *)nvshmem_malloc(sizeof(unsigned long));
+  double *d = (double *)nvshmem_malloc(sizeof(double)), *dsum = (double *)nvshmem_malloc(sizeof(double));
+  int64_t *bits = (int64_t *)nvshmem_malloc(sizeof(int64_t));
+  *u = 1ul << me;
+  *d = 0.5 * (me + 1);
+  *bits = (int64_t)1 << (me + 8);
+  nvshmem_barrier_all();
+  nvshmem_ulong_or_reduce(NVSHMEM_TEAM_WORLD, u, u, 1); /* dest may be source */
+  nvshmem_double_sum_reduce(NVSHMEM_TEAM_WORLD, dsum, d, 1);
+  nvshmem_int64_xor_reduce(NVSHMEM_TEAM_WORLD, bits, bits, 1);
+  CHECK(*u == (1ul << npes) - 1, "ulong or: %lu", *u);
+  CHECK(*dsum == 0.25 * npes * (npes + 1), "double sum: %g", *dsum);
+  CHECK(*bits == (((int64_t)1 << npes) - 1) << 8, "int64 xor: %lld", (long long)*bits);
+  nvshmem_free(u);
+  nvshmem_free(d);
+  nvshmem_free(dsum);
+  nvshmem_free(bits);
+}
+
+/* The even PEs as a team: translate_pe and a reduction over a team that is not the world. */
+static void split_team(int me, int npes) {
+  nvshmem_team_t even = NVSHMEM_TEAM_INVALID;
+  nvshmem_team_split_strided(NVSHMEM_TEAM_WORLD, 0, 2, (npes + 1) / 2, NULL, 0, &even);
+  CHECK((even != NVSHMEM_TEAM_INVALID) == (me % 2 == 0), "team handle %d on PE %d", (int)even, me);
+  const int members = (npes + 1) / 2;
+  if (even != NVSHMEM_TEAM_INVALID) {
+    const int last = nvshmem_team_translate_pe(even, members - 1, NVSHMEM_TEAM_WORLD);
+    CHECK(last == 2 * (members - 1), "even PE %d is world PE %d", members - 1, last);
+    CHECK(nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD, me, even) == me / 2, "world PE %d in the even team", me);
+    CHECK(nvshmem_team_translate_pe(NVSHMEM_TEAM_WORLD, 1, even) == -1, "world PE 1 is not an even PE");
+  }
+  short *v = (short *)nvshmem_malloc(sizeof(short)), *top = (short *)nvshmem_malloc(sizeof(short));
+  *v = (short)(10 * me);
+  nvshmem_barrier_all();
+  if (even != NVSHMEM_TEAM_INVALID) {
+    nvshmem_short_max_reduce(even, top, v, 1);
+    CHECK(*top == 10 * 2 * (members - 1), "max over the even PEs: %d", *top);
+    nvshmem_team_destroy(even);
+  }
+  nvshmem_free(v);
+  nvshmem_free(top);
+}
+
+static void data_movement(int me, int npes) {
+  long *src = (long *)nvshmem_malloc(N * npes * sizeof(long)), *dst = (long *)nvshmem_malloc(N * npes * sizeof(long));
+  for (int i = 0; i < N * npes; i++) src[i] = 1000 * me + i;
+  nvshmem_barrier_all();
+  nvshmem_long_broadcast(NVSHMEM_TEAM_WORLD, dst, src, N, npes - 1);
+  for (int i = 0; i < N; i++) CHECK(dst[i] == 1000 * (npes - 1) + i, "broadcast [%d]: %ld", i, dst[i]);
+  nvshmem_long_fcollect(NVSHMEM_TEAM_WORLD, dst, src, N);
+  for (int p = 0; p < npes; p++)
+    for (int i = 0; i < N; i++)
+      CHECK(dst[p * N + i] == 1000 * p + i, "fcollect [%d]: %ld", p * N + i, dst[p * N + i]);
+  nvshmem_long_alltoall(NVSHMEM_TEAM_WORLD, dst, src, N);
+  for (int p = 0; p < npes; p++)
+    for (int i = 0; i < N; i++)
+      CHECK(dst[p * N + i] == 1000 * p + me * N + i, "alltoall [%d]: %ld", p * N + i, dst[p * N + i]);
+  nvshmem_free(src);
+  nvshmem_free(dst);
+}
+
+int main(void) {
+  nvshmem_init();
+  const int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
+  int_reductions(me, npes);
+  other_types(me, npes);
+  data_movement(me, npes);
+  split_team(me, npes);
+  nvshmem_barrier_all();
+  printf("PE %d: %d nvshmem collectives correct\n", me, checks);
+  nvshmem_finalize();
+  return 0;
+}
