@@ -46,8 +46,10 @@ PREFIX = "rshmem_host_"
 # kind -> (C type, Rust FFI type, conversion into a runtime value of the same name or None).
 # `{n}` is the argument, `{dt}` the row's dtype argument, `{len}` its element count.
 ARG_KINDS = {
-    "addr": ("void *", "*mut c_void", "let {n} = {n} as usize;"),
-    "const_addr": ("const void *", "*const c_void", "let {n} = {n} as usize;"),
+    "sym": ("void *", "*mut c_void", "let {n} = SymAddr::new({n} as usize);"),
+    "const_sym": ("const void *", "*const c_void", "let {n} = SymAddr::new({n} as usize);"),
+    "local": ("void *", "*mut c_void", "let {n} = {n} as usize;"),
+    "const_local": ("const void *", "*const c_void", "let {n} = {n} as usize;"),
     "usize": ("size_t", "usize", None),
     "u64": ("uint64_t", "u64", None),
     "i128": ("int64_t", "i64", "let {n} = ffi::value({n}, {dt});"),
@@ -66,8 +68,8 @@ ARG_KINDS = {
     "cumodule": ("void *", "*mut c_void", None),
     "amo_op": ("rshmem_amo_t", "c_int", None),
     "elem": ("{T}", "{R}", None),
-    "elem_addr": ("{T} *", "*mut {R}", None),
-    "const_elem_addr": ("const {T} *", "*const {R}", None),
+    "elem_sym": ("{T} *", "*mut {R}", None),
+    "const_elem_sym": ("const {T} *", "*const {R}", None),
 }
 # ret -> (C out-parameter types, Rust FFI out-parameter types, how the runtime's result `r` is written)
 RET_KINDS = {
@@ -81,7 +83,7 @@ RET_KINDS = {
     "opt_usize": (["size_t *"], ["*mut usize"], "r.unwrap_or(usize::MAX)"),
     "vec_usize": (["size_t *", "size_t *"], ["*mut usize", "*mut usize"], None),
     "opt_team": (["rshmem_team_t *"], ["*mut i32"], "r.map_or(rshmem::consts::TEAM_INVALID, |t| t.0)"),
-    "addr": (["void **"], ["*mut *mut c_void"], None),
+    "sym": (["void **"], ["*mut *mut c_void"], None),
     "opt_addr": (["void **"], ["*mut *mut c_void"], None),
     "str": (["const char **"], ["*mut *const c_char"], None),
     "uid": (["rshmem_uniqueid_t *"], ["*mut UniqueIdBytes"], None),
@@ -151,7 +153,7 @@ def c_functions() -> tuple[list[CFn], list[tuple[str, str]]]:
             for a in row.args:
                 if a.kind == "check_local":
                     continue
-                kind = "const_addr" if a.kind == "addr" and a.name in SOURCE_NAMES else a.kind
+                kind = "const_" + a.kind if a.kind in ("sym", "local") and a.name in SOURCE_NAMES else a.kind
                 args.append(CArg(a.name, kind))
             fns.append(CFn(PREFIX + row.name, row.name, row.group, row.doc, args, row.ret, "generated"))
             continue
@@ -319,9 +321,9 @@ def rust_body(f: CFn) -> list[str]:
         lines += [f"let {a.name} = ffi::pe(&rt, {a.name})?;" for a in f.args if a.kind == "pe"]
         if f.row == "p":
             value = conv_in.format(R=elem, n="value")
-            lines.append(f"Ok(rt.p::<{elem}>(dst as usize, {value}, pe)?)")
+            lines.append(f"Ok(rt.p::<{elem}>(SymAddr::new(dst as usize), {value}, pe)?)")
         elif f.row == "g":
-            lines.append(f"let r = rt.g::<{elem}>(src as usize, pe)?;")
+            lines.append(f"let r = rt.g::<{elem}>(SymAddr::new(src as usize), pe)?;")
             value = "r.to_bits()" if half else "r"
             lines.append(f"unsafe {{ out.write({value}) }};")
             lines.append("Ok(())")
@@ -405,7 +407,7 @@ def gen_rust(fns: list[CFn]) -> str:
     ffi_names = [n for n in ("InitAttr", "UniqueIdBytes") if re.search(rf"\b{n}\b", text)]
     uses = [f"use crate::ffi::{{{', '.join(['self'] + ffi_names)}}};"]
     for module, names in (("rshmem::consts", ("Cmp", "SignalOp")), ("rshmem::driver::stream", ("StreamHandle",)),
-                          ("rshmem::runtime", ("Access", "Team")), ("std::ffi", ("c_char", "c_int", "c_void"))):
+                          ("rshmem::runtime", ("Access", "Team")), ("rshmem", ("SymAddr",)), ("std::ffi", ("c_char", "c_int", "c_void"))):
         used = [n for n in names if re.search(rf"\b{n}\b", text)]
         if used:
             uses.append(f"use {module}::{used[0]};" if len(used) == 1 else f"use {module}::{{{', '.join(used)}}};")

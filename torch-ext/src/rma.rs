@@ -17,6 +17,7 @@ use rshmem::runtime::Access;
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 use rshmem::dtype::DType;
+use rshmem::SymAddr;
 
 /// Copies `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmem_putmem`). With
 /// `check_local` (the default) `src` is checked to be readable memory of this process first;
@@ -32,7 +33,7 @@ fn putmem(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, check_
         }
         // SAFETY: see the file header: `src..src+nbytes` was checked above, or the caller
         // took it from a live tensor; the runtime checks that `dst` is a symmetric range.
-        unsafe { rt.putmem(dst, src, nbytes, pe) }
+        unsafe { rt.putmem(SymAddr::new(dst), src, nbytes, pe) }
     })
     .py_err()
 }
@@ -50,7 +51,7 @@ fn getmem(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, check_
         }
         // SAFETY: see the file header: `dst..dst+nbytes` was checked above, or the caller
         // took it from a live tensor; the runtime checks that `src` is a symmetric range.
-        unsafe { rt.getmem(dst, src, nbytes, pe) }
+        unsafe { rt.getmem(dst, SymAddr::new(src), nbytes, pe) }
     })
     .py_err()
 }
@@ -61,18 +62,18 @@ fn p(dst: usize, value: &Bound<'_, PyAny>, pe: i64, dtype: &str) -> PyResult<()>
     let rt = runtime("rshmem.p()")?;
     let pe = pe_arg(&rt, pe)?;
     match crate::dtype::dtype(dtype)? {
-        DType::I8 => rt.p::<i8>(dst, value.extract()?, pe),
-        DType::I16 => rt.p::<i16>(dst, value.extract()?, pe),
-        DType::I32 => rt.p::<i32>(dst, value.extract()?, pe),
-        DType::I64 => rt.p::<i64>(dst, value.extract()?, pe),
-        DType::U8 => rt.p::<u8>(dst, value.extract()?, pe),
-        DType::U16 => rt.p::<u16>(dst, value.extract()?, pe),
-        DType::U32 => rt.p::<u32>(dst, value.extract()?, pe),
-        DType::U64 => rt.p::<u64>(dst, value.extract()?, pe),
-        DType::F16 => rt.p::<f16>(dst, f16::from_f64(value.extract()?), pe),
-        DType::BF16 => rt.p::<bf16>(dst, bf16::from_f64(value.extract()?), pe),
-        DType::F32 => rt.p::<f32>(dst, value.extract()?, pe),
-        DType::F64 => rt.p::<f64>(dst, value.extract()?, pe),
+        DType::I8 => rt.p::<i8>(SymAddr::new(dst), value.extract()?, pe),
+        DType::I16 => rt.p::<i16>(SymAddr::new(dst), value.extract()?, pe),
+        DType::I32 => rt.p::<i32>(SymAddr::new(dst), value.extract()?, pe),
+        DType::I64 => rt.p::<i64>(SymAddr::new(dst), value.extract()?, pe),
+        DType::U8 => rt.p::<u8>(SymAddr::new(dst), value.extract()?, pe),
+        DType::U16 => rt.p::<u16>(SymAddr::new(dst), value.extract()?, pe),
+        DType::U32 => rt.p::<u32>(SymAddr::new(dst), value.extract()?, pe),
+        DType::U64 => rt.p::<u64>(SymAddr::new(dst), value.extract()?, pe),
+        DType::F16 => rt.p::<f16>(SymAddr::new(dst), f16::from_f64(value.extract()?), pe),
+        DType::BF16 => rt.p::<bf16>(SymAddr::new(dst), bf16::from_f64(value.extract()?), pe),
+        DType::F32 => rt.p::<f32>(SymAddr::new(dst), value.extract()?, pe),
+        DType::F64 => rt.p::<f64>(SymAddr::new(dst), value.extract()?, pe),
     }
     .py_err()
 }
@@ -86,18 +87,18 @@ fn g(py: Python<'_>, src: usize, pe: i64, dtype: &str) -> PyResult<Py<PyAny>> {
         v.py_err()?.into_py_any(py)
     }
     match crate::dtype::dtype(dtype)? {
-        DType::I8 => out(py, rt.g::<i8>(src, pe)),
-        DType::I16 => out(py, rt.g::<i16>(src, pe)),
-        DType::I32 => out(py, rt.g::<i32>(src, pe)),
-        DType::I64 => out(py, rt.g::<i64>(src, pe)),
-        DType::U8 => out(py, rt.g::<u8>(src, pe)),
-        DType::U16 => out(py, rt.g::<u16>(src, pe)),
-        DType::U32 => out(py, rt.g::<u32>(src, pe)),
-        DType::U64 => out(py, rt.g::<u64>(src, pe)),
-        DType::F16 => out(py, rt.g::<f16>(src, pe).map(f64::from)),
-        DType::BF16 => out(py, rt.g::<bf16>(src, pe).map(f64::from)),
-        DType::F32 => out(py, rt.g::<f32>(src, pe)),
-        DType::F64 => out(py, rt.g::<f64>(src, pe)),
+        DType::I8 => out(py, rt.g::<i8>(SymAddr::new(src), pe)),
+        DType::I16 => out(py, rt.g::<i16>(SymAddr::new(src), pe)),
+        DType::I32 => out(py, rt.g::<i32>(SymAddr::new(src), pe)),
+        DType::I64 => out(py, rt.g::<i64>(SymAddr::new(src), pe)),
+        DType::U8 => out(py, rt.g::<u8>(SymAddr::new(src), pe)),
+        DType::U16 => out(py, rt.g::<u16>(SymAddr::new(src), pe)),
+        DType::U32 => out(py, rt.g::<u32>(SymAddr::new(src), pe)),
+        DType::U64 => out(py, rt.g::<u64>(SymAddr::new(src), pe)),
+        DType::F16 => out(py, rt.g::<f16>(SymAddr::new(src), pe).map(f64::from)),
+        DType::BF16 => out(py, rt.g::<bf16>(SymAddr::new(src), pe).map(f64::from)),
+        DType::F32 => out(py, rt.g::<f32>(SymAddr::new(src), pe)),
+        DType::F64 => out(py, rt.g::<f64>(SymAddr::new(src), pe)),
     }
 }
 
