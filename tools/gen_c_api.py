@@ -101,8 +101,9 @@ C_ONLY = [
 ]
 # The names a source buffer goes by: `const` in C.
 SOURCE_NAMES = ("source", "src")
-# The C types of the halves on the host: their bits (C has no portable 16-bit float).
-HOST_C_TYPE = {"rshmem_fp16_t": "uint16_t", "rshmem_bf16_t": "uint16_t"}
+# The host's C type of the dtypes C has none of (the table's rows with a `cuda` type, the 16-bit
+# floats): their bits, an unsigned integer of their size.
+HOST_C_TYPE = {d["c"]: f"uint{8 * d['size']}_t" for d in load_dtypes() if "cuda" in d}
 REDUCE_OPS = ["sum", "prod", "min", "max", "and", "or", "xor"]
 AMO_OPS = ["fetch", "set", "swap", "compare_swap", "add", "and", "or", "xor"]
 
@@ -254,7 +255,12 @@ def gen_header(fns: list[CFn]) -> str:
             "typedef enum {"]
     out += [f"  RSHMEM_DTYPE_{d['name'].upper()} = {d['code']}," for d in dtypes]
     out += ["} rshmem_dtype_t;", "",
-            "/* ---- reductions ---- */", "typedef enum {"]
+            "/* Per dtype, by its device name (int8 ... fp64): the host's C type of an element and its",
+            "   rshmem_dtype_t, for macros that paste a dtype's name (nvshmem.h). */"]
+    for d in dtypes:
+        out.append(f"#define RSHMEM_HOST_TYPE_{d['device']} {HOST_C_TYPE.get(d['c'], d['c'])}")
+        out.append(f"#define RSHMEM_DTYPE_OF_{d['device']} RSHMEM_DTYPE_{d['name'].upper()}")
+    out += ["", "/* ---- reductions ---- */", "typedef enum {"]
     out += [f"  RSHMEM_REDUCE_{op.upper()} = {i}," for i, op in enumerate(REDUCE_OPS)]
     out += ["} rshmem_reduce_op_t;", "",
             "/* ---- remote atomic operations (rshmem_host_atomic; the codes of runtime/src/device_state.rs) ---- */",

@@ -608,6 +608,12 @@ def load_dtypes() -> list[dict]:
             raise TableError(f"api/dtypes.toml row {r['name']!r}: kind must be signed, unsigned or float")
         r.setdefault("sync", False)
         r.setdefault("atomic", False)
+        r.setdefault("aliases", [])
+        if r["c"].startswith("rshmem_") and not ("cuda" in r and "clang" in r):
+            raise TableError(f"api/dtypes.toml row {r['name']!r}: a type of rshmem's own ({r['c']}) needs `cuda` and `clang`")
+    aliases = [a for r in rows for a in r["aliases"]]
+    if len(set(aliases)) != len(aliases) or set(aliases) & {r["name"] for r in rows}:
+        raise TableError("api/dtypes.toml: an alias names two dtypes")
     for key in ("name", "device", "variant", "code"):
         values = [r[key] for r in rows]
         if len(set(values)) != len(values):
@@ -616,6 +622,7 @@ def load_dtypes() -> list[dict]:
 
 
 def gen_dtype_rs(dts: list[dict]) -> str:
+    alias_rows = [f'("{a}", DType::{d["variant"]})' for d in dts for a in d["aliases"]]
     out = [f"// {GENERATED_DT}",
            "//! The element types of `api/dtypes.toml`: [`DType`], its facts, and [`crate::with_element`].",
            "",
@@ -633,6 +640,10 @@ def gen_dtype_rs(dts: list[dict]) -> str:
             "/// The dtypes of point-to-point synchronization (`wait_until`, `test`, ...).",
             f"pub const SYNC_DTYPES: [DType; {sum(d['sync'] for d in dts)}] = "
             f"[{', '.join('DType::' + d['variant'] for d in dts if d['sync'])}];",
+            "",
+            "/// torch's other names of dtypes (`half`), which [`DType::parse`] takes too.",
+            f"pub const DTYPE_ALIASES: [(&str, DType); {sum(len(d['aliases']) for d in dts)}] = "
+            f"[{', '.join(alias_rows)}];",
             "",
             "/// The dtypes of remote atomics.",
             f"pub const ATOMIC_DTYPES: [DType; {sum(d['atomic'] for d in dts)}] = "
@@ -686,9 +697,16 @@ def gen_dtype_rs(dts: list[dict]) -> str:
         out.append(f"            $crate::dtype::DType::{d['variant']} => {{ type $T = {rust}; $body }}")
     out += ["        }", "    };", "}", "",
             f"int_element!({', '.join(d['rust'] + ' => ' + d['variant'] for d in ints)});",
-            f"float_element!({', '.join(d['rust'].replace('half::', '') + ' => ' + d['variant'] for d in dts if d['kind'] == 'float')});",
+            f"float_element!({', '.join(float_element(d) for d in dts if d['kind'] == 'float')});",
             ""]
     return "\n".join(out)
+
+
+def float_element(d: dict) -> str:
+    """`f16 => F16 | f16::from_f64`: a floating row of `float_element!` with its rounding from f64."""
+    rust = d["rust"].replace("half::", "")
+    conv = f"{rust}::from_f64" if d["rust"].startswith("half::") else f"|v| v as {rust}"
+    return f"{rust} => {d['variant']} | {conv}"
 
 
 def gen_dtype_py(dts: list[dict]) -> str:
@@ -705,7 +723,13 @@ def gen_dtype_py(dts: list[dict]) -> str:
             "",
             "# The dtypes point-to-point waits and tests take.",
             f"SYNC_DTYPES = {tuple(d['name'] for d in dts if d['sync'])!r}",
-            ""]
+            "",
+            "# The device API's dtype name -> (runtime name, kind, size, the CUDA C++ type of a dtype C",
+            "# lacks or None, whether atomics take it): what the Numba bindings build their type maps from.",
+            "DEVICE_DTYPES = {"]
+    for d in dts:
+        out.append(f'    "{d["device"]}": ("{d["name"]}", "{d["kind"]}", {d["size"]}, {d.get("cuda")!r}, {d["atomic"]}),')
+    out += ["}", ""]
     return "\n".join(out)
 
 

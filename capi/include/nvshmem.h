@@ -309,25 +309,15 @@ RSHMEMI_COMPAT_HD void nvshmem_getmem(void *dest, const void *source, size_t nby
 #define RSHMEMI_COMPAT_G_BODY(NAME, T, R) return (T)rshmem_##R##_g((const R##_t *)source, pe);
 #else
 #define RSHMEMI_COMPAT_P_BODY(NAME, T, R) \
-  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_p", rshmem_host_##R##_p((RSHMEMI_HOST_##R *)dest, (RSHMEMI_HOST_##R)value, pe));
+  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_p", rshmem_host_##R##_p((RSHMEM_HOST_TYPE_##R *)dest, (RSHMEM_HOST_TYPE_##R)value, pe));
 #define RSHMEMI_COMPAT_G_BODY(NAME, T, R)                                                          \
-  RSHMEMI_HOST_##R v = 0;                                                                          \
-  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_g", rshmem_host_##R##_g((const RSHMEMI_HOST_##R *)source, pe, &v)); \
+  RSHMEM_HOST_TYPE_##R v = 0;                                                                          \
+  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_g", rshmem_host_##R##_g((const RSHMEM_HOST_TYPE_##R *)source, pe, &v)); \
   return (T)v;
 #endif
-/* fp32_t / fp64_t for the device casts above; the host's C types of rshmem.h. */
+/* fp32_t / fp64_t for the device casts above (the host's C types come from rshmem.h). */
 typedef float fp32_t;
 typedef double fp64_t;
-#define RSHMEMI_HOST_int8 int8_t
-#define RSHMEMI_HOST_int16 int16_t
-#define RSHMEMI_HOST_int32 int32_t
-#define RSHMEMI_HOST_int64 int64_t
-#define RSHMEMI_HOST_uint8 uint8_t
-#define RSHMEMI_HOST_uint16 uint16_t
-#define RSHMEMI_HOST_uint32 uint32_t
-#define RSHMEMI_HOST_uint64 uint64_t
-#define RSHMEMI_HOST_fp32 float
-#define RSHMEMI_HOST_fp64 double
 RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_HOST_TYPED)
 
 /* ------------------------------------------------------------------ signals */
@@ -422,26 +412,26 @@ static inline nvshmem_team_t rshmemi_compat_active_set(const char *call, int sta
   static inline int nvshmemx_##NAME##_fcollect_on_stream(nvshmem_team_t team, T *dest, const T *src, size_t n,   \
                                                         cudaStream_t s) {                                        \
     RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_fcollect_on_stream",                                                \
-                         rshmem_host_fcollect_on_stream(team, dest, src, n, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(s))); \
+                         rshmem_host_fcollect_on_stream(team, dest, src, n, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(s))); \
     return 0;                                                                                                    \
   }                                                                                                              \
   static inline int nvshmemx_##NAME##_broadcast_on_stream(nvshmem_team_t team, T *dest, const T *src, size_t n,  \
                                                          int root, cudaStream_t s) {                             \
     RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_broadcast_on_stream",                                               \
-                         rshmem_host_broadcast_on_stream(team, dest, src, n, root, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(s))); \
+                         rshmem_host_broadcast_on_stream(team, dest, src, n, root, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(s))); \
     return 0;                                                                                                    \
   }                                                                                                              \
   static inline int nvshmemx_##NAME##_alltoall_on_stream(nvshmem_team_t team, T *dest, const T *src, size_t n,   \
                                                         cudaStream_t s) {                                        \
     RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_alltoall_on_stream",                                                \
-                         rshmem_host_alltoall_on_stream(team, dest, src, n, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(s))); \
+                         rshmem_host_alltoall_on_stream(team, dest, src, n, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(s))); \
     return 0;                                                                                                    \
   }
 #define RSHMEMI_COMPAT_STREAM_REDUCE(NAME, T, R, OP, CODE)                                                       \
   static inline int nvshmemx_##NAME##_##OP##_reduce_on_stream(nvshmem_team_t team, T *dest, const T *src,        \
                                                              size_t n, cudaStream_t s) {                         \
     RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_" #OP "_reduce_on_stream",                                          \
-                         rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_##CODE, dest, src, n, RSHMEMI_DT_##R,   \
+                         rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_##CODE, dest, src, n, RSHMEM_DTYPE_OF_##R,   \
                                                       RSHMEMI_COMPAT_STREAM(s)));                                \
     return 0;                                                                                                    \
   }                                                                                                              \
@@ -454,16 +444,6 @@ static inline nvshmem_team_t rshmemi_compat_active_set(const char *call, int sta
         rshmemi_compat_active_set("nvshmemx_" #NAME "_" #OP "_to_all_on_stream", start, log_stride, size), dest, \
         src, (size_t)n, s);                                                                                      \
   }
-#define RSHMEMI_DT_int8 RSHMEM_DTYPE_INT8
-#define RSHMEMI_DT_int16 RSHMEM_DTYPE_INT16
-#define RSHMEMI_DT_int32 RSHMEM_DTYPE_INT32
-#define RSHMEMI_DT_int64 RSHMEM_DTYPE_INT64
-#define RSHMEMI_DT_uint8 RSHMEM_DTYPE_UINT8
-#define RSHMEMI_DT_uint16 RSHMEM_DTYPE_UINT16
-#define RSHMEMI_DT_uint32 RSHMEM_DTYPE_UINT32
-#define RSHMEMI_DT_uint64 RSHMEM_DTYPE_UINT64
-#define RSHMEMI_DT_fp32 RSHMEM_DTYPE_FLOAT32
-#define RSHMEMI_DT_fp64 RSHMEM_DTYPE_FLOAT64
 RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_STREAM_COLL)
 #endif /* CUDA */
 

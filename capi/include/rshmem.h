@@ -96,6 +96,33 @@ typedef enum {
   RSHMEM_DTYPE_FLOAT64 = 11,
 } rshmem_dtype_t;
 
+/* Per dtype, by its device name (int8 ... fp64): the host's C type of an element and its
+   rshmem_dtype_t, for macros that paste a dtype's name (nvshmem.h). */
+#define RSHMEM_HOST_TYPE_int8 int8_t
+#define RSHMEM_DTYPE_OF_int8 RSHMEM_DTYPE_INT8
+#define RSHMEM_HOST_TYPE_int16 int16_t
+#define RSHMEM_DTYPE_OF_int16 RSHMEM_DTYPE_INT16
+#define RSHMEM_HOST_TYPE_int32 int32_t
+#define RSHMEM_DTYPE_OF_int32 RSHMEM_DTYPE_INT32
+#define RSHMEM_HOST_TYPE_int64 int64_t
+#define RSHMEM_DTYPE_OF_int64 RSHMEM_DTYPE_INT64
+#define RSHMEM_HOST_TYPE_uint8 uint8_t
+#define RSHMEM_DTYPE_OF_uint8 RSHMEM_DTYPE_UINT8
+#define RSHMEM_HOST_TYPE_uint16 uint16_t
+#define RSHMEM_DTYPE_OF_uint16 RSHMEM_DTYPE_UINT16
+#define RSHMEM_HOST_TYPE_uint32 uint32_t
+#define RSHMEM_DTYPE_OF_uint32 RSHMEM_DTYPE_UINT32
+#define RSHMEM_HOST_TYPE_uint64 uint64_t
+#define RSHMEM_DTYPE_OF_uint64 RSHMEM_DTYPE_UINT64
+#define RSHMEM_HOST_TYPE_fp16 uint16_t
+#define RSHMEM_DTYPE_OF_fp16 RSHMEM_DTYPE_FLOAT16
+#define RSHMEM_HOST_TYPE_bf16 uint16_t
+#define RSHMEM_DTYPE_OF_bf16 RSHMEM_DTYPE_BFLOAT16
+#define RSHMEM_HOST_TYPE_fp32 float
+#define RSHMEM_DTYPE_OF_fp32 RSHMEM_DTYPE_FLOAT32
+#define RSHMEM_HOST_TYPE_fp64 double
+#define RSHMEM_DTYPE_OF_fp64 RSHMEM_DTYPE_FLOAT64
+
 /* ---- reductions ---- */
 typedef enum {
   RSHMEM_REDUCE_SUM = 0,
