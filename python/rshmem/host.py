@@ -153,18 +153,6 @@ def get(dst, src, pe: int) -> None:
     _native.getmem(_addr(dst, "dst"), _addr(src, "src"), b, pe, False)
 
 
-@public
-def p(dst, value, pe: int, dtype=None) -> None:
-    """Stores one element at symmetric `dst` on `pe` (`nvshmem_<type>_p`)."""
-    _native.p(_one(dst, "dst"), value, pe, _dtype(dtype, dst))
-
-
-@public
-def g(src, pe: int, dtype=None):
-    """Loads one element from symmetric `src` on `pe` (`nvshmem_<type>_g`)."""
-    return _native.g(_one(src, "src"), pe, _dtype(dtype, src))
-
-
 # ------------------------------------------------------------------------------------ atomics
 
 
@@ -196,90 +184,6 @@ def _amo(dst, pe, dtype, op, a=0, b=0) -> int:
     name = _atomic_dtype(dst, dtype)
     old = _native.atomic(_one(dst, "dst"), itemsize(name), op, pe, _bits(a, name), _bits(b, name))
     return _value(old, name)
-
-
-@public
-def atomic_fetch(dst, pe: int, dtype=None) -> int:
-    """Atomically reads the word at `dst` on `pe` (`nvshmem_atomic_fetch`)."""
-    return _amo(dst, pe, dtype, "fetch")
-
-
-@public
-def atomic_set(dst, value, pe: int, dtype=None) -> None:
-    """Atomically stores `value` (`nvshmem_atomic_set`)."""
-    _amo(dst, pe, dtype, "set", value)
-
-
-@public
-def atomic_swap(dst, value, pe: int, dtype=None) -> int:
-    """Atomically exchanges; returns the old value (`nvshmem_atomic_swap`)."""
-    return _amo(dst, pe, dtype, "swap", value)
-
-
-@public
-def atomic_compare_swap(dst, cond, value, pe: int, dtype=None) -> int:
-    """Stores `value` if the word equals `cond`; returns the old value (`nvshmem_atomic_compare_swap`)."""
-    return _amo(dst, pe, dtype, "compare_swap", cond, value)
-
-
-@public
-def atomic_fetch_add(dst, value, pe: int, dtype=None) -> int:
-    """Atomically adds; returns the old value (`nvshmem_atomic_fetch_add`)."""
-    return _amo(dst, pe, dtype, "add", _wrap(value, _atomic_dtype(dst, dtype)))
-
-
-@public
-def atomic_add(dst, value, pe: int, dtype=None) -> None:
-    """Atomically adds (`nvshmem_atomic_add`)."""
-    atomic_fetch_add(dst, value, pe, dtype)
-
-
-@public
-def atomic_fetch_inc(dst, pe: int, dtype=None) -> int:
-    """Atomically adds one; returns the old value (`nvshmem_atomic_fetch_inc`)."""
-    return atomic_fetch_add(dst, 1, pe, dtype)
-
-
-@public
-def atomic_inc(dst, pe: int, dtype=None) -> None:
-    """Atomically adds one (`nvshmem_atomic_inc`)."""
-    atomic_fetch_add(dst, 1, pe, dtype)
-
-
-@public
-def atomic_fetch_and(dst, value, pe: int, dtype=None) -> int:
-    """Atomic bitwise and; returns the old value."""
-    return _amo(dst, pe, dtype, "and", value)
-
-
-@public
-def atomic_and(dst, value, pe: int, dtype=None) -> None:
-    """Atomic bitwise and."""
-    _amo(dst, pe, dtype, "and", value)
-
-
-@public
-def atomic_fetch_or(dst, value, pe: int, dtype=None) -> int:
-    """Atomic bitwise or; returns the old value."""
-    return _amo(dst, pe, dtype, "or", value)
-
-
-@public
-def atomic_or(dst, value, pe: int, dtype=None) -> None:
-    """Atomic bitwise or."""
-    _amo(dst, pe, dtype, "or", value)
-
-
-@public
-def atomic_fetch_xor(dst, value, pe: int, dtype=None) -> int:
-    """Atomic bitwise xor; returns the old value."""
-    return _amo(dst, pe, dtype, "xor", value)
-
-
-@public
-def atomic_xor(dst, value, pe: int, dtype=None) -> None:
-    """Atomic bitwise xor."""
-    _amo(dst, pe, dtype, "xor", value)
 
 
 def _wrap(value, name: str) -> int:
@@ -314,40 +218,7 @@ def putmem_signal(dst, src, sig, value: int, sig_op, pe: int, *, nbytes: int | N
     _native.putmem_signal(_addr(dst, "dst"), _addr(src, "src"), n, _sig(sig), _u64(value), sig_op, pe, _is_addr(src))
 
 
-@public
-def signal_op(sig, value: int, sig_op, pe: int) -> None:
-    """Applies `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`, or `"set"` / `"add"`) with `value` to the
-    signal word `sig` on `pe` (`nvshmemx_signal_op`)."""
-    _native.signal_op(_sig(sig), _u64(value), sig_op, pe)
-
-
-@public
-def signal_fetch(sig) -> int:
-    """Reads the local signal word `sig` (`nvshmem_signal_fetch`)."""
-    return _native.signal_fetch(_sig(sig))
-
-
-@public
-def signal_wait_until(sig, cmp, value: int) -> int:
-    """Waits until the local signal word `sig` compares `cmp` (`CMP_*` or `"eq"`, `"ge"`, ...)
-    against `value`; returns the value seen (`nvshmem_signal_wait_until`)."""
-    return _native.signal_wait_until(_sig(sig), cmp, _u64(value))
-
-
 # -------------------------------------------------------------------------------------- waits
-
-
-@public
-def wait_until(ivar, cmp, value: int, dtype=None) -> int:
-    """Waits until the local element `ivar` compares `cmp` (`CMP_*` or `"eq"`, `"ge"`, ...)
-    against `value`; returns the value seen (`nvshmem_wait_until`)."""
-    return _native.wait_until(_one(ivar, "ivar"), _dtype(dtype, ivar), cmp, int(value))
-
-
-@public
-def test(ivar, cmp, value: int, dtype=None) -> bool:
-    """Whether the local element `ivar` compares true against `value` (`nvshmem_test`)."""
-    return _native.test(_one(ivar, "ivar"), _dtype(dtype, ivar), cmp, int(value))
 
 
 def _vector(ivars, cmp, value, status, nelems, dtype):
@@ -358,42 +229,6 @@ def _vector(ivars, cmp, value, status, nelems, dtype):
         if len(status) < n:
             raise InvalidArgumentError(f"status has {len(status)} entries for {n} elements")
     return (_addr(ivars, "ivars"), n, status, name, cmp, int(value))
-
-
-@public
-def wait_until_all(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> None:
-    """Waits until every element not masked by `status` (nonzero = skip) compares true."""
-    _native.wait_until_all(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-@public
-def wait_until_any(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None):
-    """Waits until one unmasked element compares true; returns its index (None if all are masked)."""
-    return _native.wait_until_any(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-@public
-def wait_until_some(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> list:
-    """Waits until at least one unmasked element compares true; returns the indices that do."""
-    return _native.wait_until_some(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-@public
-def test_all(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> bool:
-    """Whether every unmasked element compares true."""
-    return _native.test_all(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-@public
-def test_any(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None):
-    """The index of one unmasked element that compares true, or None."""
-    return _native.test_any(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-@public
-def test_some(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> list:
-    """The indices of the unmasked elements that compare true."""
-    return _native.test_some(*_vector(ivars, cmp, value, status, nelems, dtype))
 
 
 # -------------------------------------------------------------------------------- collectives

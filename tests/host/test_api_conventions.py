@@ -86,6 +86,33 @@ def test_issue_16_a_definition_that_leaves_its_row_is_refused_at_import():
         _signature.public(putmem)
 
 
+def test_issue_15_one_call_rows_are_generated_and_their_calls_checked():
+    """A [[py]] row with `call` is the whole public function (python/rshmem/_host_calls.py): its
+    doc is the table's, and the generator refuses a call that names anything but its native
+    rows, host.py's argument helpers, generated functions and its own parameters."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    try:
+        import gen_host_api
+    finally:
+        sys.path.pop(0)
+    calls = [r for r in ROWS if "call" in r]
+    assert len(calls) >= 27
+    for row in calls:
+        fn = _function(row)
+        assert fn.__module__ == "rshmem._host_calls" and inspect.getdoc(fn) == row["doc"].rstrip("\n"), row["name"]
+    helpers = gen_host_api.host_helpers()
+    row = gen_host_api.PyRow("wait_until", "rshmem", gen_host_api.parse_params("ivar, cmp, value", "t"), None, {},
+                             "none", ["wait_until"], None, "int", {}, "doc")
+    row.call = "_native.wait_until(_one(ivar, 'ivar'), 'int64', cmp, int(value))"
+    assert gen_host_api.check_call(row, set(), helpers) == {"_one"}
+    for bad, why in (("_native.putmem(ivar)", "_native.<wait_until> only"), ("os.system(ivar)", "_native"),
+                     ("_native.wait_until(secret)", "'secret'"), ("_native.wait_until(ivar) + 1", "one function call"),
+                     ("_native.wait_until(lambda: ivar)", "calls, names and literals only")):
+        row.call = bad
+        with pytest.raises(gen_host_api.TableError, match=why):
+            gen_host_api.check_call(row, set(), helpers)
+
+
 def _old_calls(sym, me, peer):
     """(name, the old spelling, the new spelling, check) for every kind of old spelling; each
     spelling writes its own value, and `check` sees it arrive."""
