@@ -364,6 +364,7 @@ class PyRow:
     order: str
     native: list[str]
     call: str | None = None
+    body: str | None = None
     ret: str | None = None
     hints: dict[str, str] | None = None
     doc: str | None = None
@@ -434,14 +435,16 @@ def load_py(rows: list[Row]) -> tuple[str, list[PyRow]]:
             raise TableError(f"{label}: native must name rows of this table ({unknown or 'none given'})")
         if r["order"] == "on_stream" and not any(p.name == "stream" for p in params):
             raise TableError(f"{label}: an on_stream row takes `stream`")
-        call = r.get("call")
-        if call is not None and (r["module"] != "rshmem" or "doc" not in r or "ret" not in r):
-            raise TableError(f"{label}: a row with `call` is a function of rshmem and needs `doc` and `ret`")
+        call, body = r.get("call"), r.get("body")
+        if call is not None and body is not None:
+            raise TableError(f"{label}: `call` or `body`, not both")
+        if (call or body) is not None and (r["module"] != "rshmem" or "doc" not in r or "ret" not in r):
+            raise TableError(f"{label}: a row with `call` or `body` is a function of rshmem and needs `doc` and `ret`")
         hints = dict(r.get("hints", {}))
         if set(hints) - names:
             raise TableError(f"{label}: hints for arguments it does not take: {sorted(set(hints) - names)}")
         out.append(PyRow(r["name"], r["module"], params, old, renamed, r["order"], list(r["native"]),
-                         call, r.get("ret"), hints, r.get("doc")))
+                         call, body, r.get("ret"), hints, r.get("doc")))
     keys = [(p.module, p.name) for p in out]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
@@ -512,11 +515,54 @@ def gen_renames_doc(until: str, prows: list[PyRow]) -> list[str]:
 
 # ------------------------------------------------------------------------------ [[py]] rows with `call`
 def host_helpers() -> set[str]:
-    """The argument helpers a `call` may use: the private functions of python/rshmem/host.py."""
+    """What a `call` or `body` may use besides its parameters: the names python/rshmem/host.py
+    defines or imports (its argument helpers, `team_n_pes`, the error classes)."""
     import ast
 
-    tree = ast.parse((PKG / "host.py").read_text())
-    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")}
+    names = set()
+    for n in ast.parse((PKG / "host.py").read_text()).body:
+        if isinstance(n, ast.FunctionDef):
+            names.add(n.name)
+        elif isinstance(n, ast.ImportFrom):
+            names |= {a.asname or a.name for a in n.names}
+        elif isinstance(n, ast.Assign):
+            names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    return names - {"public", "annotations"}
+
+
+BODY_STATEMENTS = ("Assign", "Expr", "Return", "If", "Raise")
+BUILTINS = {"int", "len", "None"}
+
+
+def check_body(r: PyRow, generated: set[str], helpers: set[str]) -> set[str]:
+    """Checks that `r.body` holds assignments, calls, returns and `if ...: raise` only, naming its
+    parameters, its own locals, host.py's names and generated functions, and of `_native` only
+    its native rows; returns the host.py names it uses."""
+    import ast
+
+    label = f"api/host.toml [[py]] row {r.name!r}"
+    try:
+        tree = ast.parse(r.body)
+    except SyntaxError as e:
+        raise TableError(f"{label}: cannot read body ({e.msg})") from None
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.stmt) and type(stmt).__name__ not in BODY_STATEMENTS:
+            raise TableError(f"{label}: body may hold {', '.join(BODY_STATEMENTS)} statements only, not {type(stmt).__name__}")
+        if isinstance(stmt, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield)):
+            raise TableError(f"{label}: body may not hold {type(stmt).__name__}")
+    local = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    params = {p.name for p in r.params}
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "_native":
+            if node.attr not in r.native:
+                raise TableError(f"{label}: body may name _native.<{'|'.join(r.native)}> only, not {ast.unparse(node)}")
+        elif isinstance(node, ast.Name) and node.id != "_native":
+            if node.id in helpers:
+                used.add(node.id)
+            elif node.id not in params | local | generated | BUILTINS:
+                raise TableError(f"{label}: body names {node.id!r}, neither a parameter, a local, a name of host.py nor a generated function")
+    return used
 
 
 def check_call(r: PyRow, generated: set[str], helpers: set[str]) -> set[str]:
@@ -548,20 +594,20 @@ def check_call(r: PyRow, generated: set[str], helpers: set[str]) -> set[str]:
 
 
 def gen_host_calls(prows: list[PyRow]) -> str:
-    rows = [r for r in prows if r.call is not None]
+    rows = [r for r in prows if r.call is not None or r.body is not None]
     generated = {r.name for r in rows}
     helpers = host_helpers()
     used = set()
     for r in rows:
-        used |= check_call(r, generated, helpers)
+        used |= check_call(r, generated, helpers) if r.call is not None else check_body(r, generated, helpers)
     out = [f"# {GENERATED}",
-           '"""The public functions of `rshmem` whose body is one call (the [[py]] rows of api/host.toml with',
-           "`call`): typed p/g, atomics, signals and waits. Their argument helpers are in `host.py`, which",
-           'also holds the functions that relate several sizes."""',
+           '"""The public functions of `rshmem` that take tensors, arrays or addresses: the [[py]] rows',
+           "of api/host.toml with `call` (one call) or `body`; their argument helpers are in `host.py`.\"\"\"",
            "",
            "from __future__ import annotations",
            "",
            "from . import _native  # noqa: F401 - the calls name it",
+           "from ._core import Team  # noqa: F401 - team defaults",
            "from ._signature import public",
            f"from .host import {', '.join(sorted(used))}",
            "",
@@ -576,13 +622,18 @@ def gen_host_calls(prows: list[PyRow]) -> str:
                 star = True
             hint = r.hints.get(p.name)
             text = p.name + (f": {hint}" if hint else "")
-            if p.default is not None:
-                text += f" = {p.default}" if hint else f"={p.default}"
+            default = "Team.WORLD" if p.default == "WORLD" else p.default
+            if default is not None:
+                text += f" = {default}" if hint else f"={default}"
             parts.append(text)
         ann = f" -> {r.ret}" if r.ret else ""
         doc = r.doc.rstrip("\n").replace("\n", "\n    ")
-        body = r.call if r.ret == "None" else f"return {r.call}"
-        out += ["", "", "@public", f"def {r.name}({', '.join(parts)}){ann}:", f'    """{doc}"""', f"    {body}"]
+        if r.call is not None:
+            body = [r.call if r.ret == "None" else f"return {r.call}"]
+        else:
+            body = r.body.strip("\n").split("\n")
+        out += ["", "", "@public", f"def {r.name}({', '.join(parts)}){ann}:", f'    """{doc}"""']
+        out += [f"    {line}" if line else "" for line in body]
     out.append("")
     return "\n".join(out)
 
@@ -645,7 +696,7 @@ def gen_doc(rows: list[Row], until: str, prows: list[PyRow]) -> str:
            ""]
     orders = {(r.module, r.name): r.order for r in prows}
     for title, module in PUBLIC_SECTIONS:
-        names = list(init_all) + [r.name for r in prows if r.call is not None]
+        names = list(init_all) + [r.name for r in prows if r.call is not None or r.body is not None]
         out += [f"## {title}", "", "| function | meaning |", "|---|---|"]
         source = gen_api(rows) if module == "_api.py" else None
         if module == "host.py":

@@ -110,18 +110,9 @@ from .host import (
     ReduceOp,
     SIGNAL_ADD,
     SIGNAL_SET,
-    alltoall,
-    broadcast,
-    fcollect,
-    get,
-    getmem,
-    put,
-    putmem,
-    putmem_signal,
-    reduce,
 )
 from . import _host_calls
-from ._host_calls import *  # noqa: F401,F403 - p/g, atomics, signals, waits: generated from api/host.toml
+from ._host_calls import *  # noqa: F401,F403 - RMA, atomics, signals, waits, collectives: generated from api/host.toml
 
 __all__ = [
     # errors
@@ -163,12 +154,7 @@ __all__ = [
     "align",
     "free",
     "ptr",
-    # RMA
-    "putmem",
-    "getmem",
-    "put",
-    "get",
-    # typed p/g, atomics, signals and waits: _host_calls.__all__, added below
+    # RMA, atomics, signals, waits, collectives: _host_calls.__all__, added below
     # signal and comparison constants
     "CMP_EQ",
     "CMP_NE",
@@ -178,14 +164,9 @@ __all__ = [
     "CMP_GE",
     "SIGNAL_SET",
     "SIGNAL_ADD",
-    "putmem_signal",
-    # collectives
+    # reduction names
     "REDUCE_OPS",
     "ReduceOp",
-    "broadcast",
-    "fcollect",
-    "alltoall",
-    "reduce",
 ]
 __all__ += _api.__all__
 __all__ += _host_calls.__all__

@@ -1,4 +1,6 @@
-"""The host API on symmetric memory: puts and gets, atomics, signals, waits, collectives.
+"""The argument helpers of the host API on symmetric memory (puts and gets, atomics, signals,
+waits, collectives), whose public functions tools/gen_host_api.py writes from api/host.toml's
+[[py]] rows into `_host_calls.py`: each row's `call` or `body` uses the names defined here.
 
 Each function takes tensors (CPU tensors on the host backend), numpy arrays, or raw addresses
 (ints). With tensors, sizes and dtypes come from the tensors and are checked; with raw
@@ -10,17 +12,17 @@ A signal word or a waited-on element is named by a 0-d view, e.g. `sig[peer]`.
 
 Arguments come in one order (destination first: `dst`, `src`; sizes and dtypes the tensors give
 are keyword-only), the same as the on-stream forms of `rshmem.torch`; api/host.toml's [[py]] rows
-declare it and `_signature.public` holds every function here to it. Given CUDA tensors, the calls
+declare it and `_signature.public` holds every function to it. Given CUDA tensors, the calls
 that move data first wait for torch's current stream (docs/streams.md).
 """
 
 from __future__ import annotations
 
 from . import _native
-from ._core import Team, team_n_pes
+from ._core import team_n_pes  # noqa: F401 - the collectives' bodies use it
 from ._dtypes import ATOMIC_DTYPES, itemsize, runtime_name
-from ._native import DTypeError, InvalidArgumentError
-from ._signature import REDUCE_OPS, ReduceOp, public  # noqa: F401 - re-exported by rshmem
+from ._native import DTypeError, InvalidArgumentError  # noqa: F401 - put/get's bodies raise it
+from ._signature import REDUCE_OPS, ReduceOp  # noqa: F401 - re-exported by rshmem
 
 CMP_EQ, CMP_NE, CMP_GT = _native.CMP_EQ, _native.CMP_NE, _native.CMP_GT
 CMP_LE, CMP_LT, CMP_GE = _native.CMP_LE, _native.CMP_LT, _native.CMP_GE
@@ -115,44 +117,6 @@ def _count(given, *have, what: str) -> int:
     return given
 
 
-# ---------------------------------------------------------------------------------------- RMA
-
-
-@public
-def putmem(dst, src, pe: int, *, nbytes: int | None = None) -> None:
-    """Copies local `src` to symmetric `dst` on `pe` (`nvshmem_putmem`): `nbytes` bytes, by
-    default the size of the tensors (needed with raw addresses)."""
-    n = _count(nbytes, _nbytes(dst, "dst"), _nbytes(src, "src"), what="nbytes")
-    # A raw local address is checked by the runtime (mapped, readable); a tensor's is not.
-    _native.putmem(_addr(dst, "dst"), _addr(src, "src"), n, pe, _is_addr(src))
-
-
-@public
-def getmem(dst, src, pe: int, *, nbytes: int | None = None) -> None:
-    """Copies symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`): `nbytes` bytes, by
-    default the size of the tensors (needed with raw addresses)."""
-    n = _count(nbytes, _nbytes(dst, "dst"), _nbytes(src, "src"), what="nbytes")
-    _native.getmem(_addr(dst, "dst"), _addr(src, "src"), n, pe, _is_addr(dst))
-
-
-@public
-def put(dst, src, pe: int) -> None:
-    """Copies tensor `src` into symmetric tensor `dst` on `pe`; both hold the same bytes."""
-    a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
-    if a is None or b is None or a != b:
-        raise InvalidArgumentError(f"put() takes two tensors of the same size; dst holds {a} bytes, src {b}")
-    _native.putmem(_addr(dst, "dst"), _addr(src, "src"), b, pe, False)
-
-
-@public
-def get(dst, src, pe: int) -> None:
-    """Copies symmetric tensor `src` on `pe` into local tensor `dst`; both hold the same bytes."""
-    a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
-    if a is None or b is None or a != b:
-        raise InvalidArgumentError(f"get() takes two tensors of the same size; dst holds {a} bytes, src {b}")
-    _native.getmem(_addr(dst, "dst"), _addr(src, "src"), b, pe, False)
-
-
 # ------------------------------------------------------------------------------------ atomics
 
 
@@ -209,15 +173,6 @@ def _sig(sig, what="sig") -> int:
     return _one(sig, what)
 
 
-@public
-def putmem_signal(dst, src, sig, value: int, sig_op, pe: int, *, nbytes: int | None = None) -> None:
-    """Copies `src` to `dst` on `pe` (`nbytes`, by default the tensors' size), then applies
-    `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`, or `"set"` / `"add"`) with `value` to the signal word
-    `sig` on `pe`; a PE that sees the signal sees the data (`nvshmem_putmem_signal`)."""
-    n = _count(nbytes, _nbytes(dst, "dst"), _nbytes(src, "src"), what="nbytes")
-    _native.putmem_signal(_addr(dst, "dst"), _addr(src, "src"), n, _sig(sig), _u64(value), sig_op, pe, _is_addr(src))
-
-
 # -------------------------------------------------------------------------------------- waits
 
 
@@ -229,46 +184,3 @@ def _vector(ivars, cmp, value, status, nelems, dtype):
         if len(status) < n:
             raise InvalidArgumentError(f"status has {len(status)} entries for {n} elements")
     return (_addr(ivars, "ivars"), n, status, name, cmp, int(value))
-
-
-# -------------------------------------------------------------------------------- collectives
-
-
-@public
-def broadcast(dst, src, root: int, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: copies `src` on PE `root` (team numbering) into `dst` on every
-    PE of the team (`nvshmem_broadcast`)."""
-    name = _dtype(dtype, dst, src)
-    n = _count(nelems, _elems(src, name, "src"), _elems(dst, name, "dst"), what="nelems")
-    _native.broadcast(int(team), _addr(dst, "dst"), _addr(src, "src"), n, int(root), name)
-
-
-@public
-def fcollect(dst, src, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: `dst` gets every PE's `src`, in team order (`nvshmem_fcollect`)."""
-    name = _dtype(dtype, dst, src)
-    size = team_n_pes(team)
-    d = _elems(dst, name, "dst")
-    n = _count(nelems, _elems(src, name, "src"), None if d is None else d // size, what="nelems")
-    _native.fcollect(int(team), _addr(dst, "dst"), _addr(src, "src"), n, name)
-
-
-@public
-def alltoall(dst, src, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: block `j` of `src` (`nelems` elements each, default
-    `src.numel() // team size`) lands in block `my_pe` of `dst` on PE `j` (`nvshmem_alltoall`)."""
-    name = _dtype(dtype, dst, src)
-    size = team_n_pes(team)
-    s, d = _elems(src, name, "src"), _elems(dst, name, "dst")
-    n = _count(nelems, *(None if x is None else x // size for x in (s, d)), what="nelems (per PE)")
-    _native.alltoall(int(team), _addr(dst, "dst"), _addr(src, "src"), n, name)
-
-
-@public
-def reduce(dst, src, op="sum", team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: `dst` on every PE gets the element-wise `op` of every PE's `src`
-    (`nvshmem_<op>_reduce`). `op` is a name of `REDUCE_OPS`, a `rshmem.ReduceOp` or a
-    `torch.distributed.ReduceOp` (SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR)."""
-    name = _dtype(dtype, dst, src)
-    n = _count(nelems, _elems(src, name, "src"), _elems(dst, name, "dst"), what="nelems")
-    _native.reduce(int(team), op, _addr(dst, "dst"), _addr(src, "src"), n, name)

@@ -87,16 +87,17 @@ def test_issue_16_a_definition_that_leaves_its_row_is_refused_at_import():
 
 
 def test_issue_15_one_call_rows_are_generated_and_their_calls_checked():
-    """A [[py]] row with `call` is the whole public function (python/rshmem/_host_calls.py): its
-    doc is the table's, and the generator refuses a call that names anything but its native
-    rows, host.py's argument helpers, generated functions and its own parameters."""
+    """A [[py]] row of `rshmem` is the whole public function (its `call` or `body`, generated into
+    python/rshmem/_host_calls.py): its doc is the table's, and the generator refuses code that
+    names anything but its native rows, host.py's names, generated functions, its parameters and
+    locals, or that holds statements other than assignments, calls, returns and raises."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
     try:
         import gen_host_api
     finally:
         sys.path.pop(0)
-    calls = [r for r in ROWS if "call" in r]
-    assert len(calls) >= 27
+    calls = [r for r in ROWS if "call" in r or "body" in r]
+    assert len(calls) == sum(r["module"] == "rshmem" for r in ROWS) == 36
     for row in calls:
         fn = _function(row)
         assert fn.__module__ == "rshmem._host_calls" and inspect.getdoc(fn) == row["doc"].rstrip("\n"), row["name"]
@@ -111,6 +112,14 @@ def test_issue_15_one_call_rows_are_generated_and_their_calls_checked():
         row.call = bad
         with pytest.raises(gen_host_api.TableError, match=why):
             gen_host_api.check_call(row, set(), helpers)
+    row.call = None
+    row.body = "n = _count(None, _nbytes(ivar, 'ivar'), what='n')\nreturn _native.wait_until(_one(ivar, 'ivar'), n, cmp, value)"
+    assert gen_host_api.check_body(row, set(), helpers) == {"_count", "_nbytes", "_one"}
+    for bad, why in (("import os", "not Import"), ("for x in ivar:\n    pass", "not For"), ("return secret", "'secret'"),
+                     ("return _native.putmem(ivar)", "_native.<wait_until> only"), ("f = lambda: 1", "Lambda")):
+        row.body = bad
+        with pytest.raises(gen_host_api.TableError, match=why):
+            gen_host_api.check_body(row, set(), helpers)
 
 
 def _old_calls(sym, me, peer):
