@@ -115,7 +115,7 @@ def cmp(c) -> int:
 
 
 _NORMALISE = {"reduce_op": reduce_op, "sig_op": sig_op, "cmp": cmp}
-_MODULES = {"rshmem.host": "rshmem", "rshmem._host_calls": "rshmem", "rshmem.torch": "rshmem.torch"}
+_MODULES = {"rshmem.host": "rshmem", "rshmem._host_calls": "rshmem", "rshmem.torch": "rshmem.torch", "rshmem._torch_calls": "rshmem.torch"}
 
 
 def _default(source):

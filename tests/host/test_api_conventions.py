@@ -87,8 +87,8 @@ def test_issue_16_a_definition_that_leaves_its_row_is_refused_at_import():
 
 
 def test_issue_15_one_call_rows_are_generated_and_their_calls_checked():
-    """A [[py]] row of `rshmem` is the whole public function (its `call` or `body`, generated into
-    python/rshmem/_host_calls.py): its doc is the table's, and the generator refuses code that
+    """A [[py]] row is the whole public function (its `call` or `body`, generated into
+    python/rshmem/_host_calls.py or _torch_calls.py): its doc is the table's, and the generator refuses code that
     names anything but its native rows, host.py's names, generated functions, its parameters and
     locals, or that holds statements other than assignments, calls, returns and raises."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
@@ -97,10 +97,11 @@ def test_issue_15_one_call_rows_are_generated_and_their_calls_checked():
     finally:
         sys.path.pop(0)
     calls = [r for r in ROWS if "call" in r or "body" in r]
-    assert len(calls) == sum(r["module"] == "rshmem" for r in ROWS) == 36
+    assert len(calls) == len(ROWS) == 48
     for row in calls:
         fn = _function(row)
-        assert fn.__module__ == "rshmem._host_calls" and inspect.getdoc(fn) == row["doc"].rstrip("\n"), row["name"]
+        want = "rshmem._host_calls" if row["module"] == "rshmem" else "rshmem._torch_calls"
+        assert fn.__module__ == want and inspect.getdoc(fn) == row["doc"].rstrip("\n"), row["name"]
     helpers = gen_host_api.host_helpers()
     row = gen_host_api.PyRow("wait_until", "rshmem", gen_host_api.parse_params("ivar, cmp, value", "t"), None, {},
                              "none", ["wait_until"], None, "int", {}, "doc")
