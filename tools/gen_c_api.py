@@ -260,6 +260,12 @@ def gen_header(fns: list[CFn]) -> str:
     for d in dtypes:
         out.append(f"#define RSHMEM_HOST_TYPE_{d['device']} {HOST_C_TYPE.get(d['c'], d['c'])}")
         out.append(f"#define RSHMEM_DTYPE_OF_{d['device']} RSHMEM_DTYPE_{d['name'].upper()}")
+    compat = [(n.split(":")[0].strip(), n.split(":", 1)[1].strip(), d) for d in dtypes for n in d.get("nvshmem", [])]
+    out += ["", "/* NVSHMEM's type names -> X(NVSHMEM name, C type, rshmem's device name), for nvshmem.h: every",
+            "   type, and those of waits and atomics. */"]
+    for macro, rows in (("RSHMEMI_COMPAT_TYPES", compat), ("RSHMEMI_COMPAT_SYNC_TYPES", [c for c in compat if c[2]["atomic"]])):
+        body = [f"  X({n}, {t}, {d['device']})" for n, t, d in rows]
+        out += [f"#define {macro}(X) \\"] + [b + (" \\" if i < len(body) - 1 else "") for i, b in enumerate(body)]
     out += ["", "/* ---- reductions ---- */", "typedef enum {"]
     out += [f"  RSHMEM_REDUCE_{op.upper()} = {i}," for i, op in enumerate(REDUCE_OPS)]
     out += ["} rshmem_reduce_op_t;", "",

@@ -260,31 +260,7 @@ RSHMEMI_COMPAT_HD void nvshmem_getmem(void *dest, const void *source, size_t nby
 #define nvshmem_putmem_nbi nvshmem_putmem
 #define nvshmem_getmem_nbi nvshmem_getmem
 
-/* NVSHMEM's type names -> (C type, rshmem's device name, rshmem's host name) */
-#define RSHMEMI_COMPAT_TYPES(X)                 \
-  X(float, float, fp32)                         \
-  X(double, double, fp64)                       \
-  X(char, char, int8)                           \
-  X(schar, signed char, int8)                   \
-  X(short, short, int16)                        \
-  X(int, int, int32)                            \
-  X(long, long, int64)                          \
-  X(longlong, long long, int64)                 \
-  X(uchar, unsigned char, uint8)                \
-  X(ushort, unsigned short, uint16)             \
-  X(uint, unsigned int, uint32)                 \
-  X(ulong, unsigned long, uint64)               \
-  X(ulonglong, unsigned long long, uint64)      \
-  X(int8, int8_t, int8)                         \
-  X(int16, int16_t, int16)                      \
-  X(int32, int32_t, int32)                      \
-  X(int64, int64_t, int64)                      \
-  X(uint8, uint8_t, uint8)                      \
-  X(uint16, uint16_t, uint16)                   \
-  X(uint32, uint32_t, uint32)                   \
-  X(uint64, uint64_t, uint64)                   \
-  X(size, size_t, uint64)                       \
-  X(ptrdiff, ptrdiff_t, int64)
+/* RSHMEMI_COMPAT_TYPES(X): NVSHMEM's type names, generated into rshmem.h from api/dtypes.toml. */
 
 /* The element-typed pointers go through the device API's fixed-width types. */
 #define RSHMEMI_COMPAT_HOST_TYPED(NAME, T, R)                                                     \
