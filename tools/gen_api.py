@@ -39,6 +39,9 @@ def _dtype_table() -> dict[str, tuple[str, str]]:
 
 
 DTYPES = _dtype_table()
+# The dtypes C has no type of (the 16-bit floats): rshmem's own typedefs, per compiler.
+with open(ROOT / "api" / "dtypes.toml", "rb") as _f:
+    OWN_TYPES = [d for d in tomllib.load(_f)["dtype"] if "cuda" in d]
 SCOPES = ("thread", "warp", "block")
 RETS = ("int32", "int64", "uint64", "T", "ptr")
 # Constants exported to Python: (header name without RSHMEM_, Python names).
@@ -192,15 +195,11 @@ def gen_header(rows: list[Row]) -> str:
            "/* rshmem device API for CUDA C++: the functions libshmem_device.bc / .ptx define. */",
            "#ifndef RSHMEM_API_H", "#define RSHMEM_API_H", "",
            "#include <stddef.h>", "#include <stdint.h>", "", '#include "rshmem/device_state.h"', "",
-           "#if defined(__clang__)",
-           "typedef _Float16 rshmem_fp16_t;",
-           "typedef __bf16 rshmem_bf16_t;",
-           "#else",
-           "#include <cuda_bf16.h>",
-           "#include <cuda_fp16.h>",
-           "typedef __half rshmem_fp16_t;",
-           "typedef __nv_bfloat16 rshmem_bf16_t;",
-           "#endif", "",
+           "#if defined(__clang__)"]
+    out += [f"typedef {d['clang']} {d['c']};" for d in OWN_TYPES]
+    out += ["#else", "#include <cuda_bf16.h>", "#include <cuda_fp16.h>"]
+    out += [f"typedef {d['cuda']} {d['c']};" for d in OWN_TYPES]
+    out += ["#endif", "",
            "#ifndef RSHMEM_API_DEVICE",
            "#define RSHMEM_API_DEVICE __attribute__((device))",
            "#endif", "",

@@ -52,8 +52,10 @@ PREFIX = "rshmem_host_"
 # kind -> (C type, Rust FFI type, conversion into a runtime value of the same name or None).
 # `{n}` is the argument, `{dt}` the row's dtype argument, `{len}` its element count.
 ARG_KINDS = {
-    "addr": ("void *", "*mut c_void", "let {n} = {n} as usize;"),
-    "const_addr": ("const void *", "*const c_void", "let {n} = {n} as usize;"),
+    "sym": ("void *", "*mut c_void", "let {n} = SymAddr::new({n} as usize);"),
+    "const_sym": ("const void *", "*const c_void", "let {n} = SymAddr::new({n} as usize);"),
+    "local": ("void *", "*mut c_void", "let {n} = {n} as usize;"),
+    "const_local": ("const void *", "*const c_void", "let {n} = {n} as usize;"),
     "usize": ("size_t", "usize", None),
     "u64": ("uint64_t", "u64", None),
     "i128": ("int64_t", "i64", "let {n} = ffi::value({n}, {dt});"),
@@ -72,8 +74,8 @@ ARG_KINDS = {
     "cumodule": ("void *", "*mut c_void", None),
     "amo_op": ("rshmem_amo_t", "c_int", None),
     "elem": ("{T}", "{R}", None),
-    "elem_addr": ("{T} *", "*mut {R}", None),
-    "const_elem_addr": ("const {T} *", "*const {R}", None),
+    "elem_sym": ("{T} *", "*mut {R}", None),
+    "const_elem_sym": ("const {T} *", "*const {R}", None),
 }
 # ret -> (C out-parameter types, Rust FFI out-parameter types, how the runtime's result `r` is written)
 RET_KINDS = {
@@ -87,7 +89,7 @@ RET_KINDS = {
     "opt_usize": (["size_t *"], ["*mut usize"], "r.unwrap_or(usize::MAX)"),
     "vec_usize": (["size_t *", "size_t *"], ["*mut usize", "*mut usize"], None),
     "opt_team": (["rshmem_team_t *"], ["*mut i32"], "r.map_or(rshmem::consts::TEAM_INVALID, |t| t.0)"),
-    "addr": (["void **"], ["*mut *mut c_void"], None),
+    "sym": (["void **"], ["*mut *mut c_void"], None),
     "opt_addr": (["void **"], ["*mut *mut c_void"], None),
     "str": (["const char **"], ["*mut *const c_char"], None),
     "uid": (["rshmem_uniqueid_t *"], ["*mut UniqueIdBytes"], None),
@@ -105,8 +107,9 @@ C_ONLY = [
 ]
 # The names a source buffer goes by: `const` in C.
 SOURCE_NAMES = ("source", "src")
-# The C types of the halves on the host: their bits (C has no portable 16-bit float).
-HOST_C_TYPE = {"rshmem_fp16_t": "uint16_t", "rshmem_bf16_t": "uint16_t"}
+# The host's C type of the dtypes C has none of (the table's rows with a `cuda` type, the 16-bit
+# floats): their bits, an unsigned integer of their size.
+HOST_C_TYPE = {d["c"]: f"uint{8 * d['size']}_t" for d in load_dtypes() if "cuda" in d}
 REDUCE_OPS = ["sum", "prod", "min", "max", "and", "or", "xor"]
 AMO_OPS = ["fetch", "set", "swap", "compare_swap", "add", "and", "or", "xor"]
 
@@ -157,7 +160,7 @@ def c_functions() -> tuple[list[CFn], list[tuple[str, str]]]:
             for a in row.args:
                 if a.kind == "check_local":
                     continue
-                kind = "const_addr" if a.kind == "addr" and a.name in SOURCE_NAMES else a.kind
+                kind = "const_" + a.kind if a.kind in ("sym", "local") and a.name in SOURCE_NAMES else a.kind
                 args.append(CArg(a.name, kind))
             fns.append(CFn(PREFIX + row.name, row.name, row.group, row.doc, args, row.ret, "generated"))
             continue
@@ -258,7 +261,18 @@ def gen_header(fns: list[CFn]) -> str:
             "typedef enum {"]
     out += [f"  RSHMEM_DTYPE_{d['name'].upper()} = {d['code']}," for d in dtypes]
     out += ["} rshmem_dtype_t;", "",
-            "/* ---- reductions ---- */", "typedef enum {"]
+            "/* Per dtype, by its device name (int8 ... fp64): the host's C type of an element and its",
+            "   rshmem_dtype_t, for macros that paste a dtype's name (nvshmem.h). */"]
+    for d in dtypes:
+        out.append(f"#define RSHMEM_HOST_TYPE_{d['device']} {HOST_C_TYPE.get(d['c'], d['c'])}")
+        out.append(f"#define RSHMEM_DTYPE_OF_{d['device']} RSHMEM_DTYPE_{d['name'].upper()}")
+    compat = nvshmem_types(dtypes)
+    out += ["", "/* NVSHMEM's type names -> X(NVSHMEM name, C type, rshmem's device name), for nvshmem.h: every",
+            "   type, and those of waits and atomics. */"]
+    for macro, rows in (("RSHMEMI_COMPAT_TYPES", compat), ("RSHMEMI_COMPAT_SYNC_TYPES", [c for c in compat if c[2]["atomic"]])):
+        body = [f"  X({n}, {t}, {d['device']})" for n, t, d in rows]
+        out += [f"#define {macro}(X) \\"] + [b + (" \\" if i < len(body) - 1 else "") for i, b in enumerate(body)]
+    out += ["", "/* ---- reductions ---- */", "typedef enum {"]
     out += [f"  RSHMEM_REDUCE_{op.upper()} = {i}," for i, op in enumerate(REDUCE_OPS)]
     out += ["} rshmem_reduce_op_t;", "",
             "/* ---- remote atomic operations (rshmem_host_atomic; the codes of runtime/src/device_state.rs) ---- */",
@@ -325,9 +339,9 @@ def rust_body(f: CFn) -> list[str]:
         lines += [f"let {a.name} = ffi::pe(&rt, {a.name})?;" for a in f.args if a.kind == "pe"]
         if f.row == "p":
             value = conv_in.format(R=elem, n="value")
-            lines.append(f"Ok(rt.p::<{elem}>(dst as usize, {value}, pe)?)")
+            lines.append(f"Ok(rt.p::<{elem}>(SymAddr::new(dst as usize), {value}, pe)?)")
         elif f.row == "g":
-            lines.append(f"let r = rt.g::<{elem}>(src as usize, pe)?;")
+            lines.append(f"let r = rt.g::<{elem}>(SymAddr::new(src as usize), pe)?;")
             value = "r.to_bits()" if half else "r"
             lines.append(f"unsafe {{ out.write({value}) }};")
             lines.append("Ok(())")
@@ -411,7 +425,7 @@ def gen_rust(fns: list[CFn]) -> str:
     ffi_names = [n for n in ("InitAttr", "UniqueIdBytes") if re.search(rf"\b{n}\b", text)]
     uses = [f"use crate::ffi::{{{', '.join(['self'] + ffi_names)}}};"]
     for module, names in (("rshmem::consts", ("Cmp", "SignalOp")), ("rshmem::driver::stream", ("StreamHandle",)),
-                          ("rshmem::runtime", ("Access", "Team")), ("std::ffi", ("c_char", "c_int", "c_void"))):
+                          ("rshmem::runtime", ("Access", "Team")), ("rshmem", ("SymAddr",)), ("std::ffi", ("c_char", "c_int", "c_void"))):
         used = [n for n in names if re.search(rf"\b{n}\b", text)]
         if used:
             uses.append(f"use {module}::{used[0]};" if len(used) == 1 else f"use {module}::{{{', '.join(used)}}};")
@@ -465,20 +479,14 @@ def gen_doc(fns: list[CFn], skipped: list[tuple[str, str]]) -> str:
 
 
 # ------------------------------------------------------------------------------ NVSHMEM's names
-# NVSHMEM's type names (its RMA and collective tables) -> (C type, rshmem's device dtype).
-NVSHMEM_TYPES = [
-    ("float", "float", "fp32"), ("double", "double", "fp64"), ("char", "char", "int8"),
-    ("schar", "signed char", "int8"), ("short", "short", "int16"), ("int", "int", "int32"),
-    ("long", "long", "int64"), ("longlong", "long long", "int64"), ("uchar", "unsigned char", "uint8"),
-    ("ushort", "unsigned short", "uint16"), ("uint", "unsigned int", "uint32"), ("ulong", "unsigned long", "uint64"),
-    ("ulonglong", "unsigned long long", "uint64"), ("int8", "int8_t", "int8"), ("int16", "int16_t", "int16"),
-    ("int32", "int32_t", "int32"), ("int64", "int64_t", "int64"), ("uint8", "uint8_t", "uint8"),
-    ("uint16", "uint16_t", "uint16"), ("uint32", "uint32_t", "uint32"), ("uint64", "uint64_t", "uint64"),
-    ("size", "size_t", "uint64"), ("ptrdiff", "ptrdiff_t", "int64"),
-]
 # The X-macro lists of the header: NVSHMEM's types whose rshmem dtype is in the named device
 # dtype group of triton-lib/api.toml.
 TYPE_LISTS = {"all": "RSHMEMI_COMPAT_TYPES", "integer": "RSHMEMI_COMPAT_INT_TYPES"}
+
+
+def nvshmem_types(dtypes) -> list:
+    """(NVSHMEM type name, C type, dtype row) for every name in the `nvshmem` column of api/dtypes.toml."""
+    return [(n.split(":")[0].strip(), n.split(":", 1)[1].strip(), d) for d in dtypes for n in d.get("nvshmem", [])]
 # Host-table argument -> the NVSHMEM parameter (named as in the device table) passed to it; the
 # dtype, reduction and stream arguments are filled in per function.
 HOST_ARG_OF = {"dst": "dest", "src": "source", "root": "pe_root", "team": "team", "nelems": "nelems"}
@@ -551,7 +559,7 @@ def nvshmem_functions() -> list[NvFn]:
         host_row = host.get("reduce" if m else row.name) if row.scope == "thread" else None
         call = None
         if host_row is not None:
-            fixed = {"dtype": "RSHMEMI_DT_##R"} | ({"op": f"RSHMEM_REDUCE_{m.group(1).upper()}"} if m else {})
+            fixed = {"dtype": "RSHMEM_DTYPE_OF_##R"} | ({"op": f"RSHMEM_REDUCE_{m.group(1).upper()}"} if m else {})
             call = _host_call(host_row, fixed, label)
         fns.append(NvFn(_nv_name(row.symbol), _nv_params(row.args), device, call, types, "hd" if call else "device"))
     for name, row in host.items():
@@ -565,7 +573,7 @@ def nvshmem_functions() -> list[NvFn]:
                 raise TableError(f"{label}: no device row {dev_name!r} gives its NVSHMEM signature")
             d = dev[dev_name]
             params = _nv_params(d.args) + ["cudaStream_t stream"]
-            fixed = {"dtype": "RSHMEMI_DT_##R", "stream": "RSHMEMI_COMPAT_STREAM(stream)"}
+            fixed = {"dtype": "RSHMEM_DTYPE_OF_##R", "stream": "RSHMEMI_COMPAT_STREAM(stream)"}
             if op:
                 fixed["op"] = f"RSHMEM_REDUCE_{op.upper()}"
             types = next(k for k, v in groups.items() if v == d.dtypes)
@@ -602,11 +610,10 @@ def gen_nvshmem(fns: list[NvFn]) -> str:
            "   <op> is sum, prod, min, max, and the bitwise and, or, xor on the integer types. */",
            "#ifndef RSHMEM_NVSHMEM_GENERATED_H", "#define RSHMEM_NVSHMEM_GENERATED_H", "",
            "/* NVSHMEM's type names: X(NAME, C type, rshmem's device dtype) */"]
-    ints = {d["device"] for d in dtypes.values() if d["kind"] != "float"}
-    out += _macro("RSHMEMI_COMPAT_TYPES(X)", [f"X({n}, {c}, {r})" for n, c, r in NVSHMEM_TYPES])
-    out += _macro("RSHMEMI_COMPAT_INT_TYPES(X)", [f"X({n}, {c}, {r})" for n, c, r in NVSHMEM_TYPES if r in ints])
-    out += ["", "/* rshmem's device dtype -> rshmem_dtype_t */"]
-    out += [f"#define RSHMEMI_DT_{d['device']} RSHMEM_DTYPE_{d['name'].upper()}" for d in dtypes.values()]
+    # RSHMEMI_COMPAT_TYPES (every NVSHMEM type name) and RSHMEM_DTYPE_OF_<dtype> are rshmem.h's,
+    # from the same `nvshmem` column of api/dtypes.toml; the integer ones are listed here.
+    ints = [(n, c, d) for n, c, d in nvshmem_types(dtypes.values()) if d["kind"] != "float"]
+    out += _macro("RSHMEMI_COMPAT_INT_TYPES(X)", [f"X({n}, {c}, {d['device']})" for n, c, d in ints])
     lists = {"hd": [], "device": [], "stream": []}
     body_dev, body_host = [], []
     for f in fns:

@@ -271,7 +271,8 @@ RSHMEMI_COMPAT_HD void nvshmem_getmem(void *dest, const void *source, size_t nby
 #define nvshmem_putmem_nbi nvshmem_putmem
 #define nvshmem_getmem_nbi nvshmem_getmem
 
-/* NVSHMEM's type names are RSHMEMI_COMPAT_TYPES of nvshmem_generated.h. */
+/* RSHMEMI_COMPAT_TYPES(X): NVSHMEM's type names, generated into rshmem.h from api/dtypes.toml. */
+
 /* The element-typed pointers go through the device API's fixed-width types. */
 #define RSHMEMI_COMPAT_HOST_TYPED(NAME, T, R)                                                     \
   RSHMEMI_COMPAT_HD void nvshmem_##NAME##_p(T *dest, T value, int pe) {                           \
@@ -295,25 +296,15 @@ RSHMEMI_COMPAT_HD void nvshmem_getmem(void *dest, const void *source, size_t nby
 #define RSHMEMI_COMPAT_G_BODY(NAME, T, R) return (T)rshmem_##R##_g((const R##_t *)source, pe);
 #else
 #define RSHMEMI_COMPAT_P_BODY(NAME, T, R) \
-  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_p", rshmem_host_##R##_p((RSHMEMI_HOST_##R *)dest, (RSHMEMI_HOST_##R)value, pe));
+  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_p", rshmem_host_##R##_p((RSHMEM_HOST_TYPE_##R *)dest, (RSHMEM_HOST_TYPE_##R)value, pe));
 #define RSHMEMI_COMPAT_G_BODY(NAME, T, R)                                                          \
-  RSHMEMI_HOST_##R v = 0;                                                                          \
-  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_g", rshmem_host_##R##_g((const RSHMEMI_HOST_##R *)source, pe, &v)); \
+  RSHMEM_HOST_TYPE_##R v = 0;                                                                          \
+  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_g", rshmem_host_##R##_g((const RSHMEM_HOST_TYPE_##R *)source, pe, &v)); \
   return (T)v;
 #endif
-/* fp32_t / fp64_t for the device casts above; the host's C types of rshmem.h. */
+/* fp32_t / fp64_t for the device casts above (the host's C types come from rshmem.h). */
 typedef float fp32_t;
 typedef double fp64_t;
-#define RSHMEMI_HOST_int8 int8_t
-#define RSHMEMI_HOST_int16 int16_t
-#define RSHMEMI_HOST_int32 int32_t
-#define RSHMEMI_HOST_int64 int64_t
-#define RSHMEMI_HOST_uint8 uint8_t
-#define RSHMEMI_HOST_uint16 uint16_t
-#define RSHMEMI_HOST_uint32 uint32_t
-#define RSHMEMI_HOST_uint64 uint64_t
-#define RSHMEMI_HOST_fp32 float
-#define RSHMEMI_HOST_fp64 double
 RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_HOST_TYPED)
 
 /* ------------------------------------------------------------------ collectives (host and device) */

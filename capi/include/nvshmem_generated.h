@@ -10,66 +10,28 @@
 #define RSHMEM_NVSHMEM_GENERATED_H
 
 /* NVSHMEM's type names: X(NAME, C type, rshmem's device dtype) */
-#define RSHMEMI_COMPAT_TYPES(X)            \
-  X(float, float, fp32)                    \
-  X(double, double, fp64)                  \
-  X(char, char, int8)                      \
-  X(schar, signed char, int8)              \
-  X(short, short, int16)                   \
-  X(int, int, int32)                       \
-  X(long, long, int64)                     \
-  X(longlong, long long, int64)            \
-  X(uchar, unsigned char, uint8)           \
-  X(ushort, unsigned short, uint16)        \
-  X(uint, unsigned int, uint32)            \
-  X(ulong, unsigned long, uint64)          \
-  X(ulonglong, unsigned long long, uint64) \
-  X(int8, int8_t, int8)                    \
-  X(int16, int16_t, int16)                 \
-  X(int32, int32_t, int32)                 \
-  X(int64, int64_t, int64)                 \
-  X(uint8, uint8_t, uint8)                 \
-  X(uint16, uint16_t, uint16)              \
-  X(uint32, uint32_t, uint32)              \
-  X(uint64, uint64_t, uint64)              \
-  X(size, size_t, uint64)                  \
-  X(ptrdiff, ptrdiff_t, int64)
 #define RSHMEMI_COMPAT_INT_TYPES(X)        \
   X(char, char, int8)                      \
   X(schar, signed char, int8)              \
+  X(int8, int8_t, int8)                    \
   X(short, short, int16)                   \
+  X(int16, int16_t, int16)                 \
   X(int, int, int32)                       \
+  X(int32, int32_t, int32)                 \
   X(long, long, int64)                     \
   X(longlong, long long, int64)            \
+  X(int64, int64_t, int64)                 \
+  X(ptrdiff, ptrdiff_t, int64)             \
   X(uchar, unsigned char, uint8)           \
+  X(uint8, uint8_t, uint8)                 \
   X(ushort, unsigned short, uint16)        \
+  X(uint16, uint16_t, uint16)              \
   X(uint, unsigned int, uint32)            \
+  X(uint32, uint32_t, uint32)              \
   X(ulong, unsigned long, uint64)          \
   X(ulonglong, unsigned long long, uint64) \
-  X(int8, int8_t, int8)                    \
-  X(int16, int16_t, int16)                 \
-  X(int32, int32_t, int32)                 \
-  X(int64, int64_t, int64)                 \
-  X(uint8, uint8_t, uint8)                 \
-  X(uint16, uint16_t, uint16)              \
-  X(uint32, uint32_t, uint32)              \
   X(uint64, uint64_t, uint64)              \
-  X(size, size_t, uint64)                  \
-  X(ptrdiff, ptrdiff_t, int64)
-
-/* rshmem's device dtype -> rshmem_dtype_t */
-#define RSHMEMI_DT_int8 RSHMEM_DTYPE_INT8
-#define RSHMEMI_DT_int16 RSHMEM_DTYPE_INT16
-#define RSHMEMI_DT_int32 RSHMEM_DTYPE_INT32
-#define RSHMEMI_DT_int64 RSHMEM_DTYPE_INT64
-#define RSHMEMI_DT_uint8 RSHMEM_DTYPE_UINT8
-#define RSHMEMI_DT_uint16 RSHMEM_DTYPE_UINT16
-#define RSHMEMI_DT_uint32 RSHMEM_DTYPE_UINT32
-#define RSHMEMI_DT_uint64 RSHMEM_DTYPE_UINT64
-#define RSHMEMI_DT_fp16 RSHMEM_DTYPE_FLOAT16
-#define RSHMEMI_DT_bf16 RSHMEM_DTYPE_BFLOAT16
-#define RSHMEMI_DT_fp32 RSHMEM_DTYPE_FLOAT32
-#define RSHMEMI_DT_fp64 RSHMEM_DTYPE_FLOAT64
+  X(size, size_t, uint64)
 
 #define RSHMEMI_NV_broadcast(NAME, T, R) RSHMEMI_COMPAT_HD int nvshmem_##NAME##_broadcast(nvshmem_team_t team, T *dest, const T *source, size_t nelems, int pe_root) { RSHMEMI_NV_broadcast_BODY(NAME, T, R) }
 
@@ -173,37 +135,37 @@
 
 #define RSHMEMI_NV_xor_reducescatter_block(NAME, T, R) RSHMEMI_COMPAT_D int nvshmemx_##NAME##_xor_reducescatter_block(nvshmem_team_t team, T *dest, const T *source, size_t nelems) { return rshmemx_##R##_xor_reducescatter_block(team, (R##_t *)dest, (const R##_t *)source, nelems); }
 
-#define RSHMEMI_NV_broadcast_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_broadcast_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, int pe_root, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_broadcast_on_stream", rshmem_host_broadcast_on_stream(team, dest, source, nelems, pe_root, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+#define RSHMEMI_NV_broadcast_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_broadcast_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, int pe_root, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_broadcast_on_stream", rshmem_host_broadcast_on_stream(team, dest, source, nelems, pe_root, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
-#define RSHMEMI_NV_fcollect_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_fcollect_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_fcollect_on_stream", rshmem_host_fcollect_on_stream(team, dest, source, nelems, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+#define RSHMEMI_NV_fcollect_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_fcollect_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_fcollect_on_stream", rshmem_host_fcollect_on_stream(team, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
-#define RSHMEMI_NV_alltoall_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_alltoall_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_alltoall_on_stream", rshmem_host_alltoall_on_stream(team, dest, source, nelems, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+#define RSHMEMI_NV_alltoall_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_alltoall_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_alltoall_on_stream", rshmem_host_alltoall_on_stream(team, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
-#define RSHMEMI_NV_sum_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_sum_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_sum_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_SUM, dest, source, nelems, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+#define RSHMEMI_NV_sum_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_sum_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_sum_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_SUM, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
 #define RSHMEMI_NV_sum_to_all_on_stream(NAME, T, R) static inline void nvshmemx_##NAME##_sum_to_all_on_stream(T *dest, const T *source, int nreduce, int PE_start, int logPE_stride, int PE_size, T *pWrk, long *pSync, cudaStream_t stream) { (void)pWrk; (void)pSync; nvshmemx_##NAME##_sum_reduce_on_stream(rshmemi_compat_active_set("nvshmemx_" #NAME "_sum_to_all_on_stream", PE_start, logPE_stride, PE_size), dest, source, (size_t)nreduce, stream); }
 
-#define RSHMEMI_NV_prod_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_prod_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_prod_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_PROD, dest, source, nelems, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+#define RSHMEMI_NV_prod_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_prod_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_prod_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_PROD, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
 #define RSHMEMI_NV_prod_to_all_on_stream(NAME, T, R) static inline void nvshmemx_##NAME##_prod_to_all_on_stream(T *dest, const T *source, int nreduce, int PE_start, int logPE_stride, int PE_size, T *pWrk, long *pSync, cudaStream_t stream) { (void)pWrk; (void)pSync; nvshmemx_##NAME##_prod_reduce_on_stream(rshmemi_compat_active_set("nvshmemx_" #NAME "_prod_to_all_on_stream", PE_start, logPE_stride, PE_size), dest, source, (size_t)nreduce, stream); }
 
-#define RSHMEMI_NV_min_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_min_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_min_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_MIN, dest, source, nelems, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+#define RSHMEMI_NV_min_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_min_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_min_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_MIN, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
 #define RSHMEMI_NV_min_to_all_on_stream(NAME, T, R) static inline void nvshmemx_##NAME##_min_to_all_on_stream(T *dest, const T *source, int nreduce, int PE_start, int logPE_stride, int PE_size, T *pWrk, long *pSync, cudaStream_t stream) { (void)pWrk; (void)pSync; nvshmemx_##NAME##_min_reduce_on_stream(rshmemi_compat_active_set("nvshmemx_" #NAME "_min_to_all_on_stream", PE_start, logPE_stride, PE_size), dest, source, (size_t)nreduce, stream); }
 
-#define RSHMEMI_NV_max_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_max_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_max_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_MAX, dest, source, nelems, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+#define RSHMEMI_NV_max_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_max_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_max_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_MAX, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
 #define RSHMEMI_NV_max_to_all_on_stream(NAME, T, R) static inline void nvshmemx_##NAME##_max_to_all_on_stream(T *dest, const T *source, int nreduce, int PE_start, int logPE_stride, int PE_size, T *pWrk, long *pSync, cudaStream_t stream) { (void)pWrk; (void)pSync; nvshmemx_##NAME##_max_reduce_on_stream(rshmemi_compat_active_set("nvshmemx_" #NAME "_max_to_all_on_stream", PE_start, logPE_stride, PE_size), dest, source, (size_t)nreduce, stream); }
 
-#define RSHMEMI_NV_and_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_and_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_and_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_AND, dest, source, nelems, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+#define RSHMEMI_NV_and_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_and_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_and_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_AND, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
 #define RSHMEMI_NV_and_to_all_on_stream(NAME, T, R) static inline void nvshmemx_##NAME##_and_to_all_on_stream(T *dest, const T *source, int nreduce, int PE_start, int logPE_stride, int PE_size, T *pWrk, long *pSync, cudaStream_t stream) { (void)pWrk; (void)pSync; nvshmemx_##NAME##_and_reduce_on_stream(rshmemi_compat_active_set("nvshmemx_" #NAME "_and_to_all_on_stream", PE_start, logPE_stride, PE_size), dest, source, (size_t)nreduce, stream); }
 
-#define RSHMEMI_NV_or_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_or_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_or_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_OR, dest, source, nelems, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+#define RSHMEMI_NV_or_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_or_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_or_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_OR, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
 #define RSHMEMI_NV_or_to_all_on_stream(NAME, T, R) static inline void nvshmemx_##NAME##_or_to_all_on_stream(T *dest, const T *source, int nreduce, int PE_start, int logPE_stride, int PE_size, T *pWrk, long *pSync, cudaStream_t stream) { (void)pWrk; (void)pSync; nvshmemx_##NAME##_or_reduce_on_stream(rshmemi_compat_active_set("nvshmemx_" #NAME "_or_to_all_on_stream", PE_start, logPE_stride, PE_size), dest, source, (size_t)nreduce, stream); }
 
-#define RSHMEMI_NV_xor_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_xor_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_xor_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_XOR, dest, source, nelems, RSHMEMI_DT_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+#define RSHMEMI_NV_xor_reduce_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_xor_reduce_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_xor_reduce_on_stream", rshmem_host_reduce_on_stream(team, RSHMEM_REDUCE_XOR, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
 #define RSHMEMI_NV_xor_to_all_on_stream(NAME, T, R) static inline void nvshmemx_##NAME##_xor_to_all_on_stream(T *dest, const T *source, int nreduce, int PE_start, int logPE_stride, int PE_size, T *pWrk, long *pSync, cudaStream_t stream) { (void)pWrk; (void)pSync; nvshmemx_##NAME##_xor_reduce_on_stream(rshmemi_compat_active_set("nvshmemx_" #NAME "_xor_to_all_on_stream", PE_start, logPE_stride, PE_size), dest, source, (size_t)nreduce, stream); }
 
@@ -219,16 +181,16 @@
 #define RSHMEMI_NV_or_reduce_BODY(NAME, T, R) return rshmem_##R##_or_reduce(team, (R##_t *)dest, (const R##_t *)source, nelems);
 #define RSHMEMI_NV_xor_reduce_BODY(NAME, T, R) return rshmem_##R##_xor_reduce(team, (R##_t *)dest, (const R##_t *)source, nelems);
 #else
-#define RSHMEMI_NV_broadcast_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_broadcast", rshmem_host_broadcast(team, dest, source, nelems, pe_root, RSHMEMI_DT_##R)); return 0;
-#define RSHMEMI_NV_fcollect_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_fcollect", rshmem_host_fcollect(team, dest, source, nelems, RSHMEMI_DT_##R)); return 0;
-#define RSHMEMI_NV_alltoall_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_alltoall", rshmem_host_alltoall(team, dest, source, nelems, RSHMEMI_DT_##R)); return 0;
-#define RSHMEMI_NV_sum_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_sum_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_SUM, dest, source, nelems, RSHMEMI_DT_##R)); return 0;
-#define RSHMEMI_NV_prod_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_prod_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_PROD, dest, source, nelems, RSHMEMI_DT_##R)); return 0;
-#define RSHMEMI_NV_min_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_min_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_MIN, dest, source, nelems, RSHMEMI_DT_##R)); return 0;
-#define RSHMEMI_NV_max_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_max_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_MAX, dest, source, nelems, RSHMEMI_DT_##R)); return 0;
-#define RSHMEMI_NV_and_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_and_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_AND, dest, source, nelems, RSHMEMI_DT_##R)); return 0;
-#define RSHMEMI_NV_or_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_or_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_OR, dest, source, nelems, RSHMEMI_DT_##R)); return 0;
-#define RSHMEMI_NV_xor_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_xor_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_XOR, dest, source, nelems, RSHMEMI_DT_##R)); return 0;
+#define RSHMEMI_NV_broadcast_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_broadcast", rshmem_host_broadcast(team, dest, source, nelems, pe_root, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_fcollect_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_fcollect", rshmem_host_fcollect(team, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_alltoall_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_alltoall", rshmem_host_alltoall(team, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_sum_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_sum_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_SUM, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_prod_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_prod_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_PROD, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_min_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_min_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_MIN, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_max_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_max_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_MAX, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_and_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_and_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_AND, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_or_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_or_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_OR, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_xor_reduce_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_xor_reduce", rshmem_host_reduce(team, RSHMEM_REDUCE_XOR, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
 #endif
 
 #define RSHMEMI_COMPAT_HD_COLLECTIVES             \

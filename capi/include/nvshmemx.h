@@ -73,18 +73,7 @@ RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_GROUP_RMA)
 #define nvshmemx_team_sync_block rshmemx_team_sync_block
 
 /* ---- waits and atomics on the 32- and 64-bit integer types rshmem's device API has */
-#define RSHMEMI_COMPAT_SYNC_TYPES(X) \
-  X(int, int, int32)                 \
-  X(int32, int32_t, int32)           \
-  X(uint, unsigned int, uint32)      \
-  X(uint32, uint32_t, uint32)        \
-  X(long, long, int64)               \
-  X(longlong, long long, int64)      \
-  X(int64, int64_t, int64)           \
-  X(ulong, unsigned long, uint64)    \
-  X(ulonglong, unsigned long long, uint64) \
-  X(uint64, uint64_t, uint64)        \
-  X(size, size_t, uint64)
+/* RSHMEMI_COMPAT_SYNC_TYPES(X): generated into rshmem.h from api/dtypes.toml (its atomic rows). */
 #define RSHMEMI_COMPAT_SYNC(NAME, T, R)                                                                  \
   RSHMEMI_COMPAT_D void nvshmem_##NAME##_wait_until(T *ivar, int cmp, T value) {                         \
     rshmem_##R##_wait_until((R##_t *)ivar, cmp, (R##_t)value);                                           \

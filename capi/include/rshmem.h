@@ -96,6 +96,73 @@ typedef enum {
   RSHMEM_DTYPE_FLOAT64 = 11,
 } rshmem_dtype_t;
 
+/* Per dtype, by its device name (int8 ... fp64): the host's C type of an element and its
+   rshmem_dtype_t, for macros that paste a dtype's name (nvshmem.h). */
+#define RSHMEM_HOST_TYPE_int8 int8_t
+#define RSHMEM_DTYPE_OF_int8 RSHMEM_DTYPE_INT8
+#define RSHMEM_HOST_TYPE_int16 int16_t
+#define RSHMEM_DTYPE_OF_int16 RSHMEM_DTYPE_INT16
+#define RSHMEM_HOST_TYPE_int32 int32_t
+#define RSHMEM_DTYPE_OF_int32 RSHMEM_DTYPE_INT32
+#define RSHMEM_HOST_TYPE_int64 int64_t
+#define RSHMEM_DTYPE_OF_int64 RSHMEM_DTYPE_INT64
+#define RSHMEM_HOST_TYPE_uint8 uint8_t
+#define RSHMEM_DTYPE_OF_uint8 RSHMEM_DTYPE_UINT8
+#define RSHMEM_HOST_TYPE_uint16 uint16_t
+#define RSHMEM_DTYPE_OF_uint16 RSHMEM_DTYPE_UINT16
+#define RSHMEM_HOST_TYPE_uint32 uint32_t
+#define RSHMEM_DTYPE_OF_uint32 RSHMEM_DTYPE_UINT32
+#define RSHMEM_HOST_TYPE_uint64 uint64_t
+#define RSHMEM_DTYPE_OF_uint64 RSHMEM_DTYPE_UINT64
+#define RSHMEM_HOST_TYPE_fp16 uint16_t
+#define RSHMEM_DTYPE_OF_fp16 RSHMEM_DTYPE_FLOAT16
+#define RSHMEM_HOST_TYPE_bf16 uint16_t
+#define RSHMEM_DTYPE_OF_bf16 RSHMEM_DTYPE_BFLOAT16
+#define RSHMEM_HOST_TYPE_fp32 float
+#define RSHMEM_DTYPE_OF_fp32 RSHMEM_DTYPE_FLOAT32
+#define RSHMEM_HOST_TYPE_fp64 double
+#define RSHMEM_DTYPE_OF_fp64 RSHMEM_DTYPE_FLOAT64
+
+/* NVSHMEM's type names -> X(NVSHMEM name, C type, rshmem's device name), for nvshmem.h: every
+   type, and those of waits and atomics. */
+#define RSHMEMI_COMPAT_TYPES(X) \
+  X(char, char, int8) \
+  X(schar, signed char, int8) \
+  X(int8, int8_t, int8) \
+  X(short, short, int16) \
+  X(int16, int16_t, int16) \
+  X(int, int, int32) \
+  X(int32, int32_t, int32) \
+  X(long, long, int64) \
+  X(longlong, long long, int64) \
+  X(int64, int64_t, int64) \
+  X(ptrdiff, ptrdiff_t, int64) \
+  X(uchar, unsigned char, uint8) \
+  X(uint8, uint8_t, uint8) \
+  X(ushort, unsigned short, uint16) \
+  X(uint16, uint16_t, uint16) \
+  X(uint, unsigned int, uint32) \
+  X(uint32, uint32_t, uint32) \
+  X(ulong, unsigned long, uint64) \
+  X(ulonglong, unsigned long long, uint64) \
+  X(uint64, uint64_t, uint64) \
+  X(size, size_t, uint64) \
+  X(float, float, fp32) \
+  X(double, double, fp64)
+#define RSHMEMI_COMPAT_SYNC_TYPES(X) \
+  X(int, int, int32) \
+  X(int32, int32_t, int32) \
+  X(long, long, int64) \
+  X(longlong, long long, int64) \
+  X(int64, int64_t, int64) \
+  X(ptrdiff, ptrdiff_t, int64) \
+  X(uint, unsigned int, uint32) \
+  X(uint32, uint32_t, uint32) \
+  X(ulong, unsigned long, uint64) \
+  X(ulonglong, unsigned long long, uint64) \
+  X(uint64, uint64_t, uint64) \
+  X(size, size_t, uint64)
+
 /* ---- reductions ---- */
 typedef enum {
   RSHMEM_REDUCE_SUM = 0,

@@ -17,6 +17,7 @@ use crate::ffi::{self, InitAttr, UniqueIdBytes};
 use rshmem::consts::{Cmp, SignalOp};
 use rshmem::driver::stream::StreamHandle;
 use rshmem::runtime::{Access, Team};
+use rshmem::SymAddr;
 use std::ffi::{c_char, c_int, c_void};
 
 /// Copies `nelems` elements of `src` on `root` (team numbering) into `dst` on every PE of the team (`nvshmem_<type>_broadcast`).
@@ -26,8 +27,8 @@ pub unsafe extern "C" fn rshmem_host_broadcast(team: i32, dst: *mut c_void, src:
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
-        let dst = dst as usize;
-        let src = src as usize;
+        let dst = SymAddr::new(dst as usize);
+        let src = SymAddr::new(src as usize);
         let dtype = ffi::dtype(dtype)?;
         Ok(rt.broadcast(team, dst, src, nelems, root, dtype)?)
     })
@@ -40,8 +41,8 @@ pub unsafe extern "C" fn rshmem_host_fcollect(team: i32, dst: *mut c_void, src: 
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
-        let dst = dst as usize;
-        let src = src as usize;
+        let dst = SymAddr::new(dst as usize);
+        let src = SymAddr::new(src as usize);
         let dtype = ffi::dtype(dtype)?;
         Ok(rt.fcollect(team, dst, src, nelems, dtype)?)
     })
@@ -54,8 +55,8 @@ pub unsafe extern "C" fn rshmem_host_alltoall(team: i32, dst: *mut c_void, src: 
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
-        let dst = dst as usize;
-        let src = src as usize;
+        let dst = SymAddr::new(dst as usize);
+        let src = SymAddr::new(src as usize);
         let dtype = ffi::dtype(dtype)?;
         Ok(rt.alltoall(team, dst, src, nelems, dtype)?)
     })
@@ -69,8 +70,8 @@ pub unsafe extern "C" fn rshmem_host_reduce(team: i32, op: c_int, dst: *mut c_vo
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
         let (op, dtype) = ffi::reduce_args(op, dtype)?;
-        let dst = dst as usize;
-        let src = src as usize;
+        let dst = SymAddr::new(dst as usize);
+        let src = SymAddr::new(src as usize);
         Ok(rt.reduce(team, op, dst, src, nelems, dtype)?)
     })
 }
@@ -82,7 +83,7 @@ pub unsafe extern "C" fn rshmem_host_int8_p(dst: *mut i8, value: i8, pe: c_int) 
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<i8>(dst as usize, value, pe)?)
+        Ok(rt.p::<i8>(SymAddr::new(dst as usize), value, pe)?)
     })
 }
 
@@ -93,7 +94,7 @@ pub unsafe extern "C" fn rshmem_host_int16_p(dst: *mut i16, value: i16, pe: c_in
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<i16>(dst as usize, value, pe)?)
+        Ok(rt.p::<i16>(SymAddr::new(dst as usize), value, pe)?)
     })
 }
 
@@ -104,7 +105,7 @@ pub unsafe extern "C" fn rshmem_host_int32_p(dst: *mut i32, value: i32, pe: c_in
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<i32>(dst as usize, value, pe)?)
+        Ok(rt.p::<i32>(SymAddr::new(dst as usize), value, pe)?)
     })
 }
 
@@ -115,7 +116,7 @@ pub unsafe extern "C" fn rshmem_host_int64_p(dst: *mut i64, value: i64, pe: c_in
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<i64>(dst as usize, value, pe)?)
+        Ok(rt.p::<i64>(SymAddr::new(dst as usize), value, pe)?)
     })
 }
 
@@ -126,7 +127,7 @@ pub unsafe extern "C" fn rshmem_host_uint8_p(dst: *mut u8, value: u8, pe: c_int)
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<u8>(dst as usize, value, pe)?)
+        Ok(rt.p::<u8>(SymAddr::new(dst as usize), value, pe)?)
     })
 }
 
@@ -137,7 +138,7 @@ pub unsafe extern "C" fn rshmem_host_uint16_p(dst: *mut u16, value: u16, pe: c_i
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<u16>(dst as usize, value, pe)?)
+        Ok(rt.p::<u16>(SymAddr::new(dst as usize), value, pe)?)
     })
 }
 
@@ -148,7 +149,7 @@ pub unsafe extern "C" fn rshmem_host_uint32_p(dst: *mut u32, value: u32, pe: c_i
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<u32>(dst as usize, value, pe)?)
+        Ok(rt.p::<u32>(SymAddr::new(dst as usize), value, pe)?)
     })
 }
 
@@ -159,7 +160,7 @@ pub unsafe extern "C" fn rshmem_host_uint64_p(dst: *mut u64, value: u64, pe: c_i
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<u64>(dst as usize, value, pe)?)
+        Ok(rt.p::<u64>(SymAddr::new(dst as usize), value, pe)?)
     })
 }
 
@@ -170,7 +171,7 @@ pub unsafe extern "C" fn rshmem_host_fp16_p(dst: *mut u16, value: u16, pe: c_int
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<half::f16>(dst as usize, half::f16::from_bits(value), pe)?)
+        Ok(rt.p::<half::f16>(SymAddr::new(dst as usize), half::f16::from_bits(value), pe)?)
     })
 }
 
@@ -181,7 +182,7 @@ pub unsafe extern "C" fn rshmem_host_bf16_p(dst: *mut u16, value: u16, pe: c_int
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<half::bf16>(dst as usize, half::bf16::from_bits(value), pe)?)
+        Ok(rt.p::<half::bf16>(SymAddr::new(dst as usize), half::bf16::from_bits(value), pe)?)
     })
 }
 
@@ -192,7 +193,7 @@ pub unsafe extern "C" fn rshmem_host_fp32_p(dst: *mut f32, value: f32, pe: c_int
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<f32>(dst as usize, value, pe)?)
+        Ok(rt.p::<f32>(SymAddr::new(dst as usize), value, pe)?)
     })
 }
 
@@ -203,7 +204,7 @@ pub unsafe extern "C" fn rshmem_host_fp64_p(dst: *mut f64, value: f64, pe: c_int
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        Ok(rt.p::<f64>(dst as usize, value, pe)?)
+        Ok(rt.p::<f64>(SymAddr::new(dst as usize), value, pe)?)
     })
 }
 
@@ -215,7 +216,7 @@ pub unsafe extern "C" fn rshmem_host_int8_g(src: *const i8, pe: c_int, out: *mut
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<i8>(src as usize, pe)?;
+        let r = rt.g::<i8>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -229,7 +230,7 @@ pub unsafe extern "C" fn rshmem_host_int16_g(src: *const i16, pe: c_int, out: *m
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<i16>(src as usize, pe)?;
+        let r = rt.g::<i16>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -243,7 +244,7 @@ pub unsafe extern "C" fn rshmem_host_int32_g(src: *const i32, pe: c_int, out: *m
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<i32>(src as usize, pe)?;
+        let r = rt.g::<i32>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -257,7 +258,7 @@ pub unsafe extern "C" fn rshmem_host_int64_g(src: *const i64, pe: c_int, out: *m
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<i64>(src as usize, pe)?;
+        let r = rt.g::<i64>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -271,7 +272,7 @@ pub unsafe extern "C" fn rshmem_host_uint8_g(src: *const u8, pe: c_int, out: *mu
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<u8>(src as usize, pe)?;
+        let r = rt.g::<u8>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -285,7 +286,7 @@ pub unsafe extern "C" fn rshmem_host_uint16_g(src: *const u16, pe: c_int, out: *
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<u16>(src as usize, pe)?;
+        let r = rt.g::<u16>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -299,7 +300,7 @@ pub unsafe extern "C" fn rshmem_host_uint32_g(src: *const u32, pe: c_int, out: *
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<u32>(src as usize, pe)?;
+        let r = rt.g::<u32>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -313,7 +314,7 @@ pub unsafe extern "C" fn rshmem_host_uint64_g(src: *const u64, pe: c_int, out: *
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<u64>(src as usize, pe)?;
+        let r = rt.g::<u64>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -327,7 +328,7 @@ pub unsafe extern "C" fn rshmem_host_fp16_g(src: *const u16, pe: c_int, out: *mu
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<half::f16>(src as usize, pe)?;
+        let r = rt.g::<half::f16>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r.to_bits()) };
         Ok(())
     })
@@ -341,7 +342,7 @@ pub unsafe extern "C" fn rshmem_host_bf16_g(src: *const u16, pe: c_int, out: *mu
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<half::bf16>(src as usize, pe)?;
+        let r = rt.g::<half::bf16>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r.to_bits()) };
         Ok(())
     })
@@ -355,7 +356,7 @@ pub unsafe extern "C" fn rshmem_host_fp32_g(src: *const f32, pe: c_int, out: *mu
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<f32>(src as usize, pe)?;
+        let r = rt.g::<f32>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -369,7 +370,7 @@ pub unsafe extern "C" fn rshmem_host_fp64_g(src: *const f64, pe: c_int, out: *mu
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
         let pe = ffi::pe(&rt, pe)?;
-        let r = rt.g::<f64>(src as usize, pe)?;
+        let r = rt.g::<f64>(SymAddr::new(src as usize), pe)?;
         unsafe { out.write(r) };
         Ok(())
     })
@@ -381,9 +382,9 @@ pub unsafe extern "C" fn rshmem_host_putmem_signal(dst: *mut c_void, src: *const
     const NAME: &str = "rshmem_host_putmem_signal()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let dst = dst as usize;
+        let dst = SymAddr::new(dst as usize);
         let src = src as usize;
-        let sig = sig as usize;
+        let sig = SymAddr::new(sig as usize);
         let sig_op = SignalOp::from_raw(sig_op)?;
         let pe = ffi::pe(&rt, pe)?;
         rt.check_local_buffer(src, nbytes, Access::Read)?;
@@ -397,7 +398,7 @@ pub unsafe extern "C" fn rshmem_host_signal_op(sig: *mut c_void, value: u64, sig
     const NAME: &str = "rshmem_host_signal_op()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let sig = sig as usize;
+        let sig = SymAddr::new(sig as usize);
         let sig_op = SignalOp::from_raw(sig_op)?;
         let pe = ffi::pe(&rt, pe)?;
         Ok(rt.signal_op(sig, value, sig_op, pe)?)
@@ -411,7 +412,7 @@ pub unsafe extern "C" fn rshmem_host_signal_fetch(sig: *mut c_void, out: *mut u6
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
-        let sig = sig as usize;
+        let sig = SymAddr::new(sig as usize);
         let r = rt.signal_fetch(sig)?;
         unsafe { out.write(r) };
         Ok(())
@@ -425,7 +426,7 @@ pub unsafe extern "C" fn rshmem_host_signal_wait_until(sig: *mut c_void, cmp: c_
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
-        let sig = sig as usize;
+        let sig = SymAddr::new(sig as usize);
         let cmp = Cmp::from_raw(cmp)?;
         let r = rt.signal_wait_until(sig, cmp, value)?;
         unsafe { out.write(r) };
@@ -440,7 +441,7 @@ pub unsafe extern "C" fn rshmem_host_wait_until(addr: *mut c_void, dtype: c_int,
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
-        let addr = addr as usize;
+        let addr = SymAddr::new(addr as usize);
         let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
         let value = ffi::value(value, dtype);
@@ -457,7 +458,7 @@ pub unsafe extern "C" fn rshmem_host_test(addr: *mut c_void, dtype: c_int, cmp: 
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
-        let addr = addr as usize;
+        let addr = SymAddr::new(addr as usize);
         let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
         let value = ffi::value(value, dtype);
@@ -473,7 +474,7 @@ pub unsafe extern "C" fn rshmem_host_wait_until_all(addr: *mut c_void, nelems: u
     const NAME: &str = "rshmem_host_wait_until_all()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let addr = addr as usize;
+        let addr = SymAddr::new(addr as usize);
         let status = unsafe { ffi::status(&rt, status, nelems)? };
         let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
@@ -489,7 +490,7 @@ pub unsafe extern "C" fn rshmem_host_wait_until_any(addr: *mut c_void, nelems: u
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
-        let addr = addr as usize;
+        let addr = SymAddr::new(addr as usize);
         let status = unsafe { ffi::status(&rt, status, nelems)? };
         let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
@@ -508,7 +509,7 @@ pub unsafe extern "C" fn rshmem_host_wait_until_some(addr: *mut c_void, nelems: 
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(indices, "indices", NAME)?;
         ffi::check_out(count, "count", NAME)?;
-        let addr = addr as usize;
+        let addr = SymAddr::new(addr as usize);
         let status = unsafe { ffi::status(&rt, status, nelems)? };
         let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
@@ -525,7 +526,7 @@ pub unsafe extern "C" fn rshmem_host_test_all(addr: *mut c_void, nelems: usize, 
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
-        let addr = addr as usize;
+        let addr = SymAddr::new(addr as usize);
         let status = unsafe { ffi::status(&rt, status, nelems)? };
         let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
@@ -543,7 +544,7 @@ pub unsafe extern "C" fn rshmem_host_test_any(addr: *mut c_void, nelems: usize, 
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(out, "out", NAME)?;
-        let addr = addr as usize;
+        let addr = SymAddr::new(addr as usize);
         let status = unsafe { ffi::status(&rt, status, nelems)? };
         let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
@@ -562,7 +563,7 @@ pub unsafe extern "C" fn rshmem_host_test_some(addr: *mut c_void, nelems: usize,
         let rt = ffi::runtime(NAME)?;
         ffi::check_out(indices, "indices", NAME)?;
         ffi::check_out(count, "count", NAME)?;
-        let addr = addr as usize;
+        let addr = SymAddr::new(addr as usize);
         let status = unsafe { ffi::status(&rt, status, nelems)? };
         let dtype = ffi::sync_dtype(dtype, NAME)?;
         let cmp = Cmp::from_raw(cmp)?;
@@ -578,7 +579,7 @@ pub unsafe extern "C" fn rshmem_host_putmem_on_stream(dst: *mut c_void, src: *co
     const NAME: &str = "rshmem_host_putmem_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let dst = dst as usize;
+        let dst = SymAddr::new(dst as usize);
         let src = src as usize;
         let pe = ffi::pe(&rt, pe)?;
         let stream = StreamHandle(stream as usize);
@@ -594,7 +595,7 @@ pub unsafe extern "C" fn rshmem_host_getmem_on_stream(dst: *mut c_void, src: *co
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let dst = dst as usize;
-        let src = src as usize;
+        let src = SymAddr::new(src as usize);
         let pe = ffi::pe(&rt, pe)?;
         let stream = StreamHandle(stream as usize);
         rt.check_local_buffer(dst, nbytes, Access::Write)?;
@@ -608,9 +609,9 @@ pub unsafe extern "C" fn rshmem_host_putmem_signal_on_stream(dst: *mut c_void, s
     const NAME: &str = "rshmem_host_putmem_signal_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let dst = dst as usize;
+        let dst = SymAddr::new(dst as usize);
         let src = src as usize;
-        let sig = sig as usize;
+        let sig = SymAddr::new(sig as usize);
         let sig_op = SignalOp::from_raw(sig_op)?;
         let pe = ffi::pe(&rt, pe)?;
         let stream = StreamHandle(stream as usize);
@@ -625,7 +626,7 @@ pub unsafe extern "C" fn rshmem_host_signal_op_on_stream(sig: *mut c_void, value
     const NAME: &str = "rshmem_host_signal_op_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let sig = sig as usize;
+        let sig = SymAddr::new(sig as usize);
         let sig_op = SignalOp::from_raw(sig_op)?;
         let pe = ffi::pe(&rt, pe)?;
         let stream = StreamHandle(stream as usize);
@@ -639,7 +640,7 @@ pub unsafe extern "C" fn rshmem_host_signal_wait_until_on_stream(sig: *mut c_voi
     const NAME: &str = "rshmem_host_signal_wait_until_on_stream()";
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
-        let sig = sig as usize;
+        let sig = SymAddr::new(sig as usize);
         let cmp = Cmp::from_raw(cmp)?;
         let stream = StreamHandle(stream as usize);
         Ok(unsafe { rt.signal_wait_until_on_stream(sig, cmp, value, stream) }?)
@@ -687,8 +688,8 @@ pub unsafe extern "C" fn rshmem_host_broadcast_on_stream(team: i32, dst: *mut c_
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
-        let dst = dst as usize;
-        let src = src as usize;
+        let dst = SymAddr::new(dst as usize);
+        let src = SymAddr::new(src as usize);
         let dtype = ffi::dtype(dtype)?;
         let stream = StreamHandle(stream as usize);
         Ok(unsafe { rt.broadcast_on_stream(team, dst, src, nelems, root, dtype, stream) }?)
@@ -702,8 +703,8 @@ pub unsafe extern "C" fn rshmem_host_fcollect_on_stream(team: i32, dst: *mut c_v
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
-        let dst = dst as usize;
-        let src = src as usize;
+        let dst = SymAddr::new(dst as usize);
+        let src = SymAddr::new(src as usize);
         let dtype = ffi::dtype(dtype)?;
         let stream = StreamHandle(stream as usize);
         Ok(unsafe { rt.fcollect_on_stream(team, dst, src, nelems, dtype, stream) }?)
@@ -717,8 +718,8 @@ pub unsafe extern "C" fn rshmem_host_alltoall_on_stream(team: i32, dst: *mut c_v
     ffi::call(NAME, || {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
-        let dst = dst as usize;
-        let src = src as usize;
+        let dst = SymAddr::new(dst as usize);
+        let src = SymAddr::new(src as usize);
         let dtype = ffi::dtype(dtype)?;
         let stream = StreamHandle(stream as usize);
         Ok(unsafe { rt.alltoall_on_stream(team, dst, src, nelems, dtype, stream) }?)
@@ -733,8 +734,8 @@ pub unsafe extern "C" fn rshmem_host_reduce_on_stream(team: i32, op: c_int, dst:
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
         let (op, dtype) = ffi::reduce_args(op, dtype)?;
-        let dst = dst as usize;
-        let src = src as usize;
+        let dst = SymAddr::new(dst as usize);
+        let src = SymAddr::new(src as usize);
         let stream = StreamHandle(stream as usize);
         Ok(unsafe { rt.reduce_on_stream(team, op, dst, src, nelems, dtype, stream) }?)
     })

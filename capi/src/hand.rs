@@ -19,7 +19,7 @@ use rshmem::bootstrap::UniqueId;
 use rshmem::device_state::{AMO_ADD, AMO_AND, AMO_COMPARE_SWAP, AMO_FETCH, AMO_OR, AMO_SET, AMO_SWAP, AMO_XOR};
 use rshmem::driver::module::ModuleHandle;
 use rshmem::runtime::{Access, InitOptions, Runtime};
-use rshmem::Error;
+use rshmem::{Error, SymAddr};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::Arc;
 
@@ -192,26 +192,26 @@ pub unsafe extern "C" fn rshmem_host_gpu_sharers(out: *mut c_int) -> c_int {
 /// Collective: `size` bytes of symmetric memory (`nvshmem_malloc`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_malloc(size: usize, out: *mut *mut c_void) -> c_int {
-    query("rshmem_host_malloc()", out, |rt| Ok(rt.malloc(size)? as *mut c_void))
+    query("rshmem_host_malloc()", out, |rt| Ok(rt.malloc(size)?.as_ptr()))
 }
 
 /// Collective: `count * size` zeroed bytes (`nvshmem_calloc`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_calloc(count: usize, size: usize, out: *mut *mut c_void) -> c_int {
-    query("rshmem_host_calloc()", out, |rt| Ok(rt.calloc(count, size)? as *mut c_void))
+    query("rshmem_host_calloc()", out, |rt| Ok(rt.calloc(count, size)?.as_ptr()))
 }
 
 /// Collective: `size` bytes aligned to `alignment` (`nvshmem_align`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_align(alignment: usize, size: usize, out: *mut *mut c_void) -> c_int {
-    query("rshmem_host_align()", out, |rt| Ok(rt.align(alignment, size)? as *mut c_void))
+    query("rshmem_host_align()", out, |rt| Ok(rt.align(alignment, size)?.as_ptr()))
 }
 
 /// Collective: frees an allocation (`nvshmem_free`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_free(addr: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_free()";
-    ffi::call(NAME, || Ok(ffi::runtime(NAME)?.free(addr as usize)?))
+    ffi::call(NAME, || Ok(ffi::runtime(NAME)?.free(SymAddr::new(addr as usize))?))
 }
 
 /// The address of symmetric `addr` on `pe` if this PE reaches it by load/store, else NULL
@@ -220,7 +220,7 @@ pub unsafe extern "C" fn rshmem_host_free(addr: *mut c_void) -> c_int {
 pub unsafe extern "C" fn rshmem_host_ptr(addr: *const c_void, pe: c_int, out: *mut *mut c_void) -> c_int {
     query("rshmem_host_ptr()", out, |rt| {
         let pe = ffi::pe(rt, pe)?;
-        Ok(rt.ptr(addr as usize, pe)?.map_or(std::ptr::null_mut(), |a| a as *mut c_void))
+        Ok(rt.ptr(SymAddr::new(addr as usize), pe)?.map_or(std::ptr::null_mut(), |a| a as *mut c_void))
     })
 }
 
@@ -246,7 +246,7 @@ pub unsafe extern "C" fn rshmem_host_putmem(dst: *mut c_void, src: *const c_void
         let pe = ffi::pe(&rt, pe)?;
         rt.check_local_buffer(src as usize, nbytes, Access::Read)?;
         // SAFETY: `src..+nbytes` was checked just above; the runtime checks `dst`.
-        Ok(unsafe { rt.putmem(dst as usize, src as usize, nbytes, pe) }?)
+        Ok(unsafe { rt.putmem(SymAddr::new(dst as usize), src as usize, nbytes, pe) }?)
     })
 }
 
@@ -260,7 +260,7 @@ pub unsafe extern "C" fn rshmem_host_getmem(dst: *mut c_void, src: *const c_void
         let pe = ffi::pe(&rt, pe)?;
         rt.check_local_buffer(dst as usize, nbytes, Access::Write)?;
         // SAFETY: `dst..+nbytes` was checked just above; the runtime checks `src`.
-        Ok(unsafe { rt.getmem(dst as usize, src as usize, nbytes, pe) }?)
+        Ok(unsafe { rt.getmem(dst as usize, SymAddr::new(src as usize), nbytes, pe) }?)
     })
 }
 
@@ -299,7 +299,7 @@ pub unsafe extern "C" fn rshmem_host_atomic(
                 )))
             }
         };
-        rt.atomic(addr as usize, width, op, pe)
+        rt.atomic(SymAddr::new(addr as usize), width, op, pe)
     })
 }
 

@@ -21,3 +21,20 @@ ATOMIC_DTYPES = ('int32', 'int64', 'uint32', 'uint64')
 
 # The dtypes point-to-point waits and tests take.
 SYNC_DTYPES = ('int32', 'int64', 'uint32', 'uint64')
+
+# The device API's dtype name -> (runtime name, kind, size, the CUDA C++ type of a dtype C
+# lacks or None, whether atomics take it): what the Numba bindings build their type maps from.
+DEVICE_DTYPES = {
+    "int8": ("int8", "signed", 1, None, False),
+    "int16": ("int16", "signed", 2, None, False),
+    "int32": ("int32", "signed", 4, None, True),
+    "int64": ("int64", "signed", 8, None, True),
+    "uint8": ("uint8", "unsigned", 1, None, False),
+    "uint16": ("uint16", "unsigned", 2, None, False),
+    "uint32": ("uint32", "unsigned", 4, None, True),
+    "uint64": ("uint64", "unsigned", 8, None, True),
+    "fp16": ("float16", "float", 2, '__half', False),
+    "bf16": ("bfloat16", "float", 2, '__nv_bfloat16', False),
+    "fp32": ("float32", "float", 4, None, False),
+    "fp64": ("float64", "float", 8, None, False),
+}

@@ -2,7 +2,7 @@
 [[py]] rows declare them (read from the generated `_signatures.py`), op arguments as names or
 constants, old spellings with a `DeprecationWarning`, and its order with CUDA streams.
 
-`@public` goes on each such function in `host.py` and `torch.py`. At import it refuses a
+`@public` goes on each such function in `host.py`, `torch.py` and the generated `_host_calls.py`. At import it refuses a
 definition whose parameters differ from the table's row, so the table stays the one place the
 names and order are declared. On each call it:
 
@@ -115,7 +115,7 @@ def cmp(c) -> int:
 
 
 _NORMALISE = {"reduce_op": reduce_op, "sig_op": sig_op, "cmp": cmp}
-_MODULES = {"rshmem.host": "rshmem", "rshmem.torch": "rshmem.torch"}
+_MODULES = {"rshmem.host": "rshmem", "rshmem._host_calls": "rshmem", "rshmem.torch": "rshmem.torch", "rshmem._torch_calls": "rshmem.torch"}
 
 
 def _default(source):

@@ -1,4 +1,6 @@
-"""The host API on symmetric memory: puts and gets, atomics, signals, waits, collectives.
+"""The argument helpers of the host API on symmetric memory (puts and gets, atomics, signals,
+waits, collectives), whose public functions tools/gen_host_api.py writes from api/host.toml's
+[[py]] rows into `_host_calls.py`: each row's `call` or `body` uses the names defined here.
 
 Each function takes tensors (CPU tensors on the host backend), numpy arrays, or raw addresses
 (ints). With tensors, sizes and dtypes come from the tensors and are checked; with raw
@@ -10,17 +12,17 @@ A signal word or a waited-on element is named by a 0-d view, e.g. `sig[peer]`.
 
 Arguments come in one order (destination first: `dst`, `src`; sizes and dtypes the tensors give
 are keyword-only), the same as the on-stream forms of `rshmem.torch`; api/host.toml's [[py]] rows
-declare it and `_signature.public` holds every function here to it. Given CUDA tensors, the calls
+declare it and `_signature.public` holds every function to it. Given CUDA tensors, the calls
 that move data first wait for torch's current stream (docs/streams.md).
 """
 
 from __future__ import annotations
 
 from . import _native
-from ._core import Team, team_n_pes
+from ._core import team_n_pes  # noqa: F401 - the collectives' bodies use it
 from ._dtypes import ATOMIC_DTYPES, itemsize, runtime_name
-from ._native import DTypeError, InvalidArgumentError
-from ._signature import REDUCE_OPS, ReduceOp, public  # noqa: F401 - re-exported by rshmem
+from ._native import DTypeError, InvalidArgumentError  # noqa: F401 - put/get's bodies raise it
+from ._signature import REDUCE_OPS, ReduceOp  # noqa: F401 - re-exported by rshmem
 
 CMP_EQ, CMP_NE, CMP_GT = _native.CMP_EQ, _native.CMP_NE, _native.CMP_GT
 CMP_LE, CMP_LT, CMP_GE = _native.CMP_LE, _native.CMP_LT, _native.CMP_GE
@@ -115,56 +117,6 @@ def _count(given, *have, what: str) -> int:
     return given
 
 
-# ---------------------------------------------------------------------------------------- RMA
-
-
-@public
-def putmem(dst, src, pe: int, *, nbytes: int | None = None) -> None:
-    """Copies local `src` to symmetric `dst` on `pe` (`nvshmem_putmem`): `nbytes` bytes, by
-    default the size of the tensors (needed with raw addresses)."""
-    n = _count(nbytes, _nbytes(dst, "dst"), _nbytes(src, "src"), what="nbytes")
-    # A raw local address is checked by the runtime (mapped, readable); a tensor's is not.
-    _native.putmem(_addr(dst, "dst"), _addr(src, "src"), n, pe, _is_addr(src))
-
-
-@public
-def getmem(dst, src, pe: int, *, nbytes: int | None = None) -> None:
-    """Copies symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`): `nbytes` bytes, by
-    default the size of the tensors (needed with raw addresses)."""
-    n = _count(nbytes, _nbytes(dst, "dst"), _nbytes(src, "src"), what="nbytes")
-    _native.getmem(_addr(dst, "dst"), _addr(src, "src"), n, pe, _is_addr(dst))
-
-
-@public
-def put(dst, src, pe: int) -> None:
-    """Copies tensor `src` into symmetric tensor `dst` on `pe`; both hold the same bytes."""
-    a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
-    if a is None or b is None or a != b:
-        raise InvalidArgumentError(f"put() takes two tensors of the same size; dst holds {a} bytes, src {b}")
-    _native.putmem(_addr(dst, "dst"), _addr(src, "src"), b, pe, False)
-
-
-@public
-def get(dst, src, pe: int) -> None:
-    """Copies symmetric tensor `src` on `pe` into local tensor `dst`; both hold the same bytes."""
-    a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
-    if a is None or b is None or a != b:
-        raise InvalidArgumentError(f"get() takes two tensors of the same size; dst holds {a} bytes, src {b}")
-    _native.getmem(_addr(dst, "dst"), _addr(src, "src"), b, pe, False)
-
-
-@public
-def p(dst, value, pe: int, dtype=None) -> None:
-    """Stores one element at symmetric `dst` on `pe` (`nvshmem_<type>_p`)."""
-    _native.p(_one(dst, "dst"), value, pe, _dtype(dtype, dst))
-
-
-@public
-def g(src, pe: int, dtype=None):
-    """Loads one element from symmetric `src` on `pe` (`nvshmem_<type>_g`)."""
-    return _native.g(_one(src, "src"), pe, _dtype(dtype, src))
-
-
 # ------------------------------------------------------------------------------------ atomics
 
 
@@ -198,90 +150,6 @@ def _amo(dst, pe, dtype, op, a=0, b=0) -> int:
     return _value(old, name)
 
 
-@public
-def atomic_fetch(dst, pe: int, dtype=None) -> int:
-    """Atomically reads the word at `dst` on `pe` (`nvshmem_atomic_fetch`)."""
-    return _amo(dst, pe, dtype, "fetch")
-
-
-@public
-def atomic_set(dst, value, pe: int, dtype=None) -> None:
-    """Atomically stores `value` (`nvshmem_atomic_set`)."""
-    _amo(dst, pe, dtype, "set", value)
-
-
-@public
-def atomic_swap(dst, value, pe: int, dtype=None) -> int:
-    """Atomically exchanges; returns the old value (`nvshmem_atomic_swap`)."""
-    return _amo(dst, pe, dtype, "swap", value)
-
-
-@public
-def atomic_compare_swap(dst, cond, value, pe: int, dtype=None) -> int:
-    """Stores `value` if the word equals `cond`; returns the old value (`nvshmem_atomic_compare_swap`)."""
-    return _amo(dst, pe, dtype, "compare_swap", cond, value)
-
-
-@public
-def atomic_fetch_add(dst, value, pe: int, dtype=None) -> int:
-    """Atomically adds; returns the old value (`nvshmem_atomic_fetch_add`)."""
-    return _amo(dst, pe, dtype, "add", _wrap(value, _atomic_dtype(dst, dtype)))
-
-
-@public
-def atomic_add(dst, value, pe: int, dtype=None) -> None:
-    """Atomically adds (`nvshmem_atomic_add`)."""
-    atomic_fetch_add(dst, value, pe, dtype)
-
-
-@public
-def atomic_fetch_inc(dst, pe: int, dtype=None) -> int:
-    """Atomically adds one; returns the old value (`nvshmem_atomic_fetch_inc`)."""
-    return atomic_fetch_add(dst, 1, pe, dtype)
-
-
-@public
-def atomic_inc(dst, pe: int, dtype=None) -> None:
-    """Atomically adds one (`nvshmem_atomic_inc`)."""
-    atomic_fetch_add(dst, 1, pe, dtype)
-
-
-@public
-def atomic_fetch_and(dst, value, pe: int, dtype=None) -> int:
-    """Atomic bitwise and; returns the old value."""
-    return _amo(dst, pe, dtype, "and", value)
-
-
-@public
-def atomic_and(dst, value, pe: int, dtype=None) -> None:
-    """Atomic bitwise and."""
-    _amo(dst, pe, dtype, "and", value)
-
-
-@public
-def atomic_fetch_or(dst, value, pe: int, dtype=None) -> int:
-    """Atomic bitwise or; returns the old value."""
-    return _amo(dst, pe, dtype, "or", value)
-
-
-@public
-def atomic_or(dst, value, pe: int, dtype=None) -> None:
-    """Atomic bitwise or."""
-    _amo(dst, pe, dtype, "or", value)
-
-
-@public
-def atomic_fetch_xor(dst, value, pe: int, dtype=None) -> int:
-    """Atomic bitwise xor; returns the old value."""
-    return _amo(dst, pe, dtype, "xor", value)
-
-
-@public
-def atomic_xor(dst, value, pe: int, dtype=None) -> None:
-    """Atomic bitwise xor."""
-    _amo(dst, pe, dtype, "xor", value)
-
-
 def _wrap(value, name: str) -> int:
     # Adding a negative number to an unsigned word wraps, as it does in C.
     v = int(value)
@@ -305,49 +173,7 @@ def _sig(sig, what="sig") -> int:
     return _one(sig, what)
 
 
-@public
-def putmem_signal(dst, src, sig, value: int, sig_op, pe: int, *, nbytes: int | None = None) -> None:
-    """Copies `src` to `dst` on `pe` (`nbytes`, by default the tensors' size), then applies
-    `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`, or `"set"` / `"add"`) with `value` to the signal word
-    `sig` on `pe`; a PE that sees the signal sees the data (`nvshmem_putmem_signal`)."""
-    n = _count(nbytes, _nbytes(dst, "dst"), _nbytes(src, "src"), what="nbytes")
-    _native.putmem_signal(_addr(dst, "dst"), _addr(src, "src"), n, _sig(sig), _u64(value), sig_op, pe, _is_addr(src))
-
-
-@public
-def signal_op(sig, value: int, sig_op, pe: int) -> None:
-    """Applies `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`, or `"set"` / `"add"`) with `value` to the
-    signal word `sig` on `pe` (`nvshmemx_signal_op`)."""
-    _native.signal_op(_sig(sig), _u64(value), sig_op, pe)
-
-
-@public
-def signal_fetch(sig) -> int:
-    """Reads the local signal word `sig` (`nvshmem_signal_fetch`)."""
-    return _native.signal_fetch(_sig(sig))
-
-
-@public
-def signal_wait_until(sig, cmp, value: int) -> int:
-    """Waits until the local signal word `sig` compares `cmp` (`CMP_*` or `"eq"`, `"ge"`, ...)
-    against `value`; returns the value seen (`nvshmem_signal_wait_until`)."""
-    return _native.signal_wait_until(_sig(sig), cmp, _u64(value))
-
-
 # -------------------------------------------------------------------------------------- waits
-
-
-@public
-def wait_until(ivar, cmp, value: int, dtype=None) -> int:
-    """Waits until the local element `ivar` compares `cmp` (`CMP_*` or `"eq"`, `"ge"`, ...)
-    against `value`; returns the value seen (`nvshmem_wait_until`)."""
-    return _native.wait_until(_one(ivar, "ivar"), _dtype(dtype, ivar), cmp, int(value))
-
-
-@public
-def test(ivar, cmp, value: int, dtype=None) -> bool:
-    """Whether the local element `ivar` compares true against `value` (`nvshmem_test`)."""
-    return _native.test(_one(ivar, "ivar"), _dtype(dtype, ivar), cmp, int(value))
 
 
 def _vector(ivars, cmp, value, status, nelems, dtype):
@@ -358,82 +184,3 @@ def _vector(ivars, cmp, value, status, nelems, dtype):
         if len(status) < n:
             raise InvalidArgumentError(f"status has {len(status)} entries for {n} elements")
     return (_addr(ivars, "ivars"), n, status, name, cmp, int(value))
-
-
-@public
-def wait_until_all(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> None:
-    """Waits until every element not masked by `status` (nonzero = skip) compares true."""
-    _native.wait_until_all(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-@public
-def wait_until_any(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None):
-    """Waits until one unmasked element compares true; returns its index (None if all are masked)."""
-    return _native.wait_until_any(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-@public
-def wait_until_some(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> list:
-    """Waits until at least one unmasked element compares true; returns the indices that do."""
-    return _native.wait_until_some(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-@public
-def test_all(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> bool:
-    """Whether every unmasked element compares true."""
-    return _native.test_all(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-@public
-def test_any(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None):
-    """The index of one unmasked element that compares true, or None."""
-    return _native.test_any(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-@public
-def test_some(ivars, cmp, value: int, status=None, *, nelems=None, dtype=None) -> list:
-    """The indices of the unmasked elements that compare true."""
-    return _native.test_some(*_vector(ivars, cmp, value, status, nelems, dtype))
-
-
-# -------------------------------------------------------------------------------- collectives
-
-
-@public
-def broadcast(dst, src, root: int, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: copies `src` on PE `root` (team numbering) into `dst` on every
-    PE of the team (`nvshmem_broadcast`)."""
-    name = _dtype(dtype, dst, src)
-    n = _count(nelems, _elems(src, name, "src"), _elems(dst, name, "dst"), what="nelems")
-    _native.broadcast(int(team), _addr(dst, "dst"), _addr(src, "src"), n, int(root), name)
-
-
-@public
-def fcollect(dst, src, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: `dst` gets every PE's `src`, in team order (`nvshmem_fcollect`)."""
-    name = _dtype(dtype, dst, src)
-    size = team_n_pes(team)
-    d = _elems(dst, name, "dst")
-    n = _count(nelems, _elems(src, name, "src"), None if d is None else d // size, what="nelems")
-    _native.fcollect(int(team), _addr(dst, "dst"), _addr(src, "src"), n, name)
-
-
-@public
-def alltoall(dst, src, team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: block `j` of `src` (`nelems` elements each, default
-    `src.numel() // team size`) lands in block `my_pe` of `dst` on PE `j` (`nvshmem_alltoall`)."""
-    name = _dtype(dtype, dst, src)
-    size = team_n_pes(team)
-    s, d = _elems(src, name, "src"), _elems(dst, name, "dst")
-    n = _count(nelems, *(None if x is None else x // size for x in (s, d)), what="nelems (per PE)")
-    _native.alltoall(int(team), _addr(dst, "dst"), _addr(src, "src"), n, name)
-
-
-@public
-def reduce(dst, src, op="sum", team=Team.WORLD, *, nelems=None, dtype=None) -> None:
-    """Collective over `team`: `dst` on every PE gets the element-wise `op` of every PE's `src`
-    (`nvshmem_<op>_reduce`). `op` is a name of `REDUCE_OPS`, a `rshmem.ReduceOp` or a
-    `torch.distributed.ReduceOp` (SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR)."""
-    name = _dtype(dtype, dst, src)
-    n = _count(nelems, _elems(src, name, "src"), _elems(dst, name, "dst"), what="nelems")
-    _native.reduce(int(team), op, _addr(dst, "dst"), _addr(src, "src"), n, name)

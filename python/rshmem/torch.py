@@ -35,7 +35,6 @@ from . import _core, _cuda, _native
 from ._dtypes import check_torch_dtype, runtime_name
 from ._native import DTypeError, InvalidArgumentError, NotSymmetricError, UnsupportedError
 from ._errors import api
-from ._signature import public
 
 SIGNAL_DTYPE = torch.int64
 """dtype of signal words (64-bit)."""
@@ -334,146 +333,6 @@ def _bytes_of(nbytes, t: torch.Tensor, call: str) -> int:
     return n
 
 
-@public
-def putmem_on_stream(dst, src, pe: int, stream=None, *, nbytes: int | None = None) -> None:
-    """Copies local tensor `src` (all of it, or its first `nbytes`) into symmetric tensor `dst`
-    on `pe`, ordered on `stream` (`nvshmemx_putmem_on_stream`)."""
-    index = _native.device_ordinal()
-    call = "putmem_on_stream"
-    d, s = _local(dst, "dst", index), _local(src, "src", index)
-    _same_dtype(dst, src, call)
-    n = _bytes_of(nbytes, src, call)
-    _fits(n // src.element_size(), dst.numel(), "dst", "elements", call)
-    handle = _stream(stream, call, index)
-    _native.putmem_on_stream(d, s, n, _pe(pe), handle, False)  # s: a live tensor's
-    _used_by_stream(src, stream, handle)
-
-
-@public
-def getmem_on_stream(dst, src, pe: int, stream=None, *, nbytes: int | None = None) -> None:
-    """Fills local tensor `dst` (all of it, or its first `nbytes`) from symmetric tensor `src` on
-    `pe`, ordered on `stream` (`nvshmemx_getmem_on_stream`)."""
-    index = _native.device_ordinal()
-    call = "getmem_on_stream"
-    d, s = _local(dst, "dst", index), _local(src, "src", index)
-    _same_dtype(dst, src, call)
-    n = _bytes_of(nbytes, dst, call)
-    _fits(n // dst.element_size(), src.numel(), "src", "elements", call)
-    handle = _stream(stream, call, index)
-    _native.getmem_on_stream(d, s, n, _pe(pe), handle, False)  # d: a live tensor's
-    _used_by_stream(dst, stream, handle)
-
-
-@public
-def putmem_signal_on_stream(dst, src, sig, value: int, sig_op, pe: int, stream=None, *, nbytes: int | None = None) -> None:
-    """Copies `src` (all of it, or its first `nbytes`) into symmetric `dst` on `pe`, then applies
-    `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`, or `"set"` / `"add"`) with `value` to the signal word
-    `sig` on `pe`, ordered on `stream` (`nvshmemx_putmem_signal_on_stream`)."""
-    index = _native.device_ordinal()
-    call = "putmem_signal_on_stream"
-    d, s, g = _local(dst, "dst", index), _local(src, "src", index), _sig(sig, call, index)
-    _same_dtype(dst, src, call)
-    n = _bytes_of(nbytes, src, call)
-    _fits(n // src.element_size(), dst.numel(), "dst", "elements", call)
-    handle = _stream(stream, call, index)
-    _native.putmem_signal_on_stream(d, s, n, g, _u64(value, call), sig_op, _pe(pe), handle, False)
-    _used_by_stream(src, stream, handle)
-
-
-@public
-def signal_op_on_stream(sig, value: int, sig_op, pe: int, stream=None) -> None:
-    """Applies `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`, or `"set"` / `"add"`) with `value` to the
-    signal word `sig` on `pe`, ordered on `stream` (`nvshmemx_signal_op_on_stream`)."""
-    index = _native.device_ordinal()
-    call = "signal_op_on_stream"
-    _native.signal_op_on_stream(_sig(sig, call, index), _u64(value, call), sig_op, _pe(pe), _stream(stream, call, index))
-
-
-@public
-def signal_wait_until_on_stream(sig, cmp, value: int, stream=None) -> None:
-    """Makes `stream` wait until the local signal word compares true against `value` (host
-    backend: waits here) (`nvshmemx_signal_wait_until_on_stream`)."""
-    index = _native.device_ordinal()
-    call = "signal_wait_until_on_stream"
-    _native.signal_wait_until_on_stream(_sig(sig, call, index), cmp, _u64(value, call), _stream(stream, call, index))
-
-
-@public
-def quiet_on_stream(stream=None) -> None:
-    """Completes this PE's puts and signals issued on `stream` before later work on it (host
-    backend: a host quiet) (`nvshmemx_quiet_on_stream`)."""
-    index = _native.device_ordinal()
-    _native.quiet_on_stream(_stream(stream, "quiet_on_stream", index))
-
-
-@public
-def barrier_all_on_stream(stream=None) -> None:
-    """Collective: a barrier of every PE, ordered on `stream` (host backend: a host barrier)
-    (`nvshmemx_barrier_all_on_stream`)."""
-    index = _native.device_ordinal()
-    _native.barrier_all_on_stream(_stream(stream, "barrier_all_on_stream", index))
-
-
-@public
-def barrier_on_stream(team=_core.Team.WORLD, stream=None) -> None:
-    """Collective over `team`: a barrier ordered on `stream` (host backend: a host barrier)
-    (`nvshmemx_barrier_on_stream`)."""
-    index = _native.device_ordinal()
-    _native.barrier_on_stream(int(team), _stream(stream, "barrier_on_stream", index))
-
-
-@public
-def broadcast_on_stream(dst, src, root: int, team=_core.Team.WORLD, stream=None) -> None:
-    """Collective over `team`: `src` of PE `root` (team numbering) into `dst` on every PE, ordered
-    on `stream` (`nvshmemx_broadcast_on_stream`)."""
-    index = _native.device_ordinal()
-    call = "broadcast_on_stream"
-    d, s = _local(dst, "dst", index), _local(src, "src", index)
-    name = _typed(dst, src, call)
-    _fits(src.numel(), dst.numel(), "dst", "elements", call)
-    _native.broadcast_on_stream(int(team), d, s, src.numel(), int(root), name, _stream(stream, call, index))
-
-
-@public
-def fcollect_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
-    """Collective over `team`: `dst` gets every PE's `src`, in team order, ordered on `stream`
-    (`nvshmemx_fcollect_on_stream`)."""
-    index = _native.device_ordinal()
-    call = "fcollect_on_stream"
-    d, s = _local(dst, "dst", index), _local(src, "src", index)
-    name = _typed(dst, src, call)
-    _fits(src.numel() * _core.team_n_pes(team), dst.numel(), "dst", "elements (team size x src)", call)
-    _native.fcollect_on_stream(int(team), d, s, src.numel(), name, _stream(stream, call, index))
-
-
-@public
-def alltoall_on_stream(dst, src, team=_core.Team.WORLD, stream=None) -> None:
-    """Collective over `team`: block `j` of `src` (`src.numel() // team size` elements) lands in
-    block `me` of `dst` on PE `j`, ordered on `stream` (`nvshmemx_alltoall_on_stream`)."""
-    index = _native.device_ordinal()
-    call = "alltoall_on_stream"
-    d, s = _local(dst, "dst", index), _local(src, "src", index)
-    name = _typed(dst, src, call)
-    size = _core.team_n_pes(team)
-    if src.numel() % size:
-        raise InvalidArgumentError(f"{call}: src holds {src.numel()} elements, not a multiple of the team size {size}")
-    _fits(src.numel(), dst.numel(), "dst", "elements", call)
-    _native.alltoall_on_stream(int(team), d, s, src.numel() // size, name, _stream(stream, call, index))
-
-
-@public
-def reduce_on_stream(dst, src, op="sum", team=_core.Team.WORLD, stream=None) -> None:
-    """Collective over `team`: `dst` on every PE gets the element-wise `op` of every `src`,
-    ordered on `stream` (`nvshmemx_<op>_reduce_on_stream`). `op` is a name of
-    `rshmem.REDUCE_OPS`, a `rshmem.ReduceOp` or a `torch.distributed.ReduceOp`."""
-    index = _native.device_ordinal()
-    call = "reduce_on_stream"
-    d, s = _local(dst, "dst", index), _local(src, "src", index)
-    name = _typed(dst, src, call)
-    _fits(src.numel(), dst.numel(), "dst", "elements", call)
-    _native.reduce_on_stream(int(team), op, d, s, src.numel(), name, _stream(stream, call, index))
-
-
 __all__ = [
     "SIGNAL_DTYPE",
     "device",
@@ -483,16 +342,13 @@ __all__ = [
     "create_symmetric_tensors",
     "peer_tensor",
     "free_tensor",
-    "barrier_all_on_stream",
-    "barrier_on_stream",
-    "quiet_on_stream",
-    "putmem_on_stream",
-    "getmem_on_stream",
-    "putmem_signal_on_stream",
-    "signal_op_on_stream",
-    "signal_wait_until_on_stream",
-    "broadcast_on_stream",
-    "fcollect_on_stream",
-    "alltoall_on_stream",
-    "reduce_on_stream",
 ]
+
+
+# The public functions of api/host.toml's rshmem.torch rows (the on-stream forms) are generated
+# into _torch_calls.py from the table; they use the argument helpers above, so they are imported
+# last, once this module defines them.
+from . import _torch_calls  # noqa: E402
+from ._torch_calls import *  # noqa: E402,F401,F403
+
+__all__ += _torch_calls.__all__

@@ -96,10 +96,10 @@ fn pe_main() -> rshmem::Result<()> {
                     let d = ProxyDesc {
                         kind: PROXY_PUT_SIGNAL,
                         pe: peer as i32,
-                        dest: data as u64,
+                        dest: data.get() as u64,
                         source: word.as_ptr() as u64,
                         nbytes: 8,
-                        sig_addr: flag as u64,
+                        sig_addr: flag.get() as u64,
                         value: i,
                         sub: SIGNAL_SET as u8,
                         ..ProxyDesc::default()

@@ -91,4 +91,5 @@ pub mod ucx;
 pub mod watchdog;
 
 pub use error::{Error, Result};
+pub use heap::SymAddr;
 pub use runtime::{InitOptions, Runtime, Team};

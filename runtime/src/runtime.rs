@@ -55,7 +55,7 @@ use crate::backend::{Backend, BackendKind, MemoryBackend};
 use crate::bootstrap::Bootstrap;
 use crate::consts::MAX_TEAMS;
 use crate::error::{Error, Result};
-use crate::heap::SymmetricHeap;
+use crate::heap::{SymAddr, SymmetricHeap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use team::TeamTable;
@@ -196,8 +196,8 @@ impl Runtime {
     /// # References
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/memory.html>
     #[doc(alias = "nvshmem_malloc")]
-    pub fn malloc(&self, size: usize) -> Result<usize> {
-        self.heap.malloc(&self.boot, size, DEFAULT_ALIGN)
+    pub fn malloc(&self, size: usize) -> Result<SymAddr> {
+        self.heap.malloc(&self.boot, size, DEFAULT_ALIGN).map(SymAddr::new)
     }
 
     /// Allocates zeroed symmetric memory for `count` elements of `size` bytes. Collective.
@@ -205,8 +205,8 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::malloc`]; [`Error::InvalidArgument`] when `count * size` overflows.
     #[doc(alias = "nvshmem_calloc")]
-    pub fn calloc(&self, count: usize, size: usize) -> Result<usize> {
-        self.heap.calloc(&self.boot, count, size)
+    pub fn calloc(&self, count: usize, size: usize) -> Result<SymAddr> {
+        self.heap.calloc(&self.boot, count, size).map(SymAddr::new)
     }
 
     /// [`Runtime::calloc`] of memory the caller describes in its own words (`"a tensor of shape
@@ -215,8 +215,8 @@ impl Runtime {
     ///
     /// # Errors
     /// As [`Runtime::calloc`]; [`Error::Mismatch`] quoting both descriptions.
-    pub fn calloc_described(&self, count: usize, size: usize, what: &str) -> Result<usize> {
-        self.heap.calloc_described(&self.boot, count, size, what)
+    pub fn calloc_described(&self, count: usize, size: usize, what: &str) -> Result<SymAddr> {
+        self.heap.calloc_described(&self.boot, count, size, what).map(SymAddr::new)
     }
 
     /// Allocates `size` bytes of symmetric memory aligned to `alignment` (a power of two).
@@ -225,11 +225,11 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::malloc`]; [`Error::InvalidArgument`] when `alignment` is not a power of two.
     #[doc(alias = "nvshmem_align")]
-    pub fn align(&self, alignment: usize, size: usize) -> Result<usize> {
+    pub fn align(&self, alignment: usize, size: usize) -> Result<SymAddr> {
         if !alignment.is_power_of_two() {
             return Err(Error::InvalidArgument(format!("align: alignment {alignment} is not a power of two")));
         }
-        self.heap.malloc(&self.boot, size, alignment)
+        self.heap.malloc(&self.boot, size, alignment).map(SymAddr::new)
     }
 
     /// Frees symmetric memory allocated by [`Runtime::malloc`] and friends. Collective: every
@@ -241,10 +241,10 @@ impl Runtime {
     /// [`Error::NotSymmetric`] / [`Error::InvalidArgument`] for an address that is not an
     /// allocation, [`Error::Mismatch`] when PEs free different allocations, bootstrap errors.
     #[doc(alias = "nvshmem_free")]
-    pub fn free(&self, addr: usize) -> Result<()> {
+    pub fn free(&self, addr: SymAddr) -> Result<()> {
         self.quiet()?;
         self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
-        self.heap.free(&self.boot, addr)
+        self.heap.free(&self.boot, addr.get())
     }
 
     /// The address at which this process reaches `addr` of PE `pe` by load/store, or `None`
@@ -253,9 +253,9 @@ impl Runtime {
     /// # Errors
     /// [`Error::PeOutOfRange`].
     #[doc(alias = "nvshmem_ptr")]
-    pub fn ptr(&self, addr: usize, pe: usize) -> Result<Option<usize>> {
+    pub fn ptr(&self, addr: SymAddr, pe: usize) -> Result<Option<usize>> {
         self.check_pe(pe)?;
-        Ok(self.heap.ptr(addr, pe))
+        Ok(self.heap.ptr(addr.get(), pe))
     }
 
     /// Fails with [`Error::PeOutOfRange`] unless `pe < n_pes`.

@@ -7,6 +7,7 @@ mod common;
 use common::Pes;
 use ndarray::{s, Array1, Array2, ShapeBuilder};
 use rshmem::runtime::{InitOptions, Runtime};
+use rshmem::SymAddr;
 use rshmem::Error;
 
 fn init() -> Runtime {
@@ -70,7 +71,7 @@ fn bad_arrays_are_refused() {
         // Not a symmetric address, a PE out of range.
         let local = [0f32; 4];
         let e = err(rt
-            .get_array::<f32, _>(local.as_ptr() as usize, 4, pe)
+            .get_array::<f32, _>(SymAddr::new(local.as_ptr() as usize), 4, pe)
             .map(drop));
         assert!(matches!(e, Error::NotSymmetric { .. }), "{e}");
         let e = err(rt.get_array::<f32, _>(buf, 4, n).map(drop));

@@ -7,6 +7,7 @@ use common::rng::Rng;
 use common::Pes;
 use half::{bf16, f16};
 use rshmem::dtype::{DType, Element, ReduceOp, ALL_REDUCE_OPS};
+use rshmem::SymAddr;
 use rshmem::runtime::{InitOptions, Runtime, Team};
 
 /// What the reference needs from an element type.
@@ -89,13 +90,13 @@ fn to_bytes<T: Element>(values: &[T]) -> Vec<u8> {
     out
 }
 
-fn write_local<T: Element>(rt: &Runtime, addr: usize, values: &[T]) {
+fn write_local<T: Element>(rt: &Runtime, addr: SymAddr, values: &[T]) {
     let bytes = to_bytes(values);
     // SAFETY: `bytes` is a live buffer of its length.
     unsafe { rt.putmem(addr, bytes.as_ptr() as usize, bytes.len(), rt.my_pe()) }.unwrap();
 }
 
-fn read_local<T: Element>(rt: &Runtime, addr: usize, count: usize) -> Vec<T> {
+fn read_local<T: Element>(rt: &Runtime, addr: SymAddr, count: usize) -> Vec<T> {
     let n = T::DTYPE.size();
     let mut bytes = vec![0u8; count * n];
     // SAFETY: `bytes` is a live buffer of its length.
@@ -117,7 +118,7 @@ fn assert_same<T: TestElem>(got: &[T], want: &[T], what: &str) {
 }
 
 /// Runs every collective for `T` on `team`, with `nelems` elements, checking each result.
-fn every_collective<T: TestElem>(rt: &Runtime, team: Team, src: usize, dst: usize, nelems: usize, case: u64) {
+fn every_collective<T: TestElem>(rt: &Runtime, team: Team, src: SymAddr, dst: SymAddr, nelems: usize, case: u64) {
     let size = rt.team_n_pes(team).unwrap() as usize;
     let me = rt.team_my_pe(team).unwrap() as usize;
     let world: Vec<usize> =
@@ -159,7 +160,7 @@ fn every_collective<T: TestElem>(rt: &Runtime, team: Team, src: usize, dst: usiz
     rt.barrier(team).unwrap();
 }
 
-fn every_dtype(rt: &Runtime, team: Team, src: usize, dst: usize, nelems: usize, case: u64) {
+fn every_dtype(rt: &Runtime, team: Team, src: SymAddr, dst: SymAddr, nelems: usize, case: u64) {
     every_collective::<i8>(rt, team, src, dst, nelems, case);
     every_collective::<i16>(rt, team, src, dst, nelems, case + 10);
     every_collective::<i32>(rt, team, src, dst, nelems, case + 20);

@@ -15,6 +15,7 @@ use common::rng::Rng;
 use common::Pes;
 use half::bf16;
 use rshmem::backend::{AmoOp, BackendKind, Width};
+use rshmem::SymAddr;
 use rshmem::consts::{Cmp, SignalOp};
 use rshmem::device_state::{DEVICE_FLAG_ALL_REACHABLE, DEVICE_STATE_MAGIC};
 use rshmem::driver::context::{Device, PrimaryContext};
@@ -62,12 +63,12 @@ fn data(dtype: DType, nelems: usize, pe: usize, case: u64) -> Vec<u8> {
     out
 }
 
-fn put_local(rt: &Runtime, addr: usize, bytes: &[u8]) {
+fn put_local(rt: &Runtime, addr: SymAddr, bytes: &[u8]) {
     // SAFETY: `bytes` is a live Rust buffer; the runtime checks `addr`.
     unsafe { rt.putmem(addr, bytes.as_ptr() as usize, bytes.len(), rt.my_pe()) }.unwrap();
 }
 
-fn get(rt: &Runtime, addr: usize, len: usize, pe: usize) -> Vec<u8> {
+fn get(rt: &Runtime, addr: SymAddr, len: usize, pe: usize) -> Vec<u8> {
     let mut out = vec![0u8; len];
     // SAFETY: `out` is a live Rust buffer of `len` bytes.
     unsafe { rt.getmem(out.as_mut_ptr() as usize, addr, len, pe) }.unwrap();
@@ -146,14 +147,14 @@ fn on_stream_put_get_signal_wait_and_barriers() {
             // SAFETY: symmetric buffers, live stream.
             unsafe {
                 rt.signal_wait_until_on_stream(sig, Cmp::Ge, 1, s).unwrap();
-                rt.putmem_on_stream(copy, recv, N, pe, s).unwrap();
+                rt.putmem_on_stream(copy, recv.get(), N, pe, s).unwrap();
             }
         }
         rt.bootstrap().barrier().unwrap();
         if pe == 0 {
             std::thread::sleep(Duration::from_millis(200));
             // SAFETY: as above.
-            unsafe { rt.putmem_signal_on_stream(recv, src, N, sig, 1, SignalOp::Add, 1, s).unwrap() };
+            unsafe { rt.putmem_signal_on_stream(recv, src.get(), N, sig, 1, SignalOp::Add, 1, s).unwrap() };
         }
         st.synchronize().unwrap();
         rt.barrier_all().unwrap();
@@ -167,7 +168,7 @@ fn on_stream_put_get_signal_wait_and_barriers() {
         // Get on a stream, and a signal SET on a stream.
         // SAFETY: as above.
         unsafe {
-            rt.getmem_on_stream(copy, src, N, peer, s).unwrap();
+            rt.getmem_on_stream(copy.get(), src, N, peer, s).unwrap();
             rt.signal_op_on_stream(sig, 41 + pe as u64, SignalOp::Set, peer, s).unwrap();
             rt.quiet_on_stream(s).unwrap();
             rt.barrier_all_on_stream(s).unwrap();
@@ -316,7 +317,7 @@ fn heap_grows_over_ten_allocations_and_keeps_data() {
             assert_eq!(get(&rt, a, len, pe), data(DType::U8, len, pe, 100 + i as u64), "own allocation {i}");
             assert_eq!(get(&rt, a, len, peer), data(DType::U8, len, peer, 100 + i as u64), "peer allocation {i}");
             // SAFETY: symmetric buffers, live stream.
-            unsafe { rt.getmem_on_stream(scratch, a, len, peer, st.handle()).unwrap() };
+            unsafe { rt.getmem_on_stream(scratch.get(), a, len, peer, st.handle()).unwrap() };
             st.synchronize().unwrap();
             assert_eq!(get(&rt, scratch, len, pe), data(DType::U8, len, peer, 100 + i as u64), "stream get {i}");
         }
@@ -426,14 +427,14 @@ fn measure_put_bandwidth_and_barrier_latency_on_stream() {
             if pe == 0 {
                 for _ in 0..3 {
                     // SAFETY: symmetric buffers, live stream.
-                    unsafe { rt.putmem_on_stream(dst, src, LEN, 1, s).unwrap() };
+                    unsafe { rt.putmem_on_stream(dst, src.get(), LEN, 1, s).unwrap() };
                 }
                 st.synchronize().unwrap();
                 let iters = 20;
                 let t = Instant::now();
                 for _ in 0..iters {
                     // SAFETY: as above.
-                    unsafe { rt.putmem_on_stream(dst, src, LEN, 1, s).unwrap() };
+                    unsafe { rt.putmem_on_stream(dst, src.get(), LEN, 1, s).unwrap() };
                 }
                 st.synchronize().unwrap();
                 let secs = t.elapsed().as_secs_f64();

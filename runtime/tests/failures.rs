@@ -5,6 +5,7 @@ mod common;
 
 use common::{Exit, Pes};
 use rshmem::backend::{AmoOp, Width};
+use rshmem::SymAddr;
 use rshmem::consts::{Cmp, SignalOp};
 use rshmem::dtype::{DType, ReduceOp};
 use rshmem::runtime::{InitOptions, Runtime, Team};
@@ -102,19 +103,19 @@ fn bad_arguments_are_refused_and_the_runtime_goes_on() {
             Err(e @ Error::NotSymmetric { .. }) => assert!(e.to_string().contains("symmetric heap")),
             other => panic!("expected NotSymmetric, got {other:?}"),
         };
-        not_symmetric(unsafe { rt.putmem(lp, lp + 8, 8, 1 - pe) });
-        not_symmetric(unsafe { rt.getmem(lp, lp + 8, 8, 1 - pe) });
-        not_symmetric(rt.p::<u8>(lp, 1, pe));
-        not_symmetric(rt.signal_op(lp & !7, 1, SignalOp::Set, pe));
-        not_symmetric(rt.atomic(lp & !7, Width::W64, AmoOp::Fetch, pe).map(drop));
+        not_symmetric(unsafe { rt.putmem(SymAddr::new(lp), lp + 8, 8, 1 - pe) });
+        not_symmetric(unsafe { rt.getmem(lp, SymAddr::new(lp + 8), 8, 1 - pe) });
+        not_symmetric(rt.p::<u8>(SymAddr::new(lp), 1, pe));
+        not_symmetric(rt.signal_op(SymAddr::new(lp & !7), 1, SignalOp::Set, pe));
+        not_symmetric(rt.atomic(SymAddr::new(lp & !7), Width::W64, AmoOp::Fetch, pe).map(drop));
         let end = rt.heap().my_base() + rt.heap().mapped();
-        not_symmetric(unsafe { rt.putmem(end - 4, lp, 8, 1 - pe) });
-        not_symmetric(rt.wait_until(lp & !7, DType::I64, Cmp::Eq, 0).map(drop));
-        not_symmetric(rt.reduce(Team::WORLD, ReduceOp::Sum, lp, a, 4, DType::I32));
-        expect_invalid(unsafe { rt.putmem(a, a + 8, 16, pe) }, &["overlap"]);
+        not_symmetric(unsafe { rt.putmem(SymAddr::new(end - 4), lp, 8, 1 - pe) });
+        not_symmetric(rt.wait_until(SymAddr::new(lp & !7), DType::I64, Cmp::Eq, 0).map(drop));
+        not_symmetric(rt.reduce(Team::WORLD, ReduceOp::Sum, SymAddr::new(lp), a, 4, DType::I32));
+        expect_invalid(unsafe { rt.putmem(a, (a + 8).get(), 16, pe) }, &["overlap"]);
         expect_invalid(rt.atomic(a + 4, Width::W64, AmoOp::Fetch, pe), &["8-byte aligned", "allocation"]);
         expect_invalid(rt.signal_op(sig + 4, 1, SignalOp::Set, 1 - pe), &["aligned"]);
-        not_symmetric(rt.free(lp));
+        not_symmetric(rt.free(SymAddr::new(lp)));
 
         // Dtypes an operation does not take.
         expect_invalid(

@@ -7,6 +7,7 @@ use common::rng::Rng;
 use common::Pes;
 use half::{bf16, f16};
 use rshmem::backend::{AmoOp, Width};
+use rshmem::SymAddr;
 use rshmem::consts::{Cmp, SignalOp};
 use rshmem::dtype::{DType, Element};
 use rshmem::runtime::{InitOptions, Runtime};
@@ -21,7 +22,7 @@ fn rng(seed: u64) -> Rng {
 }
 
 /// Reads `len` bytes of this PE's symmetric memory.
-fn local_bytes(rt: &Runtime, addr: usize, len: usize) -> Vec<u8> {
+fn local_bytes(rt: &Runtime, addr: SymAddr, len: usize) -> Vec<u8> {
     let mut out = vec![0u8; len];
     // SAFETY: `out` is a live buffer of `len` bytes.
     unsafe { rt.getmem(out.as_mut_ptr() as usize, addr, len, rt.my_pe()) }.unwrap();
@@ -51,9 +52,9 @@ fn memory_calls() {
         assert_eq!((rt.my_pe(), rt.n_pes()), (pe, n));
         assert_eq!(rt.backend_kind(), rshmem::backend::BackendKind::Host);
         let a = rt.malloc(1000).unwrap();
-        assert_eq!(a % rshmem::runtime::DEFAULT_ALIGN, 0);
+        assert_eq!(a.get() % rshmem::runtime::DEFAULT_ALIGN, 0);
         let b = rt.align(4096, 100).unwrap();
-        assert_eq!(b % 4096, 0);
+        assert_eq!(b.get() % 4096, 0);
         assert!(rt.align(3000, 8).is_err());
         let c = rt.calloc(1000, 8).unwrap();
         assert!(local_bytes(&rt, c, 8000).iter().all(|&x| x == 0));
@@ -66,13 +67,13 @@ fn memory_calls() {
         assert_eq!(rt.g::<u64>(a, pe).unwrap(), 0xabcd);
         // ptr: own address for this PE, a mapped alias for the peer on this host, none for a
         // peer on another (virtual) host (RSHMEM_VIRTUAL_HOSTS, as .ci/run runs this file again).
-        assert_eq!(rt.ptr(a, pe).unwrap(), Some(a));
+        assert_eq!(rt.ptr(a, pe).unwrap(), Some(a.get()));
         let peer = (pe + 1) % n;
         let alias = rt.ptr(a, peer).unwrap();
         rt.barrier_all().unwrap();
         if rt.bootstrap().node().local_pes.contains(&peer) {
             let alias = alias.expect("node-local peer is mapped");
-            assert_ne!(alias, a);
+            assert_ne!(alias, a.get());
             // SAFETY: `alias` maps 1000 bytes of the peer's copy of `a` (ptr said so).
             let v = unsafe { std::ptr::read_volatile(alias as *const u64) };
             assert_eq!(v, 0xabcd);
@@ -85,7 +86,7 @@ fn memory_calls() {
         }
         // Freed space is reused.
         let again = rt.malloc(1000).unwrap();
-        assert!(rt.heap().contains(again, 1000));
+        assert!(rt.heap().contains(again.get(), 1000));
         rt.free(again).unwrap();
         rt.finalize().unwrap();
     });
@@ -139,7 +140,7 @@ fn bits<T: Element>(v: T) -> Vec<u8> {
 
 /// Every PE writes its value into slot `me` of `buf` on every PE with `p`, then reads every
 /// slot of every PE back with `g`.
-fn p_and_g<T: Element>(rt: &Runtime, buf: usize) {
+fn p_and_g<T: Element>(rt: &Runtime, buf: SymAddr) {
     let (me, n, size) = (rt.my_pe(), rt.n_pes(), T::DTYPE.size());
     let value = |p: usize| T::read_ne(&rng(p as u64 * 31 + size as u64).bytes(size));
     for target in 0..n {
@@ -318,7 +319,7 @@ fn fence_and_quiet_order_puts() {
 }
 
 /// Sets word `i` of the array at `arr` on PE 1 (from PE 0) to `v`, in `dtype`.
-fn set_word(rt: &Runtime, arr: usize, dtype: DType, i: usize, v: i64) {
+fn set_word(rt: &Runtime, arr: SymAddr, dtype: DType, i: usize, v: i64) {
     let at = arr + i * dtype.size();
     match dtype {
         DType::I32 => rt.p::<i32>(at, v as i32, 1),

@@ -157,10 +157,10 @@ fn the_proxy_runs_what_is_posted_for_the_other_virtual_host() {
         let src: Vec<u8> = pattern(pe).collect();
         // SAFETY (every post): the buffers named live until the post returns.
         unsafe {
-            rt.proxy_post(ProxyDesc { dest: buf as u64, source: src.as_ptr() as u64, nbytes: len as u64, ..desc(PROXY_PUT, far) }).unwrap();
-            rt.proxy_post(ProxyDesc { dest: (words + 8) as u64, value: 0x1234_5678, nbytes: 4, ..desc(PROXY_PUT_INLINE, far) }).unwrap();
+            rt.proxy_post(ProxyDesc { dest: buf.get() as u64, source: src.as_ptr() as u64, nbytes: len as u64, ..desc(PROXY_PUT, far) }).unwrap();
+            rt.proxy_post(ProxyDesc { dest: (words + 8).get() as u64, value: 0x1234_5678, nbytes: 4, ..desc(PROXY_PUT_INLINE, far) }).unwrap();
             let amo = |sub: u32, value: u64, value2: u64, fetch: bool| ProxyDesc {
-                dest: (words + 16) as u64,
+                dest: (words + 16).get() as u64,
                 sub: sub as u8,
                 width: 8,
                 value,
@@ -175,10 +175,10 @@ fn the_proxy_runs_what_is_posted_for_the_other_virtual_host() {
             // Put-with-signal: the far PE sees the data once it sees the signal.
             let small: Vec<u8> = (0..100u8).map(|i| i ^ pe as u8).collect();
             rt.proxy_post(ProxyDesc {
-                dest: (buf + len - 100) as u64,
+                dest: (buf + len - 100).get() as u64,
                 source: small.as_ptr() as u64,
                 nbytes: 100,
-                sig_addr: words as u64,
+                sig_addr: words.get() as u64,
                 sub: rshmem::consts::SIGNAL_ADD as u8,
                 value: 1,
                 ..desc(PROXY_PUT_SIGNAL, far)
@@ -197,9 +197,9 @@ fn the_proxy_runs_what_is_posted_for_the_other_virtual_host() {
         // Gets: a block into a local buffer, and a g whose result comes back in the ring.
         let mut back = vec![0u8; len];
         // SAFETY: `back` lives until the post returns.
-        unsafe { rt.proxy_post(ProxyDesc { dest: back.as_mut_ptr() as u64, source: buf as u64, nbytes: len as u64, ..desc(PROXY_GET, far) }) }.unwrap();
+        unsafe { rt.proxy_post(ProxyDesc { dest: back.as_mut_ptr() as u64, source: buf.get() as u64, nbytes: len as u64, ..desc(PROXY_GET, far) }) }.unwrap();
         assert!(back[..len - 100] == src[..len - 100], "PE {pe}: get from PE {far}");
-        let g = ProxyDesc { source: (words + 8) as u64, nbytes: 4, flags: PROXY_FLAG_FETCH, ..desc(PROXY_GET, far) };
+        let g = ProxyDesc { source: (words + 8).get() as u64, nbytes: 4, flags: PROXY_FLAG_FETCH, ..desc(PROXY_GET, far) };
         // SAFETY: a fetching get names no local buffer.
         assert_eq!(unsafe { rt.proxy_post(g) }.unwrap(), 0x1234_5678);
         // Many threads at once, more descriptors than the ring has slots: every one runs once.
@@ -208,7 +208,7 @@ fn the_proxy_runs_what_is_posted_for_the_other_virtual_host() {
             for _ in 0..4 {
                 s.spawn(|| {
                     for _ in 0..per_thread {
-                        let add = ProxyDesc { dest: (words + 24) as u64, sub: AMO_ADD as u8, width: 4, value: 1, ..desc(PROXY_AMO, far) };
+                        let add = ProxyDesc { dest: (words + 24).get() as u64, sub: AMO_ADD as u8, width: 4, value: 1, ..desc(PROXY_AMO, far) };
                         // SAFETY: no local buffer.
                         unsafe { rt.proxy_post(add) }.unwrap();
                     }
@@ -238,7 +238,7 @@ fn the_proxy_reports_a_dead_pe_on_the_other_virtual_host() {
         }
         std::thread::sleep(Duration::from_millis(300));
         let t0 = Instant::now();
-        let add = ProxyDesc { dest: words as u64, sub: AMO_ADD as u8, width: 8, value: 1, flags: PROXY_FLAG_FETCH, ..desc(PROXY_AMO, 1) };
+        let add = ProxyDesc { dest: words.get() as u64, sub: AMO_ADD as u8, width: 8, value: 1, flags: PROXY_FLAG_FETCH, ..desc(PROXY_AMO, 1) };
         // SAFETY: no local buffer.
         let err = unsafe { rt.proxy_post(add) }.unwrap_err();
         assert!(

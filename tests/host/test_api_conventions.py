@@ -86,6 +86,43 @@ def test_issue_16_a_definition_that_leaves_its_row_is_refused_at_import():
         _signature.public(putmem)
 
 
+def test_issue_15_one_call_rows_are_generated_and_their_calls_checked():
+    """A [[py]] row is the whole public function (its `call` or `body`, generated into
+    python/rshmem/_host_calls.py or _torch_calls.py): its doc is the table's, and the generator refuses code that
+    names anything but its native rows, host.py's names, generated functions, its parameters and
+    locals, or that holds statements other than assignments, calls, returns and raises."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+    try:
+        import gen_host_api
+    finally:
+        sys.path.pop(0)
+    calls = [r for r in ROWS if "call" in r or "body" in r]
+    assert len(calls) == len(ROWS) == 48
+    for row in calls:
+        fn = _function(row)
+        want = "rshmem._host_calls" if row["module"] == "rshmem" else "rshmem._torch_calls"
+        assert fn.__module__ == want and inspect.getdoc(fn) == row["doc"].rstrip("\n"), row["name"]
+    helpers = gen_host_api.host_helpers()
+    row = gen_host_api.PyRow("wait_until", "rshmem", gen_host_api.parse_params("ivar, cmp, value", "t"), None, {},
+                             "none", ["wait_until"], None, "int", {}, "doc")
+    row.call = "_native.wait_until(_one(ivar, 'ivar'), 'int64', cmp, int(value))"
+    assert gen_host_api.check_call(row, set(), helpers) == {"_one"}
+    for bad, why in (("_native.putmem(ivar)", "_native.<wait_until> only"), ("os.system(ivar)", "_native"),
+                     ("_native.wait_until(secret)", "'secret'"), ("_native.wait_until(ivar) + 1", "one function call"),
+                     ("_native.wait_until(lambda: ivar)", "calls, names and literals only")):
+        row.call = bad
+        with pytest.raises(gen_host_api.TableError, match=why):
+            gen_host_api.check_call(row, set(), helpers)
+    row.call = None
+    row.body = "n = _count(None, _nbytes(ivar, 'ivar'), what='n')\nreturn _native.wait_until(_one(ivar, 'ivar'), n, cmp, value)"
+    assert gen_host_api.check_body(row, set(), helpers) == {"_count", "_nbytes", "_one"}
+    for bad, why in (("import os", "not Import"), ("for x in ivar:\n    pass", "not For"), ("return secret", "'secret'"),
+                     ("return _native.putmem(ivar)", "_native.<wait_until> only"), ("f = lambda: 1", "Lambda")):
+        row.body = bad
+        with pytest.raises(gen_host_api.TableError, match=why):
+            gen_host_api.check_body(row, set(), helpers)
+
+
 def _old_calls(sym, me, peer):
     """(name, the old spelling, the new spelling, check) for every kind of old spelling; each
     spelling writes its own value, and `check` sees it arrive."""

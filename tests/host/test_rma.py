@@ -63,6 +63,29 @@ def test_p_g_every_dtype(sym, dtype, me, peer):
     assert rshmem.g(t[1], peer) == value
 
 
+def test_p_values_fit_the_dtype_or_are_refused(sym, me, peer):
+    """p/g carry every integer of a dtype exactly (to the ends of int64 / uint64), round floats to
+    the dtype, and refuse an integer outside the dtype or a float for an integer dtype."""
+    for dtype, value in ((torch.int64, -(2**63)), (torch.int64, 2**63 - 1), (torch.uint64, 2**64 - 1),
+                         (torch.int8, -128), (torch.uint16, 65535)):
+        t = sym((1,), dtype)
+        rshmem.p(t[0], value, me)
+        assert rshmem.g(t[0], me) == value, dtype
+    h = sym((1,), torch.float16)
+    rshmem.p(h[0], 1 / 3, me)
+    assert rshmem.g(h[0], me) == torch.tensor(1 / 3, dtype=torch.float16).item()
+    small = sym((1,), torch.int8)
+    unsigned = sym((1,), torch.uint8)
+    with pytest.raises(rshmem.ArgumentRangeError, match="int8"):
+        rshmem.p(small[0], 128, peer)
+    with pytest.raises(rshmem.ArgumentRangeError):
+        rshmem.p(unsigned[0], -1, peer)
+    with pytest.raises(rshmem.ArgumentTypeError):
+        rshmem.p(small[0], 2.5, peer)
+    rshmem.barrier_all()
+    assert small.item() == 0 and unsigned.item() == 0, "a refused p wrote nothing"
+
+
 def test_p_bad_dtype_raises(sym, peer):
     t = sym((2,), torch.complex64)
     with pytest.raises(rshmem.DTypeError, match="complex64"):

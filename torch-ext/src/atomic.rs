@@ -8,6 +8,7 @@ use crate::error::{new_err, IntoPy};
 use crate::init::{pe_arg, runtime};
 use pyo3::prelude::*;
 use rshmem::backend::{AmoOp, Width};
+use rshmem::SymAddr;
 
 /// Applies atomic `op` to the `width`-byte word at symmetric `addr` on `pe` and returns the old
 /// bits. `op` is one of `fetch`, `set`, `swap`, `compare_swap` (`a` = expected, `b` = new),
@@ -43,7 +44,7 @@ fn atomic(addr: usize, width: usize, op: &str, pe: i64, a: u64, b: u64) -> PyRes
             ))
         }
     };
-    rt.atomic(addr, width, op, pe).py_err()
+    rt.atomic(SymAddr::new(addr), width, op, pe).py_err()
 }
 
 /// Adds this file's functions.

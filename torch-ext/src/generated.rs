@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use rshmem::consts::{Cmp, SignalOp};
 use rshmem::driver::stream::StreamHandle;
 use rshmem::runtime::{Access, Team};
+use rshmem::SymAddr;
 
 /// Copies `nelems` elements of `src` on `root` (team numbering) into `dst` on every PE of the team (`nvshmem_<type>_broadcast`).
 #[pyfunction]
@@ -24,6 +25,8 @@ use rshmem::runtime::{Access, Team};
 pub fn broadcast(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, root: i32, dtype: &str) -> PyResult<()> {
     let rt = runtime("rshmem.broadcast()")?;
     let team = Team(team);
+    let dst = SymAddr::new(dst);
+    let src = SymAddr::new(src);
     let dtype = crate::dtype::dtype(dtype)?;
     py.detach(|| {
         rt.broadcast(team, dst, src, nelems, root, dtype)
@@ -37,6 +40,8 @@ pub fn broadcast(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usiz
 pub fn fcollect(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, dtype: &str) -> PyResult<()> {
     let rt = runtime("rshmem.fcollect()")?;
     let team = Team(team);
+    let dst = SymAddr::new(dst);
+    let src = SymAddr::new(src);
     let dtype = crate::dtype::dtype(dtype)?;
     py.detach(|| {
         rt.fcollect(team, dst, src, nelems, dtype)
@@ -50,6 +55,8 @@ pub fn fcollect(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize
 pub fn alltoall(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, dtype: &str) -> PyResult<()> {
     let rt = runtime("rshmem.alltoall()")?;
     let team = Team(team);
+    let dst = SymAddr::new(dst);
+    let src = SymAddr::new(src);
     let dtype = crate::dtype::dtype(dtype)?;
     py.detach(|| {
         rt.alltoall(team, dst, src, nelems, dtype)
@@ -64,6 +71,8 @@ pub fn reduce(py: Python<'_>, team: i32, op: &str, dst: usize, src: usize, nelem
     let rt = runtime("rshmem.reduce()")?;
     let team = Team(team);
     let (op, dtype) = crate::dtype::reduce_args(op, dtype)?;
+    let dst = SymAddr::new(dst);
+    let src = SymAddr::new(src);
     py.detach(|| {
         rt.reduce(team, op, dst, src, nelems, dtype)
     })
@@ -75,6 +84,8 @@ pub fn reduce(py: Python<'_>, team: i32, op: &str, dst: usize, src: usize, nelem
 #[pyo3(signature = (dst, src, nbytes, sig, value, sig_op, pe, check_local=true))]
 pub fn putmem_signal(py: Python<'_>, dst: usize, src: usize, nbytes: usize, sig: usize, value: u64, sig_op: i32, pe: i64, check_local: bool) -> PyResult<()> {
     let rt = runtime("rshmem.putmem_signal()")?;
+    let dst = SymAddr::new(dst);
+    let sig = SymAddr::new(sig);
     let sig_op = SignalOp::from_raw(sig_op).py_err()?;
     let pe = pe_arg(&rt, pe)?;
     py.detach(|| {
@@ -90,6 +101,7 @@ pub fn putmem_signal(py: Python<'_>, dst: usize, src: usize, nbytes: usize, sig:
 #[pyo3(signature = (sig, value, sig_op, pe))]
 pub fn signal_op(sig: usize, value: u64, sig_op: i32, pe: i64) -> PyResult<()> {
     let rt = runtime("rshmem.signal_op()")?;
+    let sig = SymAddr::new(sig);
     let sig_op = SignalOp::from_raw(sig_op).py_err()?;
     let pe = pe_arg(&rt, pe)?;
     rt.signal_op(sig, value, sig_op, pe).py_err()
@@ -100,6 +112,7 @@ pub fn signal_op(sig: usize, value: u64, sig_op: i32, pe: i64) -> PyResult<()> {
 #[pyo3(signature = (sig))]
 pub fn signal_fetch(sig: usize) -> PyResult<u64> {
     let rt = runtime("rshmem.signal_fetch()")?;
+    let sig = SymAddr::new(sig);
     rt.signal_fetch(sig).py_err()
 }
 
@@ -108,6 +121,7 @@ pub fn signal_fetch(sig: usize) -> PyResult<u64> {
 #[pyo3(signature = (sig, cmp, value))]
 pub fn signal_wait_until(py: Python<'_>, sig: usize, cmp: i32, value: u64) -> PyResult<u64> {
     let rt = runtime("rshmem.signal_wait_until()")?;
+    let sig = SymAddr::new(sig);
     let cmp = Cmp::from_raw(cmp).py_err()?;
     py.detach(|| {
         rt.signal_wait_until(sig, cmp, value)
@@ -120,6 +134,7 @@ pub fn signal_wait_until(py: Python<'_>, sig: usize, cmp: i32, value: u64) -> Py
 #[pyo3(signature = (addr, dtype, cmp, value))]
 pub fn wait_until(py: Python<'_>, addr: usize, dtype: &str, cmp: i32, value: i128) -> PyResult<i128> {
     let rt = runtime("rshmem.wait_until()")?;
+    let addr = SymAddr::new(addr);
     let dtype = crate::dtype::sync_dtype(dtype, "rshmem.wait_until()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     py.detach(|| {
@@ -133,6 +148,7 @@ pub fn wait_until(py: Python<'_>, addr: usize, dtype: &str, cmp: i32, value: i12
 #[pyo3(signature = (addr, dtype, cmp, value))]
 pub fn test(addr: usize, dtype: &str, cmp: i32, value: i128) -> PyResult<bool> {
     let rt = runtime("rshmem.test()")?;
+    let addr = SymAddr::new(addr);
     let dtype = crate::dtype::sync_dtype(dtype, "rshmem.test()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     rt.test(addr, dtype, cmp, value).py_err()
@@ -143,6 +159,7 @@ pub fn test(addr: usize, dtype: &str, cmp: i32, value: i128) -> PyResult<bool> {
 #[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
 pub fn wait_until_all(py: Python<'_>, addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<()> {
     let rt = runtime("rshmem.wait_until_all()")?;
+    let addr = SymAddr::new(addr);
     let dtype = crate::dtype::sync_dtype(dtype, "rshmem.wait_until_all()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     py.detach(|| {
@@ -156,6 +173,7 @@ pub fn wait_until_all(py: Python<'_>, addr: usize, nelems: usize, status: Option
 #[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
 pub fn wait_until_any(py: Python<'_>, addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<Option<usize>> {
     let rt = runtime("rshmem.wait_until_any()")?;
+    let addr = SymAddr::new(addr);
     let dtype = crate::dtype::sync_dtype(dtype, "rshmem.wait_until_any()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     py.detach(|| {
@@ -169,6 +187,7 @@ pub fn wait_until_any(py: Python<'_>, addr: usize, nelems: usize, status: Option
 #[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
 pub fn wait_until_some(py: Python<'_>, addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<Vec<usize>> {
     let rt = runtime("rshmem.wait_until_some()")?;
+    let addr = SymAddr::new(addr);
     let dtype = crate::dtype::sync_dtype(dtype, "rshmem.wait_until_some()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     py.detach(|| {
@@ -182,6 +201,7 @@ pub fn wait_until_some(py: Python<'_>, addr: usize, nelems: usize, status: Optio
 #[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
 pub fn test_all(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<bool> {
     let rt = runtime("rshmem.test_all()")?;
+    let addr = SymAddr::new(addr);
     let dtype = crate::dtype::sync_dtype(dtype, "rshmem.test_all()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     rt.test_all(addr, nelems, status.as_deref(), dtype, cmp, value).py_err()
@@ -192,6 +212,7 @@ pub fn test_all(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &st
 #[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
 pub fn test_any(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<Option<usize>> {
     let rt = runtime("rshmem.test_any()")?;
+    let addr = SymAddr::new(addr);
     let dtype = crate::dtype::sync_dtype(dtype, "rshmem.test_any()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     rt.test_any(addr, nelems, status.as_deref(), dtype, cmp, value).py_err()
@@ -202,6 +223,7 @@ pub fn test_any(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &st
 #[pyo3(signature = (addr, nelems, status, dtype, cmp, value))]
 pub fn test_some(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &str, cmp: i32, value: i128) -> PyResult<Vec<usize>> {
     let rt = runtime("rshmem.test_some()")?;
+    let addr = SymAddr::new(addr);
     let dtype = crate::dtype::sync_dtype(dtype, "rshmem.test_some()")?;
     let cmp = Cmp::from_raw(cmp).py_err()?;
     rt.test_some(addr, nelems, status.as_deref(), dtype, cmp, value).py_err()
@@ -212,6 +234,7 @@ pub fn test_some(addr: usize, nelems: usize, status: Option<Vec<i32>>, dtype: &s
 #[pyo3(signature = (dst, src, nbytes, pe, stream, check_local=true))]
 pub fn putmem_on_stream(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, stream: usize, check_local: bool) -> PyResult<()> {
     let rt = runtime("rshmem.putmem_on_stream()")?;
+    let dst = SymAddr::new(dst);
     let pe = pe_arg(&rt, pe)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
@@ -227,6 +250,7 @@ pub fn putmem_on_stream(py: Python<'_>, dst: usize, src: usize, nbytes: usize, p
 #[pyo3(signature = (dst, src, nbytes, pe, stream, check_local=true))]
 pub fn getmem_on_stream(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, stream: usize, check_local: bool) -> PyResult<()> {
     let rt = runtime("rshmem.getmem_on_stream()")?;
+    let src = SymAddr::new(src);
     let pe = pe_arg(&rt, pe)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
@@ -242,6 +266,8 @@ pub fn getmem_on_stream(py: Python<'_>, dst: usize, src: usize, nbytes: usize, p
 #[pyo3(signature = (dst, src, nbytes, sig, value, sig_op, pe, stream, check_local=true))]
 pub fn putmem_signal_on_stream(py: Python<'_>, dst: usize, src: usize, nbytes: usize, sig: usize, value: u64, sig_op: i32, pe: i64, stream: usize, check_local: bool) -> PyResult<()> {
     let rt = runtime("rshmem.putmem_signal_on_stream()")?;
+    let dst = SymAddr::new(dst);
+    let sig = SymAddr::new(sig);
     let sig_op = SignalOp::from_raw(sig_op).py_err()?;
     let pe = pe_arg(&rt, pe)?;
     let stream = StreamHandle(stream);
@@ -258,6 +284,7 @@ pub fn putmem_signal_on_stream(py: Python<'_>, dst: usize, src: usize, nbytes: u
 #[pyo3(signature = (sig, value, sig_op, pe, stream))]
 pub fn signal_op_on_stream(py: Python<'_>, sig: usize, value: u64, sig_op: i32, pe: i64, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.signal_op_on_stream()")?;
+    let sig = SymAddr::new(sig);
     let sig_op = SignalOp::from_raw(sig_op).py_err()?;
     let pe = pe_arg(&rt, pe)?;
     let stream = StreamHandle(stream);
@@ -273,6 +300,7 @@ pub fn signal_op_on_stream(py: Python<'_>, sig: usize, value: u64, sig_op: i32, 
 #[pyo3(signature = (sig, cmp, value, stream))]
 pub fn signal_wait_until_on_stream(py: Python<'_>, sig: usize, cmp: i32, value: u64, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.signal_wait_until_on_stream()")?;
+    let sig = SymAddr::new(sig);
     let cmp = Cmp::from_raw(cmp).py_err()?;
     let stream = StreamHandle(stream);
     py.detach(|| {
@@ -328,6 +356,8 @@ pub fn barrier_on_stream(py: Python<'_>, team: i32, stream: usize) -> PyResult<(
 pub fn broadcast_on_stream(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, root: i32, dtype: &str, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.broadcast_on_stream()")?;
     let team = Team(team);
+    let dst = SymAddr::new(dst);
+    let src = SymAddr::new(src);
     let dtype = crate::dtype::dtype(dtype)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
@@ -343,6 +373,8 @@ pub fn broadcast_on_stream(py: Python<'_>, team: i32, dst: usize, src: usize, ne
 pub fn fcollect_on_stream(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, dtype: &str, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.fcollect_on_stream()")?;
     let team = Team(team);
+    let dst = SymAddr::new(dst);
+    let src = SymAddr::new(src);
     let dtype = crate::dtype::dtype(dtype)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
@@ -358,6 +390,8 @@ pub fn fcollect_on_stream(py: Python<'_>, team: i32, dst: usize, src: usize, nel
 pub fn alltoall_on_stream(py: Python<'_>, team: i32, dst: usize, src: usize, nelems: usize, dtype: &str, stream: usize) -> PyResult<()> {
     let rt = runtime("rshmem.alltoall_on_stream()")?;
     let team = Team(team);
+    let dst = SymAddr::new(dst);
+    let src = SymAddr::new(src);
     let dtype = crate::dtype::dtype(dtype)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
@@ -374,6 +408,8 @@ pub fn reduce_on_stream(py: Python<'_>, team: i32, op: &str, dst: usize, src: us
     let rt = runtime("rshmem.reduce_on_stream()")?;
     let team = Team(team);
     let (op, dtype) = crate::dtype::reduce_args(op, dtype)?;
+    let dst = SymAddr::new(dst);
+    let src = SymAddr::new(src);
     let stream = StreamHandle(stream);
     py.detach(|| {
         // SAFETY: see the file header.

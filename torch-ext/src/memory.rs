@@ -7,13 +7,14 @@ use crate::init::{pe_arg, runtime};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rshmem::heap::Owner;
+use rshmem::SymAddr;
 
 /// Collective: allocates `size` bytes on every PE's heap and returns the local address
 /// (`nvshmem_malloc`). Every PE must pass the same size.
 #[pyfunction]
 fn malloc(py: Python<'_>, size: usize) -> PyResult<usize> {
     let rt = runtime("rshmem.malloc()")?;
-    py.detach(|| rt.malloc(size)).py_err()
+    py.detach(|| rt.malloc(size).map(SymAddr::get)).py_err()
 }
 
 /// Collective: `count * size` zeroed bytes (`nvshmem_calloc`); `what` describes them in the
@@ -25,7 +26,8 @@ fn calloc(py: Python<'_>, count: usize, size: usize, what: Option<String>) -> Py
     py.detach(|| match what {
         None => rt.calloc(count, size),
         Some(what) => rt.calloc_described(count, size, &what),
-    })
+    }
+    .map(SymAddr::get))
     .py_err()
 }
 
@@ -33,14 +35,14 @@ fn calloc(py: Python<'_>, count: usize, size: usize, what: Option<String>) -> Py
 #[pyfunction]
 fn align(py: Python<'_>, alignment: usize, size: usize) -> PyResult<usize> {
     let rt = runtime("rshmem.align()")?;
-    py.detach(|| rt.align(alignment, size)).py_err()
+    py.detach(|| rt.align(alignment, size).map(SymAddr::get)).py_err()
 }
 
 /// Collective: frees an allocation made by `malloc` / `calloc` / `align` (`nvshmem_free`).
 #[pyfunction]
 fn free(py: Python<'_>, addr: usize) -> PyResult<()> {
     let rt = runtime("rshmem.free()")?;
-    py.detach(|| rt.free(addr)).py_err()
+    py.detach(|| rt.free(SymAddr::new(addr))).py_err()
 }
 
 /// The address of symmetric `addr` on `pe` if this PE reaches it by load/store, else `None`
@@ -49,7 +51,7 @@ fn free(py: Python<'_>, addr: usize) -> PyResult<()> {
 fn ptr(addr: usize, pe: i64) -> PyResult<Option<usize>> {
     let rt = runtime("rshmem.ptr()")?;
     let pe = pe_arg(&rt, pe)?;
-    rt.ptr(addr, pe).py_err()
+    rt.ptr(SymAddr::new(addr), pe).py_err()
 }
 
 /// The address of `[addr, addr+len)` of this PE's heap on `pe`, in this process. Unlike `ptr`,

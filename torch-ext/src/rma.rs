@@ -1,5 +1,5 @@
 //! Remote memory access from the host that needs more than the generated layer: bulk `putmem` /
-//! `getmem` with their local-buffer check, and `p` / `g` typed by the element.
+//! `getmem` with their local-buffer check, and `p` / `g`, typed by the dtype at run time.
 //!
 //! # Safety
 //! `putmem` / `getmem` copy between a symmetric address and a local address that Python hands
@@ -12,11 +12,12 @@
 
 use crate::error::IntoPy;
 use crate::init::{pe_arg, runtime};
-use half::{bf16, f16};
 use rshmem::runtime::Access;
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
-use rshmem::dtype::DType;
+use pyo3::exceptions::PyOverflowError;
+use rshmem::dtype::{Element, Scalar};
+use rshmem::SymAddr;
 
 /// Copies `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmem_putmem`). With
 /// `check_local` (the default) `src` is checked to be readable memory of this process first;
@@ -32,7 +33,7 @@ fn putmem(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, check_
         }
         // SAFETY: see the file header: `src..src+nbytes` was checked above, or the caller
         // took it from a live tensor; the runtime checks that `dst` is a symmetric range.
-        unsafe { rt.putmem(dst, src, nbytes, pe) }
+        unsafe { rt.putmem(SymAddr::new(dst), src, nbytes, pe) }
     })
     .py_err()
 }
@@ -50,54 +51,38 @@ fn getmem(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, check_
         }
         // SAFETY: see the file header: `dst..dst+nbytes` was checked above, or the caller
         // took it from a live tensor; the runtime checks that `src` is a symmetric range.
-        unsafe { rt.getmem(dst, src, nbytes, pe) }
+        unsafe { rt.getmem(dst, SymAddr::new(src), nbytes, pe) }
     })
     .py_err()
 }
 
-/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
+/// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`). An integer
+/// dtype takes a Python int (`OverflowError` outside its range), a floating one any real number,
+/// rounded to the dtype.
 #[pyfunction]
 fn p(dst: usize, value: &Bound<'_, PyAny>, pe: i64, dtype: &str) -> PyResult<()> {
     let rt = runtime("rshmem.p()")?;
     let pe = pe_arg(&rt, pe)?;
-    match crate::dtype::dtype(dtype)? {
-        DType::I8 => rt.p::<i8>(dst, value.extract()?, pe),
-        DType::I16 => rt.p::<i16>(dst, value.extract()?, pe),
-        DType::I32 => rt.p::<i32>(dst, value.extract()?, pe),
-        DType::I64 => rt.p::<i64>(dst, value.extract()?, pe),
-        DType::U8 => rt.p::<u8>(dst, value.extract()?, pe),
-        DType::U16 => rt.p::<u16>(dst, value.extract()?, pe),
-        DType::U32 => rt.p::<u32>(dst, value.extract()?, pe),
-        DType::U64 => rt.p::<u64>(dst, value.extract()?, pe),
-        DType::F16 => rt.p::<f16>(dst, f16::from_f64(value.extract()?), pe),
-        DType::BF16 => rt.p::<bf16>(dst, bf16::from_f64(value.extract()?), pe),
-        DType::F32 => rt.p::<f32>(dst, value.extract()?, pe),
-        DType::F64 => rt.p::<f64>(dst, value.extract()?, pe),
-    }
-    .py_err()
+    let dtype = crate::dtype::dtype(dtype)?;
+    let scalar = if dtype.is_integer() { Scalar::Int(value.extract()?) } else { Scalar::Float(value.extract()?) };
+    rshmem::with_element!(dtype, T => {
+        let v = T::from_scalar(scalar)
+            .ok_or_else(|| PyOverflowError::new_err(format!("rshmem.p(): {value} does not fit dtype {dtype}")))?;
+        rt.p::<T>(SymAddr::new(dst), v, pe).py_err()
+    })
 }
 
-/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`).
+/// Loads one element of `dtype` from symmetric `src` on `pe` (`nvshmem_<type>_g`): a Python int
+/// for an integer dtype, a float for a floating one.
 #[pyfunction]
 fn g(py: Python<'_>, src: usize, pe: i64, dtype: &str) -> PyResult<Py<PyAny>> {
     let rt = runtime("rshmem.g()")?;
     let pe = pe_arg(&rt, pe)?;
-    fn out<'py, T: IntoPyObject<'py>>(py: Python<'py>, v: rshmem::Result<T>) -> PyResult<Py<PyAny>> {
-        v.py_err()?.into_py_any(py)
-    }
-    match crate::dtype::dtype(dtype)? {
-        DType::I8 => out(py, rt.g::<i8>(src, pe)),
-        DType::I16 => out(py, rt.g::<i16>(src, pe)),
-        DType::I32 => out(py, rt.g::<i32>(src, pe)),
-        DType::I64 => out(py, rt.g::<i64>(src, pe)),
-        DType::U8 => out(py, rt.g::<u8>(src, pe)),
-        DType::U16 => out(py, rt.g::<u16>(src, pe)),
-        DType::U32 => out(py, rt.g::<u32>(src, pe)),
-        DType::U64 => out(py, rt.g::<u64>(src, pe)),
-        DType::F16 => out(py, rt.g::<f16>(src, pe).map(f64::from)),
-        DType::BF16 => out(py, rt.g::<bf16>(src, pe).map(f64::from)),
-        DType::F32 => out(py, rt.g::<f32>(src, pe)),
-        DType::F64 => out(py, rt.g::<f64>(src, pe)),
+    let dtype = crate::dtype::dtype(dtype)?;
+    let scalar = rshmem::with_element!(dtype, T => rt.g::<T>(SymAddr::new(src), pe).py_err()?.to_scalar());
+    match scalar {
+        Scalar::Int(v) => v.into_py_any(py),
+        Scalar::Float(v) => v.into_py_any(py),
     }
 }
 

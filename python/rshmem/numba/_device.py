@@ -20,6 +20,7 @@ except ImportError:  # pragma: no cover - older numba-cuda
     from numba.core.errors import TypingError
     from numba.core.extending import intrinsic, overload
 
+from rshmem._dtype_table import DEVICE_DTYPES
 from rshmem.numba import _raw
 from rshmem.numba._lower import NUMBA_DTYPES, _codegen, signature
 
@@ -53,10 +54,9 @@ def _itemsize(ty) -> int:
 
 
 ALL_DTYPES = tuple(NUMBA_DTYPES.values())
-AMO_DTYPES = (types.int32, types.int64, types.uint32, types.uint64)
-SIGNAL_DTYPES = (types.int64, types.uint64)
-INTEGER_DTYPES = (types.int8, types.int16, types.int32, types.int64, types.uint8, types.uint16, types.uint32,
-                  types.uint64)
+AMO_DTYPES = tuple(NUMBA_DTYPES[d] for d, (_, _, _, _, atomic) in DEVICE_DTYPES.items() if atomic)
+SIGNAL_DTYPES = (types.int64, types.uint64)  # signal words are 64 bits (NVSHMEM's uint64_t)
+INTEGER_DTYPES = tuple(NUMBA_DTYPES[d] for d, (_, kind, *_) in DEVICE_DTYPES.items() if kind != "float")
 
 
 def _define(name: str, params: str, doc: str):

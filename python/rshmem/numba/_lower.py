@@ -23,6 +23,8 @@ from pathlib import Path
 
 from llvmlite import ir
 
+from rshmem._dtype_table import DEVICE_DTYPES
+
 try:  # numba-cuda >= 0.21 carries its own typing core; older ones use numba's
     from numba.cuda import types
     from numba.cuda.core.errors import TypingError
@@ -40,35 +42,33 @@ __all__ = ["Arg", "Row", "intrinsic", "signature", "typed", "library_path", "lib
 
 LIBRARY = Path(__file__).resolve().parent / "lib" / "libshmem_device.ltoir"
 
-# table dtype name -> Numba scalar type (bf16: numba-cuda's bfloat16 where it has one)
+# void * (what untyped pointers are in the library) and the 64-bit words of signals
+_I8, _I64 = ir.IntType(8), ir.IntType(64)
+
+# device dtype name -> Numba scalar type, from the dtype table (Numba's type of the runtime name;
+# bf16 only where numba-cuda has a bfloat16)
 NUMBA_DTYPES = {
-    "int8": types.int8, "int16": types.int16, "int32": types.int32, "int64": types.int64,
-    "uint8": types.uint8, "uint16": types.uint16, "uint32": types.uint32, "uint64": types.uint64,
-    "fp16": types.float16, "fp32": types.float32, "fp64": types.float64,
+    device: getattr(types, name) for device, (name, *_) in DEVICE_DTYPES.items() if hasattr(types, name)
 }
-_BF16 = getattr(types, "bfloat16", None)
-if _BF16 is not None:
-    NUMBA_DTYPES["bf16"] = _BF16
-
-_I8, _I16, _I32, _I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 
 
-def _struct16(name: str) -> ir.Type:
-    # NVRTC compiles fp16 / bf16 as the CUDA headers' structs (`struct __half { unsigned short }`);
-    # a call must use the same named type to match the definition and be inlined.
-    ty = ir.global_context.get_identified_type(name)
-    if ty.is_opaque:
-        ty.set_body(_I16)
-    return ty
+def _llvm_type(kind: str, size: int, cuda: str | None) -> ir.Type:
+    """The LLVM type of a dtype's C definition in the library."""
+    if cuda is not None:
+        # NVRTC compiles the types C lacks (fp16 / bf16) as the CUDA headers' structs (`struct
+        # __half { unsigned short }`); a call must use the same named type to match the
+        # definition and be inlined.
+        ty = ir.global_context.get_identified_type(f"struct.{cuda}")
+        if ty.is_opaque:
+            ty.set_body(ir.IntType(8 * size))
+        return ty
+    if kind == "float":
+        return {4: ir.FloatType(), 8: ir.DoubleType()}[size]
+    return ir.IntType(8 * size)
 
 
-# table dtype name -> LLVM type of the C definition
-LLVM_TYPES = {
-    "int8": _I8, "int16": _I16, "int32": _I32, "int64": _I64,
-    "uint8": _I8, "uint16": _I16, "uint32": _I32, "uint64": _I64,
-    "fp16": _struct16("struct.__half"), "bf16": _struct16("struct.__nv_bfloat16"),
-    "fp32": ir.FloatType(), "fp64": ir.DoubleType(),
-}
+# device dtype name -> LLVM type of the C definition
+LLVM_TYPES = {device: _llvm_type(kind, size, cuda) for device, (_, kind, size, cuda, _) in DEVICE_DTYPES.items()}
 
 
 class DeviceApiTypeError(TypingError):
@@ -207,7 +207,8 @@ def _scalar_value(context, builder, ty, val, dtype: str, want: ir.Type):
     nbty = NUMBA_DTYPES[dtype]
     val = context.cast(builder, val, ty, nbty)
     if isinstance(want, ir.IdentifiedStructType):  # fp16 / bf16: the 16 bits in the CUDA struct
-        bits = builder.bitcast(val, _I16) if val.type != _I16 else val
+        bits_t = want.elements[0]
+        bits = builder.bitcast(val, bits_t) if val.type != bits_t else val
         return builder.insert_value(ir.Constant(want, None), bits, 0)
     return val
 
@@ -219,7 +220,7 @@ def _result_value(context, builder, row: Row, t, val):
     if isinstance(val.type, ir.IdentifiedStructType):
         bits = builder.extract_value(val, 0)
         want = context.get_value_type(NUMBA_DTYPES[dtype])
-        return builder.bitcast(bits, want) if want != _I16 else bits
+        return builder.bitcast(bits, want) if want != bits.type else bits
     return val
 
 

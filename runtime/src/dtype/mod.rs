@@ -22,15 +22,10 @@ impl DType {
     pub fn parse(text: &str) -> Result<DType> {
         let t = text.trim();
         let t = t.strip_prefix("torch.").unwrap_or(t);
-        let found = match t {
-            "half" => Some(DType::F16),
-            "float" => Some(DType::F32),
-            "double" => Some(DType::F64),
-            "short" => Some(DType::I16),
-            "int" => Some(DType::I32),
-            "long" => Some(DType::I64),
-            _ => ALL_DTYPES.into_iter().find(|d| d.name() == t),
-        };
+        let found = ALL_DTYPES
+            .into_iter()
+            .find(|d| d.name() == t)
+            .or_else(|| DTYPE_ALIASES.into_iter().find(|(alias, _)| *alias == t).map(|(_, d)| d));
         found.ok_or_else(|| Error::InvalidArgument(format!("unknown dtype {text:?}; accepted: {}", names(&ALL_DTYPES))))
     }
 
@@ -154,6 +149,21 @@ pub trait Element: Copy + PartialOrd + fmt::Debug + Send + Sync + 'static + seal
     /// `self <op> other`. Bitwise operators on floating types return `self` unchanged;
     /// callers check with [`ReduceOp::check`] first.
     fn combine(self, other: Self, op: ReduceOp) -> Self;
+    /// This element as a [`Scalar`] (exact: an `f64` holds every f16, bf16 and f32 value).
+    fn to_scalar(self) -> Scalar;
+    /// The element equal to `s`: `None` for an integer type given a float or an integer out of
+    /// its range; a floating type rounds to its nearest value.
+    fn from_scalar(s: Scalar) -> Option<Self>;
+}
+
+/// One value of any [`Element`] type, for the layers that receive untyped numbers (Python's
+/// `p` / `g`) and pick the type by a [`DType`] at run time ([`crate::with_element`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    /// An integer.
+    Int(i128),
+    /// A floating-point number.
+    Float(f64),
 }
 
 macro_rules! int_element {
@@ -168,6 +178,15 @@ macro_rules! int_element {
             }
             fn write_ne(self, out: &mut [u8]) {
                 out[..std::mem::size_of::<$t>()].copy_from_slice(&self.to_ne_bytes());
+            }
+            fn to_scalar(self) -> $crate::dtype::Scalar {
+                $crate::dtype::Scalar::Int(self.into())
+            }
+            fn from_scalar(s: $crate::dtype::Scalar) -> Option<Self> {
+                match s {
+                    $crate::dtype::Scalar::Int(v) => <$t>::try_from(v).ok(),
+                    $crate::dtype::Scalar::Float(_) => None,
+                }
             }
             fn combine(self, other: Self, op: $crate::dtype::ReduceOp) -> Self {
                 match op {
@@ -186,7 +205,8 @@ macro_rules! int_element {
 
 
 macro_rules! float_element {
-    ($($t:ty => $d:ident),* $(,)?) => {$(
+    // `$from`: the rounding conversion from f64 (half's `from_f64`, an `as` cast for f32).
+    ($($t:ty => $d:ident | $from:expr),* $(,)?) => {$(
         impl $crate::dtype::sealed::Sealed for $t {}
         impl $crate::dtype::Element for $t {
             const DTYPE: $crate::dtype::DType = $crate::dtype::DType::$d;
@@ -197,6 +217,16 @@ macro_rules! float_element {
             }
             fn write_ne(self, out: &mut [u8]) {
                 out[..std::mem::size_of::<$t>()].copy_from_slice(&self.to_ne_bytes());
+            }
+            fn to_scalar(self) -> $crate::dtype::Scalar {
+                $crate::dtype::Scalar::Float(f64::from(self))
+            }
+            fn from_scalar(s: $crate::dtype::Scalar) -> Option<Self> {
+                let from: fn(f64) -> $t = $from;
+                Some(match s {
+                    $crate::dtype::Scalar::Float(v) => from(v),
+                    $crate::dtype::Scalar::Int(v) => from(v as f64),
+                })
             }
             fn combine(self, other: Self, op: $crate::dtype::ReduceOp) -> Self {
                 // half's f16/bf16 arithmetic goes through f32 and rounds once per step, as a
@@ -216,7 +246,7 @@ macro_rules! float_element {
 // The element types come from the dtype table (after the macros above, which it invokes).
 mod table;
 pub use half::{bf16, f16};
-pub use table::{DType, ALL_DTYPES, ATOMIC_DTYPES, SYNC_DTYPES};
+pub use table::{DType, ALL_DTYPES, ATOMIC_DTYPES, DTYPE_ALIASES, SYNC_DTYPES};
 
 /// Combines `src` into `acc` element-wise: `acc[i] = acc[i] <op> src[i]`, both holding
 /// elements of `dtype` in native byte order.
@@ -248,6 +278,27 @@ fn reduce_typed<T: Element>(op: ReduceOp, acc: &mut [u8], src: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scalars_round_trip_and_refuse_what_does_not_fit() {
+        for d in ALL_DTYPES {
+            crate::with_element!(d, T => {
+                let one = T::from_scalar(Scalar::Int(1)).unwrap();
+                assert_eq!(T::from_scalar(one.to_scalar()), Some(one), "{d}");
+                if d.is_integer() {
+                    let (lo, hi) = d.int_range().unwrap();
+                    assert_eq!(T::from_scalar(Scalar::Int(hi)).map(|v| v.to_scalar()), Some(Scalar::Int(hi)), "{d}");
+                    assert_eq!(T::from_scalar(Scalar::Int(hi + 1)), None, "{d}");
+                    assert_eq!(T::from_scalar(Scalar::Int(lo - 1)), None, "{d}");
+                    assert_eq!(T::from_scalar(Scalar::Float(1.0)), None, "{d}");
+                } else {
+                    assert_eq!(T::from_scalar(Scalar::Float(-2.5)).map(|v| v.to_scalar()), Some(Scalar::Float(-2.5)), "{d}");
+                }
+            });
+        }
+        // Rounding to the dtype, as torch does: 1/3 in float16 is 0.333251953125.
+        assert_eq!(f16::from_scalar(Scalar::Float(1.0 / 3.0)).unwrap().to_scalar(), Scalar::Float(0.333251953125));
+    }
 
     #[test]
     fn names_round_trip_and_sizes() {

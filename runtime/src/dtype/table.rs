@@ -38,6 +38,9 @@ pub const ALL_DTYPES: [DType; 12] = [DType::I8, DType::I16, DType::I32, DType::I
 /// The dtypes of point-to-point synchronization (`wait_until`, `test`, ...).
 pub const SYNC_DTYPES: [DType; 4] = [DType::I32, DType::I64, DType::U32, DType::U64];
 
+/// torch's other names of dtypes (`half`), which [`DType::parse`] takes too.
+pub const DTYPE_ALIASES: [(&str, DType); 6] = [("short", DType::I16), ("int", DType::I32), ("long", DType::I64), ("half", DType::F16), ("float", DType::F32), ("double", DType::F64)];
+
 /// The dtypes of remote atomics.
 pub const ATOMIC_DTYPES: [DType; 4] = [DType::I32, DType::I64, DType::U32, DType::U64];
 
@@ -178,4 +181,4 @@ macro_rules! with_element {
 }
 
 int_element!(i8 => I8, i16 => I16, i32 => I32, i64 => I64, u8 => U8, u16 => U16, u32 => U32, u64 => U64);
-float_element!(f16 => F16, bf16 => BF16, f32 => F32, f64 => F64);
+float_element!(f16 => F16 | f16::from_f64, bf16 => BF16 | bf16::from_f64, f32 => F32 | |v| v as f32, f64 => F64 | |v| v as f64);

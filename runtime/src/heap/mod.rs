@@ -22,6 +22,7 @@
 //! lies in this PE's mapped slot.
 #![allow(unsafe_code)]
 
+mod addr;
 pub mod agree;
 pub mod allocator;
 pub mod group;
@@ -37,6 +38,7 @@ use allocator::{round_up, Allocator, MIN_ALIGN};
 use group::Group;
 use layout::Layout;
 use segment::Segment;
+pub use addr::SymAddr;
 pub use allocator::Owner;
 pub use record::HeapAllocation;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -18,6 +18,7 @@
 use super::Runtime;
 use crate::backend::BackendKind;
 use crate::dtype::Element;
+use crate::heap::SymAddr;
 use crate::error::{Error, Result};
 use ndarray::{Array, ArrayBase, ArrayView, ArrayViewMut, Data, Dimension, ShapeBuilder};
 
@@ -30,7 +31,7 @@ impl Runtime {
     /// the allocation from `src` on); [`Error::InvalidArgument`] when the size overflows.
     pub fn get_array<T: Element, Sh: ShapeBuilder>(
         &self,
-        src: usize,
+        src: SymAddr,
         shape: Sh,
         pe: usize,
     ) -> Result<Array<T, Sh::Dim>> {
@@ -59,7 +60,7 @@ impl Runtime {
     /// As [`Runtime::putmem`].
     pub fn put_array<T: Element, S: Data<Elem = T>, D: Dimension>(
         &self,
-        dst: usize,
+        dst: SymAddr,
         a: &ArrayBase<S, D>,
         pe: usize,
     ) -> Result<()> {
@@ -91,7 +92,7 @@ impl Runtime {
     /// before making it and another after its last use is the usual way.
     pub unsafe fn array_view<T: Element, Sh: ShapeBuilder>(
         &self,
-        addr: usize,
+        addr: SymAddr,
         shape: Sh,
         pe: usize,
     ) -> Result<ArrayView<'_, T, Sh::Dim>> {
@@ -113,7 +114,7 @@ impl Runtime {
     /// the elements it covers, and the allocation may not be freed nor the runtime finalized.
     pub unsafe fn array_view_mut<T: Element, Sh: ShapeBuilder>(
         &self,
-        addr: usize,
+        addr: SymAddr,
         shape: Sh,
         pe: usize,
     ) -> Result<ArrayViewMut<'_, T, Sh::Dim>> {
@@ -127,7 +128,7 @@ impl Runtime {
     /// after checking that they are host memory, aligned, and inside one live allocation.
     fn host_view<T: Element>(
         &self,
-        addr: usize,
+        addr: SymAddr,
         count: usize,
         pe: usize,
         what: &str,
@@ -140,7 +141,7 @@ impl Runtime {
             )));
         }
         let align = std::mem::align_of::<T>();
-        if addr % align != 0 {
+        if addr.get() % align != 0 {
             return Err(Error::InvalidArgument(format!(
                 "{what}: address {addr:#x} is not aligned for {:?} elements ({align} bytes)",
                 T::DTYPE

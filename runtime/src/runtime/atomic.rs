@@ -2,6 +2,7 @@
 
 use super::Runtime;
 use crate::backend::{AmoOp, Width};
+use crate::heap::SymAddr;
 use crate::error::Result;
 
 impl Runtime {
@@ -21,7 +22,7 @@ impl Runtime {
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/amo.html>
     #[doc(alias = "nvshmem_atomic_fetch_add")]
     #[doc(alias = "nvshmem_atomic_compare_swap")]
-    pub fn atomic(&self, addr: usize, width: Width, op: AmoOp, pe: usize) -> Result<u64> {
+    pub fn atomic(&self, addr: SymAddr, width: Width, op: AmoOp, pe: usize) -> Result<u64> {
         let old = self.user_amo(addr, width, narrow(op, width), pe, "atomic")?;
         Ok(match width {
             Width::W32 => old & 0xffff_ffff,

@@ -17,6 +17,7 @@ use super::agree::{Kind, Signature};
 use super::team::TeamInfo;
 use super::{Runtime, Team};
 use crate::dtype::{reduce_bytes, DType, ReduceOp};
+use crate::heap::SymAddr;
 use crate::error::{Error, Result};
 
 /// `bytes * members`, or an error naming the collective when it overflows.
@@ -47,9 +48,9 @@ impl Runtime {
     /// Checks that this PE's `len` bytes at `addr` are symmetric memory of the program (before
     /// any barrier, so that a bad pointer fails on every PE alike instead of leaving peers
     /// waiting).
-    pub(super) fn check_local(&self, addr: usize, len: usize) -> Result<()> {
+    pub(super) fn check_local(&self, addr: SymAddr, len: usize) -> Result<()> {
         if len > 0 {
-            self.remote(addr, len, self.my_pe())?;
+            self.remote(addr.get(), len, self.my_pe())?;
             self.user_range(addr, len, "a collective")?;
         }
         Ok(())
@@ -65,8 +66,8 @@ impl Runtime {
     pub fn broadcast(
         &self,
         team: Team,
-        dest: usize,
-        source: usize,
+        dest: SymAddr,
+        source: SymAddr,
         nelems: usize,
         root: i32,
         dtype: DType,
@@ -79,7 +80,7 @@ impl Runtime {
         });
         let sig = Signature { kind: Kind::Broadcast, dtype, op: None, root, nelems: nelems as u64, refused: false };
         self.agreed_barrier(team, &info, sig, local)?;
-        self.copy_heap(dest, self.my_pe(), source, root_pe?, bytes)?;
+        self.copy_heap(dest.get(), self.my_pe(), source.get(), root_pe?, bytes)?;
         self.barrier(team)
     }
 
@@ -90,7 +91,7 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::broadcast`].
     #[doc(alias = "nvshmem_fcollect")]
-    pub fn fcollect(&self, team: Team, dest: usize, source: usize, nelems: usize, dtype: DType) -> Result<()> {
+    pub fn fcollect(&self, team: Team, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType) -> Result<()> {
         let (info, bytes) = self.collective_setup("fcollect", team, nelems, dtype)?;
         let local = bytes_times(bytes, info.size(), "fcollect").and_then(|all| {
             self.check_local(dest, all)?;
@@ -99,7 +100,7 @@ impl Runtime {
         let sig = Signature { kind: Kind::Fcollect, dtype, op: None, root: 0, nelems: nelems as u64, refused: false };
         self.agreed_barrier(team, &info, sig, local)?;
         for (j, &pe) in info.members.iter().enumerate() {
-            self.copy_heap(dest + j * bytes, self.my_pe(), source, pe, bytes)?;
+            self.copy_heap((dest + j * bytes).get(), self.my_pe(), source.get(), pe, bytes)?;
         }
         self.barrier(team)
     }
@@ -111,7 +112,7 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::broadcast`].
     #[doc(alias = "nvshmem_alltoall")]
-    pub fn alltoall(&self, team: Team, dest: usize, source: usize, nelems: usize, dtype: DType) -> Result<()> {
+    pub fn alltoall(&self, team: Team, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType) -> Result<()> {
         let (info, bytes) = self.collective_setup("alltoall", team, nelems, dtype)?;
         let local = bytes_times(bytes, info.size(), "alltoall").and_then(|all| {
             self.check_local(dest, all)?;
@@ -121,7 +122,7 @@ impl Runtime {
         self.agreed_barrier(team, &info, sig, local)?;
         let me = info.my_index;
         for (j, &pe) in info.members.iter().enumerate() {
-            self.copy_heap(dest + j * bytes, self.my_pe(), source + me * bytes, pe, bytes)?;
+            self.copy_heap((dest + j * bytes).get(), self.my_pe(), (source + me * bytes).get(), pe, bytes)?;
         }
         self.barrier(team)
     }
@@ -139,8 +140,8 @@ impl Runtime {
         &self,
         team: Team,
         op: ReduceOp,
-        dest: usize,
-        source: usize,
+        dest: SymAddr,
+        source: SymAddr,
         nelems: usize,
         dtype: DType,
     ) -> Result<()> {
@@ -155,13 +156,13 @@ impl Runtime {
         let mut peer = vec![0u8; bytes];
         for (j, &pe) in info.members.iter().enumerate() {
             if j == 0 {
-                self.read_heap(source, pe, &mut acc)?;
+                self.read_heap(source.get(), pe, &mut acc)?;
             } else {
-                self.read_heap(source, pe, &mut peer)?;
+                self.read_heap(source.get(), pe, &mut peer)?;
                 reduce_bytes(dtype, op, &mut acc, &peer)?;
             }
         }
         self.barrier(team)?;
-        self.write_heap(dest, self.my_pe(), &acc)
+        self.write_heap(dest.get(), self.my_pe(), &acc)
     }
 }

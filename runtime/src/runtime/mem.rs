@@ -16,6 +16,7 @@
 use super::Runtime;
 use crate::backend::{AmoOp, Width};
 use crate::error::{Error, Result};
+use crate::heap::SymAddr;
 
 /// Where PE `pe`'s copy of a symmetric range is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,33 +75,33 @@ impl Runtime {
     ///
     /// # Errors
     /// [`Error::PeerDied`], [`Error::NotSymmetric`], [`Error::NotAllocated`].
-    pub(super) fn user_range(&self, addr: usize, len: usize, what: &str) -> Result<()> {
+    pub(super) fn user_range(&self, addr: SymAddr, len: usize, what: &str) -> Result<()> {
         self.boot.health().check(what)?;
-        self.heap.check_user(addr, len)
+        self.heap.check_user(addr.get(), len)
     }
 
     /// [`Runtime::user_range`], then where the range is on PE `pe`.
     ///
     /// # Errors
     /// As [`Runtime::user_range`] and [`Runtime::place`].
-    pub(super) fn user_remote(&self, addr: usize, len: usize, pe: usize, what: &str) -> Result<Place> {
+    pub(super) fn user_remote(&self, addr: SymAddr, len: usize, pe: usize, what: &str) -> Result<Place> {
         self.check_pe(pe)?;
         self.user_range(addr, len, what)?;
-        self.place(addr, len, pe)
+        self.place(addr.get(), len, pe)
     }
 
     /// [`Runtime::user_remote`] for a word used atomically, checking its alignment first.
     ///
     /// # Errors
     /// As [`Runtime::user_remote`]; [`Error::InvalidArgument`] for a misaligned word.
-    pub(super) fn user_word(&self, addr: usize, width: Width, pe: usize, what: &str) -> Result<Place> {
-        let target = self.place_word(addr, width, pe)?;
+    pub(super) fn user_word(&self, addr: SymAddr, width: Width, pe: usize, what: &str) -> Result<Place> {
+        let target = self.place_word(addr.get(), width, pe)?;
         self.user_range(addr, width.bytes(), what)?;
         Ok(target)
     }
 
     /// [`Runtime::amo`] on a word the program passed.
-    pub(super) fn user_amo(&self, addr: usize, width: Width, op: AmoOp, pe: usize, what: &str) -> Result<u64> {
+    pub(super) fn user_amo(&self, addr: SymAddr, width: Width, op: AmoOp, pe: usize, what: &str) -> Result<u64> {
         let target = self.user_word(addr, width, pe, what)?;
         self.amo_at(target, width, op)
     }

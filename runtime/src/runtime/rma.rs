@@ -16,6 +16,7 @@ use super::mem::{check_disjoint, Place};
 use super::Runtime;
 use crate::dtype::Element;
 use crate::error::Result;
+use crate::heap::SymAddr;
 
 impl Runtime {
     /// Copies `nbytes` from local memory `source` to symmetric `dest` on PE `pe`.
@@ -32,7 +33,7 @@ impl Runtime {
     /// # References
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/rma.html>
     #[doc(alias = "nvshmem_putmem")]
-    pub unsafe fn putmem(&self, dest: usize, source: usize, nbytes: usize, pe: usize) -> Result<()> {
+    pub unsafe fn putmem(&self, dest: SymAddr, source: usize, nbytes: usize, pe: usize) -> Result<()> {
         if nbytes == 0 {
             return self.check_pe(pe);
         }
@@ -56,7 +57,7 @@ impl Runtime {
     /// # Safety
     /// `dest` must be writable for `nbytes` bytes and not otherwise accessed during the call.
     #[doc(alias = "nvshmem_getmem")]
-    pub unsafe fn getmem(&self, dest: usize, source: usize, nbytes: usize, pe: usize) -> Result<()> {
+    pub unsafe fn getmem(&self, dest: usize, source: SymAddr, nbytes: usize, pe: usize) -> Result<()> {
         if nbytes == 0 {
             return self.check_pe(pe);
         }
@@ -77,12 +78,12 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::putmem`].
     #[doc(alias = "nvshmem_p")]
-    pub fn p<T: Element>(&self, dest: usize, value: T, pe: usize) -> Result<()> {
+    pub fn p<T: Element>(&self, dest: SymAddr, value: T, pe: usize) -> Result<()> {
         let mut bytes = [0u8; 8];
         let n = T::DTYPE.size();
         value.write_ne(&mut bytes[..n]);
         self.user_remote(dest, n, pe, "p")?;
-        self.write_heap(dest, pe, &bytes[..n])
+        self.write_heap(dest.get(), pe, &bytes[..n])
     }
 
     /// Reads one element from symmetric `source` on PE `pe`.
@@ -90,11 +91,11 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::getmem`].
     #[doc(alias = "nvshmem_g")]
-    pub fn g<T: Element>(&self, source: usize, pe: usize) -> Result<T> {
+    pub fn g<T: Element>(&self, source: SymAddr, pe: usize) -> Result<T> {
         let mut bytes = [0u8; 8];
         let n = T::DTYPE.size();
         self.user_remote(source, n, pe, "g")?;
-        self.read_heap(source, pe, &mut bytes[..n])?;
+        self.read_heap(source.get(), pe, &mut bytes[..n])?;
         Ok(T::read_ne(&bytes[..n]))
     }
 }

@@ -9,6 +9,7 @@ use super::wait::Unmet;
 use super::Runtime;
 use crate::backend::{AmoOp, Width};
 use crate::consts::{Cmp, SignalOp};
+use crate::heap::SymAddr;
 use crate::error::Result;
 
 fn amo_of(op: SignalOp, signal: u64) -> AmoOp {
@@ -35,10 +36,10 @@ impl Runtime {
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn putmem_signal(
         &self,
-        dest: usize,
+        dest: SymAddr,
         source: usize,
         nbytes: usize,
-        sig_addr: usize,
+        sig_addr: SymAddr,
         signal: u64,
         op: SignalOp,
         pe: usize,
@@ -72,7 +73,7 @@ impl Runtime {
     /// [`crate::Error::PeOutOfRange`], [`crate::Error::NotSymmetric`],
     /// [`crate::Error::InvalidArgument`] for a word not 8-byte aligned.
     #[doc(alias = "nvshmemx_signal_op")]
-    pub fn signal_op(&self, sig_addr: usize, signal: u64, op: SignalOp, pe: usize) -> Result<()> {
+    pub fn signal_op(&self, sig_addr: SymAddr, signal: u64, op: SignalOp, pe: usize) -> Result<()> {
         self.user_amo(sig_addr, Width::W64, amo_of(op, signal), pe, "signal_op").map(drop)
     }
 
@@ -81,9 +82,9 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::signal_op`].
     #[doc(alias = "nvshmem_signal_fetch")]
-    pub fn signal_fetch(&self, sig_addr: usize) -> Result<u64> {
+    pub fn signal_fetch(&self, sig_addr: SymAddr) -> Result<u64> {
         self.user_word(sig_addr, Width::W64, self.my_pe(), "signal_fetch")?;
-        self.load_local(sig_addr, Width::W64)
+        self.load_local(sig_addr.get(), Width::W64)
     }
 
     /// Waits until this PE's signal word at `sig_addr` compares `cmp` to `value` (unsigned);
@@ -92,14 +93,14 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::signal_op`]; [`crate::Error::PeerDied`]; [`crate::Error::WaitTimeout`].
     #[doc(alias = "nvshmem_signal_wait_until")]
-    pub fn signal_wait_until(&self, sig_addr: usize, cmp: Cmp, value: u64) -> Result<u64> {
+    pub fn signal_wait_until(&self, sig_addr: SymAddr, cmp: Cmp, value: u64) -> Result<u64> {
         self.user_word(sig_addr, Width::W64, self.my_pe(), "signal_wait_until")?;
         self.poll("signal_wait_until", || {
-            let seen = self.load_local(sig_addr, Width::W64)?;
+            let seen = self.load_local(sig_addr.get(), Width::W64)?;
             Ok(if cmp.holds(seen, value) {
                 Ok(seen)
             } else {
-                Err(Unmet { addr: sig_addr, cmp, expected: value.into(), seen: seen.into() })
+                Err(Unmet { addr: sig_addr.get(), cmp, expected: value.into(), seen: seen.into() })
             })
         })
     }

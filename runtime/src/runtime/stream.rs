@@ -30,22 +30,23 @@ use crate::backend::{Streams, Width};
 use crate::consts::{Cmp, SignalOp};
 use crate::driver::stream::StreamHandle;
 use crate::dtype::{DType, ReduceOp};
+use crate::heap::SymAddr;
 use crate::error::{Error, Result};
 
 /// One on-stream call, as the caller made it.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum OnStream {
-    Put { dest: usize, source: usize, nbytes: usize, pe: usize },
-    Get { dest: usize, source: usize, nbytes: usize, pe: usize },
-    PutSignal { dest: usize, source: usize, nbytes: usize, sig_addr: usize, signal: u64, op: SignalOp, pe: usize },
-    Signal { sig_addr: usize, signal: u64, op: SignalOp, pe: usize },
-    Wait { sig_addr: usize, cmp: Cmp, value: u64 },
+    Put { dest: SymAddr, source: usize, nbytes: usize, pe: usize },
+    Get { dest: usize, source: SymAddr, nbytes: usize, pe: usize },
+    PutSignal { dest: SymAddr, source: usize, nbytes: usize, sig_addr: SymAddr, signal: u64, op: SignalOp, pe: usize },
+    Signal { sig_addr: SymAddr, signal: u64, op: SignalOp, pe: usize },
+    Wait { sig_addr: SymAddr, cmp: Cmp, value: u64 },
     Quiet,
     Barrier { team: Team },
-    Broadcast { team: Team, dest: usize, source: usize, nelems: usize, root: i32, dtype: DType },
-    Fcollect { team: Team, dest: usize, source: usize, nelems: usize, dtype: DType },
-    Alltoall { team: Team, dest: usize, source: usize, nelems: usize, dtype: DType },
-    Reduce { team: Team, op: ReduceOp, dest: usize, source: usize, nelems: usize, dtype: DType },
+    Broadcast { team: Team, dest: SymAddr, source: SymAddr, nelems: usize, root: i32, dtype: DType },
+    Fcollect { team: Team, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
+    Alltoall { team: Team, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
+    Reduce { team: Team, op: ReduceOp, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
 }
 
 impl Runtime {
@@ -257,7 +258,7 @@ impl Runtime {
     #[doc(alias = "nvshmemx_putmem_on_stream")]
     pub unsafe fn putmem_on_stream(
         &self,
-        dest: usize,
+        dest: SymAddr,
         source: usize,
         nbytes: usize,
         pe: usize,
@@ -278,7 +279,7 @@ impl Runtime {
     pub unsafe fn getmem_on_stream(
         &self,
         dest: usize,
-        source: usize,
+        source: SymAddr,
         nbytes: usize,
         pe: usize,
         stream: StreamHandle,
@@ -301,10 +302,10 @@ impl Runtime {
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn putmem_signal_on_stream(
         &self,
-        dest: usize,
+        dest: SymAddr,
         source: usize,
         nbytes: usize,
-        sig_addr: usize,
+        sig_addr: SymAddr,
         signal: u64,
         op: SignalOp,
         pe: usize,
@@ -326,7 +327,7 @@ impl Runtime {
     #[doc(alias = "nvshmemx_signal_op_on_stream")]
     pub unsafe fn signal_op_on_stream(
         &self,
-        sig_addr: usize,
+        sig_addr: SymAddr,
         signal: u64,
         op: SignalOp,
         pe: usize,
@@ -350,7 +351,7 @@ impl Runtime {
     #[doc(alias = "nvshmemx_signal_wait_until_on_stream")]
     pub unsafe fn signal_wait_until_on_stream(
         &self,
-        sig_addr: usize,
+        sig_addr: SymAddr,
         cmp: Cmp,
         value: u64,
         stream: StreamHandle,

@@ -25,6 +25,7 @@ use super::{Runtime, Team};
 use crate::backend::Streams;
 use crate::driver::stream::StreamHandle;
 use crate::dtype::{DType, ReduceOp};
+use crate::heap::SymAddr;
 use crate::error::Result;
 
 /// Up to this many bytes per member, an fcollect on a team other than TEAM_WORLD is one kernel
@@ -51,8 +52,8 @@ impl Runtime {
     pub unsafe fn broadcast_on_stream(
         &self,
         team: Team,
-        dest: usize,
-        source: usize,
+        dest: SymAddr,
+        source: SymAddr,
         nelems: usize,
         root: i32,
         dtype: DType,
@@ -74,8 +75,8 @@ impl Runtime {
     pub unsafe fn fcollect_on_stream(
         &self,
         team: Team,
-        dest: usize,
-        source: usize,
+        dest: SymAddr,
+        source: SymAddr,
         nelems: usize,
         dtype: DType,
         stream: StreamHandle,
@@ -96,8 +97,8 @@ impl Runtime {
     pub unsafe fn alltoall_on_stream(
         &self,
         team: Team,
-        dest: usize,
-        source: usize,
+        dest: SymAddr,
+        source: SymAddr,
         nelems: usize,
         dtype: DType,
         stream: StreamHandle,
@@ -144,8 +145,8 @@ impl Runtime {
         &self,
         team: Team,
         op: ReduceOp,
-        dest: usize,
-        source: usize,
+        dest: SymAddr,
+        source: SymAddr,
         nelems: usize,
         dtype: DType,
         stream: StreamHandle,
@@ -163,8 +164,8 @@ impl Runtime {
         q: &dyn Streams,
         stream: StreamHandle,
         team: Team,
-        dest: usize,
-        source: usize,
+        dest: SymAddr,
+        source: SymAddr,
         nelems: usize,
         root: i32,
         dtype: DType,
@@ -175,7 +176,7 @@ impl Runtime {
         self.check_local(dest, bytes)?;
         self.check_local(source, bytes)?;
         let (d, s) = if bytes > 0 {
-            (self.remote(dest, bytes, self.my_pe())?, self.remote(source, bytes, root_pe)?)
+            (self.remote(dest.get(), bytes, self.my_pe())?, self.remote(source.get(), bytes, root_pe)?)
         } else {
             (0, 0)
         };
@@ -198,8 +199,8 @@ impl Runtime {
         q: &dyn Streams,
         stream: StreamHandle,
         team: Team,
-        dest: usize,
-        source: usize,
+        dest: SymAddr,
+        source: SymAddr,
         nelems: usize,
         dtype: DType,
     ) -> Result<()> {
@@ -216,8 +217,8 @@ impl Runtime {
                     stream,
                     self.staged_ws,
                     self.n_pes(),
-                    dest,
-                    source,
+                    dest.get(),
+                    source.get(),
                     bytes,
                 )
             };
@@ -226,14 +227,14 @@ impl Runtime {
             // SAFETY: the team was checked; `dest` / `source` are this PE's symmetric ranges
             // (check_local), mapped on every member; the caller vouches for the stream and for
             // the buffers living until it has run.
-            return unsafe { q.fcollect(stream, team.0, dest, source, bytes) };
+            return unsafe { q.fcollect(stream, team.0, dest.get(), source.get(), bytes) };
         }
         let copies = info
             .members
             .iter()
             .enumerate()
             .filter(|_| bytes > 0)
-            .map(|(j, &pe)| Ok((self.remote(dest + j * bytes, bytes, self.my_pe())?, self.remote(source, bytes, pe)?)))
+            .map(|(j, &pe)| Ok((self.remote((dest + j * bytes).get(), bytes, self.my_pe())?, self.remote(source.get(), bytes, pe)?)))
             .collect::<Result<Vec<_>>>()?;
         // SAFETY: as in `broadcast_on_stream`.
         unsafe { self.queue_pulls(q, stream, team, &copies, bytes) }
@@ -249,8 +250,8 @@ impl Runtime {
         q: &dyn Streams,
         stream: StreamHandle,
         team: Team,
-        dest: usize,
-        source: usize,
+        dest: SymAddr,
+        source: SymAddr,
         nelems: usize,
         dtype: DType,
     ) -> Result<()> {
@@ -265,7 +266,7 @@ impl Runtime {
             .enumerate()
             .filter(|_| bytes > 0)
             .map(|(j, &pe)| {
-                Ok((self.remote(dest + j * bytes, bytes, self.my_pe())?, self.remote(source + me * bytes, bytes, pe)?))
+                Ok((self.remote((dest + j * bytes).get(), bytes, self.my_pe())?, self.remote((source + me * bytes).get(), bytes, pe)?))
             })
             .collect::<Result<Vec<_>>>()?;
         self.stream_precheck("alltoall_on_stream")?;
@@ -284,8 +285,8 @@ impl Runtime {
         stream: StreamHandle,
         team: Team,
         op: ReduceOp,
-        dest: usize,
-        source: usize,
+        dest: SymAddr,
+        source: SymAddr,
         nelems: usize,
         dtype: DType,
     ) -> Result<()> {
@@ -300,6 +301,6 @@ impl Runtime {
         self.stream_precheck("reduce_on_stream")?;
         // SAFETY: the team was checked; `op` takes `dtype`; `dest` and `source` are this PE's
         // symmetric ranges of `bytes`; the caller vouches for the stream and their lifetime.
-        unsafe { q.reduce(stream, team.0, op, dtype, dest, source, nelems) }
+        unsafe { q.reduce(stream, team.0, op, dtype, dest.get(), source.get(), nelems) }
     }
 }

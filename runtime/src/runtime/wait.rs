@@ -13,6 +13,7 @@ use super::Runtime;
 use crate::backend::Width;
 use crate::consts::Cmp;
 use crate::dtype::{DType, SYNC_DTYPES};
+use crate::heap::SymAddr;
 use crate::error::{Error, Result};
 use crate::watchdog::{check_interrupt, Stall, INTERRUPT_EVERY};
 use std::time::{Duration, Instant};
@@ -172,7 +173,7 @@ impl Runtime {
     /// Reads word `i` of the array at `addr` and compares it.
     fn probe_word(
         &self,
-        addr: usize,
+        addr: SymAddr,
         i: usize,
         dtype: DType,
         cmp: Cmp,
@@ -180,9 +181,9 @@ impl Runtime {
     ) -> Result<std::result::Result<i128, Unmet>> {
         let width = if dtype.size() == 4 { Width::W32 } else { Width::W64 };
         let at = addr + i * dtype.size();
-        let bits = self.load_local(at, width)?;
+        let bits = self.load_local(at.get(), width)?;
         let seen = dtype.int_from_bits(bits).unwrap_or(0);
-        Ok(if cmp.holds(seen, value) { Ok(seen) } else { Err(Unmet { addr: at, cmp, expected: value, seen }) })
+        Ok(if cmp.holds(seen, value) { Ok(seen) } else { Err(Unmet { addr: at.get(), cmp, expected: value, seen }) })
     }
 
     /// Waits until this PE's `dtype` word at symmetric `addr` compares `cmp` to `value`
@@ -196,7 +197,7 @@ impl Runtime {
     /// # References
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/sync.html>
     #[doc(alias = "nvshmem_wait_until")]
-    pub fn wait_until(&self, addr: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<i128> {
+    pub fn wait_until(&self, addr: SymAddr, dtype: DType, cmp: Cmp, value: i128) -> Result<i128> {
         let width = self.sync_word("wait_until", dtype, value)?;
         self.user_word(addr, width, self.my_pe(), "wait_until")?;
         self.poll("wait_until", || self.probe_word(addr, 0, dtype, cmp, value))
@@ -207,7 +208,7 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::wait_until`], without the waiting ones.
     #[doc(alias = "nvshmem_test")]
-    pub fn test(&self, addr: usize, dtype: DType, cmp: Cmp, value: i128) -> Result<bool> {
+    pub fn test(&self, addr: SymAddr, dtype: DType, cmp: Cmp, value: i128) -> Result<bool> {
         let width = self.sync_word("test", dtype, value)?;
         self.user_word(addr, width, self.my_pe(), "test")?;
         Ok(self.probe_word(addr, 0, dtype, cmp, value)?.is_ok())
@@ -217,7 +218,7 @@ impl Runtime {
     /// the condition now: the indices that do, and the first word that does not.
     fn scan(
         &self,
-        addr: usize,
+        addr: SymAddr,
         nelems: usize,
         status: Option<&[i32]>,
         dtype: DType,
@@ -239,7 +240,7 @@ impl Runtime {
     fn check_array(
         &self,
         what: &str,
-        addr: usize,
+        addr: SymAddr,
         nelems: usize,
         status: Option<&[i32]>,
         dtype: DType,
@@ -259,7 +260,7 @@ impl Runtime {
             Error::InvalidArgument(format!("{what}: {nelems} elements of {dtype} overflow the address space"))
         })?;
         if bytes > 0 {
-            self.remote(addr, bytes, self.my_pe())?;
+            self.remote(addr.get(), bytes, self.my_pe())?;
             self.user_range(addr, bytes, what)?;
         }
         Ok(())
@@ -273,7 +274,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_wait_until_all")]
     pub fn wait_until_all(
         &self,
-        addr: usize,
+        addr: SymAddr,
         nelems: usize,
         status: Option<&[i32]>,
         dtype: DType,
@@ -295,7 +296,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_wait_until_any")]
     pub fn wait_until_any(
         &self,
-        addr: usize,
+        addr: SymAddr,
         nelems: usize,
         status: Option<&[i32]>,
         dtype: DType,
@@ -321,7 +322,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_wait_until_some")]
     pub fn wait_until_some(
         &self,
-        addr: usize,
+        addr: SymAddr,
         nelems: usize,
         status: Option<&[i32]>,
         dtype: DType,
@@ -345,7 +346,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_test_all")]
     pub fn test_all(
         &self,
-        addr: usize,
+        addr: SymAddr,
         nelems: usize,
         status: Option<&[i32]>,
         dtype: DType,
@@ -363,7 +364,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_test_any")]
     pub fn test_any(
         &self,
-        addr: usize,
+        addr: SymAddr,
         nelems: usize,
         status: Option<&[i32]>,
         dtype: DType,
@@ -381,7 +382,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_test_some")]
     pub fn test_some(
         &self,
-        addr: usize,
+        addr: SymAddr,
         nelems: usize,
         status: Option<&[i32]>,
         dtype: DType,
