@@ -75,6 +75,13 @@ pub const ERROR_FLAG_BAD_ARGUMENT: u32 = 4;
 /// waited for and the value read.
 pub const ERROR_FLAG_PROXY: u32 = 5;
 
+/// `ErrorRecord::flag` once complete: the members of an on-stream collective queued it with
+/// different arguments (`runtime/src/runtime/agree.rs`). `addr` holds this PE's call number of
+/// the team in its high 32 bits and the member's in its low 32 bits; `cmp` the member's world
+/// PE in its low 32 bits and the team slot in its high 32 bits; `expected` this PE's packed
+/// call and `seen` the member's.
+pub const ERROR_FLAG_MISMATCH: u32 = 6;
+
 /// Descriptor slots in a PE's proxy ring (a power of two: ticket `t` uses slot `t % PROXY_SLOTS`).
 /// 1024 slots of 64 bytes: 64 KiB of page-locked host memory per PE.
 pub const PROXY_SLOTS: u32 = 1024;

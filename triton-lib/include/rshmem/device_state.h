@@ -161,6 +161,15 @@
 #define RSHMEM_ERROR_FLAG_PROXY 5
 
 /*
+ `ErrorRecord::flag` once complete: the members of an on-stream collective queued it with
+ different arguments (`runtime/src/runtime/agree.rs`). `addr` holds this PE's call number of
+ the team in its high 32 bits and the member's in its low 32 bits; `cmp` the member's world
+ PE in its low 32 bits and the team slot in its high 32 bits; `expected` this PE's packed
+ call and `seen` the member's.
+ */
+#define RSHMEM_ERROR_FLAG_MISMATCH 6
+
+/*
  Descriptor slots in a PE's proxy ring (a power of two: ticket `t` uses slot `t % PROXY_SLOTS`).
  1024 slots of 64 bytes: 64 KiB of page-locked host memory per PE.
  */

@@ -13,7 +13,7 @@ use super::stream_kernels::RuntimeKernels;
 use crate::bootstrap::Bootstrap;
 use crate::consts::Cmp;
 use crate::device_state::{
-    DeviceState, ErrorRecord, ERROR_FLAG_BAD_ADDRESS, ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_PROXY, ERROR_FLAG_WAIT_TIMEOUT,
+    DeviceState, ErrorRecord, ERROR_FLAG_BAD_ADDRESS, ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_MISMATCH, ERROR_FLAG_PROXY, ERROR_FLAG_WAIT_TIMEOUT,
 };
 use crate::driver::host_mem::PinnedHost;
 use crate::env::{Env, LocalPlace};
@@ -240,6 +240,9 @@ pub fn record_error(rec: &ErrorRecord, describe: impl Fn(usize) -> String, timeo
             rec.cmp as i64,
             at(addr)
         )),
+        ERROR_FLAG_MISMATCH => {
+            crate::runtime::agree::stream_mismatch(rec.pe.max(0) as usize, rec.addr, rec.cmp, rec.expected, rec.seen)
+        }
         ERROR_FLAG_PROXY => Error::Unsupported(format!(
             "a kernel on PE {} stopped: the proxy that carries its operations to PEs on other \
              hosts had failed (waiting at {} for operation {}; the proxy's own error was \
