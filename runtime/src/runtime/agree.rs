@@ -172,9 +172,16 @@ pub(crate) fn stream_mismatch(me: usize, calls: u64, who: u64, mine: u64, theirs
     let (my_call, their_call) = (calls >> 32, calls & 0xffff_ffff);
     const STOPPED: &str = "the kernels of both PEs stopped, and the CUDA context is unusable now: restart the job";
     let show = |w: u64, call: u64| match Signature::unpack(w) {
-        Some(s) => format!("{} on team {team} (its on-stream collective #{call} of that team)", s.show()),
-        None => format!("no on-stream collective of team {team} in this place (it is in another call, e.g. a barrier)"),
+        Some(s) => format!("{} as its on-stream collective #{call} of team {team}", s.show()),
+        None => format!("no on-stream collective of team {team} yet"),
     };
+    let mut theirs_shown = show(theirs, their_call);
+    if my_call != their_call {
+        theirs_shown.push_str(
+            " (the PEs are at different places in the team's sequence of on-stream collectives: one \
+             queued a call, e.g. a barrier or another collective, that the other did not)",
+        );
+    }
     match (Signature::unpack(mine), Signature::unpack(theirs)) {
         (Some(m), Some(t)) if t.refused && Signature { refused: false, ..t } == m => Error::InvalidArgument(format!(
             "{} on team {team} on stream: PE {pe} refused its arguments (see its error), so no PE moved              any data; {STOPPED}",
@@ -185,7 +192,7 @@ pub(crate) fn stream_mismatch(me: usize, calls: u64, who: u64, mine: u64, theirs
             me,
             pe,
             mine: show(mine, my_call),
-            theirs: show(theirs, their_call),
+            theirs: theirs_shown,
         },
     }
 }
@@ -290,13 +297,14 @@ mod stream_tests {
         let e = stream_mismatch(0, 3 << 32 | 3, 2 << 32 | 1, sig(ReduceOp::Sum, 8).pack(), sig(ReduceOp::Max, 8).pack());
         let msg = e.to_string();
         assert!(matches!(e, Error::Mismatch { me: 0, pe: 1, .. }), "{e:?}");
-        assert!(msg.contains("reduce sum of 8 x float32 on team 2") && msg.contains("reduce max of 8 x float32"), "{msg}");
-        assert!(msg.contains("#3") && msg.contains("CUDA context"), "{msg}");
+        assert!(msg.contains("reduce sum of 8 x float32 as its on-stream collective #3 of team 2"), "{msg}");
+        assert!(msg.contains("reduce max of 8 x float32") && msg.contains("CUDA context"), "{msg}");
+        assert!(!msg.contains("different places"), "{msg}");
         // The same call at another place in the sequence: the call numbers differ.
         let e = stream_mismatch(1, 5 << 32 | 4, 1, sig(ReduceOp::Sum, 8).pack(), sig(ReduceOp::Sum, 8).pack()).to_string();
-        assert!(e.contains("#5") && e.contains("#4"), "{e}");
+        assert!(e.contains("#5") && e.contains("#4") && e.contains("different places"), "{e}");
         let e = stream_mismatch(1, 5 << 32, 1, sig(ReduceOp::Sum, 8).pack(), 0).to_string();
-        assert!(e.contains("no on-stream collective"), "{e}");
+        assert!(e.contains("no on-stream collective of team 0 yet"), "{e}");
         let refused = Signature { refused: true, ..sig(ReduceOp::Sum, 8) };
         let e = stream_mismatch(0, 1 << 32 | 1, 1, sig(ReduceOp::Sum, 8).pack(), refused.pack());
         assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("PE 1 refused")), "{e:?}");
