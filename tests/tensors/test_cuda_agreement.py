@@ -36,6 +36,8 @@ JOB = textwrap.dedent(
     src = rt.create_symmetric_tensor((4096,), torch.float32)
     dst = rt.create_symmetric_tensor((4096 * n,), torch.float32)
     isrc = rt.create_symmetric_tensor((64,), torch.int32)
+    big = rt.create_symmetric_tensor((1 << 17,), torch.float32)  # 512 KiB: too large to stage
+    bigdst = rt.create_symmetric_tensor(((1 << 17) * n,), torch.float32)
     src.copy_(torch.arange(4096, device=here, dtype=torch.float32) + 1000 * me)
     isrc.fill_(me)
     torch.cuda.synchronize()
@@ -90,6 +92,8 @@ JOB = textwrap.dedent(
         elif case == "fcollect_count":
             k = 4 + 4 * me
             rt.fcollect_on_stream(dst[: k * n], src[:k])
+        elif case == "fcollect_staged_vs_pulled":
+            (rt.fcollect_on_stream(dst[: 4 * n], src[:4]) if me == 0 else rt.fcollect_on_stream(bigdst, big))
         elif case == "alltoall_count":
             k = 1 + me
             rt.alltoall_on_stream(dst[: k * n], src[: k * n])
@@ -124,6 +128,10 @@ CASES = [
     ("broadcast_root", [MISMATCH, "from root 0", "from root 1"], [MISMATCH, "from root 1", "from root 0"]),
     ("fcollect_count", [MISMATCH, "fcollect of 4 x float32", "fcollect of 8 x float32"],
      [MISMATCH, "fcollect of 8 x float32", "fcollect of 4 x float32"]),
+    # PE 0 stages its small fcollect (it waits on flags); PE 1's is too large to stage (it starts
+    # with a barrier): PE 0 sees PE 1's words of this call and completes PE 1's barrier.
+    ("fcollect_staged_vs_pulled", [MISMATCH, "fcollect of 4 x float32", "fcollect of 131072 x float32"],
+     [MISMATCH, "fcollect of 131072 x float32", "fcollect of 4 x float32"]),
     ("alltoall_count", [MISMATCH, "alltoall of 1 x float32", "alltoall of 2 x float32"],
      [MISMATCH, "alltoall of 2 x float32", "alltoall of 1 x float32"]),
     ("refused", ["RAISED InvalidArgumentError", "PE 1 refused its arguments"], ["RAISED NotSymmetricError"]),

@@ -100,9 +100,41 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
 // stops the kernel (ERROR_FLAG_MISMATCH) before any staged data reaches `dest`. With the
 // refused bit in `desc` (this PE refused its own arguments; `nbytes` is 0), the kernel only
 // flags, so that the peers stop instead of waiting.
+//
+// A peer that queued this call as a collective that starts with an agreed barrier (its count
+// too large to stage, or another collective) never raises our flag; its barrier stores its words
+// into our TEAM_WORLD agreement slots (`agree`, barrier_device.h) before it arrives. So block
+// 0's waits also watch the peer's slot: when it holds this call's number, the block completes
+// the peer's barrier instance from our side (our words into its slot, then one arrival), so
+// that the peer compares, finds our call and stops too; then it stops this kernel.
+static __device__ __attribute__((noinline)) void rshmemi_rt_staged_wait(const uint64_t* flag, uint64_t e, int pe,
+                                                                        uint64_t* agree, uint64_t desc, uint64_t seq) {
+  const rshmemi_device_state_t* s = rshmemi_state();
+  const int me = rshmemi_state_i32(&s->my_pe);
+  const uint64_t timeout = rshmemi_wait_timeout();
+  const uint64_t start = timeout != 0 ? rshmemi_globaltimer() : 0;
+  for (uint32_t i = 1;; ++i) {
+    const uint64_t v = rshmemi_ld_acquire_sys_u64(flag);
+    if (v >= e) return;
+    if (rshmemi_relaxed_ld_sys_u64(agree + 2 * pe + 1) == seq) {
+      uint64_t* theirs = (uint64_t*)rshmemi_peer_or_fail(agree + 2 * me, pe);
+      rshmemi_relaxed_st_sys_u64(theirs, desc);
+      rshmemi_relaxed_st_sys_u64(theirs + 1, seq);
+      rshmemi_fence_sc_sys();
+      rshmemi_relaxed_red_add_sys_u64(rshmemi_peer_or_fail((void*)(uintptr_t)rshmemi_state_u64(&s->barrier_ws), pe), 1);
+      rshmemi_fail(RSHMEM_ERROR_FLAG_MISMATCH, (const void*)(uintptr_t)((seq << 32) | (seq & 0xffffffffull)),
+                   (uint64_t)pe, desc, rshmemi_relaxed_ld_sys_u64(agree + 2 * pe));
+    }
+    if (timeout != 0 && rshmemi_timer_due(i) && rshmemi_globaltimer() - start > timeout) {
+      rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, flag, (uint64_t)RSHMEM_CMP_GE, e, v);
+    }
+  }
+}
+
 extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
     rshmemi_rt_fcollect_staged(uint64_t* epochs, uint64_t* flags, char* staging, uint64_t slot_bytes, char* dest,
-                               const char* source, uint64_t nbytes, uint64_t* descs, uint64_t desc, uint64_t seq) {
+                               const char* source, uint64_t nbytes, uint64_t* descs, uint64_t desc, uint64_t seq,
+                               uint64_t* agree) {
   const rshmemi_device_state_t* s = rshmemi_state();
   const int me = rshmemi_state_i32(&s->my_pe);
   const int np = rshmemi_state_i32(&s->n_pes);
@@ -141,7 +173,8 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
   // these stores too.
   rshmemi_rt_copy(dest + (uint64_t)me * nbytes + lo, source + lo, len);
   if (flagger) {
-    rshmemi_wait_until<uint64_t>(flags + (uint64_t)tid * nb + b, RSHMEM_CMP_GE, e);
+    if (b == 0) rshmemi_rt_staged_wait(flags + (uint64_t)tid * nb + b, e, (int)tid, agree, desc, seq);
+    else rshmemi_wait_until<uint64_t>(flags + (uint64_t)tid * nb + b, RSHMEM_CMP_GE, e);
     const uint64_t* theirs = descs + (((e & 1) * np + tid) * nb + b) * 2;
     const uint64_t their_desc = rshmemi_relaxed_ld_sys_u64(theirs), their_seq = rshmemi_relaxed_ld_sys_u64(theirs + 1);
     if (their_desc != desc || their_seq != seq) {

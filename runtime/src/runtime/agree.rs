@@ -27,9 +27,13 @@
 //! queues only the agreement, marked refused, so that the others stop instead of waiting. The
 //! cost on the GPU: two 8-byte stores per member beside each arrival (before the fence the
 //! arrival makes anyway) and two local loads per member after the barrier; no added round trip.
-//! Not caught: a world fcollect small enough for staging on one member against a collective
-//! that starts with a barrier on another (the two wait on different words); that waits like
-//! any collective entered by one PE only (`RSHMEM_DEBUG_WAIT_TIMEOUT_MS` ends it).
+//! A world fcollect small enough for staging on one member against a collective that starts
+//! with an agreed barrier on another: the staged kernel waits on flags, not on the barrier, so
+//! it also watches the peer's agreement slot and, finding this call's number there, completes the
+//! peer's barrier with its own words and stops (`rshmemi_rt_staged_wait`); both fail. Not caught:
+//! a plain `barrier_on_stream` against a staged fcollect (neither writes an agreement the other
+//! reads); that waits like any collective entered by one PE only (`RSHMEM_DEBUG_WAIT_TIMEOUT_MS`
+//! ends it).
 
 use super::team::TeamInfo;
 use super::{workspace, Runtime, Team};

@@ -292,7 +292,8 @@ impl RuntimeKernels {
         let mut p_nbytes = nbytes as u64;
         let mut p_descs = (ws + staged::descs(n_pes)) as u64;
         let (mut p_desc, mut p_seq) = (a.desc, a.seq);
-        let mut params: [*mut c_void; 10] = [
+        let mut p_agree = agree_slots(a, crate::consts::TEAM_WORLD)?;
+        let mut params: [*mut c_void; 11] = [
             (&mut p_epochs as *mut u64).cast(),
             (&mut p_flags as *mut u64).cast(),
             (&mut p_staging as *mut u64).cast(),
@@ -303,9 +304,10 @@ impl RuntimeKernels {
             (&mut p_descs as *mut u64).cast(),
             (&mut p_desc as *mut u64).cast(),
             (&mut p_seq as *mut u64).cast(),
+            (&mut p_agree as *mut u64).cast(),
         ];
         let dims = LaunchDims { grid: (staged::BLOCKS as u32, 1, 1), ..FCOLLECT_DIMS };
-        // SAFETY: ten pointers matching ten `.u64` parameters (checked against the PTX by
+        // SAFETY: eleven pointers matching eleven `.u64` parameters (checked against the PTX by
         // the tests); they outlive the call; the function belongs to our live module; the caller
         // vouches for the workspace, the addresses and the stream.
         unsafe { module::launch(self.fcollect_staged, dims, stream, &mut params) }
@@ -379,7 +381,7 @@ mod tests {
         assert_eq!(entry_params(BARRIER_PTX, "rshmemi_rt_barrier"), [".u32"]);
         assert_eq!(entry_params(BARRIER_PTX, "rshmemi_rt_agree"), [".u32", ".u64", ".u64", ".u64"]);
         assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect"), [".u32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64"]);
-        assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect_staged"), [".u64"; 10]);
+        assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect_staged"), [".u64"; 11]);
         assert_eq!(
             entry_params(REDUCE_PTX, "rshmemi_rt_reduce"),
             [".u32", ".u32", ".u32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64"]
