@@ -13,6 +13,7 @@ and RSHMEM_DEBUG_WAIT_TIMEOUT_MS turns a kernel that would wait for ever into an
 fails the assertions instead of the deadline.
 """
 
+import sys
 import textwrap
 
 import pytest
@@ -25,12 +26,19 @@ pytestmark = [pytest.mark.gpu, pytest.mark.single]
 
 JOB = textwrap.dedent(
     """
-    import os, sys, time
+    import faulthandler, os, sys, time
+    # A hang anywhere in Python prints every thread's stack and ends the PE (before the test's
+    # job limit), so a failing case always shows where it stopped.
+    faulthandler.dump_traceback_later(float(os.environ["AGREE_JOB_LIMIT_S"]) - 10, exit=True)
+    def step(what):
+        print(f"STEP {time.monotonic() - T0:6.1f}s {what}", flush=True)
+    T0 = time.monotonic()
     import torch
     import rshmem
     import rshmem.torch as rt
     case = sys.argv[1]
     rshmem.init(backend="cuda")
+    step("init done")
     me, n = rshmem.my_pe(), rshmem.n_pes()
     here = torch.device("cuda", torch.cuda.current_device())
     src = rt.create_symmetric_tensor((4096,), torch.float32)
@@ -62,6 +70,7 @@ JOB = textwrap.dedent(
     torch.cuda.synchronize()
     want(all(torch.equal(dst[2 * p : 2 * p + 2], torch.arange(2 * me, 2 * me + 2, device=here, dtype=torch.float32) + 1000 * p) for p in range(n)), "alltoall")
     rshmem.barrier_all()
+    step("matching calls ok")
 
     def drain():
         stream = torch.cuda.current_stream()
@@ -104,7 +113,9 @@ JOB = textwrap.dedent(
             (rt.barrier_all_on_stream() if me == 0 else rt.reduce_on_stream(dst[:8], src[:8]))
         else:
             raise SystemExit(f"unknown case {case}")
+        step("mismatched call queued")
         drain()
+        step("stream drained without an error")
         # A PE whose own call found nothing (it made another call) meets the peer's failure here.
         rshmem.barrier_all()
         print("NO_ERROR", flush=True)
@@ -114,6 +125,7 @@ JOB = textwrap.dedent(
             torch.cuda.synchronize()
         except RuntimeError:
             pass
+    step("exit")
     os._exit(0)
     """
 )
@@ -121,11 +133,11 @@ JOB = textwrap.dedent(
 MISMATCH = "RAISED MismatchError: on-stream collective call"
 # (case, what each PE's output must contain: PE 0, PE 1)
 CASES = [
+    ("broadcast_root", [MISMATCH, "from root 0", "from root 1"], [MISMATCH, "from root 1", "from root 0"]),
     ("reduce_op", [MISMATCH, "reduce sum of 8 x float32", "reduce max of 8 x float32"],
      [MISMATCH, "reduce max of 8 x float32", "reduce sum of 8 x float32"]),
     ("reduce_dtype", [MISMATCH, "of 8 x float32", "of 8 x int32"], [MISMATCH, "of 8 x int32", "of 8 x float32"]),
     ("reduce_zero", [MISMATCH, "reduce sum of 0 x float32", "of 8 x float32"], [MISMATCH, "of 8 x float32", "of 0 x float32"]),
-    ("broadcast_root", [MISMATCH, "from root 0", "from root 1"], [MISMATCH, "from root 1", "from root 0"]),
     ("fcollect_count", [MISMATCH, "fcollect of 4 x float32", "fcollect of 8 x float32"],
      [MISMATCH, "fcollect of 8 x float32", "fcollect of 4 x float32"]),
     # PE 0 stages its small fcollect (it waits on flags); PE 1's is too large to stage (it starts
@@ -150,14 +162,21 @@ def test_issue_12_mismatched_on_stream_collectives_fail_on_every_pe(tmp_path, ca
         pytest.skip("needs 2 GPUs, or 1 with RSHMEM_ALLOW_SHARED_GPU=1")
     script = tmp_path / "agree_job.py"
     script.write_text(JOB)
+    limit = 60
     job = Job(script, args=(case,), CUDA_VISIBLE_DEVICES="0" if shared else "0,1",
-              RSHMEM_DEBUG_WAIT_TIMEOUT_MS="20000")
+              RSHMEM_DEBUG_WAIT_TIMEOUT_MS="15000", AGREE_JOB_LIMIT_S=str(limit))
     try:
+        outs = {}
+        for rank in (0, 1):
+            outs[rank] = job.wait(rank, timeout=limit)
+            sys.stdout.write(f"\n[{case}] PE {rank} exit {outs[rank][0]}:\n{outs[rank][1]}")
+            sys.stdout.flush()
+        both = "\n".join(f"--- PE {r} (exit {c}) ---\n{o}" for r, (c, o) in outs.items())
         for rank, want in ((0, want0), (1, want1)):
-            code, out = job.wait(rank, timeout=120)
-            assert code == 0, f"{case}: PE {rank} exited with {code} (None: hung past 120 s):\n{out}"
-            assert "WRONG DATA" not in out and "NO_ERROR" not in out, f"{case}: PE {rank}:\n{out}"
+            code, out = outs[rank]
+            assert code == 0, f"{case}: PE {rank} exited with {code} (None: still running after {limit} s):\n{both}"
+            assert "WRONG DATA" not in out and "NO_ERROR" not in out, f"{case}: PE {rank}:\n{both}"
             for piece in want:
-                assert piece in out, f"{case}: PE {rank} should say {piece!r}:\n{out}"
+                assert piece in out, f"{case}: PE {rank} should say {piece!r}:\n{both}"
     finally:
         job.close()
