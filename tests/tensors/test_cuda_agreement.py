@@ -121,10 +121,16 @@ JOB = textwrap.dedent(
         print("NO_ERROR", flush=True)
     except rshmem.RshmemError as e:
         print(f"RAISED {type(e).__name__}: {e}", flush=True)
-        try:  # a PE that refused its own call: its queued agreement runs before the process ends
-            torch.cuda.synchronize()
-        except RuntimeError:
-            pass
+        # A PE that refused its own call: its queued agreement runs before the process ends
+        # (bounded: a stream that neither finishes nor fails in 10 s is left to the exit).
+        t = time.monotonic()
+        while time.monotonic() - t < 10:
+            try:
+                if torch.cuda.current_stream().query():
+                    break
+            except RuntimeError:
+                break
+            time.sleep(0.01)
     step("exit")
     os._exit(0)
     """
