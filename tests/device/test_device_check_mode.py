@@ -102,6 +102,7 @@ JOB = textwrap.dedent(
     import rshmem
     import rshmem.torch as rtorch
     import rshmem.triton as rt
+    from rshmem.triton import language as L
     from rshmem.triton import libshmem_device as shm
 
     rshmem.init(backend="cuda")
@@ -111,7 +112,15 @@ JOB = textwrap.dedent(
     peer = (me + 1) % n
 
     @rt.jit
-    def poke(dest, pe):
+    def poke_once(dest, pe):
+        # signal_op is thread scope: one thread signals once.
+        if L.tid(0) == 0:
+            shm.signal_op(dest, 1, shm.SIGNAL_ADD, pe)
+
+    @rt.jit
+    def poke_all(dest, pe):
+        # Every thread of the program (128): all of them fail at once, and the record must
+        # still be complete when the kernel stops (poll_device.h, rshmemi_fail).
         shm.signal_op(dest, 1, shm.SIGNAL_ADD, pe)
 
     class Raw:
@@ -128,21 +137,21 @@ JOB = textwrap.dedent(
     sig.zero_()
     torch.cuda.synchronize()
     rshmem.barrier_all()
-    poke[(1,)](sig, peer)  # program memory: allowed
+    poke_once[(1,)](sig, peer)  # program memory: allowed
     torch.cuda.synchronize()
     rshmem.barrier_all()
     print(f"CONTROL {int(sig[0].item())}", flush=True)
     # The first byte of the heap slot: the runtime's barrier words (`arrive` of TEAM_WORLD).
     base = sig.data_ptr() - rshmem._native.allocation_of(sig.data_ptr())["offset"]
     try:
-        poke[(1,)](Raw(base), peer)
+        poke_all[(1,)](Raw(base), peer)
         torch.cuda.synchronize()
         rshmem._native.check_device_error()
         print("NO_ERROR", flush=True)
-    except RuntimeError:  # the kernel stopped: the runtime's record says why
+    except RuntimeError as stopped:  # the kernel stopped: the runtime's record says why
         try:
             rshmem._native.check_device_error()
-            print("NO_RECORD", flush=True)
+            print(f"NO_RECORD ({stopped})", flush=True)
         except rshmem.RshmemError as e:
             print(f"RAISED {type(e).__name__}: {e}", flush=True)
     except rshmem.RshmemError as e:
@@ -170,7 +179,7 @@ def test_issue_12_check_mode_stops_a_signal_into_the_runtimes_barrier_words(tmp_
         for rank in (0, 1):
             code, out = job.wait(rank, timeout=180)
             assert code == 0, f"PE {rank} exited with {code} (None: hung past 180 s):\n{out}"
-            assert "CONTROL 1" in out, f"PE {rank}: the allowed signal did not arrive:\n{out}"
+            assert "CONTROL 1\n" in out, f"PE {rank}: the allowed signal did not arrive once:\n{out}"
             assert "RAISED InvalidArgumentError" in out, f"PE {rank}:\n{out}"
             for piece in ("check mode", "signal operation of 8 bytes", f"on PE {1 - rank}", "heap offset 0, +0"):
                 assert piece in out, f"PE {rank} should say {piece!r}:\n{out}"
