@@ -17,7 +17,10 @@ Steps:
   3. Every C symbol of include/rshmem/api.h must be defined in the bitcode (llvm-nm).
   4. The bitcode (plus any --extra-cu sources, e.g. the runtime's own kernels) is lowered to PTX
      with llc-19.
-  5. The bitcode is copied to --python-out (default python/rshmem/triton/lib/libshmem_device.bc,
+  5. Steps 1-3 again with -DRSHMEM_CHECK=1 give libshmem_device.check.bc, the check-mode
+     variant (device-side address checks, src/peer_device.h), which rshmem.triton links when
+     RSHMEM_CHECK=1; the default library has no trace of the checks.
+     The bitcode is copied to --python-out (default python/rshmem/triton/lib/libshmem_device.bc,
      or $RSHMEM_DEVICE_BC_OUT), where rshmem.triton.extern_libs() finds it.
   6. When NVRTC and the CUDA headers are here (cuda-bindings, nvidia-cuda-nvrtc, -runtime and
      -cccl: torch and numba-cuda[cu13] install them), the same sources become
@@ -45,6 +48,8 @@ SRC = HERE / "src" / "libshmem_device.cu"
 INCLUDE = HERE / "include"
 API_H = INCLUDE / "rshmem" / "api.h"
 DEFAULT_OUT = HERE / "build"
+# The check-mode variant's file name, beside the default one.
+CHECK_NAME = "libshmem_device.check.bc"
 DEFAULT_PY_OUT = ROOT / "python" / "rshmem" / "triton" / "lib" / "libshmem_device.bc"
 DEFAULT_LTOIR_OUT = ROOT / "python" / "rshmem" / "numba" / "lib" / "libshmem_device.ltoir"
 STATE_GLOBAL = "rshmemi_device_state_d"
@@ -81,9 +86,19 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return r
 
 
-def compile_bc(src: Path, out: Path) -> None:
-    run([tool("clang"), *CLANG_FLAGS, f"-I{INCLUDE}", f"-I{HERE / 'src'}", "-emit-llvm", "-c", str(src),
-         "-o", str(out)])
+def compile_bc(src: Path, out: Path, defines: tuple[str, ...] = ()) -> None:
+    run([tool("clang"), *CLANG_FLAGS, *(f"-D{d}" for d in defines), f"-I{INCLUDE}", f"-I{HERE / 'src'}",
+         "-emit-llvm", "-c", str(src), "-o", str(out)])
+
+
+def build_library(out: Path, name: str, defines: tuple[str, ...] = ()) -> tuple[Path, int]:
+    """Steps 1-3 for one variant of the library: `out/name`, and its number of functions."""
+    raw = out / (name + ".raw")
+    bc = out / name
+    compile_bc(SRC, raw, defines)
+    strip_reflect_ftz(raw, bc)
+    raw.unlink()
+    return bc, check_symbols(bc)
 
 
 def strip_reflect_ftz(bc: Path, out: Path) -> None:
@@ -141,12 +156,10 @@ def main() -> int:
 
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
-    raw = out / "libshmem_device.raw.bc"
-    bc = out / "libshmem_device.bc"
-    compile_bc(SRC, raw)
-    strip_reflect_ftz(raw, bc)
-    raw.unlink()
-    n = check_symbols(bc)
+    bc, n = build_library(out, "libshmem_device.bc")
+    # The check-mode variant (peer_device.h, "Check mode"): the same library with its address
+    # checks compiled in, which rshmem.triton links under RSHMEM_CHECK=1.
+    check_bc, _ = build_library(out, CHECK_NAME, ("RSHMEM_CHECK=1",))
     extras = []
     for i, cu in enumerate(args.extra_cu):
         extra = out / f"extra{i}.bc"
@@ -157,7 +170,8 @@ def main() -> int:
     if str(args.python_out):
         args.python_out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(bc, args.python_out)
-        print(f"build.py: copied to {args.python_out}")
+        shutil.copyfile(check_bc, args.python_out.parent / CHECK_NAME)
+        print(f"build.py: copied to {args.python_out} (and {CHECK_NAME} beside it)")
     if str(args.ltoir_out):
         build_ltoir(out, args.ltoir_out)
     return 0

@@ -20,7 +20,7 @@
 pub const DEVICE_STATE_MAGIC: u32 = 0x4D48_5352;
 
 /// `DeviceState::version`: bumped whenever a field changes meaning, size or place.
-pub const DEVICE_STATE_VERSION: u32 = 2;
+pub const DEVICE_STATE_VERSION: u32 = 3;
 
 /// How many PEs the device state can describe (`DeviceState::pe_slot` entries).
 ///
@@ -74,6 +74,35 @@ pub const ERROR_FLAG_BAD_ARGUMENT: u32 = 4;
 /// the ring word that was polled, `cmp` the proxy's failure code, `expected`/`seen` the ticket
 /// waited for and the value read.
 pub const ERROR_FLAG_PROXY: u32 = 5;
+
+/// `ErrorRecord::flag` once complete: the members of an on-stream collective queued it with
+/// different arguments (`runtime/src/runtime/agree.rs`). `addr` holds this PE's call number of
+/// the team in its high 32 bits and the member's in its low 32 bits; `cmp` the member's world
+/// PE in its low 32 bits and the team slot in its high 32 bits; `expected` this PE's packed
+/// call and `seen` the member's.
+pub const ERROR_FLAG_MISMATCH: u32 = 6;
+
+/// `ErrorRecord::flag` once complete: device code built in check mode (`RSHMEM_CHECK=1`: the
+/// device library's `libshmem_device.check.bc`) found a put, get, signal or atomic whose range
+/// is not program memory: it starts below `DeviceState::user_base` (the runtime's own words,
+/// such as the barrier counters) or reaches past `heap_bound`. `addr` is the symmetric address,
+/// `cmp` the target PE, `expected` the operation (`CHECK_OP_*`), `seen` the byte count.
+pub const ERROR_FLAG_UNSAFE_ADDRESS: u32 = 7;
+
+/// `ErrorRecord::expected` of [`ERROR_FLAG_UNSAFE_ADDRESS`]: a put (`putmem`, `put`, ...).
+pub const CHECK_OP_PUT: u32 = 1;
+/// A get.
+pub const CHECK_OP_GET: u32 = 2;
+/// A single-element put (`p`).
+pub const CHECK_OP_P: u32 = 3;
+/// A single-element get (`g`).
+pub const CHECK_OP_G: u32 = 4;
+/// A signal operation on a signal word (also the signal of a put with signal).
+pub const CHECK_OP_SIGNAL: u32 = 5;
+/// An atomic memory operation.
+pub const CHECK_OP_AMO: u32 = 6;
+/// The data of a put with signal.
+pub const CHECK_OP_PUT_SIGNAL: u32 = 7;
 
 /// Descriptor slots in a PE's proxy ring (a power of two: ticket `t` uses slot `t % PROXY_SLOTS`).
 /// 1024 slots of 64 bytes: 64 KiB of page-locked host memory per PE.
@@ -246,6 +275,10 @@ pub struct DeviceState {
     /// Bytes of each slot that may hold symmetric data: a symmetric address `p` satisfies
     /// `heap_base + my_slot * heap_stride <= p < that + heap_bound`.
     pub heap_bound: u64,
+    /// Offset in each slot of the first byte program allocations may hold: the runtime's own
+    /// allocations (barrier words, team table, workspaces) lie below it. Device code built in
+    /// check mode refuses puts, gets, signals and atomics below it ([`ERROR_FLAG_UNSAFE_ADDRESS`]).
+    pub user_base: u64,
     /// Device address of `[TeamDesc; MAX_TEAMS]`, indexed by team id.
     pub team_table: u64,
     /// Symmetric address of the barrier words (see [`BARRIER_WS_BYTES_PER_TEAM`]).
@@ -286,6 +319,7 @@ impl DeviceState {
             heap_base: 0,
             heap_stride: 0,
             heap_bound: 0,
+            user_base: 0,
             team_table: 0,
             barrier_ws: 0,
             coll_ws: 0,
@@ -301,7 +335,7 @@ impl DeviceState {
 
 // No padding anywhere: the size is the sum of the field sizes.
 const _: () = assert!(
-    std::mem::size_of::<DeviceState>() == 8 * 4 + 11 * 8 + 4 * MAX_PES,
+    std::mem::size_of::<DeviceState>() == 8 * 4 + 12 * 8 + 4 * MAX_PES,
     "DeviceState has padding: reorder its fields"
 );
 const _: () = assert!(std::mem::size_of::<DeviceState>() % 8 == 0);

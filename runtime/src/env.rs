@@ -106,6 +106,12 @@ pub const VARIABLES: &[Variable] = &[
         default: "0",
         meaning: "allow several PEs on one GPU (tests on one-GPU machines)",
     },
+    Variable {
+        name: "RSHMEM_CHECK",
+        kind: "bool",
+        default: "0",
+        meaning: "check mode: `rshmem.triton` links `libshmem_device.check.bc`, whose puts, gets, signals and atomics stop the kernel with an error naming the address, PE and operation when the range is not program memory (the runtime's own words, or past the heap bound) instead of writing it; the default library has no such check",
+    },
 ];
 
 /// Where this PE sits among the PEs of its host, as its launcher describes it.
@@ -180,6 +186,8 @@ pub struct Env {
     pub stuck_report: Option<std::time::Duration>,
     /// `RSHMEM_ALLOW_SHARED_GPU`.
     pub allow_shared_gpu: bool,
+    /// `RSHMEM_CHECK` (the device library's check mode; the Python package picks the bitcode).
+    pub check: bool,
     /// `RSHMEM_VIRTUAL_HOSTS` (1: none).
     pub virtual_hosts: usize,
     /// `RSHMEM_NET_PROXY`, if set.
@@ -255,6 +263,7 @@ impl Env {
                 .filter(|&ms| ms > 0)
                 .map(std::time::Duration::from_millis),
             allow_shared_gpu: bool_var(&get, "RSHMEM_ALLOW_SHARED_GPU")?,
+            check: bool_var(&get, "RSHMEM_CHECK")?,
             virtual_hosts: num_var(&get, "RSHMEM_VIRTUAL_HOSTS", 1)?.max(1) as usize,
             net_proxy: get("RSHMEM_NET_PROXY").filter(|s| !s.is_empty()).map(|_| bool_var(&get, "RSHMEM_NET_PROXY")).transpose()?,
             ucx_dir: get("RSHMEM_UCX_DIR").filter(|s| !s.is_empty()).map(std::path::PathBuf::from),

@@ -28,7 +28,7 @@
 //!
 //! Semantics follow OpenSHMEM 1.5 and NVSHMEM; each method names its SHMEM equivalent.
 
-mod agree;
+pub(crate) mod agree;
 #[cfg(feature = "ndarray")]
 mod array;
 mod atomic;

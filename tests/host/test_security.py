@@ -83,7 +83,7 @@ def _job_sockets(want_secret: bool) -> list:
 
 
 def _stranger(port: int, done: str, names: list) -> dict:
-    report = {"uid": os.getuid(), "secret": [], "hello": [], "local": []}
+    report = {"uid": os.getuid(), "secret": [], "challenge": [], "hello": [], "local": []}
     for n in names:
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         kind = "secret" if "secret" in n else "local"
@@ -103,9 +103,19 @@ def _stranger(port: int, done: str, names: list) -> dict:
             report["local"].append(_answer(s, 1))
     for guess in (bytes(16), bytes(range(16))):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        # A hello of the current protocol (version 3): version, secret, rank 1, nranks 2, pid,
+        # PE 0 opens with a challenge (a 20-byte header, kind 6, a 32-byte nonce); the hello
+        # must carry HMAC(secret, nonce, ...), which a guess at the secret cannot make.
+        s.settimeout(5)
+        challenge = b""
+        while len(challenge) < 52:
+            more = s.recv(52 - len(challenge))
+            if not more:
+                break
+            challenge += more
+        report["challenge"].append(len(challenge) == 52 and challenge[4] == 6)
+        # A hello of the current protocol (version 4): version, proof, rank 1, nranks 2, pid,
         # then hostname, boot id and Unix socket name as length-prefixed byte strings.
-        hello = _varint(3) + guess + _varint(1) + _varint(2) + _varint(os.getpid())
+        hello = _varint(4) + guess + _varint(1) + _varint(2) + _varint(os.getpid())
         for text in (b"host", b"boot", b"name"):
             hello += _varint(len(text)) + text
         s.sendall(_frame(1, hello))
@@ -198,6 +208,7 @@ def test_issue_12_a_stranger_cannot_join(who):
         assert f"JOINED {pe} {40 + (pe + 1) % 2}" in r.stdout, r.stdout
     assert (report["uid"] == os.getuid()) == who.startswith("same")
     # No guessed secret gets in.
+    assert report["challenge"] == [True, True], report
     assert len(report["hello"]) == 2 and all(h.startswith("refused") and "wrong secret" in h for h in report["hello"]), report
     # PE 0's secret socket: absent with an explicit secret; silent to another user.
     if who.startswith("other"):

@@ -74,7 +74,44 @@ RSHMEMI_DEV void rshmemi_barrier_arrive(uint64_t* mapped, uint64_t* arrive, int 
   }
 }
 
-RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) {
+// Collective argument agreement riding on a barrier (the runtime's on-stream collectives;
+// runtime/src/runtime/agree.rs packs and explains the words). `slots` is this PE's array of the
+// team's agreement slots, two words {desc, seq} per member index, in symmetric memory. Before its
+// fence, each arriving thread stores this PE's {desc, seq} into slot `my_index` of the member it
+// arrives at: the stores precede the fence, so the member that acquires our arrival reads them
+// from its own memory, and the agreement adds no round trip to the barrier. After the barrier,
+// each member compares every slot with its own words and stops the kernel with
+// ERROR_FLAG_MISMATCH on the first that differs (every member sees the same slots, so all of
+// them stop); a member whose own desc carries the refused bit only arrives (its host reports
+// its own error). A slot is rewritten only in the member's next agreed barrier of the team,
+// which starts after a later barrier that every reader leaves after reading: the caller makes
+// one (the collective's last barrier).
+struct rshmemi_agree_t {
+  uint64_t* slots;
+  uint64_t desc;
+  uint64_t seq;
+};
+
+// rshmemi_agree_t::desc bit that marks a member that refused its own arguments.
+#define RSHMEMI_AGREE_REFUSED (1ull << 62)
+
+// The threads of the group check the slots filled by an agreed barrier (see above).
+RSHMEMI_DEV void rshmemi_agree_check(int team, const rshmemi_team_desc_t* t, const rshmemi_agree_t* a, int scope) {
+  if ((a->desc & RSHMEMI_AGREE_REFUSED) != 0) return;
+  const uint32_t nlanes = rshmemi_nlanes(scope);
+  for (uint32_t i = rshmemi_lane(scope); i < (uint32_t)t->size; i += nlanes) {
+    const uint64_t desc = rshmemi_relaxed_ld_sys_u64(a->slots + 2 * i);
+    const uint64_t seq = rshmemi_relaxed_ld_sys_u64(a->slots + 2 * i + 1);
+    if (desc != a->desc || seq != a->seq) {
+      // addr: both call numbers (this PE's high, the member's low); cmp: the team (high) and
+      // the member (low).
+      rshmemi_fail(RSHMEM_ERROR_FLAG_MISMATCH, (const void*)(uintptr_t)((a->seq << 32) | (seq & 0xffffffffull)),
+                   ((uint64_t)(uint32_t)team << 32) | (uint32_t)rshmemi_team_member(t, (int)i), a->desc, desc);
+    }
+  }
+}
+
+RSHMEMI_DEV void rshmemi_team_barrier_agreed(int team, bool quiet, int scope, const rshmemi_agree_t* agree) {
   const rshmemi_device_state_t* s = rshmemi_state();
   rshmemi_team_desc_t t;
   const bool ok = rshmemi_barrier_team(team, &t);
@@ -103,6 +140,17 @@ RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) {
   if (quiet && lane == 0) rshmemi_proxy_quiet();
   rshmemi_group_sync(scope);
   if (lane < size) {
+    if (agree != 0) {
+      for (uint32_t i = lane; i < size; i += nlanes) {
+        uint64_t* slot = (uint64_t*)rshmemi_peer_ptr(agree->slots + 2 * t.my_index, rshmemi_barrier_target(&t, i));
+        // Unmapped (a member on another host): no slot written, so that member reports a
+        // mismatch; the runtime refuses such teams before it queues an agreed barrier.
+        if (slot != 0) {
+          rshmemi_relaxed_st_sys_u64(slot, agree->desc);
+          rshmemi_relaxed_st_sys_u64(slot + 1, agree->seq);
+        }
+      }
+    }
     if (quiet) rshmemi_fence_sc_sys();
     else rshmemi_fence_acq_rel_sys();
     rshmemi_barrier_arrive(first, arrive, rshmemi_barrier_target(&t, lane));
@@ -116,6 +164,9 @@ RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) {
     rshmemi_relaxed_st_sys_u64(done, e);
   }
   rshmemi_group_sync(scope);
+  if (agree != 0) rshmemi_agree_check(team, &t, agree, scope);
 }
+
+RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) { rshmemi_team_barrier_agreed(team, quiet, scope, 0); }
 
 #endif  // RSHMEM_BARRIER_DEVICE_H

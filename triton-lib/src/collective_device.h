@@ -23,6 +23,7 @@ RSHMEMI_DEV rshmemi_team_desc_t rshmemi_team_or_fail(int team) {
 RSHMEMI_DEV void rshmemi_broadcastmem(int team, void* dest, const void* source, size_t nbytes, int root, int scope) {
   const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
   if (root < 0 || root >= t.size) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, dest, (uint64_t)(int64_t)root, 0, 0);
+  if (nbytes != 0) rshmemi_check_user(dest, nbytes, rshmemi_team_member(&t, root), RSHMEM_CHECK_OP_PUT);
   rshmemi_team_barrier(team, true, scope);
   if (t.my_index == root && nbytes != 0) {
     for (int i = 0; i < t.size; ++i) {
@@ -33,10 +34,14 @@ RSHMEMI_DEV void rshmemi_broadcastmem(int team, void* dest, const void* source, 
   rshmemi_team_barrier(team, true, scope);
 }
 
-// Member i's `source` lands at dest + i * nbytes on every member.
-RSHMEMI_DEV void rshmemi_fcollectmem(int team, void* dest, const void* source, size_t nbytes, int scope) {
+// Member i's `source` lands at dest + i * nbytes on every member. With `agree` (the runtime's
+// on-stream form), the first barrier also checks that every member passed the same arguments
+// (barrier_device.h).
+RSHMEMI_DEV void rshmemi_fcollectmem_agreed(int team, void* dest, const void* source, size_t nbytes, int scope,
+                                            const rshmemi_agree_t* agree) {
   const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
-  rshmemi_team_barrier(team, true, scope);
+  if (nbytes != 0) rshmemi_check_user(dest, nbytes * (size_t)t.size, rshmemi_team_member(&t, t.my_index), RSHMEM_CHECK_OP_PUT);
+  rshmemi_team_barrier_agreed(team, true, scope, agree);
   if (nbytes != 0) {
     char* slot = (char*)dest + (size_t)t.my_index * nbytes;
     for (int i = 0; i < t.size; ++i) {
@@ -47,9 +52,14 @@ RSHMEMI_DEV void rshmemi_fcollectmem(int team, void* dest, const void* source, s
   rshmemi_team_barrier(team, true, scope);
 }
 
+RSHMEMI_DEV void rshmemi_fcollectmem(int team, void* dest, const void* source, size_t nbytes, int scope) {
+  rshmemi_fcollectmem_agreed(team, dest, source, nbytes, scope, 0);
+}
+
 // Block j of `source` (nbytes each) lands at dest + my_index * nbytes on member j.
 RSHMEMI_DEV void rshmemi_alltoallmem(int team, void* dest, const void* source, size_t nbytes, int scope) {
   const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
+  if (nbytes != 0) rshmemi_check_user(dest, nbytes * (size_t)t.size, rshmemi_team_member(&t, t.my_index), RSHMEM_CHECK_OP_PUT);
   rshmemi_team_barrier(team, true, scope);
   if (nbytes != 0) {
     char* slot = (char*)dest + (size_t)t.my_index * nbytes;

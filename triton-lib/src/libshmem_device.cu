@@ -157,38 +157,38 @@ RSHMEMI_DEV B rshmemi_amo_proxied(void* ptr, int pe, uint32_t op, B value, B val
 #define RSHMEMI_AMO(N, T)                                                                                       \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch(T* ptr, int32_t pe) {                                               \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    const B* p = (const B*)rshmemi_peer_ptr(ptr, pe);                                                           \
+    const B* p = (const B*)rshmemi_user_ptr(ptr, sizeof(T), pe, RSHMEM_CHECK_OP_AMO);                                                           \
     if (p == 0) return (T)rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_FETCH, 0, 0, true);                      \
     return (T)rshmemi_relaxed_ld_sys(p);                                                                        \
   }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmem_##N##_atomic_set(T* ptr, T value, int32_t pe) {                                  \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    B* p = (B*)rshmemi_user_ptr(ptr, sizeof(T), pe, RSHMEM_CHECK_OP_AMO);                                                                       \
     if (p == 0) rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_SET, (B)value, 0, false);                          \
     else rshmemi_relaxed_st_sys(p, (B)value);                                                                   \
     return 0;                                                                                                   \
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_swap(T* ptr, T value, int32_t pe) {                                       \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    B* p = (B*)rshmemi_user_ptr(ptr, sizeof(T), pe, RSHMEM_CHECK_OP_AMO);                                                                       \
     if (p == 0) return (T)rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_SWAP, (B)value, 0, true);                \
     return (T)rshmemi_relaxed_atom_exch(p, (B)value);                                                           \
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_compare_swap(T* ptr, T cond, T value, int32_t pe) {                       \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    B* p = (B*)rshmemi_user_ptr(ptr, sizeof(T), pe, RSHMEM_CHECK_OP_AMO);                                                                       \
     if (p == 0) return (T)rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_COMPARE_SWAP, (B)cond, (B)value, true);  \
     return (T)rshmemi_relaxed_atom_cas(p, (B)cond, (B)value);                                                   \
   }                                                                                                             \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_add(T* ptr, T value, int32_t pe) {                                  \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    B* p = (B*)rshmemi_user_ptr(ptr, sizeof(T), pe, RSHMEM_CHECK_OP_AMO);                                                                       \
     if (p == 0) return (T)rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_ADD, (B)value, 0, true);                 \
     return (T)rshmemi_relaxed_atom_add(p, (B)value);                                                            \
   }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmem_##N##_atomic_add(T* ptr, T value, int32_t pe) {                                  \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    B* p = (B*)rshmemi_user_ptr(ptr, sizeof(T), pe, RSHMEM_CHECK_OP_AMO);                                                                       \
     if (p == 0) rshmemi_amo_proxied<B>(ptr, pe, RSHMEM_AMO_ADD, (B)value, 0, false);                          \
     else rshmemi_relaxed_atom_add(p, (B)value);                                                                 \
     return 0;                                                                                                   \
@@ -202,13 +202,13 @@ RSHMEMI_DEV B rshmemi_amo_proxied(void* ptr, int pe, uint32_t op, B value, B val
 #define RSHMEMI_AMO_BITWISE(N, T, OP, CODE)                                                                     \
   RSHMEM_EXPORT T rshmem_##N##_atomic_fetch_##OP(T* ptr, T value, int32_t pe) {                                 \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    B* p = (B*)rshmemi_user_ptr(ptr, sizeof(T), pe, RSHMEM_CHECK_OP_AMO);                                                                       \
     if (p == 0) return (T)rshmemi_amo_proxied<B>(ptr, pe, CODE, (B)value, 0, true);                           \
     return (T)rshmemi_relaxed_atom_##OP(p, (B)value);                                                           \
   }                                                                                                             \
   RSHMEM_EXPORT int32_t rshmem_##N##_atomic_##OP(T* ptr, T value, int32_t pe) {                                 \
     typedef rshmemi_bits<T>::type B;                                                                            \
-    B* p = (B*)rshmemi_peer_ptr(ptr, pe);                                                                       \
+    B* p = (B*)rshmemi_user_ptr(ptr, sizeof(T), pe, RSHMEM_CHECK_OP_AMO);                                                                       \
     if (p == 0) rshmemi_amo_proxied<B>(ptr, pe, CODE, (B)value, 0, false);                                    \
     else rshmemi_relaxed_atom_##OP(p, (B)value);                                                                \
     return 0;                                                                                                   \

@@ -55,4 +55,39 @@ RSHMEMI_DEV void* rshmemi_peer_or_fail(const void* p, int pe) {
   return r;
 }
 
+// Check mode (RSHMEM_CHECK=1 at build time: triton-lib/build.py builds it as
+// libshmem_device.check.bc, which rshmem.triton links when the environment has RSHMEM_CHECK=1):
+// a put, get, signal or atomic whose symmetric range [p, p + n) is not program memory stops the
+// kernel with ERROR_FLAG_UNSAFE_ADDRESS naming the address, the target PE, the operation
+// (CHECK_OP_*) and the size, instead of writing over the runtime's own words (the barrier
+// counters and workspaces below `user_base`) or reading past the heap bound. Program memory is
+// [user_base, heap_bound) of this PE's slot; freed allocations inside it are not seen (the
+// state does not change after init). In the default build this is nothing at all: the fast
+// path's code is the same as without the call.
+#ifndef RSHMEM_CHECK
+#define RSHMEM_CHECK 0
+#endif
+
+RSHMEMI_DEV void rshmemi_check_user(const void* p, size_t n, int pe, uint32_t op) {
+#if RSHMEM_CHECK
+  const rshmemi_device_state_t* s = rshmemi_state();
+  const uint64_t mine = rshmemi_state_u64(&s->heap_base) +
+                        (uint64_t)rshmemi_state_i32(&s->my_slot) * rshmemi_state_u64(&s->heap_stride);
+  const uint64_t lo = rshmemi_state_u64(&s->user_base), hi = rshmemi_state_u64(&s->heap_bound);
+  const uint64_t off = (uint64_t)(uintptr_t)p - mine;  // wraps to a huge value below the slot
+  if (off < lo || off >= hi || (uint64_t)n > hi - off) {
+    rshmemi_fail(RSHMEM_ERROR_FLAG_UNSAFE_ADDRESS, p, (uint64_t)(int64_t)pe, op, (uint64_t)n);
+  }
+#else
+  (void)p, (void)n, (void)pe, (void)op;
+#endif
+}
+
+// rshmemi_peer_ptr of a program's address `p` for an operation `op` on `n` bytes: checked first
+// in check mode (rshmemi_check_user).
+RSHMEMI_DEV void* rshmemi_user_ptr(const void* p, size_t n, int pe, uint32_t op) {
+  rshmemi_check_user(p, n, pe, op);
+  return rshmemi_peer_ptr(p, pe);
+}
+
 #endif  // RSHMEM_PEER_DEVICE_H

@@ -10,6 +10,11 @@
 #include "atomic_device.h"
 
 // Writes one error record (first failing thread only) and traps. Never returns.
+//
+// A thread that lost the race for the record waits (boundedly) until the winner has completed
+// it before trapping: a trap stops every thread of the kernel, so a loser that trapped at once
+// (many threads failing together, e.g. every thread of a block calling a thread-scope put to a
+// bad address) could stop the winner mid-record, and the host would find no error to report.
 RSHMEMI_DEV void rshmemi_fail(uint32_t kind, const void* addr, uint64_t cmp, uint64_t expected, uint64_t seen) {
   const rshmemi_device_state_t* s = rshmemi_state();
   if (s->error_buf != 0) {
@@ -22,6 +27,11 @@ RSHMEMI_DEV void rshmemi_fail(uint32_t kind, const void* addr, uint64_t cmp, uin
       rshmemi_relaxed_st_sys_u64(&r->seen, seen);
       // The kind goes last with release: a host that sees it sees the whole record.
       rshmemi_st_release_sys_u32(&r->flag, kind);
+    } else {
+      // About a million polls of host memory: far longer than five stores take, and short
+      // enough that a winner that never finishes (it cannot) would not hang the kernel.
+      for (uint32_t i = 0; i < (1u << 20) && rshmemi_ld_acquire_sys_u32(&r->flag) == RSHMEM_ERROR_FLAG_WRITING; ++i) {
+      }
     }
   }
   rshmemi_trap();

@@ -74,7 +74,7 @@ RSHMEMI_DEV rshmemi_proxy_ring_t* rshmemi_proxy_or_fail(const void* p, int pe) {
 RSHMEMI_DEV void rshmemi_putmem(void* dest, const void* source, size_t n, int pe, int scope) {
   rshmemi_group_sync(scope);
   if (n != 0) {
-    void* remote = rshmemi_peer_ptr(dest, pe);
+    void* remote = rshmemi_user_ptr(dest, n, pe, RSHMEM_CHECK_OP_PUT);
     if (remote != 0) {
       rshmemi_copy(remote, source, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
     } else if (rshmemi_lane(scope) == 0) {
@@ -87,7 +87,7 @@ RSHMEMI_DEV void rshmemi_putmem(void* dest, const void* source, size_t n, int pe
 RSHMEMI_DEV void rshmemi_getmem(void* dest, const void* source, size_t n, int pe, int scope) {
   rshmemi_group_sync(scope);
   if (n != 0) {
-    const void* remote = rshmemi_peer_ptr(source, pe);
+    const void* remote = rshmemi_user_ptr(source, n, pe, RSHMEM_CHECK_OP_GET);
     if (remote != 0) {
       rshmemi_copy(dest, remote, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
     } else if (rshmemi_lane(scope) == 0) {
@@ -122,7 +122,7 @@ RSHMEMI_DEV T rshmemi_from_bits(uint64_t b) {
 
 template <typename T>
 RSHMEMI_DEV void rshmemi_p(T* dest, T value, int pe) {
-  T* remote = (T*)rshmemi_peer_ptr(dest, pe);
+  T* remote = (T*)rshmemi_user_ptr(dest, sizeof(T), pe, RSHMEM_CHECK_OP_P);
   if (remote != 0) {
     rshmemi_relaxed_st_sys_elem<T>(remote, value);
     return;
@@ -131,7 +131,7 @@ RSHMEMI_DEV void rshmemi_p(T* dest, T value, int pe) {
 }
 template <typename T>
 RSHMEMI_DEV T rshmemi_g(const T* source, int pe) {
-  const T* remote = (const T*)rshmemi_peer_ptr(source, pe);
+  const T* remote = (const T*)rshmemi_user_ptr(source, sizeof(T), pe, RSHMEM_CHECK_OP_G);
   if (remote != 0) return rshmemi_relaxed_ld_sys_elem<T>(remote);
   return rshmemi_from_bits<T>(rshmemi_proxy_g(rshmemi_proxy_or_fail(source, pe), source, sizeof(T), pe));
 }

@@ -45,6 +45,15 @@ __device__ __attribute__((used)) rshmemi_device_state_t rshmemi_device_state_d;
 extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(32) rshmemi_rt_barrier(int32_t team) {
   rshmemi_team_barrier(team, true, RSHMEMI_WARP);
 }
+
+// The barrier above that also agrees on a collective's arguments (barrier_device.h): the first
+// step of the on-stream collectives that move data with the copy engine, and what a PE that
+// refused its own arguments queues so that its peers fail instead of waiting for it.
+extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(32)
+    rshmemi_rt_agree(int32_t team, uint64_t* slots, uint64_t desc, uint64_t seq) {
+  const rshmemi_agree_t a = {slots, desc, seq};
+  rshmemi_team_barrier_agreed(team, true, RSHMEMI_WARP, &a);
+}
 #endif  // RSHMEMI_RT_BARRIER
 
 #ifdef RSHMEMI_RT_FCOLLECT
@@ -60,9 +69,12 @@ static __device__ __attribute__((noinline)) void rshmemi_rt_copy(void* dst, cons
 // instance of its own (barrier_device.h), so the first barrier of one block could complete
 // while another block of a peer had not yet reached the collective (and that peer's `dest`
 // were not yet free to overwrite).
+// Its first barrier agrees on the arguments (barrier_device.h; `slots`, `desc`, `seq`).
 extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
-    rshmemi_rt_fcollect(int32_t team, void* dest, const void* source, uint64_t nbytes) {
-  rshmemi_fcollectmem(team, dest, source, (size_t)nbytes, RSHMEMI_BLOCK);
+    rshmemi_rt_fcollect(int32_t team, void* dest, const void* source, uint64_t nbytes, uint64_t* slots,
+                        uint64_t desc, uint64_t seq) {
+  const rshmemi_agree_t a = {slots, desc, seq};
+  rshmemi_fcollectmem_agreed(team, dest, source, (size_t)nbytes, RSHMEMI_BLOCK, &a);
 }
 
 // fcollect over TEAM_WORLD of up to `slot_bytes` per PE, without barriers: every block pushes its
@@ -75,14 +87,54 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
 //   epochs[b]                 calls block b has run on this PE (only block b touches it);
 //   flags[src * nb + b]       the epoch of the last slice b that PE src staged here;
 //   staging[(parity * np + src) * slot_bytes + ...]   slices staged here by PE src.
+//   descs[((parity * np + src) * nb + b) * 2 + {0, 1}]   PE src's {desc, seq} of that call.
 // Every PE runs every call with all `nb` blocks, so epochs[b] is the same call count on every PE
 // and for every block, and call e uses parity e % 2. Why a slot is free when call e writes it:
 // the writing block waited, in call e - 1, for the reader's block-b flag of call e - 1, which
 // the reader raises inside its kernel of call e - 1; that kernel started after the reader's
 // kernel of call e - 2, the last one to read parity e % 2, had finished (stream order).
+//
+// Argument agreement (runtime/src/runtime/agree.rs) rides on the flags: each flagging thread
+// stores this PE's {desc, seq} into its block's desc slot on the peer before the release that
+// raises the flag, and after the wait reads the peer's words beside its own flag; a difference
+// stops the kernel (ERROR_FLAG_MISMATCH) before any staged data reaches `dest`. With the
+// refused bit in `desc` (this PE refused its own arguments; `nbytes` is 0), the kernel only
+// flags, so that the peers stop instead of waiting.
+//
+// A peer that queued this call as a collective that starts with an agreed barrier (its count
+// too large to stage, or another collective) never raises our flag; its barrier stores its words
+// into our TEAM_WORLD agreement slots (`agree`, barrier_device.h) before it arrives. So block
+// 0's waits also watch the peer's slot: when it holds this call's number, the block completes
+// the peer's barrier instance from our side (our words into its slot, then one arrival), so
+// that the peer compares, finds our call and stops too; then it stops this kernel.
+static __device__ __attribute__((noinline)) void rshmemi_rt_staged_wait(const uint64_t* flag, uint64_t e, int pe,
+                                                                        uint64_t* agree, uint64_t desc, uint64_t seq) {
+  const rshmemi_device_state_t* s = rshmemi_state();
+  const int me = rshmemi_state_i32(&s->my_pe);
+  const uint64_t timeout = rshmemi_wait_timeout();
+  const uint64_t start = timeout != 0 ? rshmemi_globaltimer() : 0;
+  for (uint32_t i = 1;; ++i) {
+    const uint64_t v = rshmemi_ld_acquire_sys_u64(flag);
+    if (v >= e) return;
+    if (rshmemi_relaxed_ld_sys_u64(agree + 2 * pe + 1) == seq) {
+      uint64_t* theirs = (uint64_t*)rshmemi_peer_or_fail(agree + 2 * me, pe);
+      rshmemi_relaxed_st_sys_u64(theirs, desc);
+      rshmemi_relaxed_st_sys_u64(theirs + 1, seq);
+      rshmemi_fence_sc_sys();
+      rshmemi_relaxed_red_add_sys_u64(rshmemi_peer_or_fail((void*)(uintptr_t)rshmemi_state_u64(&s->barrier_ws), pe), 1);
+      rshmemi_fail(RSHMEM_ERROR_FLAG_MISMATCH, (const void*)(uintptr_t)((seq << 32) | (seq & 0xffffffffull)),
+                   (uint64_t)pe, desc, rshmemi_relaxed_ld_sys_u64(agree + 2 * pe));
+    }
+    if (timeout != 0 && rshmemi_timer_due(i) && rshmemi_globaltimer() - start > timeout) {
+      rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, flag, (uint64_t)RSHMEM_CMP_GE, e, v);
+    }
+  }
+}
+
 extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
     rshmemi_rt_fcollect_staged(uint64_t* epochs, uint64_t* flags, char* staging, uint64_t slot_bytes, char* dest,
-                               const char* source, uint64_t nbytes) {
+                               const char* source, uint64_t nbytes, uint64_t* descs, uint64_t desc, uint64_t seq,
+                               uint64_t* agree) {
   const rshmemi_device_state_t* s = rshmemi_state();
   const int me = rshmemi_state_i32(&s->my_pe);
   const int np = rshmemi_state_i32(&s->n_pes);
@@ -109,13 +161,27 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_FCOLLECT_THREADS)
   // After the block sync, one release per peer covers every thread's stores (signal_device.h).
   rshmemi_syncthreads();
   const bool flagger = tid < (uint32_t)np && (int)tid != me;
+  uint64_t* const my_desc = descs + (((e & 1) * np + me) * nb + b) * 2;
   if (flagger) {
+    uint64_t* d = (uint64_t*)rshmemi_peer_or_fail(my_desc, (int)tid);
+    rshmemi_relaxed_st_sys_u64(d, desc);
+    rshmemi_relaxed_st_sys_u64(d + 1, seq);
     rshmemi_st_release_sys_u64((uint64_t*)rshmemi_peer_or_fail(flags + (uint64_t)me * nb + b, (int)tid), e);
   }
+  if ((desc & RSHMEMI_AGREE_REFUSED) != 0) return;
   // Our own block while the flags travel: after the releases, so their fences do not wait for
   // these stores too.
   rshmemi_rt_copy(dest + (uint64_t)me * nbytes + lo, source + lo, len);
-  if (flagger) rshmemi_wait_until<uint64_t>(flags + (uint64_t)tid * nb + b, RSHMEM_CMP_GE, e);
+  if (flagger) {
+    if (b == 0) rshmemi_rt_staged_wait(flags + (uint64_t)tid * nb + b, e, (int)tid, agree, desc, seq);
+    else rshmemi_wait_until<uint64_t>(flags + (uint64_t)tid * nb + b, RSHMEM_CMP_GE, e);
+    const uint64_t* theirs = descs + (((e & 1) * np + tid) * nb + b) * 2;
+    const uint64_t their_desc = rshmemi_relaxed_ld_sys_u64(theirs), their_seq = rshmemi_relaxed_ld_sys_u64(theirs + 1);
+    if (their_desc != desc || their_seq != seq) {
+      rshmemi_fail(RSHMEM_ERROR_FLAG_MISMATCH, (const void*)(uintptr_t)((seq << 32) | (their_seq & 0xffffffffull)),
+                   (uint64_t)tid, desc, their_desc);
+    }
+  }
   rshmemi_syncthreads();
   for (int src = 0; src < np; ++src) {
     if (src == me) continue;
@@ -152,6 +218,11 @@ static __device__ __attribute__((noinline)) void rshmemi_rt_team_barrier(int32_t
   rshmemi_team_barrier(team, true, RSHMEMI_BLOCK);
 }
 
+// The first barrier of a reduction, which also agrees on its arguments (barrier_device.h).
+static __device__ __attribute__((noinline)) void rshmemi_rt_agreed_barrier(int32_t team, const rshmemi_agree_t* a) {
+  rshmemi_team_barrier_agreed(team, true, RSHMEMI_BLOCK, a);
+}
+
 // The team of a reduction, after checking (once, out of line) that this PE is a member and
 // reaches every member's copy of `ws` by load/store; stops the kernel otherwise.
 static __device__ __attribute__((noinline)) rshmemi_team_desc_t rshmemi_rt_reduce_team(int32_t team, const void* ws) {
@@ -173,29 +244,35 @@ RSHMEMI_DEV T rshmemi_rt_combine(const rshmemi_team_desc_t* t, const T* ws, size
   return C::narrow(acc);
 }
 
+// The first round agrees on the arguments; it runs also for nelems == 0, so that a member
+// that passed 0 meets the others' agreement instead of leaving them waiting.
 template <int OP, typename T>
-RSHMEMI_DEV void rshmemi_rt_reduce_impl(int32_t team, T* dest, const T* source, size_t nelems) {
+RSHMEMI_DEV void rshmemi_rt_reduce_impl(int32_t team, T* dest, const T* source, size_t nelems,
+                                        const rshmemi_agree_t* agree) {
   const rshmemi_device_state_t* s = rshmemi_state();
   const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T));
   T* ws = (T*)rshmemi_team_ws(team);
   if (ws == 0 || chunk == 0) rshmemi_rt_fail_arg(dest, s->coll_ws_size);
   const rshmemi_team_desc_t t = rshmemi_rt_reduce_team(team, ws);
   const uint32_t lane = rshmemi_tid(), nlanes = rshmemi_nthreads();
-  for (size_t off = 0; off < nelems; off += chunk) {
+  for (size_t off = 0; off == 0 || off < nelems; off += chunk) {
     const size_t m = nelems - off < chunk ? nelems - off : chunk;
     rshmemi_syncthreads();
     rshmemi_rt_stage(ws, source + off, m * sizeof(T));
-    rshmemi_rt_team_barrier(team);  // every member's chunk is staged
+    // Every member's chunk is staged (and, the first time, every member agreed).
+    if (off == 0) rshmemi_rt_agreed_barrier(team, agree);
+    else rshmemi_rt_team_barrier(team);
     _Pragma("unroll 1") for (size_t e = lane; e < m; e += nlanes) dest[off + e] = rshmemi_rt_combine<OP, T>(&t, ws, e);
     rshmemi_rt_team_barrier(team);  // nobody restages before everyone has read
   }
 }
 
 template <int OP>
-RSHMEMI_DEV void rshmemi_rt_reduce_typed(int32_t team, int32_t dtype, void* dest, const void* source, uint64_t n) {
-#define RSHMEMI_RT_CASE(CODE, T)                                                 \
-  case CODE:                                                                     \
-    rshmemi_rt_reduce_impl<OP, T>(team, (T*)dest, (const T*)source, (size_t)n);  \
+RSHMEMI_DEV void rshmemi_rt_reduce_typed(int32_t team, int32_t dtype, void* dest, const void* source, uint64_t n,
+                                         const rshmemi_agree_t* a) {
+#define RSHMEMI_RT_CASE(CODE, T)                                                    \
+  case CODE:                                                                        \
+    rshmemi_rt_reduce_impl<OP, T>(team, (T*)dest, (const T*)source, (size_t)n, a);  \
     return;
   switch (dtype) {
     RSHMEMI_FOR_INT_DTYPE_CODES(RSHMEMI_RT_CASE)
@@ -212,17 +289,21 @@ RSHMEMI_DEV void rshmemi_rt_reduce_typed(int32_t team, int32_t dtype, void* dest
   rshmemi_rt_fail_arg(dest, (uint64_t)(int64_t)dtype);
 }
 
-// dest[i] = op over the team's source[i], staged through coll_ws (dest may equal source).
+// dest[i] = op over the team's source[i], staged through coll_ws (dest may equal source); the
+// first barrier agrees on the arguments (`slots`, `desc`, `seq`: barrier_device.h).
 extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_REDUCE_THREADS)
-    rshmemi_rt_reduce(int32_t team, int32_t op, int32_t dtype, void* dest, const void* source, uint64_t nelems) {
+    rshmemi_rt_reduce(int32_t team, int32_t op, int32_t dtype, void* dest, const void* source, uint64_t nelems,
+                      uint64_t* slots, uint64_t desc, uint64_t seq) {
+  const rshmemi_agree_t agree = {slots, desc, seq};
+  const rshmemi_agree_t* a = &agree;
   switch (op) {
-    case RSHMEMI_SUM: rshmemi_rt_reduce_typed<RSHMEMI_SUM>(team, dtype, dest, source, nelems); return;
-    case RSHMEMI_PROD: rshmemi_rt_reduce_typed<RSHMEMI_PROD>(team, dtype, dest, source, nelems); return;
-    case RSHMEMI_MIN: rshmemi_rt_reduce_typed<RSHMEMI_MIN>(team, dtype, dest, source, nelems); return;
-    case RSHMEMI_MAX: rshmemi_rt_reduce_typed<RSHMEMI_MAX>(team, dtype, dest, source, nelems); return;
-    case RSHMEMI_AND: rshmemi_rt_reduce_typed<RSHMEMI_AND>(team, dtype, dest, source, nelems); return;
-    case RSHMEMI_OR: rshmemi_rt_reduce_typed<RSHMEMI_OR>(team, dtype, dest, source, nelems); return;
-    case RSHMEMI_XOR: rshmemi_rt_reduce_typed<RSHMEMI_XOR>(team, dtype, dest, source, nelems); return;
+    case RSHMEMI_SUM: rshmemi_rt_reduce_typed<RSHMEMI_SUM>(team, dtype, dest, source, nelems, a); return;
+    case RSHMEMI_PROD: rshmemi_rt_reduce_typed<RSHMEMI_PROD>(team, dtype, dest, source, nelems, a); return;
+    case RSHMEMI_MIN: rshmemi_rt_reduce_typed<RSHMEMI_MIN>(team, dtype, dest, source, nelems, a); return;
+    case RSHMEMI_MAX: rshmemi_rt_reduce_typed<RSHMEMI_MAX>(team, dtype, dest, source, nelems, a); return;
+    case RSHMEMI_AND: rshmemi_rt_reduce_typed<RSHMEMI_AND>(team, dtype, dest, source, nelems, a); return;
+    case RSHMEMI_OR: rshmemi_rt_reduce_typed<RSHMEMI_OR>(team, dtype, dest, source, nelems, a); return;
+    case RSHMEMI_XOR: rshmemi_rt_reduce_typed<RSHMEMI_XOR>(team, dtype, dest, source, nelems, a); return;
     default: rshmemi_rt_fail_arg(dest, (uint64_t)(int64_t)op);
   }
 }

@@ -29,7 +29,7 @@ RSHMEMI_DEV void rshmemi_signal_remote(uint64_t* remote, uint64_t value, int op)
 // signal_op: thread scope. A PE on another host: an atomic set or add through the proxy, which
 // runs after this thread's earlier proxied operations to that PE have landed.
 RSHMEMI_DEV void rshmemi_signal_op(uint64_t* sig_addr, uint64_t value, int op, int pe) {
-  uint64_t* remote = (uint64_t*)rshmemi_peer_ptr(sig_addr, pe);
+  uint64_t* remote = (uint64_t*)rshmemi_user_ptr(sig_addr, 8, pe, RSHMEM_CHECK_OP_SIGNAL);
   if (remote != 0) {
     rshmemi_signal_remote(remote, value, op);
     return;
@@ -79,6 +79,8 @@ RSHMEMI_DEV void rshmemi_copy_small(void* dst, const void* src, size_t n) {
 RSHMEMI_DEV void rshmemi_putmem_signal(void* dest, const void* source, size_t n, uint64_t* sig_addr,
                                        uint64_t signal, int sig_op, int pe, int scope) {
   // The state loads and both translations happen before the sync, overlapping it.
+  rshmemi_check_user(sig_addr, 8, pe, RSHMEM_CHECK_OP_SIGNAL);
+  if (n != 0) rshmemi_check_user(dest, n, pe, RSHMEM_CHECK_OP_PUT_SIGNAL);
   const rshmemi_peer_map m = rshmemi_peer(pe);
   uint64_t* remote_sig = (uint64_t*)rshmemi_peer_apply(m, sig_addr);
   if (remote_sig == 0) {

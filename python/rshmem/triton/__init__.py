@@ -9,7 +9,11 @@
   installs it as well).
 
 The bitcode is built by ``triton-lib/build.py`` into ``rshmem/triton/lib/libshmem_device.bc``;
-``RSHMEM_DEVICE_BC`` overrides the path.
+``RSHMEM_DEVICE_BC`` overrides the path. With ``RSHMEM_CHECK=1`` the check-mode variant
+``libshmem_device.check.bc`` is linked instead: its puts, gets, signals and atomics stop the kernel
+with an error naming the address, PE and operation when the range is not program memory (the
+runtime's own words, or past the heap bound; docs/security.md). Triton's cache key includes the
+bitcode, so the two modes never share a compiled kernel.
 """
 from __future__ import annotations
 
@@ -20,21 +24,41 @@ from pathlib import Path
 from rshmem.triton import language, libshmem_device
 from rshmem.triton._lang_simt import rewrite_simt_regions
 
-__all__ = ["libshmem_device", "language", "jit", "extern_libs", "bitcode_path", "install_load_hook",
+__all__ = ["libshmem_device", "language", "jit", "extern_libs", "bitcode_path", "check_mode", "install_load_hook",
            "LIBRARY_NAME"]
 
 #: The key of the library in Triton's ``extern_libs``.
 LIBRARY_NAME = "libshmem_device"
 
 _BUNDLED = Path(__file__).resolve().parent / "lib" / "libshmem_device.bc"
+_BUNDLED_CHECK = _BUNDLED.with_name("libshmem_device.check.bc")
+
+
+def check_mode() -> bool:
+    """Whether ``RSHMEM_CHECK`` asks for the check-mode device library (the runtime's spelling of
+    a bool: 1/0, true/false, yes/no, on/off; unset is off).
+
+    Raises ``rshmem.ConfigError`` (a ``ValueError``) for another value; a plain ValueError where
+    the native extension is absent (compile-only use)."""
+    value = os.environ.get("RSHMEM_CHECK", "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    try:
+        from rshmem._native import ConfigError as error
+    except ImportError:
+        error = ValueError
+    raise error(f"RSHMEM_CHECK={value!r}: expected 1/0, true/false, yes/no or on/off")
 
 
 def bitcode_path() -> Path:
-    """Path of ``libshmem_device.bc``: ``$RSHMEM_DEVICE_BC`` if set, else the packaged copy.
+    """Path of ``libshmem_device.bc``: ``$RSHMEM_DEVICE_BC`` if set, else the packaged copy (its
+    check-mode variant under ``RSHMEM_CHECK=1``).
 
     Raises FileNotFoundError naming the path and how to build it.
     """
-    path = Path(os.environ.get("RSHMEM_DEVICE_BC") or _BUNDLED)
+    path = Path(os.environ.get("RSHMEM_DEVICE_BC") or (_BUNDLED_CHECK if check_mode() else _BUNDLED))
     if not path.is_file():
         raise FileNotFoundError(
             f"rshmem device library not found at {path}: build it with `python triton-lib/build.py` "

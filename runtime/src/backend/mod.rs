@@ -236,6 +236,22 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// What the members of one on-stream collective agree on, on the device
+/// (`runtime/src/runtime/agree.rs`): this PE's packed call and its call number on the team, which
+/// the collective's first barrier (or, staged, its flags) compares with every member's, through
+/// the agreement slots of the stream workspace at `ws`, laid out for `n_pes` PEs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Agreement {
+    /// Symmetric address of the backend's stream workspace.
+    pub ws: usize,
+    /// PEs of the job (the workspace layout depends on it).
+    pub n_pes: usize,
+    /// This PE's call, packed (`agree::Signature::pack`).
+    pub desc: u64,
+    /// This PE's on-stream collective calls of the team so far, this one included.
+    pub seq: u64,
+}
+
 /// The on-stream operations of a backend with streams: each is queued on the caller's stream
 /// (a `CUstream` as a [`StreamHandle`]; 0 is the legacy default stream) and ordered with the
 /// caller's other work there; each call returns once the work is queued.
@@ -272,34 +288,48 @@ pub trait Streams: Send + Sync {
     /// See the trait.
     unsafe fn barrier(&self, stream: StreamHandle, team: i32) -> Result<()>;
 
-    /// An fcollect of `nbytes` per member over team slot `team` as one kernel; `dest` and
-    /// `source` are this PE's symmetric addresses.
+    /// [`Streams::barrier`] that also checks `agree` against every member's: on a difference
+    /// every member's kernel stops with a mismatch record.
     ///
     /// # Safety
     /// See the trait.
-    unsafe fn fcollect(&self, stream: StreamHandle, team: i32, dest: usize, source: usize, nbytes: usize)
-        -> Result<()>;
+    unsafe fn agreed_barrier(&self, stream: StreamHandle, team: i32, agree: Agreement) -> Result<()>;
+
+    /// An fcollect of `nbytes` per member over team slot `team` as one kernel; `dest` and
+    /// `source` are this PE's symmetric addresses; its first barrier checks `agree`.
+    ///
+    /// # Safety
+    /// See the trait.
+    unsafe fn fcollect(
+        &self,
+        stream: StreamHandle,
+        team: i32,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+        agree: Agreement,
+    ) -> Result<()>;
 
     /// The largest fcollect per PE that [`Streams::fcollect_staged`] takes.
     fn staged_max_bytes(&self) -> usize;
 
     /// An fcollect over all PEs of up to [`Streams::staged_max_bytes`] per PE through the
-    /// workspace at `ws` (zeroed at init, used by nothing else), without barriers.
+    /// workspace at `agree.ws` (zeroed at init, used by nothing else), without barriers; the
+    /// flags carry the agreement.
     ///
     /// # Safety
     /// See the trait.
-    #[allow(clippy::too_many_arguments)]
     unsafe fn fcollect_staged(
         &self,
         stream: StreamHandle,
-        ws: usize,
-        n_pes: usize,
         dest: usize,
         source: usize,
         nbytes: usize,
+        agree: Agreement,
     ) -> Result<()>;
 
-    /// `dest[i] = op over the members of team slot `team` of source[i]`; `op` takes `dtype`.
+    /// `dest[i] = op over the members of team slot `team` of source[i]`; `op` takes `dtype`;
+    /// the first barrier checks `agree`.
     ///
     /// # Safety
     /// See the trait.
@@ -313,6 +343,7 @@ pub trait Streams: Send + Sync {
         dest: usize,
         source: usize,
         nelems: usize,
+        agree: Agreement,
     ) -> Result<()>;
 
     /// Whether every barrier-using kernel queued so far for team slot `team` has finished (host

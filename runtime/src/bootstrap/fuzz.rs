@@ -21,7 +21,7 @@ fn hello_frame() -> impl Strategy<Value = Vec<u8>> {
     (any::<[u8; SECRET_LEN]>(), 0usize..1 << 20, 1usize..1 << 20, pe_info()).prop_map(|(secret, rank, n, info)| {
         let uid = UniqueId { addr: "127.0.0.1:9".parse().unwrap(), secret, fetch_from: None };
         let mut out = Vec::new();
-        write_frame(&mut out, Kind::HELLO, 0, &encode_hello(&uid, rank, n, &info)).unwrap();
+        write_frame(&mut out, Kind::HELLO, 0, &encode_hello(&uid, &[9; super::uid::NONCE_LEN], rank, n, &info)).unwrap();
         out
     })
 }

@@ -363,10 +363,20 @@ mod tests {
             t.join().unwrap();
         }
         assert!(t0.elapsed() < Duration::from_secs(5), "init took {:?}", t0.elapsed());
-        // PE 0 closed the huge one without reading its payload into memory.
+        // PE 0 closed the huge one without reading its payload into memory; all it ever sent
+        // was its challenge.
         huge.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut buf = [0u8; 16];
-        assert!(matches!(huge.read(&mut buf), Ok(0) | Err(_)), "still open");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        loop {
+            match huge.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => got.extend_from_slice(&buf[..k]),
+            }
+            assert!(got.len() <= wire::HEADER_LEN + uid::NONCE_LEN, "still open, {} bytes sent", got.len());
+        }
+        assert_eq!(got.len(), wire::HEADER_LEN + uid::NONCE_LEN, "PE 0 sends its challenge first");
+        assert_eq!(got[4], wire::Kind::CHALLENGE.0);
         drop(silent);
     }
 

@@ -70,6 +70,11 @@ impl<S: AsFd + Read> Pending<S> {
         self.conns.push(Conn { stream, peer, buf: Vec::new(), need: self.first_need, since: Instant::now() });
     }
 
+    /// Whether the connection from `peer` still waits.
+    pub(crate) fn holds(&self, peer: &str) -> bool {
+        self.conns.iter().any(|c| c.peer == peer)
+    }
+
     /// How many connections wait.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {

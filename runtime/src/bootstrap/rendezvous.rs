@@ -9,7 +9,7 @@
 //! first it sends `ABORT` naming the ranks that never came.
 
 use super::node::HostId;
-use super::uid::{secrets_equal, UniqueId, SECRET_LEN};
+use super::uid::{hello_proof, nonce, secrets_equal, UniqueId, NONCE_LEN, SECRET_LEN};
 use super::pending::Pending;
 use super::wire::{
     decode, encode, hello_need, read_frame_until, split_frame, write_frame, Frame, Kind, ReadError, HEADER_LEN,
@@ -46,7 +46,8 @@ pub(crate) struct PeInfo {
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct HelloMsg {
     version: u32,
-    secret: [u8; SECRET_LEN],
+    /// `uid::hello_proof` of PE 0's challenge, never the secret itself.
+    proof: [u8; SECRET_LEN],
     rank: u32,
     nranks: u32,
     info: PeInfo,
@@ -54,16 +55,17 @@ struct HelloMsg {
 
 #[derive(Debug)]
 pub(crate) struct Hello {
-    pub(crate) secret: [u8; SECRET_LEN],
+    pub(crate) proof: [u8; SECRET_LEN],
     pub(crate) rank: usize,
     pub(crate) nranks: usize,
     pub(crate) info: PeInfo,
 }
 
-pub(crate) fn encode_hello(uid: &UniqueId, rank: usize, nranks: usize, info: &PeInfo) -> Vec<u8> {
+/// The hello of PE `rank` of `nranks` that answers PE 0's challenge `nonce`.
+pub(crate) fn encode_hello(uid: &UniqueId, nonce: &[u8; NONCE_LEN], rank: usize, nranks: usize, info: &PeInfo) -> Vec<u8> {
     encode(&HelloMsg {
         version: PROTOCOL_VERSION,
-        secret: uid.secret,
+        proof: hello_proof(&uid.secret, nonce, rank as u32, nranks as u32),
         rank: rank as u32,
         nranks: nranks as u32,
         info: info.clone(),
@@ -79,7 +81,7 @@ pub(crate) fn decode_hello(payload: &[u8]) -> Result<Hello, String> {
         ));
     }
     let h: HelloMsg = decode(payload, "hello")?;
-    Ok(Hello { secret: h.secret, rank: h.rank as usize, nranks: h.nranks as usize, info: h.info })
+    Ok(Hello { proof: h.proof, rank: h.rank as usize, nranks: h.nranks as usize, info: h.info })
 }
 
 pub(crate) fn encode_table(table: &[PeInfo]) -> Vec<u8> {
@@ -158,6 +160,8 @@ pub(crate) fn accept_all(
     let mut refusals = Refusals::default();
     let mut arrived = 1;
     let mut pending: Pending<TcpStream> = Pending::new(MAX_PENDING, HELLO_WAIT, HEADER_LEN);
+    // The challenge sent to each waiting connection, by peer address.
+    let mut nonces: std::collections::HashMap<String, [u8; NONCE_LEN]> = std::collections::HashMap::new();
     listener
         .set_nonblocking(true)
         .map_err(|e| Error::os("set the bootstrap listener non-blocking", e))?;
@@ -181,18 +185,24 @@ pub(crate) fn accept_all(
             .map_err(|e| Error::os("poll on the bootstrap listener", e))?;
         if ready {
             // Take every connection queued now; a reset one or a moment without fds is skipped.
-            while let Ok((s, peer)) = listener.accept() {
-                if s.set_nonblocking(true).is_ok() {
-                    pending.add(s, peer.to_string());
+            // Each gets a fresh challenge first (a short frame: it fits the new socket's send
+            // buffer, so the non-blocking write does not wait); the hello must answer it.
+            while let Ok((mut s, peer)) = listener.accept() {
+                let challenge = nonce()?;
+                if s.set_nonblocking(true).is_ok() && write_frame(&mut s, Kind::CHALLENGE, 0, &challenge).is_ok() {
+                    let peer = peer.to_string();
+                    nonces.insert(peer.clone(), challenge);
+                    pending.add(s, peer);
                 }
             }
         }
         for hello in hellos {
             let peer = hello.peer;
             let mut s = hello.stream;
+            let challenge = nonces.remove(&peer);
             let verdict = split_frame(&hello.bytes)
                 .and_then(|f| decode_hello(&f.payload))
-                .and_then(|h| judge(h, uid, nranks, &table, &peer));
+                .and_then(|h| judge(h, uid, challenge.as_ref(), nranks, &table, &peer));
             match verdict {
                 Ok(h) => {
                     let ack = s
@@ -217,6 +227,8 @@ pub(crate) fn accept_all(
                 }
             }
         }
+        // Challenges of connections that no longer wait (dropped unanswered) are forgotten.
+        nonces.retain(|peer, _| pending.holds(peer));
     }
     let table: Vec<PeInfo> = table.into_iter().flatten().collect();
     let welcome = encode_table(&table);
@@ -233,8 +245,16 @@ pub(crate) fn accept_all(
 }
 
 /// PE 0's verdict on a hello from `peer`.
-fn judge(h: Hello, uid: &UniqueId, nranks: usize, table: &[Option<PeInfo>], peer: &str) -> Result<Hello, String> {
-    if !secrets_equal(&h.secret, &uid.secret) {
+fn judge(
+    h: Hello,
+    uid: &UniqueId,
+    challenge: Option<&[u8; NONCE_LEN]>,
+    nranks: usize,
+    table: &[Option<PeInfo>],
+    peer: &str,
+) -> Result<Hello, String> {
+    let proved = challenge.is_some_and(|n| secrets_equal(&h.proof, &hello_proof(&uid.secret, n, h.rank as u32, h.nranks as u32)));
+    if !proved {
         return Err(format!(
             "wrong secret from {peer} (claiming rank {}): it belongs to another job; give every PE \
              the same unique id / RSHMEM_BOOTSTRAP_SECRET",
@@ -314,10 +334,43 @@ pub(crate) fn join(
     let mut pause = Duration::from_millis(5);
     let mut s = loop {
         let mut s = connect(uid, rank, deadline, timeout)?;
-        write_frame(&mut s, Kind::HELLO, 0, &encode_hello(uid, rank, nranks, mine)).map_err(|e| {
-            Error::os(format!("PE {rank} sending its hello to PE 0 at {}", uid.addr), e)
-        })?;
-        match read_frame_until(&mut s, verdict_by) {
+        // PE 0's challenge first; a connection closed before it was dropped unread (retry).
+        let challenge = match read_frame_until(&mut s, verdict_by) {
+            Ok(Frame { kind: Kind::CHALLENGE, payload, .. }) => match <[u8; NONCE_LEN]>::try_from(payload.as_slice()) {
+                Ok(n) => Some(n),
+                Err(_) => {
+                    return Err(Error::Refused {
+                        reason: format!("PE 0 at {} sent a challenge of {} bytes, not {NONCE_LEN}", uid.addr, payload.len()),
+                    })
+                }
+            },
+            Ok(f) => {
+                return Err(Error::Refused {
+                    reason: format!(
+                        "PE 0 at {} opened with a {} instead of a challenge (another rshmem version?)",
+                        uid.addr,
+                        f.kind.name()
+                    ),
+                })
+            }
+            Err(ReadError::Garbage(why)) => {
+                return Err(Error::Refused {
+                    reason: format!("{} is not an rshmem bootstrap listener ({why}); check the port", uid.addr),
+                })
+            }
+            Err(ReadError::Timeout) => return Err(gather_timeout(uid, rank, timeout)),
+            Err(_) => None,
+        };
+        let verdict = match challenge {
+            Some(n) => {
+                write_frame(&mut s, Kind::HELLO, 0, &encode_hello(uid, &n, rank, nranks, mine)).map_err(|e| {
+                    Error::os(format!("PE {rank} sending its hello to PE 0 at {}", uid.addr), e)
+                })?;
+                read_frame_until(&mut s, verdict_by)
+            }
+            None => Err(ReadError::Eof),
+        };
+        match verdict {
             Ok(Frame { kind: Kind::ACCEPTED, .. }) => break s,
             Ok(Frame { kind: Kind::REFUSE, payload, .. }) => {
                 return Err(Error::Refused {
@@ -434,12 +487,28 @@ mod tests {
             secret: [3; SECRET_LEN],
             fetch_from: None,
         };
-        let h = decode_hello(&encode_hello(&uid, 2, 5, &info(77))).unwrap();
-        assert_eq!(
-            (h.secret, h.rank, h.nranks, h.info),
-            ([3; SECRET_LEN], 2, 5, info(77))
-        );
-        let mut wrong_version = encode_hello(&uid, 2, 5, &info(77));
+        let h = decode_hello(&encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77))).unwrap();
+        let proof = hello_proof(&[3; SECRET_LEN], &[7; NONCE_LEN], 2, 5);
+        assert_eq!((h.proof, h.rank, h.nranks, h.info), (proof, 2, 5, info(77)));
+        // The hello carries a proof, never the secret; the proof binds the nonce, rank and count.
+        assert_ne!(proof, [3; SECRET_LEN]);
+        assert!(!encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77)).windows(SECRET_LEN).any(|w| w == [3; SECRET_LEN]));
+        for other in [
+            hello_proof(&[3; SECRET_LEN], &[8; NONCE_LEN], 2, 5),
+            hello_proof(&[3; SECRET_LEN], &[7; NONCE_LEN], 1, 5),
+            hello_proof(&[3; SECRET_LEN], &[7; NONCE_LEN], 2, 6),
+            hello_proof(&[4; SECRET_LEN], &[7; NONCE_LEN], 2, 5),
+        ] {
+            assert_ne!(other, proof);
+        }
+        // The judge accepts the proof for its own challenge only.
+        let table = vec![Some(info(0)), None, None, None, None];
+        assert!(judge(decode_hello(&encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77))).unwrap(), &uid, Some(&[7; NONCE_LEN]), 5, &table, "p").is_ok());
+        for challenge in [Some(&[8; NONCE_LEN]), None] {
+            let h = decode_hello(&encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77))).unwrap();
+            assert!(judge(h, &uid, challenge, 5, &table, "p").unwrap_err().contains("wrong secret"));
+        }
+        let mut wrong_version = encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77));
         wrong_version[0] = 9;
         assert!(decode_hello(&wrong_version)
             .unwrap_err()

@@ -324,6 +324,37 @@ fn hash128(parts: &[&[u8]]) -> [u8; SECRET_LEN] {
     h.to_le_bytes()
 }
 
+/// Bytes of PE 0's challenge to a connecting PE.
+pub(crate) const NONCE_LEN: usize = 32;
+
+/// A fresh random challenge.
+///
+/// # Errors
+/// [`Error::Os`] when the system's random source fails.
+pub(crate) fn nonce() -> Result<[u8; NONCE_LEN]> {
+    let mut n = [0u8; NONCE_LEN];
+    getrandom::fill(&mut n).map_err(|e| Error::os("getrandom for a bootstrap challenge", std::io::Error::other(e.to_string())))?;
+    Ok(n)
+}
+
+/// What a hello carries instead of the secret: HMAC-SHA256 keyed with the secret over PE 0's
+/// `nonce` and the rank and PE count the hello claims, cut to the secret's length. Only a
+/// holder of the secret can compute it, it is good for one connection only (the nonce is
+/// fresh), and it cannot be moved to another rank; the secret itself never crosses the wire.
+pub(crate) fn hello_proof(secret: &[u8; SECRET_LEN], nonce: &[u8; NONCE_LEN], rank: u32, nranks: u32) -> [u8; SECRET_LEN] {
+    use hmac::{Hmac, Mac};
+    // HMAC takes a key of any length; the error case of `new_from_slice` cannot happen.
+    let Ok(mut mac) = Hmac::<sha2::Sha256>::new_from_slice(secret) else { return [0; SECRET_LEN] };
+    mac.update(b"rshmem bootstrap hello v1");
+    mac.update(nonce);
+    mac.update(&rank.to_le_bytes());
+    mac.update(&nranks.to_le_bytes());
+    let tag = mac.finalize().into_bytes();
+    let mut out = [0u8; SECRET_LEN];
+    out.copy_from_slice(&tag[..SECRET_LEN]);
+    out
+}
+
 /// Compares secrets without an early exit, so timing does not reveal a matching prefix.
 pub(crate) fn secrets_equal(a: &[u8; SECRET_LEN], b: &[u8; SECRET_LEN]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

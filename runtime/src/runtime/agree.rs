@@ -14,6 +14,26 @@
 //!
 //! The slot is never read by a member of another collective: the second barrier keeps every
 //! member from writing its next signature before all have read this one.
+//!
+//! On-stream collectives (cuda) agree on the device, without a host synchronisation: the host
+//! packs the signature into one word ([`Signature::pack`]) and numbers the call (the team's
+//! on-stream collectives so far), and the collective's first barrier kernel (or the staged
+//! fcollect's flags) carries both words to every member beside its arrival; after the barrier
+//! each member compares (`rshmemi_team_barrier_agreed` in `triton-lib/src/barrier_device.h`).
+//! A difference stops the kernel of every member with an error record that the next host call
+//! reports as [`Error::Mismatch`] naming both calls ([`stream_mismatch`]); the CUDA context is
+//! unusable after that stop, as after any kernel error. The call number catches a member that
+//! queued another collective, or none, in this place. A member that refused its own arguments
+//! queues only the agreement, marked refused, so that the others stop instead of waiting. The
+//! cost on the GPU: two 8-byte stores per member beside each arrival (before the fence the
+//! arrival makes anyway) and two local loads per member after the barrier; no added round trip.
+//! A world fcollect small enough for staging on one member against a collective that starts
+//! with an agreed barrier on another: the staged kernel waits on flags, not on the barrier, so
+//! it also watches the peer's agreement slot and, finding this call's number there, completes the
+//! peer's barrier with its own words and stops (`rshmemi_rt_staged_wait`); both fail. Not caught:
+//! a plain `barrier_on_stream` against a staged fcollect (neither writes an agreement the other
+//! reads); that waits like any collective entered by one PE only (`RSHMEM_DEBUG_WAIT_TIMEOUT_MS`
+//! ends it).
 
 use super::team::TeamInfo;
 use super::{workspace, Runtime, Team};
@@ -101,6 +121,87 @@ impl Signature {
     }
 }
 
+/// Bits of a packed signature (most significant first): 1 written, 1 refused (device code
+/// tests it: `RSHMEMI_AGREE_REFUSED`), 3 kind, 3 operator (0 none), 5 dtype, 10 root, 41 count.
+const PACK_WRITTEN: u64 = 1 << 63;
+const PACK_REFUSED: u64 = 1 << 62;
+const PACK_NELEMS_BITS: u32 = 41;
+const PACK_ROOT_BITS: u32 = 10;
+
+impl Signature {
+    /// The signature as the one word device code compares. The count keeps 41 bits: no call
+    /// that passed its own checks can name more elements than a heap slot holds (2^41 bytes is
+    /// 2 TiB); a refused call's root and count are cut to their fields.
+    pub(super) fn pack(&self) -> u64 {
+        let op = self.op.map_or(0, |o| ALL_REDUCE_OPS.iter().position(|x| *x == o).unwrap_or(0) as u64 + 1);
+        let dtype = ALL_DTYPES.iter().position(|d| *d == self.dtype).unwrap_or(0) as u64;
+        let root = (self.root as u32 as u64) & ((1 << PACK_ROOT_BITS) - 1);
+        let nelems = self.nelems.min((1 << PACK_NELEMS_BITS) - 1);
+        PACK_WRITTEN
+            | if self.refused { PACK_REFUSED } else { 0 }
+            | (self.kind as u64) << 59
+            | op << 56
+            | dtype << 51
+            | root << PACK_NELEMS_BITS
+            | nelems
+    }
+
+    /// `None` for a word that holds no signature (never written).
+    fn unpack(w: u64) -> Option<Signature> {
+        if w & PACK_WRITTEN == 0 {
+            return None;
+        }
+        let kind = [Kind::Broadcast, Kind::Fcollect, Kind::Alltoall, Kind::Reduce]
+            .into_iter()
+            .find(|k| *k as u64 == (w >> 59) & 7)?;
+        let op = match (w >> 56) & 7 {
+            0 => None,
+            i => Some(*ALL_REDUCE_OPS.get(i as usize - 1)?),
+        };
+        Some(Signature {
+            kind,
+            dtype: *ALL_DTYPES.get(((w >> 51) & 31) as usize)?,
+            op,
+            root: ((w >> PACK_NELEMS_BITS) & ((1 << PACK_ROOT_BITS) - 1)) as i32,
+            nelems: w & ((1 << PACK_NELEMS_BITS) - 1),
+            refused: w & PACK_REFUSED != 0,
+        })
+    }
+}
+
+/// The error of an on-stream collective that found a member with other arguments: the fields
+/// of its `ERROR_FLAG_MISMATCH` record (`device_state.rs` says what each holds).
+pub(crate) fn stream_mismatch(me: usize, calls: u64, who: u64, mine: u64, theirs: u64) -> Error {
+    let (team, pe) = (who >> 32, (who & 0xffff_ffff) as usize);
+    let (my_call, their_call) = (calls >> 32, calls & 0xffff_ffff);
+    const STOPPED: &str = "the kernels of both PEs stopped, and the CUDA context is unusable now: restart the job";
+    let show = |w: u64, call: u64| match Signature::unpack(w) {
+        Some(s) => format!("{} as its on-stream collective #{call} of team {team}", s.show()),
+        None => format!("no on-stream collective of team {team} yet"),
+    };
+    let mut theirs_shown = show(theirs, their_call);
+    if my_call != their_call {
+        theirs_shown.push_str(
+            " (the PEs are at different places in the team's sequence of on-stream collectives: one \
+             queued a call, e.g. a barrier or another collective, that the other did not)",
+        );
+    }
+    match (Signature::unpack(mine), Signature::unpack(theirs)) {
+        (Some(m), Some(t)) if t.refused && Signature { refused: false, ..t } == m => Error::InvalidArgument(format!(
+            "{} on team {team} on stream: PE {pe} refused its arguments (see its error), so no PE moved any data; \
+             {STOPPED}",
+            m.show()
+        )),
+        _ => Error::Mismatch {
+            what: "on-stream collective call (found on the GPU; the CUDA context is unusable now, restart the job)",
+            me,
+            pe,
+            mine: show(mine, my_call),
+            theirs: theirs_shown,
+        },
+    }
+}
+
 impl Runtime {
     /// Symmetric address of this team slot's signature words.
     fn agree_words(&self, team: Team) -> usize {
@@ -173,9 +274,51 @@ mod tests {
             }
         }
         assert_eq!(Signature::decode(&[0; WORDS * 8]), None);
+        for kind in [Kind::Broadcast, Kind::Fcollect, Kind::Alltoall, Kind::Reduce] {
+            for (i, dtype) in ALL_DTYPES.into_iter().enumerate() {
+                let op = ALL_REDUCE_OPS.get(i % 8).copied();
+                let s = Signature { kind, dtype, op, root: 1023, nelems: (1 << 41) - 1, refused: i % 2 == 1 };
+                assert_eq!(Signature::unpack(s.pack()), Some(s), "{s:?}");
+            }
+        }
+        assert_eq!(Signature::unpack(0), None);
         let b = Signature { kind: Kind::Broadcast, dtype: DType::I64, op: None, root: 1, nelems: 8, refused: false };
         assert_eq!(b.show(), "broadcast of 8 x int64 from root 1");
         let r = Signature { kind: Kind::Reduce, dtype: DType::F32, op: Some(ReduceOp::Sum), root: 0, nelems: 4, refused: false };
         assert_eq!(r.show(), "reduce sum of 4 x float32");
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+
+    fn sig(op: ReduceOp, nelems: u64) -> Signature {
+        Signature { kind: Kind::Reduce, dtype: DType::F32, op: Some(op), root: 0, nelems, refused: false }
+    }
+
+    #[test]
+    fn stream_mismatch_names_both_calls_pes_and_call_numbers() {
+        let e = stream_mismatch(0, 3 << 32 | 3, 2 << 32 | 1, sig(ReduceOp::Sum, 8).pack(), sig(ReduceOp::Max, 8).pack());
+        let msg = e.to_string();
+        assert!(matches!(e, Error::Mismatch { me: 0, pe: 1, .. }), "{e:?}");
+        assert!(msg.contains("reduce sum of 8 x float32 as its on-stream collective #3 of team 2"), "{msg}");
+        assert!(msg.contains("reduce max of 8 x float32") && msg.contains("CUDA context"), "{msg}");
+        assert!(!msg.contains("different places"), "{msg}");
+        // The same call at another place in the sequence: the call numbers differ.
+        let e = stream_mismatch(1, 5 << 32 | 4, 1, sig(ReduceOp::Sum, 8).pack(), sig(ReduceOp::Sum, 8).pack()).to_string();
+        assert!(e.contains("#5") && e.contains("#4") && e.contains("different places"), "{e}");
+        let e = stream_mismatch(1, 5 << 32, 1, sig(ReduceOp::Sum, 8).pack(), 0).to_string();
+        assert!(e.contains("no on-stream collective of team 0 yet"), "{e}");
+        let refused = Signature { refused: true, ..sig(ReduceOp::Sum, 8) };
+        let e = stream_mismatch(0, 1 << 32 | 1, 1, sig(ReduceOp::Sum, 8).pack(), refused.pack());
+        assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("PE 1 refused") && !m.contains("  ")), "{e:?}");
+    }
+
+    #[test]
+    fn the_refused_bit_is_the_one_device_code_tests() {
+        let header = include_str!("../../../triton-lib/src/barrier_device.h");
+        assert!(header.contains("#define RSHMEMI_AGREE_REFUSED (1ull << 62)"));
+        assert_eq!(PACK_REFUSED, 1 << 62);
     }
 }

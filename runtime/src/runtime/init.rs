@@ -129,6 +129,7 @@ impl Runtime {
             n_pes: nranks,
             layout: rt.heap.layout(),
             heap_bound: rt.heap.bound(),
+            user_base: user_base(rt.heap.my_base(), &[(ws, workspace::BYTES), (coll_ws, workspace::COLL_WS_BYTES), (staged_ws, rt.backend.stream_workspace_bytes(nranks))]),
             reachable: &rt.reachable,
             team_table: ws + workspace::TEAM_TABLE,
             barrier_ws: ws + workspace::BARRIER,
@@ -198,6 +199,8 @@ struct StateInputs<'a> {
     layout: &'a Layout,
     /// `RSHMEM_SYMMETRIC_SIZE`: the bytes of a slot that may hold symmetric data.
     heap_bound: usize,
+    /// [`DeviceState::user_base`].
+    user_base: usize,
     /// Per world PE: reachable by load/store (heap slot mapped here and the GPUs connected).
     reachable: &'a [bool],
     team_table: usize,
@@ -220,6 +223,7 @@ fn device_state(i: &StateInputs<'_>) -> DeviceState {
     s.heap_base = i.layout.base as u64;
     s.heap_stride = i.layout.stride as u64;
     s.heap_bound = i.heap_bound.min(i.layout.stride) as u64;
+    s.user_base = i.user_base as u64;
     s.team_table = i.team_table as u64;
     s.barrier_ws = i.barrier_ws as u64;
     s.coll_ws = i.coll_ws as u64;
@@ -241,6 +245,23 @@ fn device_state(i: &StateInputs<'_>) -> DeviceState {
     s
 }
 
+
+/// The offset in a heap slot below which only the runtime's own allocations `(address, bytes)`
+/// lie: the end of the run of them that starts at `slot_base`, each rounded up to the
+/// allocator's unit as the allocator places them (first fit, from an empty heap at init). A
+/// runtime allocation after a gap is left out: a program allocation may fill the gap.
+fn user_base(slot_base: usize, runtime: &[(usize, usize)]) -> usize {
+    let mut allocs: Vec<(usize, usize)> = runtime.iter().copied().filter(|&(a, _)| a != 0).collect();
+    allocs.sort_unstable();
+    let mut end = 0;
+    for (addr, bytes) in allocs {
+        if addr.checked_sub(slot_base) != Some(end) {
+            break;
+        }
+        end = (end + bytes).next_multiple_of(crate::heap::allocator::MIN_ALIGN);
+    }
+    end
+}
 
 /// Who we are and whom to join.
 fn peers(uid: Option<UniqueId>, rank: Option<usize>, nranks: Option<usize>) -> Result<(UniqueId, usize, usize)> {
@@ -300,6 +321,7 @@ mod tests {
             n_pes: 4,
             layout: &l,
             heap_bound: 1 << 40,
+            user_base: 0x900,
             reachable: &reachable,
             team_table: 0x10,
             barrier_ws: 0x20,
@@ -313,6 +335,7 @@ mod tests {
         assert_eq!(s.flags, DEVICE_FLAG_INITIALIZED, "PE 1 and PE 3 are not reachable");
         assert_eq!((s.heap_base, s.heap_stride), (0x7000_0000_0000, 1 << 30));
         assert_eq!(s.heap_bound, 1 << 30, "the bound never exceeds a slot");
+        assert_eq!(s.user_base, 0x900);
         assert_eq!((s.team_table, s.barrier_ws, s.coll_ws, s.coll_ws_size), (0x10, 0x20, 0x30, 1 << 20));
         assert_eq!(s.debug_wait_timeout_ns, 250_000_000);
         assert_eq!(&s.pe_slot[..5], &[0, PE_NOT_REACHABLE, 1, PE_NOT_REACHABLE, PE_NOT_REACHABLE]);
@@ -325,6 +348,7 @@ mod tests {
             n_pes: 4,
             layout: &one_host,
             heap_bound: 4096,
+            user_base: 0,
             reachable: &all,
             team_table: 0,
             barrier_ws: 0,
@@ -337,6 +361,18 @@ mod tests {
         assert_eq!(s.flags, DEVICE_FLAG_INITIALIZED | DEVICE_FLAG_ALL_REACHABLE);
         assert_eq!((s.heap_bound, s.debug_wait_timeout_ns), (4096, 0));
         assert_eq!(&s.pe_slot[..4], &[0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn user_memory_starts_after_the_runtimes_first_allocations() {
+        let base = 0x7000_0000_0000;
+        // The workspaces as init makes them: 2088 bytes (rounded to 2304), 4 MiB, then 1000.
+        let ws = [(base, 2088), (base + 2304, 4 << 20), (base + 2304 + (4 << 20), 1000)];
+        assert_eq!(user_base(base, &ws), 2304 + (4 << 20) + 1024);
+        // Absent (0) workspaces are skipped; a gap ends the run.
+        assert_eq!(user_base(base, &[(base, 2088), (0, 64)]), 2304);
+        assert_eq!(user_base(base, &[(base, 2088), (base + 4096, 64)]), 2304);
+        assert_eq!(user_base(base, &[(base + 256, 64)]), 0);
     }
 
     #[test]

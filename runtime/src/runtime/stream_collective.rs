@@ -12,7 +12,9 @@
 //! inside; `dest` may equal `source`.
 //!
 //! Every member must call them with the same arguments, in the same order as its other
-//! collectives of the team. On a backend without streams they are the host collectives
+//! collectives of the team: the first barrier of each (or the staged fcollect's flags) checks
+//! that on the GPU and stops every member's kernel on a difference (`agree.rs`); a PE that
+//! refuses its own arguments queues that check alone, so that the others stop too. On a backend without streams they are the host collectives
 //! (`stream.rs` decides).
 //!
 //! # Safety
@@ -20,9 +22,10 @@
 //! buffers stay allocated until the stream has run the collective.
 #![allow(unsafe_code)]
 
+use super::agree::{Kind, Signature};
 use super::stream::OnStream;
 use super::{Runtime, Team};
-use crate::backend::Streams;
+use crate::backend::{Agreement, Streams};
 use crate::driver::stream::StreamHandle;
 use crate::dtype::{DType, ReduceOp};
 use crate::heap::SymAddr;
@@ -107,10 +110,11 @@ impl Runtime {
         unsafe { self.on_stream(stream, OnStream::Alltoall { team, dest, source, nelems, dtype }) }
     }
 
-    /// Barrier, the copies `(dst, src)` of `bytes` each, barrier.
+    /// Barrier agreeing on `agree`, the copies `(dst, src)` of `bytes` each, barrier.
     ///
     /// # Safety
     /// As `queue_copy` and `queue_barrier`.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn queue_pulls(
         &self,
         q: &dyn Streams,
@@ -118,14 +122,64 @@ impl Runtime {
         team: Team,
         copies: &[(usize, usize)],
         bytes: usize,
+        agree: Agreement,
     ) -> Result<()> {
         // SAFETY: forwarded contract.
         unsafe {
-            q.barrier(stream, team.0)?;
+            q.agreed_barrier(stream, team.0, agree)?;
             for &(d, s) in copies {
                 self.queue_copy(q, stream, d, s, bytes)?;
             }
             q.barrier(stream, team.0)
+        }
+    }
+
+    /// The agreement of this PE's next on-stream collective on `team` (`agree.rs`): its packed
+    /// signature and its call number on the team, counted here.
+    fn stream_agreement(&self, team: Team, sig: Signature) -> Result<Agreement> {
+        let seq = self.teams().next_stream_call(team)?;
+        Ok(Agreement { ws: self.staged_ws, n_pes: self.n_pes(), desc: sig.pack(), seq })
+    }
+
+    /// Queues `plan` (the collective, given its agreement) when this PE's own checks in `checked`
+    /// passed; otherwise queues the agreement alone, marked refused, so that the other members
+    /// stop with an error instead of waiting for this PE, and returns this PE's own error.
+    /// `staged`: the members that would stage this call agree through the staged fcollect's
+    /// flags, not a barrier (so does the refusal).
+    ///
+    /// # Safety
+    /// As the module docs; `plan` queues only what `checked` vouched for.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn agreed<T>(
+        &self,
+        q: &dyn Streams,
+        stream: StreamHandle,
+        team: Team,
+        sig: Signature,
+        staged: bool,
+        checked: Result<T>,
+        plan: impl FnOnce(T, Agreement) -> Result<()>,
+    ) -> Result<()> {
+        match checked {
+            Ok(t) => plan(t, self.stream_agreement(team, sig)?),
+            Err(err) => {
+                let refused = Signature { refused: true, ..sig };
+                let queued = self.stream_agreement(team, refused).and_then(|a| {
+                    // SAFETY: the team was checked (device_team); a refused staged fcollect of
+                    // 0 bytes touches only the workspace; the caller vouches for the stream.
+                    unsafe {
+                        if staged {
+                            q.fcollect_staged(stream, 0, 0, 0, a)
+                        } else {
+                            q.agreed_barrier(stream, team.0, a)
+                        }
+                    }
+                });
+                if let Err(e) = queued {
+                    tracing::warn!(error = %e, "could not queue the refusal of an on-stream collective; the other members may wait for this PE");
+                }
+                Err(err)
+            }
         }
     }
 
@@ -170,24 +224,30 @@ impl Runtime {
         root: i32,
         dtype: DType,
     ) -> Result<()> {
-        let (_, bytes) = self.collective_setup("broadcast_on_stream", team, nelems, dtype)?;
-        let info = self.device_team(team, "broadcast_on_stream")?;
-        let root_pe = info.world_pe(root.into())?;
-        self.check_local(dest, bytes)?;
-        self.check_local(source, bytes)?;
-        let (d, s) = if bytes > 0 {
-            (self.remote(dest.get(), bytes, self.my_pe())?, self.remote(source.get(), bytes, root_pe)?)
-        } else {
-            (0, 0)
-        };
-        self.stream_precheck("broadcast_on_stream")?;
+        const WHAT: &str = "broadcast_on_stream";
+        let info = self.device_team(team, WHAT)?;
+        self.stream_precheck(WHAT)?;
+        let sig = Signature { kind: Kind::Broadcast, dtype, op: None, root, nelems: nelems as u64, refused: false };
+        let checked = (|| {
+            let (_, bytes) = self.collective_setup(WHAT, team, nelems, dtype)?;
+            let root_pe = info.world_pe(root.into())?;
+            self.check_local(dest, bytes)?;
+            self.check_local(source, bytes)?;
+            if bytes == 0 {
+                return Ok((0, 0, 0));
+            }
+            Ok((self.remote(dest.get(), bytes, self.my_pe())?, self.remote(source.get(), bytes, root_pe)?, bytes))
+        })();
         // SAFETY: the team was checked; `d` / `s` are mapped for `bytes`; the caller vouches for
         // the stream and for the buffers living until it has run.
         unsafe {
-            q.barrier(stream, team.0)?;
-            self.queue_copy(q, stream, d, s, bytes)?;
-            q.barrier(stream, team.0)
-        }    }
+            self.agreed(q, stream, team, sig, false, checked, |(d, s, bytes), agree| {
+                q.agreed_barrier(stream, team.0, agree)?;
+                self.queue_copy(q, stream, d, s, bytes)?;
+                q.barrier(stream, team.0)
+            })
+        }
+    }
 
     /// The queued form of [`Runtime::fcollect_on_stream`].
     ///
@@ -204,40 +264,42 @@ impl Runtime {
         nelems: usize,
         dtype: DType,
     ) -> Result<()> {
-        let (_, bytes) = self.collective_setup("fcollect_on_stream", team, nelems, dtype)?;
-        let info = self.device_team(team, "fcollect_on_stream")?;
-        self.check_local(dest, bytes * info.size())?;
-        self.check_local(source, bytes)?;
-        self.stream_precheck("fcollect_on_stream")?;
-        if bytes > 0 && bytes <= q.staged_max_bytes() && team == Team::WORLD && self.staged_ws != 0 {
-            // SAFETY: as below, for the world team; the staged workspace was zeroed at init and
-            // only this kernel uses it; `bytes` fits a slot.
-            return unsafe {
-                q.fcollect_staged(
-                    stream,
-                    self.staged_ws,
-                    self.n_pes(),
-                    dest.get(),
-                    source.get(),
-                    bytes,
-                )
-            };
+        const WHAT: &str = "fcollect_on_stream";
+        let info = self.device_team(team, WHAT)?;
+        self.stream_precheck(WHAT)?;
+        let sig = Signature { kind: Kind::Fcollect, dtype, op: None, root: 0, nelems: nelems as u64, refused: false };
+        // The same rule on every member for the same call; a refused call follows it with the
+        // count it was given.
+        let guess = nelems.saturating_mul(dtype.size());
+        let staged = guess > 0 && guess <= q.staged_max_bytes() && team == Team::WORLD && self.staged_ws != 0;
+        let checked = (|| {
+            let (_, bytes) = self.collective_setup(WHAT, team, nelems, dtype)?;
+            self.check_local(dest, bytes * info.size())?;
+            self.check_local(source, bytes)?;
+            Ok(bytes)
+        })();
+        // SAFETY (each arm): the team was checked; `dest` / `source` are this PE's symmetric
+        // ranges (check_local), mapped on every member; the staged workspace was zeroed at init
+        // and only the staged kernel uses it; the caller vouches for the stream and for the
+        // buffers living until it has run.
+        unsafe {
+            self.agreed(q, stream, team, sig, staged, checked, |bytes, agree| {
+                if staged {
+                    return q.fcollect_staged(stream, dest.get(), source.get(), bytes, agree);
+                }
+                if bytes > 0 && bytes <= FCOLLECT_PUSH_MAX_BYTES {
+                    return q.fcollect(stream, team.0, dest.get(), source.get(), bytes, agree);
+                }
+                let copies = info
+                    .members
+                    .iter()
+                    .enumerate()
+                    .filter(|_| bytes > 0)
+                    .map(|(j, &pe)| Ok((self.remote((dest + j * bytes).get(), bytes, self.my_pe())?, self.remote(source.get(), bytes, pe)?)))
+                    .collect::<Result<Vec<_>>>()?;
+                self.queue_pulls(q, stream, team, &copies, bytes, agree)
+            })
         }
-        if bytes > 0 && bytes <= FCOLLECT_PUSH_MAX_BYTES {
-            // SAFETY: the team was checked; `dest` / `source` are this PE's symmetric ranges
-            // (check_local), mapped on every member; the caller vouches for the stream and for
-            // the buffers living until it has run.
-            return unsafe { q.fcollect(stream, team.0, dest.get(), source.get(), bytes) };
-        }
-        let copies = info
-            .members
-            .iter()
-            .enumerate()
-            .filter(|_| bytes > 0)
-            .map(|(j, &pe)| Ok((self.remote((dest + j * bytes).get(), bytes, self.my_pe())?, self.remote(source.get(), bytes, pe)?)))
-            .collect::<Result<Vec<_>>>()?;
-        // SAFETY: as in `broadcast_on_stream`.
-        unsafe { self.queue_pulls(q, stream, team, &copies, bytes) }
     }
 
     /// The queued form of [`Runtime::alltoall_on_stream`].
@@ -255,23 +317,32 @@ impl Runtime {
         nelems: usize,
         dtype: DType,
     ) -> Result<()> {
-        let (_, bytes) = self.collective_setup("alltoall_on_stream", team, nelems, dtype)?;
-        let info = self.device_team(team, "alltoall_on_stream")?;
-        self.check_local(dest, bytes * info.size())?;
-        self.check_local(source, bytes * info.size())?;
-        let me = info.my_index;
-        let copies = info
-            .members
-            .iter()
-            .enumerate()
-            .filter(|_| bytes > 0)
-            .map(|(j, &pe)| {
-                Ok((self.remote((dest + j * bytes).get(), bytes, self.my_pe())?, self.remote((source + me * bytes).get(), bytes, pe)?))
+        const WHAT: &str = "alltoall_on_stream";
+        let info = self.device_team(team, WHAT)?;
+        self.stream_precheck(WHAT)?;
+        let sig = Signature { kind: Kind::Alltoall, dtype, op: None, root: 0, nelems: nelems as u64, refused: false };
+        let checked = (|| {
+            let (_, bytes) = self.collective_setup(WHAT, team, nelems, dtype)?;
+            self.check_local(dest, bytes * info.size())?;
+            self.check_local(source, bytes * info.size())?;
+            let me = info.my_index;
+            let copies = info
+                .members
+                .iter()
+                .enumerate()
+                .filter(|_| bytes > 0)
+                .map(|(j, &pe)| {
+                    Ok((self.remote((dest + j * bytes).get(), bytes, self.my_pe())?, self.remote((source + me * bytes).get(), bytes, pe)?))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok((copies, bytes))
+        })();
+        // SAFETY: as in `queue_broadcast`.
+        unsafe {
+            self.agreed(q, stream, team, sig, false, checked, |(copies, bytes), agree| {
+                self.queue_pulls(q, stream, team, &copies, bytes, agree)
             })
-            .collect::<Result<Vec<_>>>()?;
-        self.stream_precheck("alltoall_on_stream")?;
-        // SAFETY: as in `broadcast_on_stream`.
-        unsafe { self.queue_pulls(q, stream, team, &copies, bytes) }
+        }
     }
 
     /// The queued form of [`Runtime::reduce_on_stream`].
@@ -290,17 +361,24 @@ impl Runtime {
         nelems: usize,
         dtype: DType,
     ) -> Result<()> {
-        op.check(dtype)?;
-        let (_, bytes) = self.collective_setup("reduce_on_stream", team, nelems, dtype)?;
-        self.device_team(team, "reduce_on_stream")?;
-        self.check_local(dest, bytes)?;
-        self.check_local(source, bytes)?;
-        if nelems == 0 {
-            return Ok(());
-        }
-        self.stream_precheck("reduce_on_stream")?;
+        const WHAT: &str = "reduce_on_stream";
+        self.device_team(team, WHAT)?;
+        self.stream_precheck(WHAT)?;
+        let sig = Signature { kind: Kind::Reduce, dtype, op: Some(op), root: 0, nelems: nelems as u64, refused: false };
+        let checked = (|| {
+            op.check(dtype)?;
+            let (_, bytes) = self.collective_setup(WHAT, team, nelems, dtype)?;
+            self.check_local(dest, bytes)?;
+            self.check_local(source, bytes)?;
+            Ok(())
+        })();
+        // The kernel runs for nelems == 0 too: it is this call's agreement with the members.
         // SAFETY: the team was checked; `op` takes `dtype`; `dest` and `source` are this PE's
         // symmetric ranges of `bytes`; the caller vouches for the stream and their lifetime.
-        unsafe { q.reduce(stream, team.0, op, dtype, dest.get(), source.get(), nelems) }
+        unsafe {
+            self.agreed(q, stream, team, sig, false, checked, |(), agree| {
+                q.reduce(stream, team.0, op, dtype, dest.get(), source.get(), nelems, agree)
+            })
+        }
     }
 }

@@ -59,12 +59,14 @@ pub(crate) struct TeamInfo {
     pub members: Vec<usize>,
     /// This PE's index in `members`.
     pub my_index: usize,
+    /// On-stream collectives this PE queued on the team (their agreement's call numbers).
+    pub stream_calls: u64,
 }
 
 impl TeamInfo {
     fn new(name: String, members: Vec<usize>, me: usize) -> Option<TeamInfo> {
         let my_index = members.iter().position(|&p| p == me)?;
-        Some(TeamInfo { name, members, my_index })
+        Some(TeamInfo { name, members, my_index, stream_calls: 0 })
     }
 
     /// Team size.
@@ -218,6 +220,21 @@ impl TeamTable {
         debug_assert!(self.slots[slot].is_none());
         self.slots[slot] = Some(info);
         Some(Team(slot as i32))
+    }
+
+    /// The call number of the next on-stream collective on `team` (1, 2, ...), counted.
+    ///
+    /// # Errors
+    /// As [`TeamTable::get`].
+    pub fn next_stream_call(&mut self, team: Team) -> Result<u64> {
+        match usize::try_from(team.0).ok().and_then(|i| self.slots.get_mut(i)).and_then(Option::as_mut) {
+            Some(info) => {
+                info.stream_calls += 1;
+                Ok(info.stream_calls)
+            }
+            // Not live: `get` says why.
+            None => self.get(team).map(|_| 0),
+        }
     }
 
     /// Removes a split team.

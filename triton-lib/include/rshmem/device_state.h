@@ -85,7 +85,7 @@
 /*
  `DeviceState::version`: bumped whenever a field changes meaning, size or place.
  */
-#define RSHMEM_DEVICE_STATE_VERSION 2
+#define RSHMEM_DEVICE_STATE_VERSION 3
 
 /*
  How many PEs the device state can describe (`DeviceState::pe_slot` entries).
@@ -159,6 +159,59 @@
  waited for and the value read.
  */
 #define RSHMEM_ERROR_FLAG_PROXY 5
+
+/*
+ `ErrorRecord::flag` once complete: the members of an on-stream collective queued it with
+ different arguments (`runtime/src/runtime/agree.rs`). `addr` holds this PE's call number of
+ the team in its high 32 bits and the member's in its low 32 bits; `cmp` the member's world
+ PE in its low 32 bits and the team slot in its high 32 bits; `expected` this PE's packed
+ call and `seen` the member's.
+ */
+#define RSHMEM_ERROR_FLAG_MISMATCH 6
+
+/*
+ `ErrorRecord::flag` once complete: device code built in check mode (`RSHMEM_CHECK=1`: the
+ device library's `libshmem_device.check.bc`) found a put, get, signal or atomic whose range
+ is not program memory: it starts below `DeviceState::user_base` (the runtime's own words,
+ such as the barrier counters) or reaches past `heap_bound`. `addr` is the symmetric address,
+ `cmp` the target PE, `expected` the operation (`CHECK_OP_*`), `seen` the byte count.
+ */
+#define RSHMEM_ERROR_FLAG_UNSAFE_ADDRESS 7
+
+/*
+ `ErrorRecord::expected` of [`ERROR_FLAG_UNSAFE_ADDRESS`]: a put (`putmem`, `put`, ...).
+ */
+#define RSHMEM_CHECK_OP_PUT 1
+
+/*
+ A get.
+ */
+#define RSHMEM_CHECK_OP_GET 2
+
+/*
+ A single-element put (`p`).
+ */
+#define RSHMEM_CHECK_OP_P 3
+
+/*
+ A single-element get (`g`).
+ */
+#define RSHMEM_CHECK_OP_G 4
+
+/*
+ A signal operation on a signal word (also the signal of a put with signal).
+ */
+#define RSHMEM_CHECK_OP_SIGNAL 5
+
+/*
+ An atomic memory operation.
+ */
+#define RSHMEM_CHECK_OP_AMO 6
+
+/*
+ The data of a put with signal.
+ */
+#define RSHMEM_CHECK_OP_PUT_SIGNAL 7
 
 /*
  Descriptor slots in a PE's proxy ring (a power of two: ticket `t` uses slot `t % PROXY_SLOTS`).
@@ -308,6 +361,12 @@ typedef struct {
    `heap_base + my_slot * heap_stride <= p < that + heap_bound`.
    */
   uint64_t heap_bound;
+  /*
+   Offset in each slot of the first byte program allocations may hold: the runtime's own
+   allocations (barrier words, team table, workspaces) lie below it. Device code built in
+   check mode refuses puts, gets, signals and atomics below it ([`ERROR_FLAG_UNSAFE_ADDRESS`]).
+   */
+  uint64_t user_base;
   /*
    Device address of `[TeamDesc; MAX_TEAMS]`, indexed by team id.
    */

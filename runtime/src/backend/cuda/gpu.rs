@@ -13,7 +13,8 @@ use super::stream_kernels::RuntimeKernels;
 use crate::bootstrap::Bootstrap;
 use crate::consts::Cmp;
 use crate::device_state::{
-    DeviceState, ErrorRecord, ERROR_FLAG_BAD_ADDRESS, ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_PROXY, ERROR_FLAG_WAIT_TIMEOUT,
+    DeviceState, ErrorRecord, ERROR_FLAG_BAD_ADDRESS, ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_MISMATCH, ERROR_FLAG_PROXY, ERROR_FLAG_UNSAFE_ADDRESS, ERROR_FLAG_WAIT_TIMEOUT,
+    CHECK_OP_AMO, CHECK_OP_G, CHECK_OP_GET, CHECK_OP_P, CHECK_OP_PUT, CHECK_OP_PUT_SIGNAL, CHECK_OP_SIGNAL,
 };
 use crate::driver::host_mem::PinnedHost;
 use crate::env::{Env, LocalPlace};
@@ -240,6 +241,20 @@ pub fn record_error(rec: &ErrorRecord, describe: impl Fn(usize) -> String, timeo
             rec.cmp as i64,
             at(addr)
         )),
+        ERROR_FLAG_UNSAFE_ADDRESS => Error::InvalidArgument(format!(
+            "a kernel on PE {} built in check mode (RSHMEM_CHECK=1) stopped before a {} of {} bytes at {} \
+             on PE {}: the range is not program memory (the runtime's own words lie below the first \
+             program allocation, and nothing lies past the heap bound); the CUDA context is \
+             unusable now, restart the job",
+            rec.pe,
+            check_op_name(rec.expected),
+            rec.seen,
+            at(addr),
+            rec.cmp as i64
+        )),
+        ERROR_FLAG_MISMATCH => {
+            crate::runtime::agree::stream_mismatch(rec.pe.max(0) as usize, rec.addr, rec.cmp, rec.expected, rec.seen)
+        }
         ERROR_FLAG_PROXY => Error::Unsupported(format!(
             "a kernel on PE {} stopped: the proxy that carries its operations to PEs on other \
              hosts had failed (waiting at {} for operation {}; the proxy's own error was \
@@ -254,6 +269,20 @@ pub fn record_error(rec: &ErrorRecord, describe: impl Fn(usize) -> String, timeo
             rec.pe,
             at(addr)
         )),
+    }
+}
+
+/// The operation of an [`ERROR_FLAG_UNSAFE_ADDRESS`] record (`CHECK_OP_*`).
+fn check_op_name(op: u64) -> &'static str {
+    match u32::try_from(op).unwrap_or(0) {
+        CHECK_OP_PUT => "put",
+        CHECK_OP_GET => "get",
+        CHECK_OP_P => "single-element put (p)",
+        CHECK_OP_G => "single-element get (g)",
+        CHECK_OP_SIGNAL => "signal operation",
+        CHECK_OP_AMO => "atomic operation",
+        CHECK_OP_PUT_SIGNAL => "put with signal",
+        _ => "device operation",
     }
 }
 
@@ -279,6 +308,10 @@ mod tests {
         let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ARGUMENT, pe: 0, addr: 0x1000, cmp: 77, expected: 0, seen: 0 };
         let msg = record_error(&rec, describe, None).to_string();
         assert!(msg.contains("bad argument 77"), "{msg}");
+        let rec = ErrorRecord { flag: ERROR_FLAG_UNSAFE_ADDRESS, pe: 0, addr: 0x1008, cmp: 1, expected: CHECK_OP_PUT_SIGNAL as u64, seen: 64 };
+        let msg = record_error(&rec, describe, None).to_string();
+        assert!(msg.contains("PE 0 built in check mode") && msg.contains("put with signal of 64 bytes"), "{msg}");
+        assert!(msg.contains("0x1008") && msg.contains("on PE 1"), "{msg}");
         let rec = ErrorRecord { flag: ERROR_FLAG_PROXY, pe: 1, addr: 0x1000, cmp: 1, expected: 12, seen: 11 };
         let msg = record_error(&rec, describe, None).to_string();
         assert!(msg.contains("PE 1") && msg.contains("proxy") && msg.contains("operation 12"), "{msg}");

@@ -35,7 +35,7 @@ pub mod stream_ops;
 pub use gpu::record_error;
 pub use memory::CudaMemory;
 
-use crate::backend::{Backend, BackendKind, MemoryBackend, Streams};
+use crate::backend::{Agreement, Backend, BackendKind, MemoryBackend, Streams};
 use crate::bootstrap::Bootstrap;
 use crate::consts::{Cmp, SignalOp};
 use crate::device_state::DeviceState;
@@ -182,9 +182,22 @@ impl Streams for CudaBackend {
         unsafe { self.started()?.kernels().barrier(stream, team) }
     }
 
-    unsafe fn fcollect(&self, stream: StreamHandle, team: i32, dest: usize, source: usize, nbytes: usize) -> Result<()> {
+    unsafe fn agreed_barrier(&self, stream: StreamHandle, team: i32, agree: Agreement) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.started()?.kernels().fcollect(stream, team, dest, source, nbytes) }
+        unsafe { self.started()?.kernels().agreed_barrier(stream, team, agree) }
+    }
+
+    unsafe fn fcollect(
+        &self,
+        stream: StreamHandle,
+        team: i32,
+        dest: usize,
+        source: usize,
+        nbytes: usize,
+        agree: Agreement,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.started()?.kernels().fcollect(stream, team, dest, source, nbytes, agree) }
     }
 
     fn staged_max_bytes(&self) -> usize {
@@ -194,14 +207,13 @@ impl Streams for CudaBackend {
     unsafe fn fcollect_staged(
         &self,
         stream: StreamHandle,
-        ws: usize,
-        n_pes: usize,
         dest: usize,
         source: usize,
         nbytes: usize,
+        agree: Agreement,
     ) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.started()?.kernels().fcollect_staged(stream, ws, n_pes, dest, source, nbytes) }
+        unsafe { self.started()?.kernels().fcollect_staged(stream, dest, source, nbytes, agree) }
     }
 
     unsafe fn reduce(
@@ -213,9 +225,10 @@ impl Streams for CudaBackend {
         dest: usize,
         source: usize,
         nelems: usize,
+        agree: Agreement,
     ) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.started()?.kernels().reduce(stream, team, op, dtype, dest, source, nelems) }
+        unsafe { self.started()?.kernels().reduce(stream, team, op, dtype, dest, source, nelems, agree) }
     }
 
     fn queued_done(&self, team: i32) -> Result<bool> {

@@ -18,6 +18,7 @@
 use super::barrier_order::BarrierOrder;
 use super::image::{self, Form, KernelImage};
 use super::registry;
+use crate::backend::Agreement;
 use crate::device_state::DeviceState;
 use crate::driver::context::PrimaryContext;
 use crate::driver::module::{self, Function, LaunchDims, LoadedModule};
@@ -28,6 +29,7 @@ use std::ffi::{c_void, CStr};
 use std::sync::Arc;
 
 const BARRIER: &CStr = c"rshmemi_rt_barrier";
+const AGREE: &CStr = c"rshmemi_rt_agree";
 const REDUCE: &CStr = c"rshmemi_rt_reduce";
 const FCOLLECT: &CStr = c"rshmemi_rt_fcollect";
 const FCOLLECT_STAGED: &CStr = c"rshmemi_rt_fcollect_staged";
@@ -41,23 +43,43 @@ const REDUCE_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (512, 1, 1)
 /// One block (`RSHMEMI_RT_FCOLLECT_THREADS`): see the kernel for why not more.
 const FCOLLECT_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (512, 1, 1), shared_bytes: 0 };
 
-/// The staged fcollect's workspace (`rshmemi_rt_fcollect_staged` in runtime_kernels.cu), a
-/// symmetric allocation the runtime makes at init: `[u64; BLOCKS]` epochs, then
-/// `[u64; n_pes * BLOCKS]` flags, then two parities of `n_pes` slots of `SLOT_BYTES`.
+/// The stream workspace, a symmetric allocation the runtime makes at init (zeroed): the staged
+/// fcollect's words (`rshmemi_rt_fcollect_staged` in runtime_kernels.cu): `[u64; BLOCKS]`
+/// epochs, `[u64; n_pes * BLOCKS]` flags, `[[u64; 2]; 2 * n_pes * BLOCKS]` argument words;
+/// then the agreement slots of the other on-stream collectives (`rshmemi_agree_t` in
+/// barrier_device.h), `[[u64; 2]; n_pes]` per team slot; then two parities of `n_pes` staging
+/// slots of `SLOT_BYTES`.
 pub(super) mod staged {
+    use crate::consts::MAX_TEAMS;
     /// Blocks of every staged fcollect launch (the kernel needs the same count in every call).
     pub const BLOCKS: usize = 8;
     /// Largest fcollect per PE that goes through the staging slots.
     pub const SLOT_BYTES: usize = 256 << 10;
     /// Offset of the flags.
     pub const FLAGS: usize = BLOCKS * 8;
+    /// Offset of the staged fcollect's argument words.
+    pub const fn descs(n_pes: usize) -> usize {
+        FLAGS + n_pes * BLOCKS * 8
+    }
+    /// Offset of team slot `team`'s agreement slots.
+    pub const fn agree(n_pes: usize, team: usize) -> usize {
+        descs(n_pes) + 2 * n_pes * BLOCKS * 16 + team * n_pes * 16
+    }
     /// Offset of the staging slots for `n_pes` PEs (256-byte aligned).
     pub const fn staging(n_pes: usize) -> usize {
-        (FLAGS + n_pes * BLOCKS * 8).next_multiple_of(256)
+        agree(n_pes, MAX_TEAMS).next_multiple_of(256)
     }
     /// Total size for `n_pes` PEs.
     pub const fn bytes(n_pes: usize) -> usize {
         staging(n_pes) + 2 * n_pes * SLOT_BYTES
+    }
+}
+
+/// This PE's agreement slots of team slot `team` (`[[u64; 2]; n_pes]`, indexed by member).
+fn agree_slots(a: Agreement, team: i32) -> Result<u64> {
+    match usize::try_from(team) {
+        Ok(t) if t < crate::consts::MAX_TEAMS && a.ws != 0 => Ok((a.ws + staged::agree(a.n_pes, t)) as u64),
+        _ => Err(Error::InvalidArgument(format!("team slot {team} has no agreement slots (stream workspace {:#x})", a.ws))),
     }
 }
 
@@ -128,6 +150,7 @@ impl Drop for RtModule {
 pub(super) struct RuntimeKernels {
     ctx: Arc<PrimaryContext>,
     barrier: Function,
+    agree: Function,
     fcollect: Function,
     fcollect_staged: Function,
     reduce: Function,
@@ -150,6 +173,7 @@ impl RuntimeKernels {
         Ok(RuntimeKernels {
             ctx: ctx.clone(),
             barrier: barrier.function(BARRIER)?,
+            agree: barrier.function(AGREE)?,
             fcollect: fcollect.function(FCOLLECT)?,
             fcollect_staged: fcollect.function(FCOLLECT_STAGED)?,
             reduce: reduce.function(REDUCE)?,
@@ -183,11 +207,33 @@ impl RuntimeKernels {
         self.order.queue(team, stream, || unsafe { module::launch(self.barrier, BARRIER_DIMS, stream, &mut params) })
     }
 
-    /// Enqueues an fcollect of `nbytes` per member over `team` as one kernel (barrier, stores
-    /// into every member's `dest`, barrier).
+    /// Enqueues a barrier over `team` that also checks `a` against every member's
+    /// (`rshmemi_rt_agree`).
     ///
     /// # Safety
-    /// As [`RuntimeKernels::barrier`]; `dest` (team size x `nbytes`) and `source` (`nbytes`) are
+    /// As [`RuntimeKernels::barrier`]; `a.ws` is this PE's stream workspace for `a.n_pes`.
+    pub(super) unsafe fn agreed_barrier(&self, stream: StreamHandle, team: i32, a: Agreement) -> Result<()> {
+        self.ctx.bind()?;
+        let mut p_team = team;
+        let mut p_slots = agree_slots(a, team)?;
+        let (mut p_desc, mut p_seq) = (a.desc, a.seq);
+        let mut params: [*mut c_void; 4] = [
+            (&mut p_team as *mut i32).cast(),
+            (&mut p_slots as *mut u64).cast(),
+            (&mut p_desc as *mut u64).cast(),
+            (&mut p_seq as *mut u64).cast(),
+        ];
+        // SAFETY: four pointers matching `.u32, .u64, .u64, .u64` (checked against the PTX by
+        // the tests); they outlive the call; the function belongs to our live module; the caller
+        // vouches for the stream and the workspace.
+        self.order.queue(team, stream, || unsafe { module::launch(self.agree, BARRIER_DIMS, stream, &mut params) })
+    }
+
+    /// Enqueues an fcollect of `nbytes` per member over `team` as one kernel (barrier agreeing
+    /// on `a`, stores into every member's `dest`, barrier).
+    ///
+    /// # Safety
+    /// As [`RuntimeKernels::agreed_barrier`]; `dest` (team size x `nbytes`) and `source` (`nbytes`) are
     /// this PE's symmetric addresses, mapped on every member, until the kernel has run.
     pub(super) unsafe fn fcollect(
         &self,
@@ -196,42 +242,47 @@ impl RuntimeKernels {
         dest: usize,
         source: usize,
         nbytes: usize,
+        a: Agreement,
     ) -> Result<()> {
         self.ctx.bind()?;
         let mut p_team = team;
         let mut p_dest = dest as u64;
         let mut p_source = source as u64;
         let mut p_nbytes = nbytes as u64;
-        let mut params: [*mut c_void; 4] = [
+        let mut p_slots = agree_slots(a, team)?;
+        let (mut p_desc, mut p_seq) = (a.desc, a.seq);
+        let mut params: [*mut c_void; 7] = [
             (&mut p_team as *mut i32).cast(),
             (&mut p_dest as *mut u64).cast(),
             (&mut p_source as *mut u64).cast(),
             (&mut p_nbytes as *mut u64).cast(),
+            (&mut p_slots as *mut u64).cast(),
+            (&mut p_desc as *mut u64).cast(),
+            (&mut p_seq as *mut u64).cast(),
         ];
-        // SAFETY: four pointers matching `.u32, .u64, .u64, .u64` (checked against the PTX by
+        // SAFETY: seven pointers matching `.u32` and six `.u64` (checked against the PTX by
         // the tests); they outlive the call; the function belongs to our live module; the caller
         // vouches for the addresses and the stream.
         self.order.queue(team, stream, || unsafe { module::launch(self.fcollect, FCOLLECT_DIMS, stream, &mut params) })
     }
 
     /// Enqueues a TEAM_WORLD fcollect of `nbytes` per PE through the staging slots of the
-    /// workspace at `ws` ([`staged`]), with [`staged::BLOCKS`] blocks.
+    /// workspace at `a.ws` ([`staged`]), with [`staged::BLOCKS`] blocks, agreeing on `a`.
     ///
     /// # Safety
-    /// As [`RuntimeKernels::fcollect`] for the world team; `ws` is this PE's staged workspace
-    /// (zeroed at init, used by nothing else) for the job's `n_pes`; `nbytes` is at most
+    /// As [`RuntimeKernels::fcollect`] for the world team; `a.ws` is this PE's staged workspace
+    /// (zeroed at init, used by nothing else) for the job's `a.n_pes`; `nbytes` is at most
     /// [`staged::SLOT_BYTES`].
-    #[allow(clippy::too_many_arguments)] // one per kernel parameter, plus stream
     pub(super) unsafe fn fcollect_staged(
         &self,
         stream: StreamHandle,
-        ws: usize,
-        n_pes: usize,
         dest: usize,
         source: usize,
         nbytes: usize,
+        a: Agreement,
     ) -> Result<()> {
         self.ctx.bind()?;
+        let (ws, n_pes) = (a.ws, a.n_pes);
         let mut p_epochs = ws as u64;
         let mut p_flags = (ws + staged::FLAGS) as u64;
         let mut p_staging = (ws + staged::staging(n_pes)) as u64;
@@ -239,7 +290,10 @@ impl RuntimeKernels {
         let mut p_dest = dest as u64;
         let mut p_source = source as u64;
         let mut p_nbytes = nbytes as u64;
-        let mut params: [*mut c_void; 7] = [
+        let mut p_descs = (ws + staged::descs(n_pes)) as u64;
+        let (mut p_desc, mut p_seq) = (a.desc, a.seq);
+        let mut p_agree = agree_slots(a, crate::consts::TEAM_WORLD)?;
+        let mut params: [*mut c_void; 11] = [
             (&mut p_epochs as *mut u64).cast(),
             (&mut p_flags as *mut u64).cast(),
             (&mut p_staging as *mut u64).cast(),
@@ -247,18 +301,22 @@ impl RuntimeKernels {
             (&mut p_dest as *mut u64).cast(),
             (&mut p_source as *mut u64).cast(),
             (&mut p_nbytes as *mut u64).cast(),
+            (&mut p_descs as *mut u64).cast(),
+            (&mut p_desc as *mut u64).cast(),
+            (&mut p_seq as *mut u64).cast(),
+            (&mut p_agree as *mut u64).cast(),
         ];
         let dims = LaunchDims { grid: (staged::BLOCKS as u32, 1, 1), ..FCOLLECT_DIMS };
-        // SAFETY: seven pointers matching seven `.u64` parameters (checked against the PTX by
+        // SAFETY: eleven pointers matching eleven `.u64` parameters (checked against the PTX by
         // the tests); they outlive the call; the function belongs to our live module; the caller
         // vouches for the workspace, the addresses and the stream.
         unsafe { module::launch(self.fcollect_staged, dims, stream, &mut params) }
     }
 
-    /// Enqueues `dest[i] = op over team members of source[i]` on `stream`.
+    /// Enqueues `dest[i] = op over team members of source[i]` on `stream`, agreeing on `a`.
     ///
     /// # Safety
-    /// As [`RuntimeKernels::barrier`]; `dest` and `source` are valid device addresses of
+    /// As [`RuntimeKernels::agreed_barrier`]; `dest` and `source` are valid device addresses of
     /// `nelems` elements of `dtype` until the kernel has run; `op` takes `dtype`.
     #[allow(clippy::too_many_arguments)] // one per kernel parameter, plus stream
     pub(super) unsafe fn reduce(
@@ -270,6 +328,7 @@ impl RuntimeKernels {
         dest: usize,
         source: usize,
         nelems: usize,
+        a: Agreement,
     ) -> Result<()> {
         self.ctx.bind()?;
         let mut p_team = team;
@@ -278,15 +337,20 @@ impl RuntimeKernels {
         let mut p_dest = dest as u64;
         let mut p_source = source as u64;
         let mut p_nelems = nelems as u64;
-        let mut params: [*mut c_void; 6] = [
+        let mut p_slots = agree_slots(a, team)?;
+        let (mut p_desc, mut p_seq) = (a.desc, a.seq);
+        let mut params: [*mut c_void; 9] = [
             (&mut p_team as *mut i32).cast(),
             (&mut p_op as *mut i32).cast(),
             (&mut p_dtype as *mut i32).cast(),
             (&mut p_dest as *mut u64).cast(),
             (&mut p_source as *mut u64).cast(),
             (&mut p_nelems as *mut u64).cast(),
+            (&mut p_slots as *mut u64).cast(),
+            (&mut p_desc as *mut u64).cast(),
+            (&mut p_seq as *mut u64).cast(),
         ];
-        // SAFETY: six pointers matching `.u32, .u32, .u32, .u64, .u64, .u64` (checked by the
+        // SAFETY: nine pointers matching `.u32, .u32, .u32` and six `.u64` (checked by the
         // tests against the PTX); they outlive the call; the module stays loaded (it is only
         // dropped with `self`); the caller vouches for the addresses and the stream.
         self.order.queue(team, stream, || unsafe { module::launch(self.reduce, REDUCE_DIMS, stream, &mut params) })
@@ -315,9 +379,13 @@ mod tests {
     #[test]
     fn ptx_entries_match_the_launch_code() {
         assert_eq!(entry_params(BARRIER_PTX, "rshmemi_rt_barrier"), [".u32"]);
-        assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect"), [".u32", ".u64", ".u64", ".u64"]);
-        assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect_staged"), [".u64"; 7]);
-        assert_eq!(entry_params(REDUCE_PTX, "rshmemi_rt_reduce"), [".u32", ".u32", ".u32", ".u64", ".u64", ".u64"]);
+        assert_eq!(entry_params(BARRIER_PTX, "rshmemi_rt_agree"), [".u32", ".u64", ".u64", ".u64"]);
+        assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect"), [".u32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64"]);
+        assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect_staged"), [".u64"; 11]);
+        assert_eq!(
+            entry_params(REDUCE_PTX, "rshmemi_rt_reduce"),
+            [".u32", ".u32", ".u32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64"]
+        );
         // Each module defines the state global the runtime writes, and only its own kernel.
         for ptx in [BARRIER_PTX, FCOLLECT_PTX, REDUCE_PTX] {
             assert!(ptx.contains(".visible .global .align 8 .b8 rshmemi_device_state_d["), "state global");
