@@ -217,24 +217,6 @@ def test_mismatched_shapes_between_pes_raise_on_every_pe(me):
     assert torch.equal(ops.all_reduce(torch.ones(5)), torch.full((5,), float(rshmem.n_pes())))
 
 
-@pytest.mark.multi
-def test_groups_of_some_pes_are_refused(me, npes):
-    import torch.distributed as dist
-
-    sub = rshmem.team_split_strided(rshmem.Team.WORLD, 0, 1, 1)
-    if me == 0:
-        with pytest.raises(rshmem.UnsupportedError, match="teams of every PE only"):
-            ops.all_reduce(torch.ones(3), group=sub)
-        rshmem.team_destroy(sub)
-    pg = dist.new_group([0])  # collective in torch.distributed: every rank makes it
-    if me == 0:
-        with pytest.raises(rshmem.UnsupportedError, match="over all PEs in PE order"):
-            ops.all_reduce(torch.ones(3), group=pg)
-    with pytest.raises(rshmem.InvalidArgumentError, match="group must be None"):
-        ops.all_reduce(torch.ones(3), group=True)
-    rshmem.barrier_all()
-
-
 def test_group_forms_that_name_every_pe_are_accepted(npes):
     import torch.distributed as dist
 

@@ -27,7 +27,10 @@ tiling (`config.autotune`); it must not be captured in a CUDA graph (call once e
 Later calls allocate nothing and never synchronize the host.
 
 `group` is None (every PE), a torch.distributed group whose ranks are the PEs in order (the one
-rshmem was initialized with), or an `rshmem.Team` of every PE. `config` holds the tunable choices
+rshmem was initialized with), or an `rshmem.Team` of every PE; a group or team of only some PEs
+(`dist.new_group([0, 1])` of 4, evenly spaced PEs) once `register_group(group)` has been called
+on every PE (collective over all PEs, like `dist.new_group`: see `rshmem.ops._register`).
+`config` holds the tunable choices
 (`rshmem.ops.config.ag_producer = "sm"`, ...; see `rshmem.ops._config`).
 """
 from __future__ import annotations
@@ -38,11 +41,13 @@ import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .. import _core
-from . import _checks, _group, _library, _tuning, _workspace
+from . import _checks, _group, _library, _register, _tuning, _workspace
 from ._config import Config, config
 from ._library import REDUCE_OPS
+from ._register import register_group
 
-__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "config", "Config", "REDUCE_OPS"]
+__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "register_group", "config", "Config",
+           "REDUCE_OPS"]
 
 
 @torch.compiler.assume_constant_result
@@ -111,6 +116,7 @@ def _forget_all():
     _checks.forget()
     _tuning.forget()
     _group.forget()
+    _register.forget()
     ag = sys.modules.get(__name__ + "._ag_gemm")  # imported (with triton) only on GPUs
     if ag is not None:
         ag.forget()

@@ -64,7 +64,8 @@ def _space(info: _group.TeamInfo, dtype, need: int) -> _workspace.Space:
     size = _workspace.size_class(need)
     key = ("all_gather_matmul", info.team, str(dtype), size)
     return _workspace.get("all_gather_matmul", key,
-                          lambda: _workspace.Space(info, size, info.size * FLAG_STRIDE, info.size))
+                          lambda: _workspace.Space(info, size, info.size * FLAG_STRIDE, info.size,
+                                                                   "all_gather_matmul"))
 
 
 def chunking(m: int, chunks: int) -> tuple:

@@ -48,7 +48,7 @@ def _space(info: _group.TeamInfo, dtype, how: str, nbytes: int) -> _workspace.Sp
         cap = size // elt
         per_slot = G * -(-(cap if how == "one_shot" else -(-cap // W)) // G)
         bufs = 1 if how == "one_shot" else 2
-        space = _workspace.Space(info, bufs * W * per_slot * elt, bufs * W * G, G * W)
+        space = _workspace.Space(info, bufs * W * per_slot * elt, bufs * W * G, G * W, "all_reduce")
         space.extra.update(programs=G, slot=per_slot, bufs=bufs, views={})
         return space
 

@@ -114,10 +114,8 @@ def _key_words(key: tuple) -> list:
 def _exchange_tensors(info: _group.TeamInfo):
     found = _exchange.get(info.team)
     if found is None:
-        import rshmem.torch as rtorch
-
-        src = rtorch.create_symmetric_tensor((_WORDS,), torch.int64)
-        dst = rtorch.create_symmetric_tensor((info.size, _WORDS), torch.int64)
+        src = _group.symmetric(info, (_WORDS,), torch.int64, "exchange")
+        dst = _group.symmetric(info, (info.size, _WORDS), torch.int64, "exchange")
         found = _exchange[info.team] = (src, dst)
     return found
 

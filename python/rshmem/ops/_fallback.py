@@ -19,18 +19,16 @@ from . import _group, _workspace
 
 
 class _Pair:
-    def __init__(self, src_elems: int, dst_elems: int, dtype):
-        import rshmem.torch as rtorch
-
-        self.src = rtorch.create_symmetric_tensor((max(src_elems, 1),), dtype)
-        self.dst = rtorch.create_symmetric_tensor((max(dst_elems, 1),), dtype)
+    def __init__(self, info: _group.TeamInfo, src_elems: int, dst_elems: int, dtype, what: str):
+        self.src = _group.symmetric(info, (max(src_elems, 1),), dtype, what)
+        self.dst = _group.symmetric(info, (max(dst_elems, 1),), dtype, what)
 
 
 def _pair(what: str, info: _group.TeamInfo, dtype, elems: int, dst_factor: int) -> _Pair:
     size = _workspace.size_class(elems * dtype.itemsize, 1 << 12)
     key = ("host", what, info.team, str(dtype), size)
     cap = size // dtype.itemsize
-    return _workspace.get(what, key, lambda: _Pair(cap, cap * dst_factor, dtype))
+    return _workspace.get(what, key, lambda: _Pair(info, cap, cap * dst_factor, dtype, what))
 
 
 def all_gather(a: torch.Tensor, info: _group.TeamInfo) -> torch.Tensor:

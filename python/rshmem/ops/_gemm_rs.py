@@ -40,7 +40,7 @@ def _space(info: _group.TeamInfo, dtype, m: int, N: int, tiles: int) -> _workspa
     key = ("matmul_reduce_scatter", info.team, str(dtype), size)
 
     def make():
-        space = _workspace.Space(info, size, W * cap, W)
+        space = _workspace.Space(info, size, W * cap, W, "matmul_reduce_scatter")
         space.extra["flag_stride"] = cap
         return space
 
