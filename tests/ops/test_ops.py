@@ -247,3 +247,31 @@ def test_config_rejects_unknown_choices():
             ops.config.check()
     finally:
         ops.config.allreduce_form = old
+
+
+def test_prepare_does_the_first_call_work_of_each_op(me, npes):
+    # Shapes no other test uses, so that prepare makes the first call of each.
+    a = torch.empty((3, 40), dtype=torch.bfloat16)
+    b = torch.empty((40, 11), dtype=torch.bfloat16)
+    ops.prepare(ops.all_gather_matmul, a, b, return_a=True)
+    ops.prepare("matmul_reduce_scatter", torch.empty((2 * npes, 40), dtype=torch.bfloat16), b)
+    ops.prepare(ops.all_reduce, torch.empty(97), op="max")
+    from rshmem.ops import _checks
+
+    agreed = {k[1] for k in _checks._agreed if 40 in k or 97 in k}
+    assert agreed == {"all_gather_matmul", "matmul_reduce_scatter", "all_reduce"}
+    A = _global((3 * npes, 40), torch.bfloat16, 30)
+    B = _global((40, 11), torch.bfloat16, 31)
+    _close(ops.all_gather_matmul(A[3 * me:3 * me + 3].contiguous(), B), A.float() @ B.float(), torch.bfloat16, "C")
+
+
+def test_prepare_misuse_raises(me, npes):
+    with pytest.raises(rshmem.InvalidArgumentError, match="op='all_to_all'; pass one of rshmem.ops.all_gather_matmul"):
+        ops.prepare("all_to_all", torch.ones(3))
+    with pytest.raises(rshmem.InvalidArgumentError, match="do not fit rshmem.ops.all_reduce"):
+        ops.prepare(ops.all_reduce, torch.ones(3), torch.ones(3))
+    with pytest.raises(rshmem.DTypeError, match="x is int32"):
+        ops.prepare(ops.all_reduce, torch.ones(3, dtype=torch.int32))
+    if npes > 1:
+        with pytest.raises(rshmem.MismatchError, match="every PE must pass the same shapes"):
+            ops.prepare(ops.all_reduce, torch.empty(13 + me))

@@ -258,9 +258,108 @@ def test_misuse_on_the_cuda_backend():
         ops.all_reduce(torch.ones(4))
     fresh = torch.ones(1234 + 8, dtype=torch.float32, device=_dev())  # a size no test used before
     graph = torch.cuda.CUDAGraph()
-    with pytest.raises(rshmem.RshmemError, match="Call the op once eagerly"):
+    with pytest.raises(rshmem.RshmemError, match=r"call rshmem.ops.prepare\(rshmem.ops.all_reduce, \*args"):
         with torch.cuda.graph(graph):
             ops.all_reduce(fresh)
     del graph
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+def test_first_calls_captured_after_prepare():
+    """Shapes no other test uses, prepared (agreed, allocated, tuned, compiled; nothing computed),
+    then called for the first time inside CUDA graph capture, and replayed with new data."""
+    M, K, N = 2 * 320, 448, 576
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    m, k = M // W, K // W
+    shard = torch.empty((m, K), dtype=FP16, device=_dev())
+    B = torch.empty((K, N), dtype=FP16, device=_dev())
+    a_rs = torch.empty((M, k), dtype=FP16, device=_dev())
+    x = torch.empty(3 * 4099, dtype=BF16, device=_dev())
+    b_rs = B[me * k:(me + 1) * k]
+    ops.prepare(ops.all_gather_matmul, shard, B)
+    ops.prepare(ops.matmul_reduce_scatter, a_rs, b_rs)
+    ops.prepare(ops.all_reduce, x)
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = (ops.all_gather_matmul(shard, B), ops.matmul_reduce_scatter(a_rs, b_rs), ops.all_reduce(x))
+    for it in range(2):
+        A, Bv, sh = _ag_inputs((M, K, N), FP16, 1000 + it)
+        shard.copy_(sh)
+        B.copy_(Bv)
+        a_rs.copy_(A[:, me * k:(me + 1) * k])
+        xs = [_rand((x.numel(),), BF16, 1100 + 10 * it + p) for p in range(W)]
+        x.copy_(xs[me])
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(outs[0], A @ Bv, f"all_gather_matmul, replay {it}")
+        _check(outs[1], (A @ Bv)[me * m:(me + 1) * m], f"matmul_reduce_scatter, replay {it}")
+        assert torch.equal(outs[2], _ar_reference(xs, "sum")), f"all_reduce, replay {it}"
+    del graph
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+def test_a_kernel_not_compiled_for_a_captured_call_raises_clearly():
+    """A shape called before, but with an input 8 bytes off a 16-byte boundary: agreed and
+    allocated, but the kernel is specialized on alignment and was never compiled for it, which
+    cannot happen during capture."""
+    n = 6000
+    x = _rand((n,), torch.float32, 1200)
+    ops.all_reduce(x)
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    off = torch.empty(n + 2, dtype=torch.float32, device=_dev())[2:]
+    off.copy_(x)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(rshmem.RshmemError, match="needs its kernel one_shot_kernel compiled for new arguments"):
+        with torch.cuda.graph(graph):
+            ops.all_reduce(off)
+    del graph
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    # prepared with that tensor, the same call captures
+    ops.prepare(ops.all_reduce, off)
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ops.all_reduce(off)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, ops.all_reduce(x))
+    del graph
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+def test_ops_over_registered_groups():
+    """The PEs as two halves (single PEs with 2 PEs; [0, 1] and [2, 3] with 4), each half
+    registered and running every op over itself on its own data, the workspaces carved from the
+    group's arena on the GPU."""
+    import torch.distributed as dist
+
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    if W % 2:
+        pytest.skip("needs an even number of PEs")
+    halves = [list(range(W // 2)), list(range(W // 2, W))]
+    made = [dist.new_group(h) for h in halves]
+    pes = halves[me // (W // 2)]
+    pg = made[me // (W // 2)]
+    team = ops.register_group(pg, workspace_bytes=64 << 20)
+    assert rshmem.team_n_pes(team) == len(pes)
+    G, r = len(pes), pes.index(me)
+    M, K, N = G * 256, 512, 384
+    m, k = M // G, K // G
+    seed = 1300 + 50 * pes[0]
+    A = _rand((M, K), BF16, seed)
+    B = _rand((K, N), BF16, seed + 1, 1.0 / K ** 0.5)
+    _check(ops.all_gather_matmul(A[r * m:(r + 1) * m].contiguous(), B, group=pg), A @ B, "all_gather_matmul")
+    _check(ops.matmul_reduce_scatter(A[:, r * k:(r + 1) * k].contiguous(), B[r * k:(r + 1) * k], group=pg),
+           (A @ B)[r * m:(r + 1) * m], "matmul_reduce_scatter")
+    xs = [_rand((10000,), torch.float32, seed + 10 + p) for p in range(G)]
+    assert torch.equal(ops.all_reduce(xs[r], group=pg), _ar_reference(xs, "sum"))
     torch.cuda.synchronize()
     rshmem.barrier_all()

@@ -23,8 +23,11 @@ without a GPU.
 
 The first call with a new shape and dtype exchanges the shapes between the PEs (a mismatch raises
 `rshmem.MismatchError` on every PE), allocates symmetric workspaces and, on GPUs, picks the GEMM
-tiling (`config.autotune`); it must not be captured in a CUDA graph (call once eagerly first).
-Later calls allocate nothing and never synchronize the host.
+tiling (`config.autotune`) and compiles the kernels; it cannot be captured in a CUDA graph, and
+raises `RshmemError` saying so there. `prepare(op, *args, **kwargs)` does that work for a call
+eagerly, without computing anything (a warm-up run of the op does too): call it before capturing,
+once per shape (e.g. for each shape `torch.compile(mode="reduce-overhead")` will capture with
+dynamic shapes). Later calls allocate nothing and never synchronize the host.
 
 `group` is None (every PE), a torch.distributed group whose ranks are the PEs in order (the one
 rshmem was initialized with), or an `rshmem.Team` of every PE; a group or team of only some PEs
@@ -35,6 +38,7 @@ on every PE (collective over all PEs, like `dist.new_group`: see `rshmem.ops._re
 """
 from __future__ import annotations
 
+import inspect
 import sys
 
 import torch
@@ -46,8 +50,8 @@ from ._config import Config, config
 from ._library import REDUCE_OPS
 from ._register import register_group
 
-__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "register_group", "config", "Config",
-           "REDUCE_OPS"]
+__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "prepare", "register_group", "config",
+           "Config", "REDUCE_OPS"]
 
 
 @torch.compiler.assume_constant_result
@@ -107,6 +111,61 @@ def all_reduce(x, *, op: str = "sum", group=None):
     if _direct(x):
         return _library.all_reduce_impl(x, op, team)
     return torch.ops.rshmem.all_reduce(x, op, team)
+
+
+def _prepare_all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
+    team = _team(group, "all_gather_matmul")
+    _checks.is_tensor(a_shard, "a_shard", "all_gather_matmul")
+    _checks.is_tensor(b, "b", "all_gather_matmul")
+    need_a = return_a or (torch.is_grad_enabled() and b.requires_grad)  # as all_gather_matmul decides
+    with torch.no_grad():
+        _library.all_gather_matmul_impl(a_shard, b, team, need_a, prepare=True)
+
+
+def _prepare_matmul_reduce_scatter(a, b, *, group=None):
+    team = _team(group, "matmul_reduce_scatter")
+    _checks.is_tensor(a, "a", "matmul_reduce_scatter")
+    _checks.is_tensor(b, "b", "matmul_reduce_scatter")
+    with torch.no_grad():
+        _library.matmul_reduce_scatter_impl(a, b, team, prepare=True)
+
+
+def _prepare_all_reduce(x, *, op: str = "sum", group=None):
+    team = _team(group, "all_reduce")
+    _checks.is_tensor(x, "x", "all_reduce")
+    with torch.no_grad():
+        _library.all_reduce_impl(x, op, team, prepare=True)
+
+
+_PREPARE = {
+    "all_gather_matmul": (all_gather_matmul, _prepare_all_gather_matmul),
+    "matmul_reduce_scatter": (matmul_reduce_scatter, _prepare_matmul_reduce_scatter),
+    "all_reduce": (all_reduce, _prepare_all_reduce),
+}
+
+
+def prepare(op, /, *args, **kwargs) -> None:
+    """Does the first-call work of `op(*args, **kwargs)` (`op` one of this module's ops, or its
+    name) without computing it: the shapes agreed with the other PEs, the workspaces allocated,
+    the GEMM tiling chosen (which times the GEMM alone when `config.autotune`), every kernel the
+    call launches compiled and loaded. Only the shapes, dtypes, layouts, alignment and `group` of
+    the arguments matter, not their values (`torch.empty` will do). Collective over the group,
+    like the op; eager only (raises during CUDA graph capture). Afterwards a call with tensors
+    like these may be captured in a CUDA graph. On the host backend, where nothing is compiled,
+    it runs the op once."""
+    from .._native import InvalidArgumentError
+
+    name = op if isinstance(op, str) else next((k for k, (fn, _) in _PREPARE.items() if fn is op), None)
+    if name not in _PREPARE:
+        raise InvalidArgumentError(f"rshmem.ops.prepare: op={op!r}; pass one of rshmem.ops."
+                                   f"{', rshmem.ops.'.join(_PREPARE)} (or its name)")
+    fn, prepare_fn = _PREPARE[name]
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as e:
+        raise InvalidArgumentError(f"rshmem.ops.prepare: the arguments do not fit rshmem.ops.{name} ({e})") from None
+    _checks.not_capturing(name, "rshmem.ops.prepare itself")
+    prepare_fn(*args, **kwargs)
 
 
 def _forget_all():

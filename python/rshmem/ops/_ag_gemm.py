@@ -41,9 +41,9 @@ CHUNK_ALIGN = 256  # chunk rows are a multiple of every tile height, so a tile n
 CE_CHUNKS = 2  # copy-engine chunks per shard: the first lands early, and each costs a few us of CPU
 PUSH_WARPS = 16
 
-_consumer = Kernel(kg.ag_gemm_kernel)
-_push = Kernel(kg.ag_push_kernel)
-_release = Kernel(kg.release_kernel)
+_consumer = Kernel(kg.ag_gemm_kernel, "all_gather_matmul")
+_push = Kernel(kg.ag_push_kernel, "all_gather_matmul")
+_release = Kernel(kg.release_kernel, "all_gather_matmul")
 _streams: dict = {}
 
 
@@ -111,7 +111,7 @@ class _Call:
         self.tma = self.shape_tma and tma_ok(a, self.bmat, c, buf3d)
 
     def launch(self, cfg: _tuning.GemmConfig, comm: bool, release: bool, sms: int, chunk_rows: int = CHUNK_ALIGN,
-               n_chunks: int = 1) -> None:
+               n_chunks: int = 1, prepare: bool = False) -> None:
         info, m, K, N = self.info, self.m, self.K, self.N
         W = info.size
         c3d = self.c.view(W, m, N)
@@ -131,7 +131,7 @@ class _Call:
                 sbk, sbn, chunk_rows, n_chunks, FLAG_STRIDE, grid)
         consts = (cfg.BM, cfg.BN, cfg.BK, cfg.GROUP_M, self.tma, self.b_t, comm, release,
                   cfg.flatten and self.tma, RESET_BLOCK, cfg.split_c and self.tma)
-        _consumer((grid,), args, consts, num_warps=cfg.warps, num_stages=cfg.stages)
+        _consumer((grid,), args, consts, prepare=prepare, num_warps=cfg.warps, num_stages=cfg.stages)
 
 
 def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
@@ -141,8 +141,10 @@ def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
                           lambda cfg: call.launch(cfg, False, False, _tuning.num_sms()))
 
 
-def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple):
-    """C (and the gathered A when `return_a`, else an empty tensor) on the caller's stream."""
+def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple, prepare: bool = False):
+    """C (and the gathered A when `return_a`, else an empty tensor) on the caller's stream. With
+    `prepare`, everything but the launches and the stream work (`rshmem.ops.prepare`): C is not
+    computed."""
     W, me = info.size, info.rank
     m, K = a.shape
     N = b.shape[1]
@@ -152,8 +154,8 @@ def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple):
     full = torch.empty((W * m, K) if return_a else (0,), dtype=dtype, device=dev)
     if W == 1:
         call = _Call(a, b, b_t, c, a.view(1, m, K), _Dummy(dev), info)
-        call.launch(_config(call, key), False, False, _tuning.num_sms())
-        if return_a:
+        call.launch(_config(call, key), False, False, _tuning.num_sms(), prepare=prepare)
+        if return_a and not prepare:
             full.copy_(a)
         return c, full
     shard_bytes = m * K * elt
@@ -178,6 +180,9 @@ def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple):
         _push.prepare((n_chunks, W - 1), push_args, (), num_warps=PUSH_WARPS)
     if return_a:
         _release.prepare((1,), release_args, (RESET_BLOCK,), num_warps=4)
+    if prepare:
+        call.launch(cfg, True, not return_a, sms, chunk_rows, n_chunks, prepare=True)
+        return c, full
 
     main = torch.cuda.current_stream(dev)
     ready = torch.cuda.Event()

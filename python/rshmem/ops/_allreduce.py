@@ -23,8 +23,8 @@ MAX_PROGRAMS = 128
 BYTES_PER_PROGRAM = 32 << 10
 BLOCK = 2048
 
-_one = Kernel(ka.one_shot_kernel)
-_two = Kernel(ka.two_shot_kernel)
+_one = Kernel(ka.one_shot_kernel, "all_reduce")
+_two = Kernel(ka.two_shot_kernel, "all_reduce")
 
 
 def form(nbytes: int, W: int) -> str:
@@ -55,15 +55,17 @@ def _space(info: _group.TeamInfo, dtype, how: str, nbytes: int) -> _workspace.Sp
     return _workspace.get("all_reduce", key, make)
 
 
-def run(x: torch.Tensor, op: str, info: _group.TeamInfo) -> torch.Tensor:
-    """op over the team's PEs of `x` (contiguous), as a new tensor, on the caller's stream."""
+def run(x: torch.Tensor, op: str, info: _group.TeamInfo, prepare: bool = False) -> torch.Tensor:
+    """op over the team's PEs of `x` (contiguous), as a new tensor, on the caller's stream (with
+    `prepare`, the workspaces and kernels only: `rshmem.ops.prepare`)."""
     W = info.size
     out = torch.empty_like(x)
     n = x.numel()
     if n == 0:
         return out
     if W == 1:
-        out.copy_(x)
+        if not prepare:
+            out.copy_(x)
         return out
     elt = x.element_size()
     piece = max(1, config.allreduce_piece_bytes // elt)
@@ -83,10 +85,10 @@ def run(x: torch.Tensor, op: str, info: _group.TeamInfo) -> torch.Tensor:
         if how == "one_shot":
             per = -(-count // G)
             _one((G,), (outs, xs, buf, space.flags, space.busy, pes, info.rank, W, count, per, slot),
-                 (elt, code, BLOCK), num_warps=8)
+                 (elt, code, BLOCK), prepare=prepare, num_warps=8)
         else:
             chunk = -(-count // W)
             per = -(-chunk // G)
             _two((G,), (outs, xs, buf, space.extra.setdefault("second", buf[W * slot:]), space.flags, space.busy, pes, info.rank, W, count, chunk, per,
-                        slot), (elt, code, BLOCK), num_warps=8)
+                        slot), (elt, code, BLOCK), prepare=prepare, num_warps=8)
     return out

@@ -43,8 +43,11 @@ def not_capturing(what: str, key) -> None:
     if capturing():
         raise RshmemError(
             f"rshmem.ops.{what}: the first call with these shapes and dtype ({key}) happens during CUDA graph capture, "
-            "but a first call agrees on the shapes with the other PEs and may allocate symmetric memory, which "
-            "cannot be captured. Call the op once eagerly with these shapes before capturing (a warm-up run)")
+            "but a first call agrees on the shapes with the other PEs, may allocate symmetric memory and compiles "
+            "kernels, none of which can be captured. Before capturing, call "
+            f"rshmem.ops.prepare(rshmem.ops.{what}, *args, **kwargs) with tensors like the captured call's on every "
+            "PE (or call the op once eagerly: a warm-up run); with torch.compile(mode='reduce-overhead') and dynamic "
+            "shapes, once per shape")
 
 
 def is_tensor(x, name: str, what: str) -> None:

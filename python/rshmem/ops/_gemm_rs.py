@@ -22,7 +22,7 @@ from ._launch import Kernel
 RESET_BLOCK = 1024
 MIN_FLAGS = 4096
 
-_kernel = Kernel(kg.gemm_rs_kernel)
+_kernel = Kernel(kg.gemm_rs_kernel, "matmul_reduce_scatter")
 
 
 def _flag_capacity(size: int, W: int, elt: int) -> int:
@@ -56,7 +56,7 @@ class _Call:
         self.bmat = b.t() if b_t else b
         self.shape_tma = shape_tma_ok(a.element_size(), self.K, self.N)
 
-    def launch(self, cfg: _tuning.GemmConfig, c, comm: bool, space, recv, sms: int) -> None:
+    def launch(self, cfg: _tuning.GemmConfig, c, comm: bool, space, recv, sms: int, prepare: bool = False) -> None:
         info, m, K, N = self.info, self.m, self.K, self.N
         W = info.size
         a3d = self.a.view(W, m, K)
@@ -76,7 +76,7 @@ class _Call:
         args = (a, b, cd, recv, space.flags, space.counter, space.busy, _workspace.pes(info), info.rank, W, m, N, K,
                 sbk, sbn, stride, grid)
         consts = (cfg.BM, cfg.BN, cfg.BK, cfg.GROUP_M, tma, self.b_t, comm, cfg.flatten and tma, RESET_BLOCK)
-        _kernel((grid,), args, consts, num_warps=cfg.warps, num_stages=cfg.stages)
+        _kernel((grid,), args, consts, prepare=prepare, num_warps=cfg.warps, num_stages=cfg.stages)
 
 
 def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
@@ -93,8 +93,9 @@ def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
     return _tuning.choose("matmul_reduce_scatter", call.info, key, _tuning.RS_CANDIDATES, alone)
 
 
-def run(a, b, b_t: bool, info: _group.TeamInfo, key: tuple):
-    """C_shard ([M / W, N]) on the caller's stream."""
+def run(a, b, b_t: bool, info: _group.TeamInfo, key: tuple, prepare: bool = False):
+    """C_shard ([M / W, N]) on the caller's stream (with `prepare`, everything but the launch and
+    the stream work: `rshmem.ops.prepare`)."""
     W, me = info.size, info.rank
     call = _Call(a, b, b_t, info)
     m, N = call.m, call.N
@@ -102,11 +103,14 @@ def run(a, b, b_t: bool, info: _group.TeamInfo, key: tuple):
     c = torch.empty((m, N), dtype=a.dtype, device=dev)
     cfg = _config(call, key)
     if W == 1:
-        call.launch(cfg, c, False, _Dummy(dev), c, _tuning.num_sms())
+        call.launch(cfg, c, False, _Dummy(dev), c, _tuning.num_sms(), prepare)
         return c
     tiles = (-(-m // cfg.BM)) * (-(-N // cfg.BN))
     space = _space(info, a.dtype, m, N, tiles)
     recv = space.view(a.dtype, (W, m, N))
+    if prepare:
+        call.launch(cfg, c, True, space, recv, _tuning.num_sms(), True)
+        return c
     main = torch.cuda.current_stream(dev)
     my_pe = info.pes[me]
     for j in range(1, W):

@@ -47,7 +47,7 @@ def _gemm_inputs(what: str, a, b, team: int, aname: str):
 # ------------------------------------------------------------------------ all_gather_matmul
 
 
-def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool) -> tuple:
+def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool, prepare: bool = False) -> tuple:
     what = "all_gather_matmul"
     info, b_t = _gemm_inputs(what, a, b, team, "a_shard")
     m, K = a.shape
@@ -64,7 +64,7 @@ def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool) -> t
         return _fallback.all_gather_matmul(a, b, info, return_a)
     from . import _ag_gemm
 
-    return _ag_gemm.run(a, b, b_t, info, return_a, key)
+    return _ag_gemm.run(a, b, b_t, info, return_a, key, prepare)
 
 
 @torch.library.custom_op("rshmem::all_gather_matmul", mutates_args=())
@@ -112,7 +112,7 @@ all_gather_matmul.register_autograd(_ag_backward, setup_context=_ag_setup)
 # -------------------------------------------------------------------- matmul_reduce_scatter
 
 
-def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int) -> Tensor:
+def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int, prepare: bool = False) -> Tensor:
     what = "matmul_reduce_scatter"
     info, b_t = _gemm_inputs(what, a, b, team, "a")
     M, K = a.shape
@@ -131,7 +131,7 @@ def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int) -> Tensor:
         return _fallback.matmul_reduce_scatter(a, b, info)
     from . import _gemm_rs
 
-    return _gemm_rs.run(a, b, b_t, info, key)
+    return _gemm_rs.run(a, b, b_t, info, key, prepare)
 
 
 @torch.library.custom_op("rshmem::matmul_reduce_scatter", mutates_args=())
@@ -170,7 +170,7 @@ matmul_reduce_scatter.register_autograd(_rs_backward, setup_context=_rs_setup)
 # ------------------------------------------------------------------------------- all_reduce
 
 
-def all_reduce_impl(x: Tensor, op: str, team: int) -> Tensor:
+def all_reduce_impl(x: Tensor, op: str, team: int, prepare: bool = False) -> Tensor:
     what = "all_reduce"
     info = _group.info(team, what)
     x = _checks.tensor(x, "x", what, info, REDUCE_DTYPES)
@@ -185,7 +185,7 @@ def all_reduce_impl(x: Tensor, op: str, team: int) -> Tensor:
         return _fallback.all_reduce(x, op, info)
     from . import _allreduce
 
-    return _allreduce.run(x, op, info)
+    return _allreduce.run(x, op, info, prepare)
 
 
 @torch.library.custom_op("rshmem::all_reduce", mutates_args=())
