@@ -275,3 +275,42 @@ def test_prepare_misuse_raises(me, npes):
     if npes > 1:
         with pytest.raises(rshmem.MismatchError, match="every PE must pass the same shapes"):
             ops.prepare(ops.all_reduce, torch.empty(13 + me))
+
+
+def test_large_all_reduces_go_to_nccl_only_over_nccl_groups(monkeypatch):
+    """The decision alone (NCCL needs GPUs; the GPU test is test_ops_gpu's): from the threshold
+    up, on the cuda backend, over a group whose torch.distributed backend has NCCL."""
+    import torch.distributed as dist
+
+    from rshmem.ops import _allreduce, _group
+
+    nccl_group = object()
+    cuda = _group.TeamInfo(0, 2, 0, (0, 1), "cuda", 0)
+    big = ops.config.allreduce_nccl_min_bytes
+    assert big == 8 << 20
+    monkeypatch.setattr(_group, "process_group", lambda team: nccl_group)
+    for backend, want in [("nccl", nccl_group), ("cpu:gloo,cuda:nccl", nccl_group), ("gloo", None)]:
+        monkeypatch.setattr(dist, "get_backend", lambda g, backend=backend: backend)
+        assert _allreduce.nccl_group(cuda, big) is want, backend
+    assert _allreduce.nccl_group(cuda, big - 1) is None
+    assert _allreduce.nccl_group(_group.TeamInfo(0, 2, 0, (0, 1), "host", -1), big) is None
+    assert _allreduce.nccl_group(_group.TeamInfo(0, 1, 0, (0,), "cuda", 0), big) is None
+    monkeypatch.setattr(ops.config, "allreduce_nccl_min_bytes", 0)
+    assert _allreduce.nccl_group(cuda, 1 << 40) is None
+    monkeypatch.setattr(_group, "process_group", lambda team: None)  # an rshmem team: no torch group
+    monkeypatch.setattr(ops.config, "allreduce_nccl_min_bytes", 1)
+    assert _allreduce.nccl_group(cuda, big) is None
+
+
+def test_the_torch_group_of_a_team_is_the_one_the_ops_were_given(npes):
+    import torch.distributed as dist
+
+    from rshmem.ops import _group
+
+    if not dist.is_initialized():
+        assert _group.process_group(0) is None
+        return
+    assert _group.process_group(0) is dist.group.WORLD
+    same = dist.new_group(list(range(npes)))
+    ops.all_reduce(torch.ones(2), group=same)
+    assert _group.process_group(0) is same

@@ -363,3 +363,34 @@ def test_ops_over_registered_groups():
     assert torch.equal(ops.all_reduce(xs[r], group=pg), _ar_reference(xs, "sum"))
     torch.cuda.synchronize()
     rshmem.barrier_all()
+
+
+@pytest.mark.distinct_gpus(n=2)
+def test_large_all_reduces_over_an_nccl_group_are_nccls():
+    """From config.allreduce_nccl_min_bytes (8 MiB) up, over a group with the NCCL backend, the
+    all-reduce is torch.distributed's (NCCL refuses two ranks on one GPU: distinct GPUs only)."""
+    import torch.distributed as dist
+
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    pg = dist.new_group(list(range(W)), backend="nccl")
+    n = (16 << 20) // 4
+    xs = [_rand((n,), torch.float32, 1400 + p) for p in range(W)]
+    calls = []
+    real = dist.all_reduce
+
+    def counting(t, *args, **kwargs):
+        calls.append(t.numel())
+        return real(t, *args, **kwargs)
+
+    dist.all_reduce = counting
+    try:
+        got = ops.all_reduce(xs[me], group=pg)
+        small = ops.all_reduce(xs[me][:1000], group=pg)
+    finally:
+        dist.all_reduce = real
+    assert calls == [n], f"NCCL calls {calls}: the 16 MiB call only"
+    want = _ar_reference(xs, "sum")
+    _check(got, want, "NCCL's sum")
+    assert torch.equal(small, _ar_reference([x[:1000] for x in xs], "sum")), "rshmem's kernel below the threshold"
+    torch.cuda.synchronize()
+    rshmem.barrier_all()

@@ -7,7 +7,11 @@
   `[M, K]` (M a multiple of the PE count W), `b` `[K, N]`; C_shard is `[M / W, N]`, PE `i`
   holding rows `i * M / W ...`.
 - `all_reduce(x, *, op="sum", group=None)`: `op` ("sum", "avg", "max", "min") over the PEs of
-  `x` (fp16, bf16, fp32), as a new tensor.
+  `x` (fp16, bf16, fp32), as a new tensor. On GPUs, from `config.allreduce_nccl_min_bytes` (8 MiB)
+  up over a group whose torch.distributed backend is NCCL, this is NCCL's `all_reduce` (faster at
+  those sizes; see `rshmem.ops._allreduce`); rshmem's one-shot / two-shot kernels otherwise.
+- `prepare(op, *args, **kwargs)`: the first-call work of a call, computing nothing (see below).
+- `register_group(group)`: makes a group of only some PEs usable as `group=` (see below).
 
 Every PE must call them with the same shapes and dtype, in the same order (they are collective).
 They are torch custom ops (`torch.ops.rshmem.*`): they run eagerly, under `torch.compile`, and in

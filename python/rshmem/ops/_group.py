@@ -89,6 +89,12 @@ def process_group_ranks(group, what: str) -> tuple:
 
 
 def _team_of_process_group(group, what: str) -> int:
+    team = _team_of_ranks(group, what)
+    _process_groups[team] = group
+    return team
+
+
+def _team_of_ranks(group, what: str) -> int:
     import torch.distributed as dist
 
     ranks = process_group_ranks(group, what)
@@ -163,6 +169,21 @@ class Arena:
 
 _arenas: dict = {}  # team -> Arena
 _registered_ranks: dict = {}  # global torch ranks of a registered group -> team
+_process_groups: dict = {}  # team -> the torch.distributed group last passed for it
+
+
+def process_group(team: int):
+    """The torch.distributed group of `team`'s PEs: the last one an op was given for it, or for
+    the world team torch's WORLD group when it is every PE in PE order; None when there is none."""
+    found = _process_groups.get(team)
+    if found is not None or team != int(_core.Team.WORLD):
+        return found
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() == _native.n_pes() and \
+            dist.get_rank() == _native.my_pe():
+        return dist.group.WORLD
+    return None
 
 
 def register(team: int, ranks: tuple, arena: "Arena | None") -> None:
@@ -210,3 +231,4 @@ def forget() -> None:
     _infos.clear()
     _arenas.clear()
     _registered_ranks.clear()
+    _process_groups.clear()
