@@ -4,8 +4,8 @@ evenly between the PEs in team order.
 One call, in stream order on the caller's stream (the protocol is in `_kernels_gemm`): for each
 peer, wait until it has consumed what this PE pushed into its slot last time (`busy[p] == 0`,
 `cuStreamWaitValue`) and mark the slot taken; then one persistent kernel computes the peers'
-chunks first, pushing each finished tile into the owner's `recv[me]` with a flag, and its own
-chunk last, adding the peers' tiles in its epilogue. No host allocation or synchronization after
+chunks first, pushing each finished tile into the owner's `recv[me]` (one flag per program once
+its tiles are all there), and its own chunk last, adding the peers' tiles in its epilogue. No host allocation or synchronization after
 the first call of a shape: back to back calls and CUDA graph capture are safe.
 """
 from __future__ import annotations
@@ -18,25 +18,23 @@ from ..host import CMP_EQ, SIGNAL_SET
 from . import _checks, _group, _kernels_gemm as kg, _tuning, _workspace
 from ._ag_gemm import _Dummy, shape_tma_ok, tma_ok
 from ._launch import Kernel
+from .._native import UnsupportedError
 
 RESET_BLOCK = 1024
-MIN_FLAGS = 4096
+MIN_FLAGS = 1024  # flags per source PE: one per program, at most one program per SM
 
 _kernel = Kernel(kg.gemm_rs_kernel, "matmul_reduce_scatter")
 
 
-def _flag_capacity(size: int, W: int, elt: int) -> int:
-    """Tile flags per source PE of a workspace of `size` bytes: enough for 64 x 64 tiles of a
-    full buffer, and at least MIN_FLAGS."""
-    return max(MIN_FLAGS, size // (W * elt * 64 * 64))
-
-
-def _space(info: _group.TeamInfo, dtype, m: int, N: int, tiles: int) -> _workspace.Space:
+def _space(info: _group.TeamInfo, dtype, m: int, N: int, programs: int) -> _workspace.Space:
+    """The workspace: the receive buffer and `MIN_FLAGS` flags per source PE (a flag per program
+    of the grid, which has at most one program per SM)."""
     W, elt = info.size, dtype.itemsize
     size = _workspace.size_class(W * m * N * elt)
-    while _flag_capacity(size, W, elt) < tiles:
-        size *= 2
-    cap = _flag_capacity(size, W, elt)
+    cap = MIN_FLAGS
+    if programs > cap:
+        raise UnsupportedError(f"rshmem.ops.matmul_reduce_scatter: a grid of {programs} programs, more than the "
+                               f"{cap} flags per PE of the workspace")
     key = ("matmul_reduce_scatter", info.team, str(dtype), size)
 
     def make():
@@ -80,7 +78,7 @@ class _Call:
 
 
 def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
-    # From the shapes only (see shape_tma_ok): the PEs number their flags by tile, so they must
+    # From the shapes only (see shape_tma_ok): the PEs number their flags by program and tile, so they must
     # tile alike, and the tuner's exchange must be made by all of them or none.
     if not call.shape_tma:
         return _tuning.POINTER_CONFIG
@@ -105,8 +103,7 @@ def run(a, b, b_t: bool, info: _group.TeamInfo, key: tuple, prepare: bool = Fals
     if W == 1:
         call.launch(cfg, c, False, _Dummy(dev), c, _tuning.num_sms(), prepare)
         return c
-    tiles = (-(-m // cfg.BM)) * (-(-N // cfg.BN))
-    space = _space(info, a.dtype, m, N, tiles)
+    space = _space(info, a.dtype, m, N, _tuning.num_sms())
     recv = space.view(a.dtype, (W, m, N))
     if prepare:
         call.launch(cfg, c, True, space, recv, _tuning.num_sms(), True)

@@ -122,7 +122,14 @@ def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int, prepare: bool = 
         raise InvalidArgumentError(f"rshmem.ops.{what}: a has {M} rows, which the {W} PEs cannot share evenly: the "
                                    f"rows must be a multiple of {W}")
     key = (str(a.dtype), M, K, N)
-    _checks.agree(what, info, key, lambda: f"a {_dims(a)}, b {_dims(b)}, {a.dtype}")
+    sms = ""
+    if info.backend == "cuda":
+        from . import _tuning
+
+        # the grid numbers the kernel's flags, so the PEs must launch alike: same SM count
+        key += (_tuning.num_sms(),)
+        sms = f", a GPU of {key[-1]} SMs"
+    _checks.agree(what, info, key, lambda: f"a {_dims(a)}, b {_dims(b)}, {a.dtype}{sms}")
     if M == 0 or N == 0 or K == 0:
         return a.new_zeros((M // W, N))
     if info.backend == "host":

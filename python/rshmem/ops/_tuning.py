@@ -48,10 +48,12 @@ AG_CANDIDATES = (
     GemmConfig(256, 128, 64, 8, 8, 3, True),
     GemmConfig(128, 256, 64, 8, 8, 3, False),
 )
-# GEMM+ReduceScatter's epilogue (pushes, waits) keeps Triton from pipelining a flattened loop,
-# so its tile loop stays a loop around the pipelined K loop.
+# GEMM+ReduceScatter flattens the loop over the other PEs' chunks (its epilogue is only the pushes)
+# and keeps its own chunk's loop (waits in the epilogue) around a pipelined K loop either way.
 RS_CANDIDATES = (
+    GemmConfig(128, 256, 64, 8, 8, 3, True),
     GemmConfig(128, 256, 64, 8, 8, 3, False),
+    GemmConfig(128, 128, 64, 8, 8, 4, True),
     GemmConfig(128, 128, 64, 8, 8, 4, False),
     GemmConfig(256, 128, 64, 8, 8, 3, False),
 )
