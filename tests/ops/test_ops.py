@@ -314,3 +314,31 @@ def test_the_torch_group_of_a_team_is_the_one_the_ops_were_given(npes):
     same = dist.new_group(list(range(npes)))
     ops.all_reduce(torch.ones(2), group=same)
     assert _group.process_group(0) is same
+
+
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "w.t()"])
+def test_fp8_all_gather_matmul_gives_a_bf16_c(me, npes, b_t):
+    fp8 = torch.float8_e4m3fn
+    m, K, N = 4, 32, 16
+    A = _global((npes * m, K), torch.float32, 40).to(fp8)
+    B = (_global((N, K), torch.float32, 41).to(fp8).t() if b_t else _global((K, N), torch.float32, 41).to(fp8))
+    c, full = ops.all_gather_matmul(A[me * m:(me + 1) * m].contiguous(), B, return_a=True)
+    assert c.dtype == torch.bfloat16 and c.shape == (npes * m, N)
+    _close(c, A.float() @ B.float(), torch.bfloat16, "fp8 C")
+    assert full.dtype == fp8 and torch.equal(full.view(torch.uint8), A.view(torch.uint8))
+    fake = torch.ops.rshmem.all_gather_matmul(torch.empty((m, K), dtype=fp8, device="meta"),
+                                              torch.empty((K, N), dtype=fp8, device="meta"), 0, False)[0]
+    assert fake.dtype == torch.bfloat16
+
+
+def test_fp8_misuse_raises():
+    fp8 = torch.float8_e4m3fn
+    a = torch.zeros((2, 16), dtype=fp8)
+    with pytest.raises(rshmem.DTypeError, match="takes float16, bfloat16$"):
+        ops.matmul_reduce_scatter(torch.zeros((2 * rshmem.n_pes(), 16), dtype=fp8), torch.zeros((16, 8), dtype=fp8))
+    with pytest.raises(rshmem.DTypeError, match="a is torch.float8_e4m3fn but b is torch.bfloat16"):
+        ops.all_gather_matmul(a, torch.zeros((16, 8), dtype=torch.bfloat16))
+    b = torch.zeros((16, 8), dtype=fp8, requires_grad=True)
+    c = ops.all_gather_matmul(a, b)
+    with pytest.raises(rshmem.UnsupportedError, match="fp8 .e4m3. inputs have no gradient"):
+        c.float().sum().backward()

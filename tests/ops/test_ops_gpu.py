@@ -1,7 +1,8 @@
 """rshmem.ops on GPUs (the cuda backend): every op against torch's unfused result, in fp16 and
-bf16, at the fused-ops issue's shapes and at ragged ones (multiples of 8 that are not multiples
-of the tiles: TMA), and at shapes TMA cannot describe (the pointer form); both producers of
-AllGather+GEMM; back to back on one stream and replayed from a CUDA graph; misuse.
+bf16 (AllGather+GEMM also in fp8 e4m3), at the fused-ops issue's shapes and at ragged ones
+(multiples of 8 that are not multiples of the tiles: TMA), and at shapes TMA cannot describe (the
+pointer form); both producers of AllGather+GEMM; back to back on one stream and replayed from a
+CUDA graph; first calls captured after `rshmem.ops.prepare`; groups of some PEs; misuse.
 
 2 PEs on 2 GPUs, or sharing one (`RSHMEM_ALLOW_SHARED_GPU=1`; waits then progress by the GPU's
 time-slicing between the processes, and the timings mean nothing):
@@ -119,6 +120,23 @@ def test_matmul_reduce_scatter(shape, dtype):
     _check(c, (A @ B)[me * m:(me + 1) * m], "C_shard")
     c2 = ops.matmul_reduce_scatter(a, b.t().contiguous().t())
     _check(c2, (A @ B)[me * m:(me + 1) * m], "C_shard with b = weight.t()")
+
+
+@pytest.mark.parametrize("shape,b_t", [((4096, 8192, 5120), True), ((2 * 1000, 1008, 1216), False),
+                                       ((2 * 77, 100, 60), True)], ids=["issue-w.t()", "ragged-b", "pointer-w.t()"])
+def test_fp8_all_gather_matmul(shape, b_t):
+    """fp8 (e4m3) A and B, C in bf16: against torch's fp32 product of the same fp8 values."""
+    M, K, N = shape
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    m = M // W
+    fp8 = torch.float8_e4m3fn
+    A = _rand((M, K), torch.float32, 1500).to(fp8)
+    B = (_rand((N, K), torch.float32, 1501, 4.0 / K ** 0.5).to(fp8).t() if b_t else
+         _rand((K, N), torch.float32, 1501, 4.0 / K ** 0.5).to(fp8))
+    c, full = ops.all_gather_matmul(A[me * m:(me + 1) * m].contiguous(), B, return_a=True)
+    assert c.dtype == BF16
+    _check(c, (A.float() @ B.float()).to(BF16), "fp8 C")
+    assert torch.equal(full.view(torch.uint8), A.view(torch.uint8)), "the gathered fp8 A differs"
 
 
 def test_misaligned_inputs_on_one_pe_take_the_pointer_form_with_the_agreed_tiling():

@@ -17,7 +17,9 @@ Every PE must call them with the same shapes and dtype, in the same order (they 
 They are torch custom ops (`torch.ops.rshmem.*`): they run eagerly, under `torch.compile`, and in
 CUDA graphs, and autograd flows through them (the backward of AllGather+GEMM is a GEMM+ReduceScatter
 and the other way round). `b` may be row-major or column-major (as
-`linear.weight.t()`); `a` / `x` must be contiguous. fp16 and bf16 for the GEMMs.
+`linear.weight.t()`); `a` / `x` must be contiguous. fp16 and bf16 for the GEMMs; AllGather+GEMM
+also takes fp8 (`torch.float8_e4m3fn`) A and B, giving a bf16 C (wgmma's fp8 form on sm_90; no
+gradient; scale C yourself for scaled fp8 inputs: per-tensor scales factor out of the product).
 
 On GPUs (the cuda backend) each op is Triton kernels on the symmetric heap: the GEMM waits for
 each row block of A as it arrives (or pushes each finished tile to the PE that owns it), so the

@@ -135,9 +135,10 @@ class _Call:
 
 
 def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
+    fp8 = call.a.dtype == _checks.FP8
     if not call.shape_tma:
-        return _tuning.POINTER_CONFIG
-    return _tuning.choose("all_gather_matmul", call.info, key, _tuning.AG_CANDIDATES,
+        return _tuning.POINTER_FP8_CONFIG if fp8 else _tuning.POINTER_CONFIG
+    return _tuning.choose("all_gather_matmul", call.info, key, _tuning.AG_FP8_CANDIDATES if fp8 else _tuning.AG_CANDIDATES,
                           lambda cfg: call.launch(cfg, False, False, _tuning.num_sms()))
 
 
@@ -150,7 +151,7 @@ def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple, prep
     N = b.shape[1]
     dtype, elt = a.dtype, a.element_size()
     dev = a.device
-    c = torch.empty((W * m, N), dtype=dtype, device=dev)
+    c = torch.empty((W * m, N), dtype=_checks.out_dtype(dtype), device=dev)
     full = torch.empty((W * m, K) if return_a else (0,), dtype=dtype, device=dev)
     if W == 1:
         call = _Call(a, b, b_t, c, a.view(1, m, K), _Dummy(dev), info)
@@ -238,7 +239,7 @@ def gemm_alone(a, b, info: _group.TeamInfo, key: tuple):
     W = info.size
     m, K = a.shape
     b_t = _checks.weight_layout(b, "all_gather_matmul")
-    c = torch.empty((W * m, b.shape[1]), dtype=a.dtype, device=a.device)
+    c = torch.empty((W * m, b.shape[1]), dtype=_checks.out_dtype(a.dtype), device=a.device)
     if W == 1:
         buf3d, space = a.view(1, m, K), _Dummy(a.device)
     else:

@@ -21,6 +21,13 @@ from . import _group
 # Words of one PE's entry in the exchange: a hash of the key, then the key's numbers.
 _WORDS = 16
 GEMM_DTYPES = (torch.float16, torch.bfloat16)
+FP8 = torch.float8_e4m3fn
+AG_DTYPES = GEMM_DTYPES + (FP8,)  # AllGather+GEMM also multiplies fp8 (e4m3), into a bf16 C
+
+
+def out_dtype(dtype):
+    """The dtype of a GEMM's C for inputs of `dtype`: bf16 for fp8, else the inputs'."""
+    return torch.bfloat16 if dtype == FP8 else dtype
 REDUCE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 _agreed: set = set()

@@ -15,7 +15,7 @@ import torch
 
 import rshmem
 
-from . import _group, _workspace
+from . import _checks, _group, _workspace
 
 
 class _Pair:
@@ -33,6 +33,8 @@ def _pair(what: str, info: _group.TeamInfo, dtype, elems: int, dst_factor: int) 
 
 def all_gather(a: torch.Tensor, info: _group.TeamInfo) -> torch.Tensor:
     """The rows of every PE's `a`, in team order, as a new tensor."""
+    if a.dtype.is_floating_point and a.element_size() == 1:  # fp8: the host collectives move its bytes
+        return all_gather(a.view(torch.uint8), info).view(a.dtype)
     W, n = info.size, a.numel()
     pair = _pair("all_gather", info, a.dtype, n, W)
     pair.src[:n].copy_(a.reshape(-1))
@@ -42,7 +44,7 @@ def all_gather(a: torch.Tensor, info: _group.TeamInfo) -> torch.Tensor:
 
 def all_gather_matmul(a, b, info: _group.TeamInfo, return_a: bool):
     full = all_gather(a, info)
-    c = (full.float() @ b.float()).to(a.dtype)
+    c = (full.float() @ b.float()).to(_checks.out_dtype(a.dtype))
     return c, (full if return_a else a.new_empty((0,)))
 
 

@@ -2,7 +2,8 @@
 for `torch.compile` and meta tensors) and autograd.
 
 - `rshmem::all_gather_matmul(Tensor a, Tensor b, int team, bool return_a) -> (Tensor, Tensor)`:
-  C = all_gather(a) @ b, and the gathered `a` when `return_a` (an empty tensor otherwise).
+  C = all_gather(a) @ b, and the gathered `a` when `return_a` (an empty tensor otherwise); fp16,
+  bf16, or fp8 e4m3 (C in bf16, no gradient).
 - `rshmem::matmul_reduce_scatter(Tensor a, Tensor b, int team) -> Tensor`.
 - `rshmem::all_reduce(Tensor x, str op, int team) -> Tensor`.
 
@@ -20,7 +21,7 @@ from torch import Tensor
 from .. import _native
 from .._native import InvalidArgumentError, UnsupportedError
 from . import _checks, _group
-from ._checks import GEMM_DTYPES, REDUCE_DTYPES
+from ._checks import AG_DTYPES, FP8, GEMM_DTYPES, REDUCE_DTYPES
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
 
@@ -29,10 +30,10 @@ def _dims(t: Tensor) -> str:
     return "x".join(str(d) for d in t.shape)
 
 
-def _gemm_inputs(what: str, a, b, team: int, aname: str):
+def _gemm_inputs(what: str, a, b, team: int, aname: str, dtypes=GEMM_DTYPES):
     info = _group.info(team, what)
-    a = _checks.tensor(a, aname, what, info, GEMM_DTYPES)
-    b = _checks.tensor(b, "b", what, info, GEMM_DTYPES)
+    a = _checks.tensor(a, aname, what, info, dtypes)
+    b = _checks.tensor(b, "b", what, info, dtypes)
     _checks.matrix(a, aname, what)
     _checks.matrix(b, "b", what)
     _checks.same_dtype(a, b, what)
@@ -49,14 +50,14 @@ def _gemm_inputs(what: str, a, b, team: int, aname: str):
 
 def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool, prepare: bool = False) -> tuple:
     what = "all_gather_matmul"
-    info, b_t = _gemm_inputs(what, a, b, team, "a_shard")
+    info, b_t = _gemm_inputs(what, a, b, team, "a_shard", AG_DTYPES)
     m, K = a.shape
     N = b.shape[1]
     key = (str(a.dtype), m, K, N)
     _checks.agree(what, info, key, lambda: f"a_shard {_dims(a)}, b {_dims(b)}, {a.dtype}")
     W = info.size
     if m == 0 or N == 0 or K == 0:
-        c = a.new_zeros((W * m, N))
+        c = a.new_zeros((W * m, N), dtype=_checks.out_dtype(a.dtype))
         return c, (a.new_zeros((W * m, K)) if return_a else a.new_empty((0,)))
     if info.backend == "host":
         from . import _fallback
@@ -75,7 +76,7 @@ def all_gather_matmul(a: Tensor, b: Tensor, team: int, return_a: bool) -> tuple[
 @all_gather_matmul.register_fake
 def _(a, b, team, return_a):
     W = _native.team_n_pes(team)
-    c = a.new_empty((W * a.shape[0], b.shape[1]))
+    c = a.new_empty((W * a.shape[0], b.shape[1]), dtype=_checks.out_dtype(a.dtype))
     return c, (a.new_empty((W * a.shape[0], a.shape[1])) if return_a else a.new_empty((0,)))
 
 
@@ -87,6 +88,9 @@ def _ag_setup(ctx, inputs, output):
 
 def _ag_backward(ctx, grad_c, grad_full):
     b, full = ctx.saved_tensors
+    if b.dtype == FP8:
+        raise UnsupportedError("rshmem.ops.all_gather_matmul: fp8 (e4m3) inputs have no gradient here; train in "
+                               "bf16 or fp16, or keep the fp8 op out of autograd (torch.no_grad())")
     grad_a = grad_b = None
     if grad_c is not None:
         grad_c = grad_c.contiguous()
