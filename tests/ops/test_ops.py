@@ -265,6 +265,16 @@ def test_prepare_does_the_first_call_work_of_each_op(me, npes):
     _close(ops.all_gather_matmul(A[3 * me:3 * me + 3].contiguous(), B), A.float() @ B.float(), torch.bfloat16, "C")
 
 
+def test_prepare_and_register_group_refuse_capture(monkeypatch):
+    from rshmem.ops import _checks
+
+    monkeypatch.setattr(_checks, "capturing", lambda: True)
+    with pytest.raises(rshmem.RshmemError, match="during CUDA graph capture"):
+        ops.prepare(ops.all_reduce, torch.empty(5))
+    with pytest.raises(rshmem.RshmemError, match="during CUDA graph capture"):
+        ops.register_group(None)
+
+
 def test_prepare_misuse_raises(me, npes):
     with pytest.raises(rshmem.InvalidArgumentError, match="op='all_to_all'; pass one of rshmem.ops.all_gather_matmul"):
         ops.prepare("all_to_all", torch.ones(3))
@@ -342,3 +352,20 @@ def test_fp8_misuse_raises():
     c = ops.all_gather_matmul(a, b)
     with pytest.raises(rshmem.UnsupportedError, match="fp8 .e4m3. inputs have no gradient"):
         c.float().sum().backward()
+
+
+def test_a_kernel_not_compiled_raises_during_capture_instead_of_compiling(monkeypatch):
+    """What a captured call meets when its kernel specialization is new (the GPU test of the same
+    is test_ops_gpu's): the message names rshmem.ops.prepare, and nothing is compiled."""
+    from rshmem.ops import _checks, _kernels_ar, _launch
+
+    kernel = _launch.Kernel(_kernels_ar.one_shot_kernel, "all_reduce")
+    x = torch.zeros(64)
+    flags = torch.zeros(4, dtype=torch.int64)
+    args = (x, x, x, flags, flags, torch.zeros(2, dtype=torch.int32), 0, 2, 64, 64, 64)
+    monkeypatch.setattr(_checks, "capturing", lambda: True)
+    for call in (lambda: kernel((1,), args, (4, 0, 2048), num_warps=8),
+                 lambda: kernel((1,), args, (4, 0, 2048), prepare=True, num_warps=8)):
+        with pytest.raises(rshmem.RshmemError, match=r"call rshmem.ops.prepare\(rshmem.ops.all_reduce, \*args"):
+            call()
+    assert not kernel._compiled
