@@ -119,14 +119,16 @@ def _matmul_reduce_scatter(ctx: Ctx) -> None:
         flops = 2.0 * M * (K // W) * N
         A, B, a, b = fl.rs_data(ctx, shape)
         want = (A @ B)[r * m:(r + 1) * m]
-        key = (str(a.dtype), M, K // W, N)
+        from rshmem.ops import _group, _library
+
+        key = _library.rs_key(a, b, _group.info(0))  # the op's own key: its tuned configuration
         with _series(ctx, "rs_fused", "GEMM+ReduceScatter", shape) as s:
             ok = fl.close(ops.matmul_reduce_scatter(a, b), want)
             point = fl.measure(ctx, lambda: ops.matmul_reduce_scatter(a, b))
             s.point(**fl.gemm_point(ctx, shape, flops, point, ok, config=_config_of("matmul_reduce_scatter", key)))
         if not ctx.cuda:
             continue
-        from rshmem.ops import _gemm_rs, _group
+        from rshmem.ops import _gemm_rs
 
         info = _group.info(0)
         partial = a @ b

@@ -116,6 +116,17 @@ all_gather_matmul.register_autograd(_ag_backward, setup_context=_ag_setup)
 # -------------------------------------------------------------------- matmul_reduce_scatter
 
 
+def rs_key(a: Tensor, b: Tensor, info) -> tuple:
+    """GEMM+ReduceScatter's agreement (and tuning) key: dtype and shapes, and on GPUs the SM count
+    (the grid numbers the kernel's flags, so the PEs must launch alike)."""
+    key = (str(a.dtype), a.shape[0], a.shape[1], b.shape[1])
+    if info.backend == "cuda":
+        from . import _tuning
+
+        key += (_tuning.num_sms(),)
+    return key
+
+
 def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int, prepare: bool = False) -> Tensor:
     what = "matmul_reduce_scatter"
     info, b_t = _gemm_inputs(what, a, b, team, "a")
@@ -125,14 +136,8 @@ def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int, prepare: bool = 
     if M % W:
         raise InvalidArgumentError(f"rshmem.ops.{what}: a has {M} rows, which the {W} PEs cannot share evenly: the "
                                    f"rows must be a multiple of {W}")
-    key = (str(a.dtype), M, K, N)
-    sms = ""
-    if info.backend == "cuda":
-        from . import _tuning
-
-        # the grid numbers the kernel's flags, so the PEs must launch alike: same SM count
-        key += (_tuning.num_sms(),)
-        sms = f", a GPU of {key[-1]} SMs"
+    key = rs_key(a, b, info)
+    sms = f", a GPU of {key[-1]} SMs" if info.backend == "cuda" else ""
     _checks.agree(what, info, key, lambda: f"a {_dims(a)}, b {_dims(b)}, {a.dtype}{sms}")
     if M == 0 or N == 0 or K == 0:
         return a.new_zeros((M // W, N))
