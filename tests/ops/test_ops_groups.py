@@ -168,8 +168,13 @@ def test_overlapping_groups_and_differing_workspace_sizes_raise_on_every_pe(npes
 def test_groups_that_are_not_evenly_spaced_are_refused(npes):
     import torch.distributed as dist
 
+    from rshmem.ops import _register
+
+    with pytest.raises(rshmem.UnsupportedError, match=r"PEs \[0, 1, 3\] in group-rank order, which is not an evenly"):
+        _register._progression([0, 1, 3], "the group")
+    assert _register._progression([2, 4, 6], "the group") == (2, 2, 3)
     if npes < 4:
-        pytest.skip("needs 4 PEs for a group that is not evenly spaced ([0, 1, 3])")
+        return  # every group of 2 PEs is evenly spaced: the collective refusal needs 4
     odd = dist.new_group([0, 1, 3])
     me = rshmem.my_pe()
     if me in (0, 1, 3):
