@@ -412,3 +412,30 @@ def test_large_all_reduces_over_an_nccl_group_are_nccls():
     assert torch.equal(small, _ar_reference([x[:1000] for x in xs], "sum")), "rshmem's kernel below the threshold"
     torch.cuda.synchronize()
     rshmem.barrier_all()
+
+
+def test_reduce_overhead_compile_records_prepared_shapes():
+    """torch.compile(mode="reduce-overhead") with a dynamic token count: CUDA graph trees warm a
+    function up eagerly once, then record every new shape straight into a graph, so each shape's
+    first op call is captured. Prepared shapes record and replay correctly."""
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    K, N = 256, 384
+    w = _rand((N, K), BF16, 1600, 1.0 / K ** 0.5)  # as nn.Linear keeps it
+
+    def up(x):
+        return ops.all_gather_matmul(x, w.t())
+
+    compiled = torch.compile(up, mode="reduce-overhead", dynamic=True)
+    rows = (128, 192, 320)
+    for m in rows:
+        ops.prepare(ops.all_gather_matmul, torch.empty((m, K), dtype=BF16, device=_dev()), w.t())
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    for it in range(2):
+        for m in rows:
+            A = _rand((W * m, K), BF16, 1700 + 10 * it + m)
+            got = compiled(A[me * m:(me + 1) * m].contiguous()).clone()
+            torch.cuda.synchronize()
+            _check(got, A @ w.t(), f"compiled all_gather_matmul, {m} rows, round {it}")
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
