@@ -55,6 +55,7 @@ RS_CANDIDATES = (
     GemmConfig(128, 256, 64, 8, 8, 3, False),
     GemmConfig(128, 128, 64, 8, 8, 4, True),
     GemmConfig(128, 128, 64, 8, 8, 4, False),
+    GemmConfig(256, 128, 64, 8, 8, 3, True),
     GemmConfig(256, 128, 64, 8, 8, 3, False),
 )
 POINTER_CONFIG = GemmConfig(128, 128, 32, 8, 8, 3, False)
