@@ -2,7 +2,10 @@
 producer of AllGather+GEMM on its own, and the automatic choice), their GEMM alone (our consumer
 with its signals as if set, and cuBLAS's `torch.matmul`, each timed by PE 0 alone), the
 communication alone (the library's copy-engine all-gather / all-to-all of the same bytes), and
-the all-reduce (automatic, one-shot, two-shot) from 1 KiB to 64 MiB.
+the all-reduce (automatic, one-shot, two-shot) from 1 KiB to 64 MiB. The one-shot and two-shot
+series are rshmem's kernels at every size; "auto" is what the op does, which from
+`ops.config.allreduce_nccl_min_bytes` (8 MiB) up is NCCL's all-reduce where torch.distributed's
+WORLD group runs NCCL.
 
 The hidden share of the communication, `(GEMM alone + communication alone - fused) /
 min(GEMM alone, communication alone)`, and the floor `max(GEMM alone, communication alone)` are
@@ -121,14 +124,16 @@ def _matmul_reduce_scatter(ctx: Ctx) -> None:
         flops = 2.0 * M * (K // W) * N
         A, B, a, b = fl.rs_data(ctx, shape)
         want = (A @ B)[r * m:(r + 1) * m]
-        key = (str(a.dtype), M, K // W, N)
+        from rshmem.ops import _group, _library
+
+        key = _library.rs_key(a, b, _group.info(0))  # the op's own key: its tuned configuration
         with _series(ctx, "rs_fused", "GEMM+ReduceScatter", shape) as s:
             ok = fl.close(ops.matmul_reduce_scatter(a, b), want)
             point = fl.measure(ctx, lambda: ops.matmul_reduce_scatter(a, b))
             s.point(**fl.gemm_point(ctx, shape, flops, point, ok, config=_config_of("matmul_reduce_scatter", key)))
         if not ctx.cuda:
             continue
-        from rshmem.ops import _gemm_rs, _group
+        from rshmem.ops import _gemm_rs
 
         info = _group.info(0)
         partial = a @ b
@@ -166,6 +171,9 @@ def _all_reduce(ctx: Ctx) -> None:
         with ctx.rec.series("fused", f"all_reduce ({form})", "rshmem", x="bytes", y="median_us", better="lower",
                             kind="ar", op=f"all_reduce {form}", form=form) as s:
             ops.config.allreduce_form = form
+            nccl_from = ops.config.allreduce_nccl_min_bytes
+            if form != "auto":
+                ops.config.allreduce_nccl_min_bytes = 0  # the kernels themselves, also above NCCL's threshold
             try:
                 for nbytes in fl.ar_sizes(ctx):
                     xs, want = fl.ar_inputs(ctx, nbytes)
@@ -176,3 +184,4 @@ def _all_reduce(ctx: Ctx) -> None:
                     s.point(**fl.ar_point(ctx, nbytes, point, ok))
             finally:
                 ops.config.allreduce_form = "auto"
+                ops.config.allreduce_nccl_min_bytes = nccl_from

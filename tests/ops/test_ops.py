@@ -217,24 +217,6 @@ def test_mismatched_shapes_between_pes_raise_on_every_pe(me):
     assert torch.equal(ops.all_reduce(torch.ones(5)), torch.full((5,), float(rshmem.n_pes())))
 
 
-@pytest.mark.multi
-def test_groups_of_some_pes_are_refused(me, npes):
-    import torch.distributed as dist
-
-    sub = rshmem.team_split_strided(rshmem.Team.WORLD, 0, 1, 1)
-    if me == 0:
-        with pytest.raises(rshmem.UnsupportedError, match="teams of every PE only"):
-            ops.all_reduce(torch.ones(3), group=sub)
-        rshmem.team_destroy(sub)
-    pg = dist.new_group([0])  # collective in torch.distributed: every rank makes it
-    if me == 0:
-        with pytest.raises(rshmem.UnsupportedError, match="over all PEs in PE order"):
-            ops.all_reduce(torch.ones(3), group=pg)
-    with pytest.raises(rshmem.InvalidArgumentError, match="group must be None"):
-        ops.all_reduce(torch.ones(3), group=True)
-    rshmem.barrier_all()
-
-
 def test_group_forms_that_name_every_pe_are_accepted(npes):
     import torch.distributed as dist
 
@@ -265,3 +247,125 @@ def test_config_rejects_unknown_choices():
             ops.config.check()
     finally:
         ops.config.allreduce_form = old
+
+
+def test_prepare_does_the_first_call_work_of_each_op(me, npes):
+    # Shapes no other test uses, so that prepare makes the first call of each.
+    a = torch.empty((3, 40), dtype=torch.bfloat16)
+    b = torch.empty((40, 11), dtype=torch.bfloat16)
+    ops.prepare(ops.all_gather_matmul, a, b, return_a=True)
+    ops.prepare("matmul_reduce_scatter", torch.empty((2 * npes, 40), dtype=torch.bfloat16), b)
+    ops.prepare(ops.all_reduce, torch.empty(97), op="max")
+    from rshmem.ops import _checks
+
+    agreed = {k[1] for k in _checks._agreed if 40 in k or 97 in k}
+    assert agreed == {"all_gather_matmul", "matmul_reduce_scatter", "all_reduce"}
+    A = _global((3 * npes, 40), torch.bfloat16, 30)
+    B = _global((40, 11), torch.bfloat16, 31)
+    _close(ops.all_gather_matmul(A[3 * me:3 * me + 3].contiguous(), B), A.float() @ B.float(), torch.bfloat16, "C")
+
+
+def test_prepare_and_register_group_refuse_capture(monkeypatch):
+    from rshmem.ops import _checks
+
+    monkeypatch.setattr(_checks, "capturing", lambda: True)
+    with pytest.raises(rshmem.RshmemError, match="during CUDA graph capture"):
+        ops.prepare(ops.all_reduce, torch.empty(5))
+    with pytest.raises(rshmem.RshmemError, match="during CUDA graph capture"):
+        ops.register_group(None)
+
+
+def test_prepare_misuse_raises(me, npes):
+    with pytest.raises(rshmem.InvalidArgumentError, match="op='all_to_all'; pass one of rshmem.ops.all_gather_matmul"):
+        ops.prepare("all_to_all", torch.ones(3))
+    with pytest.raises(rshmem.InvalidArgumentError, match="do not fit rshmem.ops.all_reduce"):
+        ops.prepare(ops.all_reduce, torch.ones(3), torch.ones(3))
+    with pytest.raises(rshmem.DTypeError, match="x is int32"):
+        ops.prepare(ops.all_reduce, torch.ones(3, dtype=torch.int32))
+    if npes > 1:
+        with pytest.raises(rshmem.MismatchError, match="every PE must pass the same shapes"):
+            ops.prepare(ops.all_reduce, torch.empty(13 + me))
+
+
+def test_large_all_reduces_go_to_nccl_only_over_nccl_groups(monkeypatch):
+    """The decision alone (NCCL needs GPUs; the GPU test is test_ops_gpu's): from the threshold
+    up, on the cuda backend, over a group whose torch.distributed backend has NCCL."""
+    import torch.distributed as dist
+
+    from rshmem.ops import _allreduce, _group
+
+    nccl_group = object()
+    cuda = _group.TeamInfo(0, 2, 0, (0, 1), "cuda", 0)
+    big = ops.config.allreduce_nccl_min_bytes
+    assert big == 8 << 20
+    monkeypatch.setattr(_group, "process_group", lambda team: nccl_group)
+    for backend, want in [("nccl", nccl_group), ("cpu:gloo,cuda:nccl", nccl_group), ("gloo", None)]:
+        monkeypatch.setattr(dist, "get_backend", lambda g, backend=backend: backend)
+        assert _allreduce.nccl_group(cuda, big) is want, backend
+    assert _allreduce.nccl_group(cuda, big - 1) is None
+    assert _allreduce.nccl_group(_group.TeamInfo(0, 2, 0, (0, 1), "host", -1), big) is None
+    assert _allreduce.nccl_group(_group.TeamInfo(0, 1, 0, (0,), "cuda", 0), big) is None
+    monkeypatch.setattr(ops.config, "allreduce_nccl_min_bytes", 0)
+    assert _allreduce.nccl_group(cuda, 1 << 40) is None
+    monkeypatch.setattr(_group, "process_group", lambda team: None)  # an rshmem team: no torch group
+    monkeypatch.setattr(ops.config, "allreduce_nccl_min_bytes", 1)
+    assert _allreduce.nccl_group(cuda, big) is None
+
+
+def test_the_torch_group_of_a_team_is_the_one_the_ops_were_given(npes):
+    import torch.distributed as dist
+
+    from rshmem.ops import _group
+
+    if not dist.is_initialized():
+        assert _group.process_group(0) is None
+        return
+    assert _group.process_group(0) is dist.group.WORLD
+    same = dist.new_group(list(range(npes)))
+    ops.all_reduce(torch.ones(2), group=same)
+    assert _group.process_group(0) is same
+
+
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "w.t()"])
+def test_fp8_all_gather_matmul_gives_a_bf16_c(me, npes, b_t):
+    fp8 = torch.float8_e4m3fn
+    m, K, N = 4, 32, 16
+    A = _global((npes * m, K), torch.float32, 40).to(fp8)
+    B = (_global((N, K), torch.float32, 41).to(fp8).t() if b_t else _global((K, N), torch.float32, 41).to(fp8))
+    c, full = ops.all_gather_matmul(A[me * m:(me + 1) * m].contiguous(), B, return_a=True)
+    assert c.dtype == torch.bfloat16 and c.shape == (npes * m, N)
+    _close(c, A.float() @ B.float(), torch.bfloat16, "fp8 C")
+    assert full.dtype == fp8 and torch.equal(full.view(torch.uint8), A.view(torch.uint8))
+    fake = torch.ops.rshmem.all_gather_matmul(torch.empty((m, K), dtype=fp8, device="meta"),
+                                              torch.empty((K, N), dtype=fp8, device="meta"), 0, False)[0]
+    assert fake.dtype == torch.bfloat16
+
+
+def test_fp8_misuse_raises():
+    fp8 = torch.float8_e4m3fn
+    a = torch.zeros((2, 16), dtype=fp8)
+    with pytest.raises(rshmem.DTypeError, match="takes float16, bfloat16$"):
+        ops.matmul_reduce_scatter(torch.zeros((2 * rshmem.n_pes(), 16), dtype=fp8), torch.zeros((16, 8), dtype=fp8))
+    with pytest.raises(rshmem.DTypeError, match="a is torch.float8_e4m3fn but b is torch.bfloat16"):
+        ops.all_gather_matmul(a, torch.zeros((16, 8), dtype=torch.bfloat16))
+    b = torch.zeros((16, 8), dtype=fp8, requires_grad=True)
+    c = ops.all_gather_matmul(a, b)
+    with pytest.raises(rshmem.UnsupportedError, match="fp8 .e4m3. inputs have no gradient"):
+        c.float().sum().backward()
+
+
+def test_a_kernel_not_compiled_raises_during_capture_instead_of_compiling(monkeypatch):
+    """What a captured call meets when its kernel specialization is new (the GPU test of the same
+    is test_ops_gpu's): the message names rshmem.ops.prepare, and nothing is compiled."""
+    from rshmem.ops import _checks, _kernels_ar, _launch
+
+    kernel = _launch.Kernel(_kernels_ar.one_shot_kernel, "all_reduce")
+    x = torch.zeros(64)
+    flags = torch.zeros(4, dtype=torch.int64)
+    args = (x, x, x, flags, flags, torch.zeros(2, dtype=torch.int32), 0, 2, 64, 64, 64)
+    monkeypatch.setattr(_checks, "capturing", lambda: True)
+    for call in (lambda: kernel((1,), args, (4, 0, 2048), num_warps=8),
+                 lambda: kernel((1,), args, (4, 0, 2048), prepare=True, num_warps=8)):
+        with pytest.raises(rshmem.RshmemError, match=r"call rshmem.ops.prepare\(rshmem.ops.all_reduce, \*args"):
+            call()
+    assert not kernel._compiled

@@ -1,7 +1,8 @@
 """rshmem.ops on GPUs (the cuda backend): every op against torch's unfused result, in fp16 and
-bf16, at the fused-ops issue's shapes and at ragged ones (multiples of 8 that are not multiples
-of the tiles: TMA), and at shapes TMA cannot describe (the pointer form); both producers of
-AllGather+GEMM; back to back on one stream and replayed from a CUDA graph; misuse.
+bf16 (AllGather+GEMM also in fp8 e4m3), at the fused-ops issue's shapes and at ragged ones
+(multiples of 8 that are not multiples of the tiles: TMA), and at shapes TMA cannot describe (the
+pointer form); both producers of AllGather+GEMM; back to back on one stream and replayed from a
+CUDA graph; first calls captured after `rshmem.ops.prepare`; groups of some PEs; misuse.
 
 2 PEs on 2 GPUs, or sharing one (`RSHMEM_ALLOW_SHARED_GPU=1`; waits then progress by the GPU's
 time-slicing between the processes, and the timings mean nothing):
@@ -119,6 +120,23 @@ def test_matmul_reduce_scatter(shape, dtype):
     _check(c, (A @ B)[me * m:(me + 1) * m], "C_shard")
     c2 = ops.matmul_reduce_scatter(a, b.t().contiguous().t())
     _check(c2, (A @ B)[me * m:(me + 1) * m], "C_shard with b = weight.t()")
+
+
+@pytest.mark.parametrize("shape,b_t", [((4096, 8192, 5120), True), ((2 * 1000, 1008, 1216), False),
+                                       ((2 * 77, 100, 60), True)], ids=["issue-w.t()", "ragged-b", "pointer-w.t()"])
+def test_fp8_all_gather_matmul(shape, b_t):
+    """fp8 (e4m3) A and B, C in bf16: against torch's fp32 product of the same fp8 values."""
+    M, K, N = shape
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    m = M // W
+    fp8 = torch.float8_e4m3fn
+    A = _rand((M, K), torch.float32, 1500).to(fp8)
+    B = (_rand((N, K), torch.float32, 1501, 4.0 / K ** 0.5).to(fp8).t() if b_t else
+         _rand((K, N), torch.float32, 1501, 4.0 / K ** 0.5).to(fp8))
+    c, full = ops.all_gather_matmul(A[me * m:(me + 1) * m].contiguous(), B, return_a=True)
+    assert c.dtype == BF16
+    _check(c, (A.float() @ B.float()).to(BF16), "fp8 C")
+    assert torch.equal(full.view(torch.uint8), A.view(torch.uint8)), "the gathered fp8 A differs"
 
 
 def test_misaligned_inputs_on_one_pe_take_the_pointer_form_with_the_agreed_tiling():
@@ -258,9 +276,166 @@ def test_misuse_on_the_cuda_backend():
         ops.all_reduce(torch.ones(4))
     fresh = torch.ones(1234 + 8, dtype=torch.float32, device=_dev())  # a size no test used before
     graph = torch.cuda.CUDAGraph()
-    with pytest.raises(rshmem.RshmemError, match="Call the op once eagerly"):
+    with pytest.raises(rshmem.RshmemError, match=r"call rshmem.ops.prepare\(rshmem.ops.all_reduce, \*args"):
         with torch.cuda.graph(graph):
             ops.all_reduce(fresh)
     del graph
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+def test_first_calls_captured_after_prepare():
+    """Shapes no other test uses, prepared (agreed, allocated, tuned, compiled; nothing computed),
+    then called for the first time inside CUDA graph capture, and replayed with new data."""
+    M, K, N = 2 * 320, 448, 576
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    m, k = M // W, K // W
+    shard = torch.empty((m, K), dtype=FP16, device=_dev())
+    B = torch.empty((K, N), dtype=FP16, device=_dev())
+    a_rs = torch.empty((M, k), dtype=FP16, device=_dev())
+    x = torch.empty(3 * 4099, dtype=BF16, device=_dev())
+    b_rs = B[me * k:(me + 1) * k]
+    ops.prepare(ops.all_gather_matmul, shard, B)
+    ops.prepare(ops.matmul_reduce_scatter, a_rs, b_rs)
+    ops.prepare(ops.all_reduce, x)
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = (ops.all_gather_matmul(shard, B), ops.matmul_reduce_scatter(a_rs, b_rs), ops.all_reduce(x))
+    for it in range(2):
+        A, Bv, sh = _ag_inputs((M, K, N), FP16, 1000 + it)
+        shard.copy_(sh)
+        B.copy_(Bv)
+        a_rs.copy_(A[:, me * k:(me + 1) * k])
+        xs = [_rand((x.numel(),), BF16, 1100 + 10 * it + p) for p in range(W)]
+        x.copy_(xs[me])
+        graph.replay()
+        torch.cuda.synchronize()
+        _check(outs[0], A @ Bv, f"all_gather_matmul, replay {it}")
+        _check(outs[1], (A @ Bv)[me * m:(me + 1) * m], f"matmul_reduce_scatter, replay {it}")
+        assert torch.equal(outs[2], _ar_reference(xs, "sum")), f"all_reduce, replay {it}"
+    del graph
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+def test_a_kernel_not_compiled_for_a_captured_call_raises_clearly():
+    """A shape called before, but with an input 8 bytes off a 16-byte boundary: agreed and
+    allocated, but the kernel is specialized on alignment and was never compiled for it, which
+    cannot happen during capture."""
+    n = 6000
+    x = _rand((n,), torch.float32, 1200)
+    ops.all_reduce(x)
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    off = torch.empty(n + 2, dtype=torch.float32, device=_dev())[2:]
+    off.copy_(x)
+    graph = torch.cuda.CUDAGraph()
+    with pytest.raises(rshmem.RshmemError, match="needs its kernel one_shot_kernel compiled for new arguments"):
+        with torch.cuda.graph(graph):
+            ops.all_reduce(off)
+    del graph
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    # prepared with that tensor, the same call captures
+    ops.prepare(ops.all_reduce, off)
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ops.all_reduce(off)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, ops.all_reduce(x))
+    del graph
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+def test_ops_over_registered_groups():
+    """The PEs as two halves (single PEs with 2 PEs; [0, 1] and [2, 3] with 4), each half
+    registered and running every op over itself on its own data, the workspaces carved from the
+    group's arena on the GPU."""
+    import torch.distributed as dist
+
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    if W % 2:
+        pytest.skip("needs an even number of PEs")
+    halves = [list(range(W // 2)), list(range(W // 2, W))]
+    made = [dist.new_group(h) for h in halves]
+    pes = halves[me // (W // 2)]
+    pg = made[me // (W // 2)]
+    team = ops.register_group(pg, workspace_bytes=64 << 20)
+    assert rshmem.team_n_pes(team) == len(pes)
+    G, r = len(pes), pes.index(me)
+    M, K, N = G * 256, 512, 384
+    m, k = M // G, K // G
+    seed = 1300 + 50 * pes[0]
+    A = _rand((M, K), BF16, seed)
+    B = _rand((K, N), BF16, seed + 1, 1.0 / K ** 0.5)
+    _check(ops.all_gather_matmul(A[r * m:(r + 1) * m].contiguous(), B, group=pg), A @ B, "all_gather_matmul")
+    _check(ops.matmul_reduce_scatter(A[:, r * k:(r + 1) * k].contiguous(), B[r * k:(r + 1) * k], group=pg),
+           (A @ B)[r * m:(r + 1) * m], "matmul_reduce_scatter")
+    xs = [_rand((10000,), torch.float32, seed + 10 + p) for p in range(G)]
+    assert torch.equal(ops.all_reduce(xs[r], group=pg), _ar_reference(xs, "sum"))
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+@pytest.mark.distinct_gpus(n=2)
+def test_large_all_reduces_over_an_nccl_group_are_nccls():
+    """From config.allreduce_nccl_min_bytes (8 MiB) up, over a group with the NCCL backend, the
+    all-reduce is torch.distributed's (NCCL refuses two ranks on one GPU: distinct GPUs only)."""
+    import torch.distributed as dist
+
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    pg = dist.new_group(list(range(W)), backend="nccl")
+    n = (16 << 20) // 4
+    xs = [_rand((n,), torch.float32, 1400 + p) for p in range(W)]
+    calls = []
+    real = dist.all_reduce
+
+    def counting(t, *args, **kwargs):
+        calls.append(t.numel())
+        return real(t, *args, **kwargs)
+
+    dist.all_reduce = counting
+    try:
+        got = ops.all_reduce(xs[me], group=pg)
+        small = ops.all_reduce(xs[me][:1000], group=pg)
+    finally:
+        dist.all_reduce = real
+    assert calls == [n], f"NCCL calls {calls}: the 16 MiB call only"
+    want = _ar_reference(xs, "sum")
+    _check(got, want, "NCCL's sum")
+    assert torch.equal(small, _ar_reference([x[:1000] for x in xs], "sum")), "rshmem's kernel below the threshold"
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+def test_reduce_overhead_compile_records_prepared_shapes():
+    """torch.compile(mode="reduce-overhead") with a dynamic token count: CUDA graph trees warm a
+    function up eagerly once, then record every new shape straight into a graph, so each shape's
+    first op call is captured. Prepared shapes record and replay correctly."""
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    K, N = 256, 384
+    w = _rand((N, K), BF16, 1600, 1.0 / K ** 0.5)  # as nn.Linear keeps it
+
+    def up(x):
+        return ops.all_gather_matmul(x, w.t())
+
+    compiled = torch.compile(up, mode="reduce-overhead", dynamic=True)
+    rows = (128, 192, 320)
+    for m in rows:
+        ops.prepare(ops.all_gather_matmul, torch.empty((m, K), dtype=BF16, device=_dev()), w.t())
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    for it in range(2):
+        for m in rows:
+            A = _rand((W * m, K), BF16, 1700 + 10 * it + m)
+            got = compiled(A[me * m:(me + 1) * m].contiguous()).clone()
+            torch.cuda.synchronize()
+            _check(got, A @ w.t(), f"compiled all_gather_matmul, {m} rows, round {it}")
     torch.cuda.synchronize()
     rshmem.barrier_all()

@@ -133,9 +133,10 @@ def _ops_cases() -> list:
 
     def ag(cfg, dt, tma, b_t, comm, release):
         c = cfg
+        cdt = "bf16" if dt == "fp8e4nv" else dt  # fp8 inputs give a bf16 C
         sig = {"a_loc": _desc(dt, c.BM, c.BK) if tma else f"*{dt}", "a_buf": _desc(dt, 1, c.BM, c.BK) if tma else f"*{dt}",
                "b": (_desc(dt, c.BN, c.BK) if b_t else _desc(dt, c.BK, c.BN)) if tma else f"*{dt}",
-               "c": _desc(dt, 1, c.BM, c.BN // 2 if c.split_c else c.BN) if tma else f"*{dt}", **ws, **ag_ints}
+               "c": _desc(cdt, 1, c.BM, c.BN // 2 if c.split_c else c.BN) if tma else f"*{cdt}", **ws, **ag_ints}
         consts = dict(BM=c.BM, BN=c.BN, BK=c.BK, GROUP_M=c.GROUP_M, TMA=tma, B_T=b_t, COMM=comm, RELEASE=release,
                       FLATTEN=c.flatten and tma, RESET_BLOCK=64, SPLIT_C=c.split_c and tma)
         out.append(("ops_gemm", "ag_gemm_kernel", sig, consts, {"num_warps": c.warps, "num_stages": c.stages}))
@@ -159,6 +160,13 @@ def _ops_cases() -> list:
     ag(_tuning.POINTER_CONFIG, "fp16", False, False, False, False)
     # a PE whose tensors TMA cannot take runs the pointer form with the tiling every PE agreed on
     ag(_tuning.AG_CANDIDATES[1], "bf16", False, True, True, True)
+    # fp8 (e4m3): every configuration with the weight as nn.Linear keeps it (K-major, as wgmma's
+    # fp8 form wants), one with a row-major B, the GEMM alone, the pointer form
+    for cfg in _tuning.AG_FP8_CANDIDATES:
+        ag(cfg, "fp8e4nv", True, True, True, True)
+    ag(_tuning.AG_FP8_CANDIDATES[0], "fp8e4nv", True, False, True, False)
+    ag(_tuning.AG_FP8_CANDIDATES[0], "fp8e4nv", True, True, False, False)
+    ag(_tuning.POINTER_FP8_CONFIG, "fp8e4nv", False, True, True, True)
     for cfg in _tuning.RS_CANDIDATES:
         rs(cfg, "bf16", True, False, True)
     rs(_tuning.RS_CANDIDATES[0], "fp16", True, True, False)
@@ -288,6 +296,8 @@ def test_ops_kernel_compiles_to_sm90_cubin(case, bitcode):
         f"{name}: needs {compiled.metadata.shared} bytes of shared memory, more than sm_90 has ({SM90_SHARED_BYTES})"
     if constexprs.get("TMA") and constexprs.get("BM"):
         assert "wgmma.mma_async" in compiled.asm["ptx"], f"{name}: the GEMM does not use wgmma"
+        if "fp8e4nv" in signature.get("a_loc", ""):
+            assert re.search(r"wgmma\.mma_async\S*e4m3\.e4m3", compiled.asm["ptx"]), f"{name}: no fp8 wgmma"
         assert "cp.async.bulk.tensor" in compiled.asm["ptx"], f"{name}: the GEMM does not load through TMA"
 
 

@@ -7,13 +7,19 @@
   `[M, K]` (M a multiple of the PE count W), `b` `[K, N]`; C_shard is `[M / W, N]`, PE `i`
   holding rows `i * M / W ...`.
 - `all_reduce(x, *, op="sum", group=None)`: `op` ("sum", "avg", "max", "min") over the PEs of
-  `x` (fp16, bf16, fp32), as a new tensor.
+  `x` (fp16, bf16, fp32), as a new tensor. On GPUs, from `config.allreduce_nccl_min_bytes` (8 MiB)
+  up over a group whose torch.distributed backend is NCCL, this is NCCL's `all_reduce` (faster at
+  those sizes; see `rshmem.ops._allreduce`); rshmem's one-shot / two-shot kernels otherwise.
+- `prepare(op, *args, **kwargs)`: the first-call work of a call, computing nothing (see below).
+- `register_group(group)`: makes a group of only some PEs usable as `group=` (see below).
 
 Every PE must call them with the same shapes and dtype, in the same order (they are collective).
 They are torch custom ops (`torch.ops.rshmem.*`): they run eagerly, under `torch.compile`, and in
 CUDA graphs, and autograd flows through them (the backward of AllGather+GEMM is a GEMM+ReduceScatter
 and the other way round). `b` may be row-major or column-major (as
-`linear.weight.t()`); `a` / `x` must be contiguous. fp16 and bf16 for the GEMMs.
+`linear.weight.t()`); `a` / `x` must be contiguous. fp16 and bf16 for the GEMMs; AllGather+GEMM
+also takes fp8 (`torch.float8_e4m3fn`) A and B, giving a bf16 C (wgmma's fp8 form on sm_90; no
+gradient; scale C yourself for scaled fp8 inputs: per-tensor scales factor out of the product).
 
 On GPUs (the cuda backend) each op is Triton kernels on the symmetric heap: the GEMM waits for
 each row block of A as it arrives (or pushes each finished tile to the PE that owns it), so the
@@ -23,26 +29,35 @@ without a GPU.
 
 The first call with a new shape and dtype exchanges the shapes between the PEs (a mismatch raises
 `rshmem.MismatchError` on every PE), allocates symmetric workspaces and, on GPUs, picks the GEMM
-tiling (`config.autotune`); it must not be captured in a CUDA graph (call once eagerly first).
-Later calls allocate nothing and never synchronize the host.
+tiling (`config.autotune`) and compiles the kernels; it cannot be captured in a CUDA graph, and
+raises `RshmemError` saying so there. `prepare(op, *args, **kwargs)` does that work for a call
+eagerly, without computing anything (a warm-up run of the op does too): call it before capturing,
+once per shape (e.g. for each shape `torch.compile(mode="reduce-overhead")` will capture with
+dynamic shapes). Later calls allocate nothing and never synchronize the host.
 
 `group` is None (every PE), a torch.distributed group whose ranks are the PEs in order (the one
-rshmem was initialized with), or an `rshmem.Team` of every PE. `config` holds the tunable choices
+rshmem was initialized with), or an `rshmem.Team` of every PE; a group or team of only some PEs
+(`dist.new_group([0, 1])` of 4, evenly spaced PEs) once `register_group(group)` has been called
+on every PE (collective over all PEs, like `dist.new_group`: see `rshmem.ops._register`).
+`config` holds the tunable choices
 (`rshmem.ops.config.ag_producer = "sm"`, ...; see `rshmem.ops._config`).
 """
 from __future__ import annotations
 
+import inspect
 import sys
 
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .. import _core
-from . import _checks, _group, _library, _tuning, _workspace
+from . import _checks, _group, _library, _register, _tuning, _workspace
 from ._config import Config, config
 from ._library import REDUCE_OPS
+from ._register import register_group
 
-__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "config", "Config", "REDUCE_OPS"]
+__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "prepare", "register_group", "config",
+           "Config", "REDUCE_OPS"]
 
 
 @torch.compiler.assume_constant_result
@@ -104,6 +119,61 @@ def all_reduce(x, *, op: str = "sum", group=None):
     return torch.ops.rshmem.all_reduce(x, op, team)
 
 
+def _prepare_all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
+    team = _team(group, "all_gather_matmul")
+    _checks.is_tensor(a_shard, "a_shard", "all_gather_matmul")
+    _checks.is_tensor(b, "b", "all_gather_matmul")
+    need_a = return_a or (torch.is_grad_enabled() and b.requires_grad)  # as all_gather_matmul decides
+    with torch.no_grad():
+        _library.all_gather_matmul_impl(a_shard, b, team, need_a, prepare=True)
+
+
+def _prepare_matmul_reduce_scatter(a, b, *, group=None):
+    team = _team(group, "matmul_reduce_scatter")
+    _checks.is_tensor(a, "a", "matmul_reduce_scatter")
+    _checks.is_tensor(b, "b", "matmul_reduce_scatter")
+    with torch.no_grad():
+        _library.matmul_reduce_scatter_impl(a, b, team, prepare=True)
+
+
+def _prepare_all_reduce(x, *, op: str = "sum", group=None):
+    team = _team(group, "all_reduce")
+    _checks.is_tensor(x, "x", "all_reduce")
+    with torch.no_grad():
+        _library.all_reduce_impl(x, op, team, prepare=True)
+
+
+_PREPARE = {
+    "all_gather_matmul": (all_gather_matmul, _prepare_all_gather_matmul),
+    "matmul_reduce_scatter": (matmul_reduce_scatter, _prepare_matmul_reduce_scatter),
+    "all_reduce": (all_reduce, _prepare_all_reduce),
+}
+
+
+def prepare(op, /, *args, **kwargs) -> None:
+    """Does the first-call work of `op(*args, **kwargs)` (`op` one of this module's ops, or its
+    name) without computing it: the shapes agreed with the other PEs, the workspaces allocated,
+    the GEMM tiling chosen (which times the GEMM alone when `config.autotune`), every kernel the
+    call launches compiled and loaded. Only the shapes, dtypes, layouts, alignment and `group` of
+    the arguments matter, not their values (`torch.empty` will do). Collective over the group,
+    like the op; eager only (raises during CUDA graph capture). Afterwards a call with tensors
+    like these may be captured in a CUDA graph. On the host backend, where nothing is compiled,
+    it runs the op once."""
+    from .._native import InvalidArgumentError
+
+    name = op if isinstance(op, str) else next((k for k, (fn, _) in _PREPARE.items() if fn is op), None)
+    if name not in _PREPARE:
+        raise InvalidArgumentError(f"rshmem.ops.prepare: op={op!r}; pass one of rshmem.ops."
+                                   f"{', rshmem.ops.'.join(_PREPARE)} (or its name)")
+    fn, prepare_fn = _PREPARE[name]
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as e:
+        raise InvalidArgumentError(f"rshmem.ops.prepare: the arguments do not fit rshmem.ops.{name} ({e})") from None
+    _checks.not_capturing(name, "rshmem.ops.prepare itself")
+    prepare_fn(*args, **kwargs)
+
+
 def _forget_all():
     """rshmem.finalize(): drop every workspace and cache (the heap goes away), before the runtime
     counts the live tensors."""
@@ -111,6 +181,7 @@ def _forget_all():
     _checks.forget()
     _tuning.forget()
     _group.forget()
+    _register.forget()
     ag = sys.modules.get(__name__ + "._ag_gemm")  # imported (with triton) only on GPUs
     if ag is not None:
         ag.forget()

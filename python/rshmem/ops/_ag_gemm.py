@@ -41,9 +41,9 @@ CHUNK_ALIGN = 256  # chunk rows are a multiple of every tile height, so a tile n
 CE_CHUNKS = 2  # copy-engine chunks per shard: the first lands early, and each costs a few us of CPU
 PUSH_WARPS = 16
 
-_consumer = Kernel(kg.ag_gemm_kernel)
-_push = Kernel(kg.ag_push_kernel)
-_release = Kernel(kg.release_kernel)
+_consumer = Kernel(kg.ag_gemm_kernel, "all_gather_matmul")
+_push = Kernel(kg.ag_push_kernel, "all_gather_matmul")
+_release = Kernel(kg.release_kernel, "all_gather_matmul")
 _streams: dict = {}
 
 
@@ -64,7 +64,8 @@ def _space(info: _group.TeamInfo, dtype, need: int) -> _workspace.Space:
     size = _workspace.size_class(need)
     key = ("all_gather_matmul", info.team, str(dtype), size)
     return _workspace.get("all_gather_matmul", key,
-                          lambda: _workspace.Space(info, size, info.size * FLAG_STRIDE, info.size))
+                          lambda: _workspace.Space(info, size, info.size * FLAG_STRIDE, info.size,
+                                                                   "all_gather_matmul"))
 
 
 def chunking(m: int, chunks: int) -> tuple:
@@ -110,7 +111,7 @@ class _Call:
         self.tma = self.shape_tma and tma_ok(a, self.bmat, c, buf3d)
 
     def launch(self, cfg: _tuning.GemmConfig, comm: bool, release: bool, sms: int, chunk_rows: int = CHUNK_ALIGN,
-               n_chunks: int = 1) -> None:
+               n_chunks: int = 1, prepare: bool = False) -> None:
         info, m, K, N = self.info, self.m, self.K, self.N
         W = info.size
         c3d = self.c.view(W, m, N)
@@ -130,29 +131,32 @@ class _Call:
                 sbk, sbn, chunk_rows, n_chunks, FLAG_STRIDE, grid)
         consts = (cfg.BM, cfg.BN, cfg.BK, cfg.GROUP_M, self.tma, self.b_t, comm, release,
                   cfg.flatten and self.tma, RESET_BLOCK, cfg.split_c and self.tma)
-        _consumer((grid,), args, consts, num_warps=cfg.warps, num_stages=cfg.stages)
+        _consumer((grid,), args, consts, prepare=prepare, num_warps=cfg.warps, num_stages=cfg.stages)
 
 
 def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
+    fp8 = call.a.dtype == _checks.FP8
     if not call.shape_tma:
-        return _tuning.POINTER_CONFIG
-    return _tuning.choose("all_gather_matmul", call.info, key, _tuning.AG_CANDIDATES,
+        return _tuning.POINTER_FP8_CONFIG if fp8 else _tuning.POINTER_CONFIG
+    return _tuning.choose("all_gather_matmul", call.info, key, _tuning.AG_FP8_CANDIDATES if fp8 else _tuning.AG_CANDIDATES,
                           lambda cfg: call.launch(cfg, False, False, _tuning.num_sms()))
 
 
-def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple):
-    """C (and the gathered A when `return_a`, else an empty tensor) on the caller's stream."""
+def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple, prepare: bool = False):
+    """C (and the gathered A when `return_a`, else an empty tensor) on the caller's stream. With
+    `prepare`, everything but the launches and the stream work (`rshmem.ops.prepare`): C is not
+    computed."""
     W, me = info.size, info.rank
     m, K = a.shape
     N = b.shape[1]
     dtype, elt = a.dtype, a.element_size()
     dev = a.device
-    c = torch.empty((W * m, N), dtype=dtype, device=dev)
+    c = torch.empty((W * m, N), dtype=_checks.out_dtype(dtype), device=dev)
     full = torch.empty((W * m, K) if return_a else (0,), dtype=dtype, device=dev)
     if W == 1:
         call = _Call(a, b, b_t, c, a.view(1, m, K), _Dummy(dev), info)
-        call.launch(_config(call, key), False, False, _tuning.num_sms())
-        if return_a:
+        call.launch(_config(call, key), False, False, _tuning.num_sms(), prepare=prepare)
+        if return_a and not prepare:
             full.copy_(a)
         return c, full
     shard_bytes = m * K * elt
@@ -177,6 +181,9 @@ def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple):
         _push.prepare((n_chunks, W - 1), push_args, (), num_warps=PUSH_WARPS)
     if return_a:
         _release.prepare((1,), release_args, (RESET_BLOCK,), num_warps=4)
+    if prepare:
+        call.launch(cfg, True, not return_a, sms, chunk_rows, n_chunks, prepare=True)
+        return c, full
 
     main = torch.cuda.current_stream(dev)
     ready = torch.cuda.Event()
@@ -232,7 +239,7 @@ def gemm_alone(a, b, info: _group.TeamInfo, key: tuple):
     W = info.size
     m, K = a.shape
     b_t = _checks.weight_layout(b, "all_gather_matmul")
-    c = torch.empty((W * m, b.shape[1]), dtype=a.dtype, device=a.device)
+    c = torch.empty((W * m, b.shape[1]), dtype=_checks.out_dtype(a.dtype), device=a.device)
     if W == 1:
         buf3d, space = a.view(1, m, K), _Dummy(a.device)
     else:

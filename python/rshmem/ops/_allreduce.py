@@ -3,8 +3,20 @@
 
 The form: `config.allreduce_form`, or by default one-shot on 2 PEs (both forms move the same bytes
 there, and one-shot has one phase fewer) and up to `config.allreduce_one_shot_max` bytes on more
-PEs, two-shot above. NCCL is never called: the two-shot kernel is used at every size, and the
-benchmarks report where NCCL's ring would be faster.
+PEs, two-shot above.
+
+**Large all-reduces go to NCCL** where it can take them: from `config.allreduce_nccl_min_bytes`
+(8 MiB) up, when the op's group (the torch.distributed group it was given, or WORLD for
+`group=None`) has NCCL as its backend, `torch.distributed.all_reduce` on that group runs instead
+of the kernels. There, bandwidth decides, and NCCL's ring (or NVLS tree) reaches the links'
+bandwidth with few SMs, while one-shot reads W copies and two-shot moves every byte twice through
+SM loads and stores; the kernels win on latency, which dominates below a few MiB. 8 MiB is the
+bound vLLM's custom all-reduce keeps for the same reason (its measurements on NVLink machines),
+until `benchmarks.run --suite fused` on 2 GPUs measures ours. Every PE of the group decides alike
+(the size is agreed, the backend is the group's, the config must be the same everywhere). NCCL's
+result is the same on every PE, but summed in its order and in the input's dtype, not in fp32 in
+PE order. On gloo or another non-NCCL backend, on an rshmem team given as the group, and on the
+host backend, the op always runs rshmem's path.
 """
 from __future__ import annotations
 
@@ -15,6 +27,7 @@ from ._config import config
 from ._launch import Kernel
 
 OPS = {"sum": ka.SUM, "avg": ka.AVG, "max": ka.MAX, "min": ka.MIN}
+NCCL_OPS = {"sum": "SUM", "avg": "AVG", "max": "MAX", "min": "MIN"}  # names of torch.distributed.ReduceOp
 MIN_CLASS = 64 << 10
 # Programs per workspace: one per 32 KiB of its size class, at most 128 and the SM count. Small
 # sizes want a few programs (latency: each puts and sums its slice in parallel), large ones many
@@ -23,8 +36,8 @@ MAX_PROGRAMS = 128
 BYTES_PER_PROGRAM = 32 << 10
 BLOCK = 2048
 
-_one = Kernel(ka.one_shot_kernel)
-_two = Kernel(ka.two_shot_kernel)
+_one = Kernel(ka.one_shot_kernel, "all_reduce")
+_two = Kernel(ka.two_shot_kernel, "all_reduce")
 
 
 def form(nbytes: int, W: int) -> str:
@@ -32,6 +45,25 @@ def form(nbytes: int, W: int) -> str:
     if config.allreduce_form != "auto":
         return config.allreduce_form
     return "one_shot" if W == 2 or nbytes <= config.allreduce_one_shot_max else "two_shot"
+
+
+def nccl_group(info: _group.TeamInfo, nbytes: int):
+    """The torch.distributed group that takes an all-reduce of `nbytes` over `info`'s team (see
+    the module docstring), or None for rshmem's kernels."""
+    config.check()
+    limit = config.allreduce_nccl_min_bytes
+    if not limit or nbytes < limit or info.backend != "cuda" or info.size == 1:
+        return None
+    pg = _group.process_group(info.team)
+    if pg is None:
+        return None
+    import torch.distributed as dist
+
+    try:
+        backend = str(dist.get_backend(pg))
+    except (RuntimeError, ValueError):
+        return None
+    return pg if "nccl" in backend.lower() else None
 
 
 def _programs(size: int) -> int:
@@ -48,24 +80,38 @@ def _space(info: _group.TeamInfo, dtype, how: str, nbytes: int) -> _workspace.Sp
         cap = size // elt
         per_slot = G * -(-(cap if how == "one_shot" else -(-cap // W)) // G)
         bufs = 1 if how == "one_shot" else 2
-        space = _workspace.Space(info, bufs * W * per_slot * elt, bufs * W * G, G * W)
+        space = _workspace.Space(info, bufs * W * per_slot * elt, bufs * W * G, G * W, "all_reduce")
         space.extra.update(programs=G, slot=per_slot, bufs=bufs, views={})
         return space
 
     return _workspace.get("all_reduce", key, make)
 
 
-def run(x: torch.Tensor, op: str, info: _group.TeamInfo) -> torch.Tensor:
-    """op over the team's PEs of `x` (contiguous), as a new tensor, on the caller's stream."""
+def run(x: torch.Tensor, op: str, info: _group.TeamInfo, prepare: bool = False) -> torch.Tensor:
+    """op over the team's PEs of `x` (contiguous), as a new tensor, on the caller's stream (with
+    `prepare`, the workspaces and kernels only: `rshmem.ops.prepare`)."""
     W = info.size
     out = torch.empty_like(x)
     n = x.numel()
     if n == 0:
         return out
     if W == 1:
-        out.copy_(x)
+        if not prepare:
+            out.copy_(x)
         return out
     elt = x.element_size()
+    pg = nccl_group(info, n * elt)
+    if pg is not None:
+        import torch.distributed as dist
+
+        if prepare:
+            # torch makes the group's NCCL communicator on its first collective, which a
+            # captured call must not be
+            dist.all_reduce(torch.zeros(1, dtype=x.dtype, device=x.device), group=pg)
+        else:
+            out.copy_(x)
+            dist.all_reduce(out, op=getattr(dist.ReduceOp, NCCL_OPS[op]), group=pg)
+        return out
     piece = max(1, config.allreduce_piece_bytes // elt)
     code = OPS[op]
     pes = _workspace.pes(info)
@@ -83,10 +129,10 @@ def run(x: torch.Tensor, op: str, info: _group.TeamInfo) -> torch.Tensor:
         if how == "one_shot":
             per = -(-count // G)
             _one((G,), (outs, xs, buf, space.flags, space.busy, pes, info.rank, W, count, per, slot),
-                 (elt, code, BLOCK), num_warps=8)
+                 (elt, code, BLOCK), prepare=prepare, num_warps=8)
         else:
             chunk = -(-count // W)
             per = -(-chunk // G)
             _two((G,), (outs, xs, buf, space.extra.setdefault("second", buf[W * slot:]), space.flags, space.busy, pes, info.rank, W, count, chunk, per,
-                        slot), (elt, code, BLOCK), num_warps=8)
+                        slot), (elt, code, BLOCK), prepare=prepare, num_warps=8)
     return out

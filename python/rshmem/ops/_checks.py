@@ -21,6 +21,13 @@ from . import _group
 # Words of one PE's entry in the exchange: a hash of the key, then the key's numbers.
 _WORDS = 16
 GEMM_DTYPES = (torch.float16, torch.bfloat16)
+FP8 = torch.float8_e4m3fn
+AG_DTYPES = GEMM_DTYPES + (FP8,)  # AllGather+GEMM also multiplies fp8 (e4m3), into a bf16 C
+
+
+def out_dtype(dtype):
+    """The dtype of a GEMM's C for inputs of `dtype`: bf16 for fp8, else the inputs'."""
+    return torch.bfloat16 if dtype == FP8 else dtype
 REDUCE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 _agreed: set = set()
@@ -43,8 +50,11 @@ def not_capturing(what: str, key) -> None:
     if capturing():
         raise RshmemError(
             f"rshmem.ops.{what}: the first call with these shapes and dtype ({key}) happens during CUDA graph capture, "
-            "but a first call agrees on the shapes with the other PEs and may allocate symmetric memory, which "
-            "cannot be captured. Call the op once eagerly with these shapes before capturing (a warm-up run)")
+            "but a first call agrees on the shapes with the other PEs, may allocate symmetric memory and compiles "
+            "kernels, none of which can be captured. Before capturing, call "
+            f"rshmem.ops.prepare(rshmem.ops.{what}, *args, **kwargs) with tensors like the captured call's on every "
+            "PE (or call the op once eagerly: a warm-up run); with torch.compile(mode='reduce-overhead') and dynamic "
+            "shapes, once per shape")
 
 
 def is_tensor(x, name: str, what: str) -> None:
@@ -114,10 +124,8 @@ def _key_words(key: tuple) -> list:
 def _exchange_tensors(info: _group.TeamInfo):
     found = _exchange.get(info.team)
     if found is None:
-        import rshmem.torch as rtorch
-
-        src = rtorch.create_symmetric_tensor((_WORDS,), torch.int64)
-        dst = rtorch.create_symmetric_tensor((info.size, _WORDS), torch.int64)
+        src = _group.symmetric(info, (_WORDS,), torch.int64, "exchange")
+        dst = _group.symmetric(info, (info.size, _WORDS), torch.int64, "exchange")
         found = _exchange[info.team] = (src, dst)
     return found
 

@@ -12,6 +12,8 @@ time; every PE must use the same values (they decide collective behaviour).
 | `allreduce_form` | `RSHMEM_OPS_ALLREDUCE` | `auto` | `one_shot`, `two_shot` or `auto` (one-shot on 2 PEs and up to `allreduce_one_shot_max` bytes, two-shot above) |
 | `allreduce_one_shot_max` | `RSHMEM_OPS_ALLREDUCE_ONE_SHOT_MAX` | 256 KiB | see `allreduce_form` |
 | `allreduce_piece_bytes` | `RSHMEM_OPS_ALLREDUCE_PIECE_BYTES` | 64 MiB | larger all-reduces run as pieces of this size (the largest workspace) |
+| `allreduce_nccl_min_bytes` | `RSHMEM_OPS_ALLREDUCE_NCCL_MIN_BYTES` | 8 MiB | on GPUs, all-reduces of at least this many bytes over a group whose torch.distributed backend is NCCL are NCCL's `all_reduce` (see `_allreduce`); `0`: never |
+| `group_workspace_bytes` | `RSHMEM_OPS_GROUP_WORKSPACE_BYTES` | `0`: 1 GiB on the cuda backend, 64 MiB on the host backend | symmetric memory `register_group` sets aside on every PE for the workspaces of a group of only some PEs (1 GiB holds AllGather+GEMM, GEMM+ReduceScatter and all-reduce workspaces at 8192 x 8192 bf16) |
 """
 from __future__ import annotations
 
@@ -55,6 +57,8 @@ class Config:
     allreduce_form: str = _choice("RSHMEM_OPS_ALLREDUCE", "auto", _FORMS)
     allreduce_one_shot_max: int = _int("RSHMEM_OPS_ALLREDUCE_ONE_SHOT_MAX", 256 << 10)
     allreduce_piece_bytes: int = max(1 << 16, _int("RSHMEM_OPS_ALLREDUCE_PIECE_BYTES", 64 << 20))
+    allreduce_nccl_min_bytes: int = _int("RSHMEM_OPS_ALLREDUCE_NCCL_MIN_BYTES", 8 << 20)
+    group_workspace_bytes: int = _int("RSHMEM_OPS_GROUP_WORKSPACE_BYTES", 0)
 
     def check(self) -> None:
         """Raises ConfigError for a value set at run time that no op can use."""

@@ -15,26 +15,26 @@ import torch
 
 import rshmem
 
-from . import _group, _workspace
+from . import _checks, _group, _workspace
 
 
 class _Pair:
-    def __init__(self, src_elems: int, dst_elems: int, dtype):
-        import rshmem.torch as rtorch
-
-        self.src = rtorch.create_symmetric_tensor((max(src_elems, 1),), dtype)
-        self.dst = rtorch.create_symmetric_tensor((max(dst_elems, 1),), dtype)
+    def __init__(self, info: _group.TeamInfo, src_elems: int, dst_elems: int, dtype, what: str):
+        self.src = _group.symmetric(info, (max(src_elems, 1),), dtype, what)
+        self.dst = _group.symmetric(info, (max(dst_elems, 1),), dtype, what)
 
 
 def _pair(what: str, info: _group.TeamInfo, dtype, elems: int, dst_factor: int) -> _Pair:
     size = _workspace.size_class(elems * dtype.itemsize, 1 << 12)
     key = ("host", what, info.team, str(dtype), size)
     cap = size // dtype.itemsize
-    return _workspace.get(what, key, lambda: _Pair(cap, cap * dst_factor, dtype))
+    return _workspace.get(what, key, lambda: _Pair(info, cap, cap * dst_factor, dtype, what))
 
 
 def all_gather(a: torch.Tensor, info: _group.TeamInfo) -> torch.Tensor:
     """The rows of every PE's `a`, in team order, as a new tensor."""
+    if a.dtype.is_floating_point and a.element_size() == 1:  # fp8: the host collectives move its bytes
+        return all_gather(a.view(torch.uint8), info).view(a.dtype)
     W, n = info.size, a.numel()
     pair = _pair("all_gather", info, a.dtype, n, W)
     pair.src[:n].copy_(a.reshape(-1))
@@ -44,7 +44,7 @@ def all_gather(a: torch.Tensor, info: _group.TeamInfo) -> torch.Tensor:
 
 def all_gather_matmul(a, b, info: _group.TeamInfo, return_a: bool):
     full = all_gather(a, info)
-    c = (full.float() @ b.float()).to(a.dtype)
+    c = (full.float() @ b.float()).to(_checks.out_dtype(a.dtype))
     return c, (full if return_a else a.new_empty((0,)))
 
 

@@ -1,11 +1,15 @@
-"""Which PEs an op runs over (the `group=` argument), and which device this PE computes on.
+"""Which PEs an op runs over (the `group=` argument), this PE's device, and the symmetric
+memory of teams of only some PEs.
 
 An op runs over an rshmem team. `group` may be None (every PE), `rshmem.Team.WORLD`, a
-`torch.distributed` process group whose ranks are the PEs in PE order (the group rshmem was
-initialized with, or one spanning the same processes), or an `rshmem.Team` whose members are
-every PE. The ops' symmetric workspaces are allocated collectively over all PEs, the first time
-an op needs one; a team of only some PEs would leave the others out of that collective, so it is
-refused with a message saying so.
+`torch.distributed` process group, or an `rshmem.Team`. A group or team of every PE (group rank
+i = PE i) needs nothing more. A group of only some PEs (`dist.new_group([0, 1])` of 4) must first
+be registered by `rshmem.ops.register_group` (see `_register`), a call every PE makes, as every
+process makes `dist.new_group`: symmetric memory is allocated collectively over all PEs, and the
+PEs outside the group never call the group's ops, so the team and a symmetric `Arena` for the
+group's workspaces are made then, while every PE takes part. The group's ops then carve their
+workspaces from the arena (`symmetric`), in the same order on every member (they make the same
+op calls), hence at the same offsets: symmetric within the team with no collective at all.
 """
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import _core, _native
-from .._native import InvalidArgumentError, NotInitializedError, UnsupportedError
+from .._native import HeapExhaustedError, InvalidArgumentError, NotInitializedError, UnsupportedError
 
 
 @dataclass(frozen=True)
@@ -46,29 +50,68 @@ def _require_init(what: str) -> None:
         raise NotInitializedError(f"rshmem is not initialized: call rshmem.init() before rshmem.ops.{what}()")
 
 
-def _team_of_process_group(group, what: str) -> int:
+def _not_registered(what: str, described: str) -> UnsupportedError:
+    return UnsupportedError(
+        f"rshmem.ops.{what}: {described}, which has only some of the {_native.n_pes()} PEs and was not registered "
+        "for rshmem.ops: call rshmem.ops.register_group(group) on every PE first (collective over all PEs, like "
+        "dist.new_group; each PE passes the group it belongs to, or None), then pass the group to the ops")
+
+
+def _is_non_member(group) -> bool:
+    """Whether `group` is what `dist.new_group` gives the processes outside the group."""
+    import torch.distributed as dist
+
+    return dist.is_available() and type(group) is type(dist.GroupMember.NON_GROUP_MEMBER) and \
+        group == dist.GroupMember.NON_GROUP_MEMBER
+
+
+def process_group_ranks(group, what: str) -> tuple:
+    """The global torch.distributed ranks of `group`'s members, in group-rank order."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
         raise InvalidArgumentError(f"rshmem.ops.{what}: group={group!r} is a torch.distributed group, but "
                                    "torch.distributed is not initialized")
+    if _is_non_member(group):
+        raise InvalidArgumentError(f"rshmem.ops.{what}: this process is not a member of the group it passed "
+                                   "(dist.new_group gave it GroupMember.NON_GROUP_MEMBER): only members call the "
+                                   "group's ops")
     try:
-        size = dist.get_world_size(group)
-        rank = dist.get_rank(group)
-    except (RuntimeError, ValueError) as e:
+        ranks = tuple(dist.get_process_group_ranks(group))
+        member = dist.get_rank(group)
+    except (RuntimeError, ValueError, TypeError, AttributeError) as e:
         raise InvalidArgumentError(f"rshmem.ops.{what}: group={group!r} is not a torch.distributed group this "
                                    f"process can use ({e})") from None
+    if member < 0:
+        raise InvalidArgumentError(f"rshmem.ops.{what}: this process (rank {dist.get_rank()}) is not a member of the "
+                                   f"group of ranks {list(ranks)}: only members call the group's ops")
+    return ranks
+
+
+def _team_of_process_group(group, what: str) -> int:
+    team = _team_of_ranks(group, what)
+    _process_groups[team] = group
+    return team
+
+
+def _team_of_ranks(group, what: str) -> int:
+    import torch.distributed as dist
+
+    ranks = process_group_ranks(group, what)
     n = _native.n_pes()
-    me = _native.my_pe()
     # Each PE checks its own position: if every member's group rank is its PE number and the
     # group has every PE, group rank i is PE i for all i, with no exchange at all.
-    if size != n or rank != me:
-        raise UnsupportedError(
-            f"rshmem.ops.{what}: the torch.distributed group has {size} ranks and this process is rank {rank} in "
-            f"it, but rshmem has {n} PEs and this is PE {me}: the ops run over all PEs in PE order (the group "
-            "rshmem.init() was given, or group=None). Ops over a subset of the PEs are not supported: their "
-            "symmetric workspaces are allocated collectively over all PEs")
-    return int(_core.Team.WORLD)
+    if len(ranks) == n and dist.get_rank(group) == _native.my_pe():
+        return int(_core.Team.WORLD)
+    found = _registered_ranks.get(ranks)
+    if found is None:
+        if len(ranks) == n:
+            raise UnsupportedError(
+                f"rshmem.ops.{what}: the torch.distributed group has every rank but this process is rank "
+                f"{dist.get_rank(group)} in it and PE {_native.my_pe()} of rshmem: the ops need group rank i to be "
+                "PE i (the group rshmem.init() was given, or group=None)")
+        raise _not_registered(what, f"the torch.distributed group of ranks {list(ranks)}")
+    return found
 
 
 def team_of(group, what: str) -> int:
@@ -79,18 +122,89 @@ def team_of(group, what: str) -> int:
     if isinstance(group, bool):
         raise InvalidArgumentError(f"rshmem.ops.{what}: group must be None, a torch.distributed group or an "
                                    f"rshmem.Team, not {group!r}")
-    if isinstance(group, int):
+    if isinstance(group, int) and not _is_non_member(group):
         team = int(group)
         try:
             size = _native.team_n_pes(team)
         except _native.RshmemError as e:
             raise InvalidArgumentError(f"rshmem.ops.{what}: group={group!r} is not a live rshmem team ({e})") from None
-        if size != _native.n_pes():
-            raise UnsupportedError(
-                f"rshmem.ops.{what}: team {_core.Team(team)!r} has {size} of the {_native.n_pes()} PEs; the ops run "
-                "over teams of every PE only (their symmetric workspaces are allocated collectively over all PEs)")
+        if size != _native.n_pes() and team not in _arenas:
+            raise _not_registered(what, f"team {_core.Team(team)!r} has {size} PEs")
+        if _native.team_my_pe(team) < 0:
+            raise InvalidArgumentError(f"rshmem.ops.{what}: this PE is not a member of team {_core.Team(team)!r}: "
+                                       "only members call the team's ops")
         return team
     return _team_of_process_group(group, what)
+
+
+class Arena:
+    """Symmetric memory of one registered team's workspaces: a zero-filled symmetric tensor
+    allocated over all PEs by `register_group`, handed out front to back and never taken back
+    (the ops keep their workspaces until `rshmem.finalize()`), so every piece is zero when
+    first handed out and lies at the same offset on every member."""
+
+    ALIGN = 256
+
+    def __init__(self, team: int, memory: torch.Tensor):
+        self.team = team
+        self.memory = memory
+        self.used = 0
+
+    def take(self, shape, dtype, what: str) -> torch.Tensor:
+        """A zero-filled `dtype` tensor of `shape` from the arena, symmetric within the team."""
+        n = 1
+        for d in shape:
+            n *= int(d)
+        nbytes = max(n * dtype.itemsize, 1)
+        start = -(-self.used // self.ALIGN) * self.ALIGN
+        if start + nbytes > self.memory.numel():
+            raise HeapExhaustedError(
+                f"rshmem.ops.{what}: team {_core.Team(self.team)!r} needs {nbytes} more bytes of workspace, but "
+                f"{start} of the {self.memory.numel()} bytes that rshmem.ops.register_group gave it are taken: "
+                "register the group with a larger workspace_bytes (or set rshmem.ops.config.group_workspace_bytes "
+                "before registering)")
+        self.used = start + nbytes
+        return self.memory[start:start + nbytes].view(dtype).view(tuple(int(d) for d in shape))
+
+
+_arenas: dict = {}  # team -> Arena
+_registered_ranks: dict = {}  # global torch ranks of a registered group -> team
+_process_groups: dict = {}  # team -> the torch.distributed group last passed for it
+
+
+def process_group(team: int):
+    """The torch.distributed group of `team`'s PEs: the last one an op was given for it, or for
+    the world team torch's WORLD group when it is every PE in PE order; None when there is none."""
+    found = _process_groups.get(team)
+    if found is not None or team != int(_core.Team.WORLD):
+        return found
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() == _native.n_pes() and \
+            dist.get_rank() == _native.my_pe():
+        return dist.group.WORLD
+    return None
+
+
+def register(team: int, ranks: tuple, arena: "Arena | None") -> None:
+    """Records a registered team (`_register` makes it): the torch ranks of its members, its arena."""
+    if ranks:
+        _registered_ranks[ranks] = team
+    if arena is not None:
+        _arenas[team] = arena
+
+
+def symmetric(info: "TeamInfo", shape, dtype, what: str) -> torch.Tensor:
+    """A zero-filled tensor symmetric over `info`'s team: collective over every PE for a team of
+    all PEs, carved from the team's arena (no collective) for a registered team of some."""
+    if info.size == _native.n_pes():
+        import rshmem.torch as rtorch
+
+        return rtorch.create_symmetric_tensor(tuple(shape), dtype)
+    arena = _arenas.get(info.team)
+    if arena is None:
+        raise _not_registered(what, f"team {_core.Team(info.team)!r} has {info.size} PEs")
+    return arena.take(shape, dtype, what)
 
 
 _infos: dict = {}
@@ -113,4 +227,8 @@ def info(team: int, what: str = "op") -> TeamInfo:
 
 
 def forget() -> None:
+    """rshmem.finalize(): the teams and the heap go away."""
     _infos.clear()
+    _arenas.clear()
+    _registered_ranks.clear()
+    _process_groups.clear()

@@ -15,12 +15,18 @@ early or not, can be issued before the wait returns. The last program to finish 
 the flags back to 0 and tells each producer that its slot is free again (`busy[me] = 0` on it),
 unless the caller still copies out of the buffer (`RELEASE=False`; `release_kernel` does it then).
 
-**GEMM+ReduceScatter** (`gemm_rs_kernel`): PE `me` computes A @ B for every chunk of rows, the
-chunks of the other PEs first (starting with `me + 1`) and its own last. A tile of another PE's
-chunk is stored straight into that PE's symmetric `recv[me]` and announced with a flag per tile;
-a tile of the own chunk waits for the peers' flags of that tile (set long before, as the peers
-computed this chunk first), adds their partial tiles to its accumulator and stores the sum. The
-last program resets the flags and frees the peers' slots, as above.
+**GEMM+ReduceScatter** (`gemm_rs_kernel`): PE `me` computes A @ B for every chunk of rows, in
+two loops. The first walks the chunks of the other PEs (starting with `me + 1`), storing each
+finished tile straight into its owner's symmetric `recv[me]`; its epilogue is nothing but those
+stores, so with `FLATTEN` it is one flattened, pipelined loop over all its tiles like
+AllGather+GEMM's (a barrier or a signal in the epilogue stops Triton's pipeliner, and a
+conditional signal stops its loop fusion, in Triton 3.6). When a program has stored all its
+tiles, it raises one flag on every peer: `flags[me, program]`. The second loop walks the own
+chunk, continuing the programs' round-robin: for each tile it waits for the flag of the program
+that computed that tile on each peer (the peers tile and number their programs alike: the shapes,
+the configuration and the SM count are agreed), adds their partial tiles to its accumulator and
+stores the sum. The peers computed this chunk first, so the flags are long set. The last program
+resets the flags and frees the peers' slots, as above.
 
 Flags only ever go 0 -> 1 (producer) and 1 -> 0 (consumer, after every program is done), and a
 producer writes a peer's slot only once the peer said it is free (`busy`), so calls may follow
@@ -231,34 +237,50 @@ def gemm_rs_kernel(a, b, c, recv, flags, counter, busy, pes, me, W, m, N, K, str
                    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, TMA: tl.constexpr,
                    B_T: tl.constexpr, COMM: tl.constexpr, FLATTEN: tl.constexpr, RESET_BLOCK: tl.constexpr):
     """C ([m, N]) = chunk `me` of reduce_scatter(A @ B), A [W, m, K]; see the module docstring.
-    With COMM=False, C is [W, m, N]: the whole A @ B."""
+    With COMM=False, C is [W, m, N]: the whole A @ B. `num_sms` is the grid (it numbers the flags)."""
     pid = tl.program_id(0)
     tiles_m = tl.cdiv(m, BM)
     tiles_n = tl.cdiv(N, BN)
     per_chunk = tiles_m * tiles_n
-    for t in tl.range(pid, W * per_chunk, num_sms, flatten=FLATTEN):
+    others = (W - 1) * per_chunk
+    for t in tl.range(pid, others, num_sms, flatten=FLATTEN):
         j = t // per_chunk
         owner = (me + 1 + j) % W
-        ti = t - j * per_chunk
-        pm, pn = _tile(ti, tiles_m, tiles_n, GROUP_M)
+        pm, pn = _tile(t - j * per_chunk, tiles_m, tiles_n, GROUP_M)
         om = pm * BM
         on = pn * BN
         acc = _mainloop(a, tl.cast(owner * m, tl.int64) * K, owner, om, on, m, b, N, K, stride_bk, stride_bn, BM, BN, BK,
                         TMA, True, B_T)
         if COMM:
-            if owner != me:
-                pe = tl.load(pes + owner)
-                _push_tile(recv, pe, me, om, on, acc, m, N, BM, BN)
-                syncthreads()
-                if tid(0) == 0:
-                    shm.signal_op(flags + me * flag_stride + ti, 1, shm.SIGNAL_SET, pe)
-            else:
-                for s in range(1, W):
-                    src = (me + s) % W
-                    token = shm.signal_wait_until(flags + src * flag_stride + ti, shm.CMP_GE, 1)
-                    acc = _add_partial(acc, recv, src, token, om, on, m, N, BM, BN)
-                _store_c(c, 0, om, on, acc, m, N, BM, BN, TMA, False)
+            _push_tile(recv, tl.load(pes + owner), me, om, on, acc, m, N, BM, BN)
         else:
             _store_c(c, owner, om, on, acc, m, N, BM, BN, TMA, True)
     if COMM:
-        _release(flags, counter, busy, pes, me, W, per_chunk, flag_stride, RESET_BLOCK)
+        # Every thread's pushes are done before thread 0's release (bar.sync, cumulative release).
+        syncthreads()
+        if tid(0) == 0:
+            for j in range(1, W):
+                shm.signal_op(flags + me * flag_stride + pid, 1, shm.SIGNAL_SET, tl.load(pes + (me + j) % W))
+    first = pid
+    if pid < others:
+        first = pid + ((others - pid + num_sms - 1) // num_sms) * num_sms
+    for t in tl.range(first, others + per_chunk, num_sms):
+        ti = t - others
+        pm, pn = _tile(ti, tiles_m, tiles_n, GROUP_M)
+        om = pm * BM
+        on = pn * BN
+        acc = _mainloop(a, tl.cast(me * m, tl.int64) * K, me, om, on, m, b, N, K, stride_bk, stride_bn, BM, BN, BK,
+                        TMA, True, B_T)
+        if COMM:
+            for s in range(1, W):
+                src = (me + s) % W
+                # PE src computed this chunk in its first loop at step W - 1 - s, as tile
+                # (W - 1 - s) * per_chunk + ti, in its program of that number modulo the grid.
+                prog = ((W - 1 - s) * per_chunk + ti) % num_sms
+                token = shm.signal_wait_until(flags + src * flag_stride + prog, shm.CMP_GE, 1)
+                acc = _add_partial(acc, recv, src, token, om, on, m, N, BM, BN)
+            _store_c(c, 0, om, on, acc, m, N, BM, BN, TMA, False)
+        else:
+            _store_c(c, me, om, on, acc, m, N, BM, BN, TMA, True)
+    if COMM:
+        _release(flags, counter, busy, pes, me, W, num_sms, flag_stride, RESET_BLOCK)

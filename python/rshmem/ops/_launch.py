@@ -15,7 +15,14 @@ which is what lets a call pass them positionally here.
 other (a GEMM spinning on flags that a producer kernel sets) must prepare every kernel of the call
 before the first one launches: loading a module while a kernel of the context runs waits for that
 kernel (CUDA's lazy loading, which PyTorch turns on, synchronizes the context on a load), so a
-producer loaded after its consumer started would never start.
+producer loaded after its consumer started would never start. `prepare=True` on a call does the
+same in place of the launch, so that an op can be prepared (`rshmem.ops.prepare`) by its own code
+path with every launch turned into a prepare.
+
+During CUDA graph capture a kernel that is not compiled for the call's specialization raises
+instead of compiling: compiling, loading the module and writing rshmem's device state into it
+are no stream work and cannot be captured (the write synchronizes a stream of its own). The
+message says to prepare the call eagerly first.
 """
 from __future__ import annotations
 
@@ -24,6 +31,8 @@ from triton.backends.compiler import BaseBackend
 from triton.runtime.jit import native_specialize_impl
 
 from .. import _cuda
+from .._native import RshmemError
+from . import _checks
 
 
 def _spec(arg):
@@ -45,9 +54,20 @@ class Kernel:
     `runtime_args` are the kernel's non-constexpr parameters in order, `constexprs` its
     constexpr values in order (the kernel lists them last)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, what: str):
         self.fn = fn
+        self.what = what  # the op, for messages
         self._compiled: dict = {}
+
+    def _miss(self) -> None:
+        if _checks.capturing():
+            raise RshmemError(
+                f"rshmem.ops.{self.what}: this call needs its kernel {self.fn.__name__} compiled for new arguments "
+                "(shapes, dtype, alignment or layout no earlier call had), and it happens during CUDA graph capture, "
+                "where a kernel cannot be compiled and loaded. Before capturing, call "
+                f"rshmem.ops.prepare(rshmem.ops.{self.what}, *args, **kwargs) with tensors like the captured call's "
+                "(or the op itself once eagerly), on every PE; with torch.compile(mode='reduce-overhead') and dynamic "
+                "shapes, once per shape")
 
     def compiled(self, grid, args: tuple, consts: tuple, options: dict):
         """The compiled kernel for these arguments (compiles through Triton on a miss, which also
@@ -55,6 +75,7 @@ class Kernel:
         key = _key(args, consts, options)
         found = self._compiled.get(key)
         if found is None:
+            self._miss()
             found = self.fn[grid](*args, *consts, **options)
             self._compiled[key] = found
             return found, True
@@ -66,11 +87,15 @@ class Kernel:
         key = _key(args, consts, options)
         found = self._compiled.get(key)
         if found is None:
+            self._miss()
             found = self.fn.warmup(*args, *consts, grid=grid, **options)
             self._compiled[key] = found
         found._init_handles()
 
-    def __call__(self, grid, args: tuple, consts: tuple = (), **options) -> None:
+    def __call__(self, grid, args: tuple, consts: tuple = (), *, prepare: bool = False, **options) -> None:
+        if prepare:
+            self.prepare(grid, args, consts, **options)
+            return
         ck, launched = self.compiled(grid, args, consts, options)
         if launched:
             return

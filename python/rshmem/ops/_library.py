@@ -2,7 +2,8 @@
 for `torch.compile` and meta tensors) and autograd.
 
 - `rshmem::all_gather_matmul(Tensor a, Tensor b, int team, bool return_a) -> (Tensor, Tensor)`:
-  C = all_gather(a) @ b, and the gathered `a` when `return_a` (an empty tensor otherwise).
+  C = all_gather(a) @ b, and the gathered `a` when `return_a` (an empty tensor otherwise); fp16,
+  bf16, or fp8 e4m3 (C in bf16, no gradient).
 - `rshmem::matmul_reduce_scatter(Tensor a, Tensor b, int team) -> Tensor`.
 - `rshmem::all_reduce(Tensor x, str op, int team) -> Tensor`.
 
@@ -20,7 +21,7 @@ from torch import Tensor
 from .. import _native
 from .._native import InvalidArgumentError, UnsupportedError
 from . import _checks, _group
-from ._checks import GEMM_DTYPES, REDUCE_DTYPES
+from ._checks import AG_DTYPES, FP8, GEMM_DTYPES, REDUCE_DTYPES
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
 
@@ -29,10 +30,10 @@ def _dims(t: Tensor) -> str:
     return "x".join(str(d) for d in t.shape)
 
 
-def _gemm_inputs(what: str, a, b, team: int, aname: str):
+def _gemm_inputs(what: str, a, b, team: int, aname: str, dtypes=GEMM_DTYPES):
     info = _group.info(team, what)
-    a = _checks.tensor(a, aname, what, info, GEMM_DTYPES)
-    b = _checks.tensor(b, "b", what, info, GEMM_DTYPES)
+    a = _checks.tensor(a, aname, what, info, dtypes)
+    b = _checks.tensor(b, "b", what, info, dtypes)
     _checks.matrix(a, aname, what)
     _checks.matrix(b, "b", what)
     _checks.same_dtype(a, b, what)
@@ -47,16 +48,16 @@ def _gemm_inputs(what: str, a, b, team: int, aname: str):
 # ------------------------------------------------------------------------ all_gather_matmul
 
 
-def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool) -> tuple:
+def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool, prepare: bool = False) -> tuple:
     what = "all_gather_matmul"
-    info, b_t = _gemm_inputs(what, a, b, team, "a_shard")
+    info, b_t = _gemm_inputs(what, a, b, team, "a_shard", AG_DTYPES)
     m, K = a.shape
     N = b.shape[1]
     key = (str(a.dtype), m, K, N)
     _checks.agree(what, info, key, lambda: f"a_shard {_dims(a)}, b {_dims(b)}, {a.dtype}")
     W = info.size
     if m == 0 or N == 0 or K == 0:
-        c = a.new_zeros((W * m, N))
+        c = a.new_zeros((W * m, N), dtype=_checks.out_dtype(a.dtype))
         return c, (a.new_zeros((W * m, K)) if return_a else a.new_empty((0,)))
     if info.backend == "host":
         from . import _fallback
@@ -64,7 +65,7 @@ def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool) -> t
         return _fallback.all_gather_matmul(a, b, info, return_a)
     from . import _ag_gemm
 
-    return _ag_gemm.run(a, b, b_t, info, return_a, key)
+    return _ag_gemm.run(a, b, b_t, info, return_a, key, prepare)
 
 
 @torch.library.custom_op("rshmem::all_gather_matmul", mutates_args=())
@@ -75,7 +76,7 @@ def all_gather_matmul(a: Tensor, b: Tensor, team: int, return_a: bool) -> tuple[
 @all_gather_matmul.register_fake
 def _(a, b, team, return_a):
     W = _native.team_n_pes(team)
-    c = a.new_empty((W * a.shape[0], b.shape[1]))
+    c = a.new_empty((W * a.shape[0], b.shape[1]), dtype=_checks.out_dtype(a.dtype))
     return c, (a.new_empty((W * a.shape[0], a.shape[1])) if return_a else a.new_empty((0,)))
 
 
@@ -87,6 +88,9 @@ def _ag_setup(ctx, inputs, output):
 
 def _ag_backward(ctx, grad_c, grad_full):
     b, full = ctx.saved_tensors
+    if b.dtype == FP8:
+        raise UnsupportedError("rshmem.ops.all_gather_matmul: fp8 (e4m3) inputs have no gradient here; train in "
+                               "bf16 or fp16, or keep the fp8 op out of autograd (torch.no_grad())")
     grad_a = grad_b = None
     if grad_c is not None:
         grad_c = grad_c.contiguous()
@@ -112,7 +116,18 @@ all_gather_matmul.register_autograd(_ag_backward, setup_context=_ag_setup)
 # -------------------------------------------------------------------- matmul_reduce_scatter
 
 
-def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int) -> Tensor:
+def rs_key(a: Tensor, b: Tensor, info) -> tuple:
+    """GEMM+ReduceScatter's agreement (and tuning) key: dtype and shapes, and on GPUs the SM count
+    (the grid numbers the kernel's flags, so the PEs must launch alike)."""
+    key = (str(a.dtype), a.shape[0], a.shape[1], b.shape[1])
+    if info.backend == "cuda":
+        from . import _tuning
+
+        key += (_tuning.num_sms(),)
+    return key
+
+
+def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int, prepare: bool = False) -> Tensor:
     what = "matmul_reduce_scatter"
     info, b_t = _gemm_inputs(what, a, b, team, "a")
     M, K = a.shape
@@ -121,8 +136,9 @@ def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int) -> Tensor:
     if M % W:
         raise InvalidArgumentError(f"rshmem.ops.{what}: a has {M} rows, which the {W} PEs cannot share evenly: the "
                                    f"rows must be a multiple of {W}")
-    key = (str(a.dtype), M, K, N)
-    _checks.agree(what, info, key, lambda: f"a {_dims(a)}, b {_dims(b)}, {a.dtype}")
+    key = rs_key(a, b, info)
+    sms = f", a GPU of {key[-1]} SMs" if info.backend == "cuda" else ""
+    _checks.agree(what, info, key, lambda: f"a {_dims(a)}, b {_dims(b)}, {a.dtype}{sms}")
     if M == 0 or N == 0 or K == 0:
         return a.new_zeros((M // W, N))
     if info.backend == "host":
@@ -131,7 +147,7 @@ def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int) -> Tensor:
         return _fallback.matmul_reduce_scatter(a, b, info)
     from . import _gemm_rs
 
-    return _gemm_rs.run(a, b, b_t, info, key)
+    return _gemm_rs.run(a, b, b_t, info, key, prepare)
 
 
 @torch.library.custom_op("rshmem::matmul_reduce_scatter", mutates_args=())
@@ -170,7 +186,7 @@ matmul_reduce_scatter.register_autograd(_rs_backward, setup_context=_rs_setup)
 # ------------------------------------------------------------------------------- all_reduce
 
 
-def all_reduce_impl(x: Tensor, op: str, team: int) -> Tensor:
+def all_reduce_impl(x: Tensor, op: str, team: int, prepare: bool = False) -> Tensor:
     what = "all_reduce"
     info = _group.info(team, what)
     x = _checks.tensor(x, "x", what, info, REDUCE_DTYPES)
@@ -185,7 +201,7 @@ def all_reduce_impl(x: Tensor, op: str, team: int) -> Tensor:
         return _fallback.all_reduce(x, op, info)
     from . import _allreduce
 
-    return _allreduce.run(x, op, info)
+    return _allreduce.run(x, op, info, prepare)
 
 
 @torch.library.custom_op("rshmem::all_reduce", mutates_args=())

@@ -48,14 +48,26 @@ AG_CANDIDATES = (
     GemmConfig(256, 128, 64, 8, 8, 3, True),
     GemmConfig(128, 256, 64, 8, 8, 3, False),
 )
-# GEMM+ReduceScatter's epilogue (pushes, waits) keeps Triton from pipelining a flattened loop,
-# so its tile loop stays a loop around the pipelined K loop.
+# GEMM+ReduceScatter flattens the loop over the other PEs' chunks (its epilogue is only the pushes)
+# and keeps its own chunk's loop (waits in the epilogue) around a pipelined K loop either way.
 RS_CANDIDATES = (
+    GemmConfig(128, 256, 64, 8, 8, 3, True),
     GemmConfig(128, 256, 64, 8, 8, 3, False),
+    GemmConfig(128, 128, 64, 8, 8, 4, True),
     GemmConfig(128, 128, 64, 8, 8, 4, False),
+    GemmConfig(256, 128, 64, 8, 8, 3, True),
     GemmConfig(256, 128, 64, 8, 8, 3, False),
 )
 POINTER_CONFIG = GemmConfig(128, 128, 32, 8, 8, 3, False)
+# fp8 (e4m3) AllGather+GEMM: 128-deep K steps (128 bytes a row, TMA's widest swizzle; wgmma takes
+# fp8 32 deep at a time), C in bf16.
+AG_FP8_CANDIDATES = (
+    GemmConfig(128, 256, 128, 8, 8, 3, True),
+    GemmConfig(128, 256, 128, 8, 8, 4, True, True),
+    GemmConfig(256, 128, 128, 8, 8, 3, True),
+    GemmConfig(128, 128, 128, 8, 8, 4, True),
+)
+POINTER_FP8_CONFIG = GemmConfig(128, 128, 64, 8, 8, 3, False)
 
 _chosen: dict = {}
 _sms: dict = {}

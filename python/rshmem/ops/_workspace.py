@@ -44,14 +44,12 @@ class Space:
     """One workspace: `buf` (bytes), `flags` (int64 words), `busy` (int64 words), all symmetric,
     and `counter` (local int32 done counters)."""
 
-    def __init__(self, info: _group.TeamInfo, buf_bytes: int, flag_words: int, busy_words: int):
-        import rshmem.torch as rtorch
-
+    def __init__(self, info: _group.TeamInfo, buf_bytes: int, flag_words: int, busy_words: int, what: str = "op"):
         self.info = info
         self.buf_bytes = buf_bytes
-        self.buf = rtorch.create_symmetric_tensor((buf_bytes,), torch.uint8)
-        self.flags = rtorch.create_symmetric_tensor((max(flag_words, 1),), torch.int64)
-        self.busy = rtorch.create_symmetric_tensor((max(busy_words, 1),), torch.int64)
+        self.buf = _group.symmetric(info, (buf_bytes,), torch.uint8, what)
+        self.flags = _group.symmetric(info, (max(flag_words, 1),), torch.int64, what)
+        self.busy = _group.symmetric(info, (max(busy_words, 1),), torch.int64, what)
         self.counter = torch.zeros(4, dtype=torch.int32, device=_group.device())
         self.extra: dict = {}
 
