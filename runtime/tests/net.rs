@@ -40,8 +40,19 @@ fn init() -> Runtime {
 
 #[test]
 fn rma_atomics_and_signals_cross_virtual_hosts() {
-    let Some(pes) = vhosts("rma_atomics_and_signals_cross_virtual_hosts", 4, 2) else { return };
-    pes.run(|pe, n| {
+    rma_atomics_and_signals("rma_atomics_and_signals_cross_virtual_hosts", false);
+}
+
+/// The same through the path a GPU heap takes: every atomic and put-with-signal is an active
+/// message that the target's runtime runs with its backend's atomics (`RSHMEM_NET_TARGET_ATOMICS`).
+#[test]
+fn rma_atomics_and_signals_run_by_the_target_runtime() {
+    rma_atomics_and_signals("rma_atomics_and_signals_run_by_the_target_runtime", true);
+}
+
+fn rma_atomics_and_signals(name: &'static str, target_atomics: bool) {
+    let Some(pes) = vhosts(name, 4, 2) else { return };
+    pes.env("RSHMEM_NET_TARGET_ATOMICS", if target_atomics { "1" } else { "0" }).run(|pe, n| {
         let rt = init();
         let far = (pe + 2) % n;
         assert!(rt.ptr(rt.malloc(8).unwrap(), far).unwrap().is_none(), "no pointer to a PE on another host");
@@ -145,8 +156,19 @@ fn desc(kind: u8, pe: usize) -> ProxyDesc {
 /// posts from host threads, `RSHMEM_NET_PROXY=1`); the GPU form is tests/device/test_device_proxy.py.
 #[test]
 fn the_proxy_runs_what_is_posted_for_the_other_virtual_host() {
-    let Some(pes) = vhosts("the_proxy_runs_what_is_posted_for_the_other_virtual_host", 2, 2) else { return };
-    pes.env("RSHMEM_NET_PROXY", "1").run(|pe, _| {
+    proxy_runs_what_is_posted("the_proxy_runs_what_is_posted_for_the_other_virtual_host", false);
+}
+
+/// The proxy as on a GPU heap: its atomics and signals are run by the target's runtime.
+#[test]
+fn the_proxy_runs_what_is_posted_with_atomics_run_by_the_target() {
+    proxy_runs_what_is_posted("the_proxy_runs_what_is_posted_with_atomics_run_by_the_target", true);
+}
+
+fn proxy_runs_what_is_posted(name: &'static str, target_atomics: bool) {
+    let Some(pes) = vhosts(name, 2, 2) else { return };
+    let target = if target_atomics { "1" } else { "0" };
+    pes.env("RSHMEM_NET_PROXY", "1").env("RSHMEM_NET_TARGET_ATOMICS", target).run(|pe, _| {
         let rt = init();
         let far = 1 - pe;
         let len = 64 << 10;
