@@ -11,6 +11,7 @@
 //! | `am.rs` | the active messages (hello, put-with-signal, atomics run by the target, replies) and their handler, which checks the job's secret |
 //! | `exec.rs` | the executor thread: runs the atomics and puts-with-signal peers leave for this PE's runtime, and replies |
 //! | `proxy.rs` | the proxy: the thread that runs what GPU threads post for PEs on other hosts |
+//! | `staging.rs` | bounce buffers: a put of up to 64 KiB of host memory returns without waiting for UCX |
 //! | `progress.rs` | the progress thread: sleeps on the worker's event fd, wakes to run what peers sent |
 //!
 //! Operations take heap offsets: the address on the peer is its heap base (exchanged at open)
@@ -48,6 +49,7 @@ mod exec;
 mod progress;
 pub mod proxy;
 mod segments;
+mod staging;
 
 use crate::backend::{AmoOp, MemoryBackend, Width};
 use crate::bootstrap::{Bootstrap, Health};
@@ -82,6 +84,8 @@ struct Inner {
     errors: Box<PeerErrors>,
     /// Per PE: puts issued since the last flush of its endpoint.
     dirty: Vec<AtomicBool>,
+    /// Small puts in flight from bounce buffers.
+    staging: staging::Staging,
     /// Every PE's heap base (the address of its heap offset 0 in its own process).
     bases: Vec<usize>,
     me: usize,
@@ -213,6 +217,7 @@ impl Net {
             target,
             errors,
             dirty: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            staging: staging::Staging::new(),
             bases,
             me,
             secret,
@@ -244,7 +249,7 @@ impl Net {
         }
         let start = Instant::now();
         while let Some(&missing) = far.iter().find(|&&pe| !self.inner.target.said_hello(pe)) {
-            self.progress();
+            self.progress(true);
             self.abort(missing, "the transport's hello")?;
             if start.elapsed() > timeout {
                 return Err(Error::Timeout { what: format!("the UCX hello of PE {missing}"), after: timeout });
@@ -289,9 +294,15 @@ impl Net {
     }
 
     /// One round of progress (waits call it between polls: a peer's message then lands sooner
-    /// than the progress thread would wake).
-    pub fn progress(&self) {
-        self.inner.worker.progress();
+    /// than the progress thread would wake). `spinning`: the caller polls again at once, so the
+    /// progress thread leaves incoming work to it; a caller that sleeps between polls passes
+    /// `false`, and the progress thread runs what arrives meanwhile.
+    pub fn progress(&self, spinning: bool) {
+        if spinning {
+            self.inner.worker.progress();
+        } else {
+            self.inner.worker.background_progress();
+        }
     }
 
     fn ep(&self, pe: usize) -> Result<&Endpoint> {
@@ -315,6 +326,8 @@ impl Net {
     fn settle(&self, pe: usize, during: &str) -> Result<()> {
         if self.inner.dirty[pe].swap(false, Ordering::AcqRel) {
             self.ep(pe)?.flush()?.wait(&|| self.abort(pe, during))?;
+            // The flush completed the staged puts to `pe`: their buffers return to the pool.
+            self.inner.staging.reap()?;
         }
         let target = &self.inner.target;
         self.wait_until(pe, during, || target.outstanding[pe].load(Ordering::Acquire) == 0)?;
@@ -370,11 +383,19 @@ impl Net {
         self.abort(pe, "putmem")?;
         let base = self.inner.bases[pe];
         let kind = self.kind_of(src)?;
+        let abort = || self.abort(pe, "putmem");
         self.inner.segments.each_piece(pe, offset, nbytes, |off, len, rkey| {
-            // SAFETY: the caller vouches for `src`; the request is waited for before returning.
-            let req = unsafe { ep.put(src + (off - offset), kind, len, (base + off) as u64, rkey)? };
+            let from = src + (off - offset);
             self.inner.dirty[pe].store(true, Ordering::Release);
-            req.wait(&|| self.abort(pe, "putmem"))
+            if kind == MemType::Host && len <= staging::STAGE_MAX {
+                // SAFETY: the caller vouches for `src`, read here before returning.
+                let data = unsafe { std::slice::from_raw_parts(from as *const u8, len) };
+                // SAFETY: the staging buffer at `at` is kept until the request completes.
+                return self.inner.staging.put(data, &abort, |at| unsafe { ep.put(at, MemType::Host, len, (base + off) as u64, rkey) });
+            }
+            // SAFETY: the caller vouches for `src`; the request is waited for before returning.
+            let req = unsafe { ep.put(from, kind, len, (base + off) as u64, rkey)? };
+            req.wait(&abort)
         })
     }
 
@@ -556,6 +577,7 @@ impl crate::heap::GrowHook for Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
+        self.inner.staging.abandon();
         self.inner.stop.store(true, Ordering::Release);
         self.inner.worker.signal();
         {
