@@ -175,6 +175,23 @@ impl Endpoint {
         Request::from_status_ptr(&self.worker, "ucp_atomic_op_nbx", p, Some(self.pe))
     }
 
+    /// `ucp_atomic_op_nbx` without a result (a post): `op` with `*operand` on the `width`-byte
+    /// word at `remote`; complete at the target after a flush.
+    ///
+    /// # Errors
+    /// [`crate::Error::Transport`].
+    ///
+    /// # Safety
+    /// `operand` must point at `width` valid bytes until the request completes.
+    pub unsafe fn atomic_post(&self, op: AtomicOp, operand: *const c_void, width: usize, remote: u64, rkey: &Rkey) -> Result<Request> {
+        let mut param = sys::ucp_request_param_t::empty();
+        param.op_attr_mask = sys::UCP_OP_ATTR_FIELD_DATATYPE;
+        param.datatype = sys::dt_contig(width as u64);
+        // SAFETY: live endpoint and rkey; the caller vouches for the operand.
+        let p = unsafe { (self.worker.ucx().api.ucp_atomic_op_nbx)(self.raw, op.raw(), operand, 1, remote, rkey.raw, &param) };
+        Request::from_status_ptr(&self.worker, "ucp_atomic_op_nbx", p, Some(self.pe))
+    }
+
     /// `ucp_am_send_nbx` of active message `id` with `header` and `data`, eager (the receiver's
     /// handler gets the whole message at once). The header is copied at once.
     ///

@@ -9,8 +9,8 @@
 //! |---|---|
 //! | `HELLO` | records that the sender's endpoint works (init waits for every peer's) |
 //! | `PUT_SIGNAL` | copies the payload to `dest` of its heap, then updates the signal word with release order: one message, no round trip between data and signal. With id 0, at once in the handler (host memory); else queued for the target's runtime (below) and acknowledged |
-//! | `AMO` | queued for the target's runtime, which applies the atomic with its backend's own atomics and replies with the old value |
-//! | `REPLY` | (at the origin) the result of an `AMO` or the acknowledgement of a queued `PUT_SIGNAL` |
+//! | `AMO` | queued for the target's runtime, which applies the atomic with its backend's own atomics and replies with the old value (id 0: only acknowledges) |
+//! | `REPLY` | (at the origin) the result of an `AMO`, or the acknowledgement of a queued `PUT_SIGNAL` or `AMO` without result |
 //!
 //! Why queued: a GPU heap is not host memory, so neither the CPU nor UCX's software atomics
 //! (which run the atomic with CPU instructions at the target address) may touch it; the target's
@@ -61,8 +61,8 @@ pub const AMO_LEN: usize = COMMON_LEN + 6 * 8;
 pub const REPLY_LEN: usize = COMMON_LEN + 4 * 8;
 /// `REPLY`'s "what": the old value of an `AMO`.
 pub const REPLY_AMO: u64 = 1;
-/// `REPLY`'s "what": a queued `PUT_SIGNAL` is done.
-pub const REPLY_PUT_SIGNAL: u64 = 2;
+/// `REPLY`'s "what": a queued operation without a result (a `PUT_SIGNAL`, an `AMO` with id 0) is done.
+pub const REPLY_ACK: u64 = 2;
 
 /// A header's common part.
 pub fn common(kind: u8, from: usize, secret: &[u8; SECRET_BYTES]) -> Vec<u8> {
@@ -88,7 +88,8 @@ pub fn put_signal(from: usize, secret: &[u8; SECRET_BYTES], dest: usize, sig: us
     with_words(common(PUT_SIGNAL, from, secret), &[dest as u64, sig as u64, value, op as u64, id])
 }
 
-/// An `AMO` header: `op` on the `width` word at heap offset `offset`, answered under `id`.
+/// An `AMO` header: `op` on the `width` word at heap offset `offset`, answered under `id` (0: no
+/// result wanted, only an acknowledgement).
 pub fn amo(from: usize, secret: &[u8; SECRET_BYTES], id: u64, offset: usize, width: Width, op: AmoOp) -> Vec<u8> {
     let (code, a, b) = amo_code(op);
     with_words(common(AMO, from, secret), &[id, offset as u64, width.bytes() as u64, code, a, b])
@@ -196,7 +197,7 @@ pub struct Target {
     pub outstanding: Vec<AtomicU64>,
     /// Answers to this PE's `AMO`s, by id, until their caller takes them.
     pub answers: Mutex<HashMap<u64, Answer>>,
-    /// Per PE: queued `PUT_SIGNAL`s that PE failed to run (reported by the next quiet).
+    /// Per PE: queued operations without result that PE failed to run (reported by the next quiet).
     pub failed: Vec<AtomicU64>,
 }
 
@@ -307,7 +308,7 @@ impl Target {
                     REPLY_AMO => {
                         self.answers.lock().unwrap_or_else(|e| e.into_inner()).insert(id, answer);
                     }
-                    REPLY_PUT_SIGNAL => {
+                    REPLY_ACK => {
                         if answer.is_err() {
                             self.failed[from].fetch_add(1, Ordering::AcqRel);
                         }
@@ -441,8 +442,8 @@ mod tests {
         // Replies: an answer by id, an acknowledgement that failed, the count of outstanding.
         t.outstanding[3].store(2, Ordering::Release);
         assert!(t.handle(&reply(3, &[7; 16], 12, REPLY_AMO, Ok(42)), &[]));
-        assert!(t.handle(&reply(3, &[7; 16], 0, REPLY_PUT_SIGNAL, Err(())), &[]));
-        assert!(t.handle(&reply(3, &[7; 16], 0, REPLY_PUT_SIGNAL, Ok(0)), &[]), "a reply beyond the count is harmless");
+        assert!(t.handle(&reply(3, &[7; 16], 0, REPLY_ACK, Err(())), &[]));
+        assert!(t.handle(&reply(3, &[7; 16], 0, REPLY_ACK, Ok(0)), &[]), "a reply beyond the count is harmless");
         assert_eq!(t.outstanding[3].load(Ordering::Acquire), 0);
         assert_eq!(t.failed[3].load(Ordering::Acquire), 1);
         assert_eq!(t.take_answer(12), Some(Ok(42)));

@@ -56,12 +56,13 @@ fn run(inner: &Inner) {
         };
         let (from, header) = match job {
             Job::Amo { from, id, offset, width, op } => {
-                let result = atomic(inner, offset, width, op);
-                (from, am::reply(inner.me, &inner.secret, id, am::REPLY_AMO, logged(result, from, "an atomic")))
+                let result = logged(atomic(inner, offset, width, op), from, "an atomic");
+                let what = if id == 0 { am::REPLY_ACK } else { am::REPLY_AMO };
+                (from, am::reply(inner.me, &inner.secret, id, what, result))
             }
             Job::PutSignal { from, id, dest, sig, value, op, data } => {
                 let result = put_signal(inner, dest, &data, sig, value, op).map(|()| 0);
-                (from, am::reply(inner.me, &inner.secret, id, am::REPLY_PUT_SIGNAL, logged(result, from, "a put-with-signal")))
+                (from, am::reply(inner.me, &inner.secret, id, am::REPLY_ACK, logged(result, from, "a put-with-signal")))
             }
         };
         if let Err(e) = reply(inner, from, &header) {

@@ -84,6 +84,9 @@ struct Inner {
     errors: Box<PeerErrors>,
     /// Per PE: puts issued since the last flush of its endpoint.
     dirty: Vec<AtomicBool>,
+    /// Per PE: atomics posted through UCX since the last flush (completed by a quiet; later
+    /// atomics need not wait for them: the runtime's posts are adds whose order does not matter).
+    posted: Vec<AtomicBool>,
     /// Small puts in flight from bounce buffers.
     staging: staging::Staging,
     /// Every PE's heap base (the address of its heap offset 0 in its own process).
@@ -217,6 +220,7 @@ impl Net {
             target,
             errors,
             dirty: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            posted: (0..n).map(|_| AtomicBool::new(false)).collect(),
             staging: staging::Staging::new(),
             bases,
             me,
@@ -322,9 +326,15 @@ impl Net {
     }
 
     /// Completes the puts still in flight to `pe` (before another kind of operation to it),
-    /// and the puts-with-signal its runtime has not acknowledged yet.
+    /// and the operations its runtime has not acknowledged yet.
     fn settle(&self, pe: usize, during: &str) -> Result<()> {
-        if self.inner.dirty[pe].swap(false, Ordering::AcqRel) {
+        self.settle_with(pe, during, false)
+    }
+
+    /// [`Net::settle`]; `posted` also completes the atomics posted to `pe` (a quiet).
+    fn settle_with(&self, pe: usize, during: &str, posted: bool) -> Result<()> {
+        let posts = posted && self.inner.posted[pe].swap(false, Ordering::AcqRel);
+        if self.inner.dirty[pe].swap(false, Ordering::AcqRel) || posts {
             self.ep(pe)?.flush()?.wait(&|| self.abort(pe, during))?;
             // The flush completed the staged puts to `pe`: their buffers return to the pool.
             self.inner.staging.reap()?;
@@ -465,6 +475,51 @@ impl Net {
         res.map(|()| old)
     }
 
+    /// Applies `op` (not [`AmoOp::Fetch`]) to the `width`-byte word at heap offset `offset` of
+    /// `pe` without waiting for it: it is complete at the target after [`Net::quiet`] or any
+    /// later operation to `pe`, and lands after this PE's earlier operations to `pe`.
+    ///
+    /// # Errors
+    /// As [`Net::put`].
+    pub fn atomic_post(&self, pe: usize, offset: usize, width: Width, op: AmoOp) -> Result<()> {
+        let ep = self.ep(pe)?;
+        self.settle(pe, "an atomic")?;
+        if self.inner.target_ops {
+            self.inner.segments.each_piece(pe, offset, width.bytes(), |_, _, _| Ok(()))?;
+            let header = am::amo(self.inner.me, &self.inner.secret, 0, offset, width, op);
+            self.inner.target.outstanding[pe].fetch_add(1, Ordering::AcqRel);
+            // SAFETY: no payload; the header is copied at once.
+            let req = unsafe { ep.am_send(am::AM_ID, &header, &[])? };
+            return req.wait(&|| self.abort(pe, "an atomic"));
+        }
+        let (kind, operand) = match op {
+            AmoOp::Set(v) | AmoOp::Swap(v) => (AtomicOp::Swap, v),
+            AmoOp::Add(v) => (AtomicOp::Add, v),
+            AmoOp::And(v) => (AtomicOp::And, v),
+            AmoOp::Or(v) => (AtomicOp::Or, v),
+            AmoOp::Xor(v) => (AtomicOp::Xor, v),
+            // Posts of operations whose point is their result: run them whole.
+            AmoOp::Fetch | AmoOp::CompareSwap { .. } => return self.atomic(pe, offset, width, op).map(drop),
+        };
+        // UCP has no posted swap (a swap returns a result): a set waits for its reply.
+        if kind == AtomicOp::Swap {
+            return self.atomic(pe, offset, width, op).map(drop);
+        }
+        let operand = Box::new(if width == Width::W32 { operand & 0xffff_ffff } else { operand });
+        let base = self.inner.bases[pe];
+        let res = self.inner.segments.each_piece(pe, offset, width.bytes(), |off, _, rkey| {
+            // SAFETY: the boxed operand is kept until the request is done (leaked below when
+            // the wait is abandoned).
+            let req = unsafe { ep.atomic_post(kind, &*operand as *const u64 as *const c_void, width.bytes(), (base + off) as u64, rkey)? };
+            self.inner.posted[pe].store(true, Ordering::Release);
+            req.wait(&|| self.abort(pe, "an atomic"))
+        });
+        if res.is_err() {
+            std::mem::forget(operand);
+        }
+        res
+    }
+
     /// [`Net::atomic`] run by `pe`'s runtime: an `AMO` message, then its reply.
     fn target_atomic(&self, ep: &Endpoint, pe: usize, offset: usize, width: Width, op: AmoOp) -> Result<u64> {
         // Where the registrations end is where the target's handler stops accepting.
@@ -549,7 +604,7 @@ impl Net {
     /// [`Error::Transport`]; [`Error::PeerDied`].
     pub fn quiet(&self) -> Result<()> {
         for pe in 0..self.inner.dirty.len() {
-            self.settle(pe, "quiet")?;
+            self.settle_with(pe, "quiet", true)?;
         }
         Ok(())
     }

@@ -207,7 +207,13 @@ impl Shared {
                     AMO_XOR => AmoOp::Xor(d.value),
                     other => return Err(Error::InvalidArgument(format!("a proxied atomic with operation {other}"))),
                 };
-                let old = self.net.atomic(pe, self.offset(d.dest, "an atomic")?, width, op)?;
+                let offset = self.offset(d.dest, "an atomic")?;
+                if d.flags & PROXY_FLAG_FETCH == 0 {
+                    // Nobody waits for a result (signal_op, atomic_add, the device barrier's
+                    // arrivals): posted, so a burst of them goes out without a round trip each.
+                    return self.net.atomic_post(pe, offset, width, op);
+                }
+                let old = self.net.atomic(pe, offset, width, op)?;
                 self.value(t).store(old, Ordering::Relaxed);
                 Ok(())
             }
