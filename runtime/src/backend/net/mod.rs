@@ -328,11 +328,18 @@ impl Net {
     /// Completes the puts still in flight to `pe` (before another kind of operation to it),
     /// and the operations its runtime has not acknowledged yet.
     fn settle(&self, pe: usize, during: &str) -> Result<()> {
-        self.settle_with(pe, during, false)
+        self.settle_with(pe, during, false, true)
     }
 
-    /// [`Net::settle`]; `posted` also completes the atomics posted to `pe` (a quiet).
-    fn settle_with(&self, pe: usize, during: &str, posted: bool) -> Result<()> {
+    /// Before an operation `pe`'s runtime queues (`target_ops`): only the puts need completing,
+    /// as its executor runs the queued operations in the order they were sent.
+    fn settle_puts(&self, pe: usize, during: &str) -> Result<()> {
+        self.settle_with(pe, during, false, false)
+    }
+
+    /// [`Net::settle`]; `posted` also completes the atomics posted to `pe` (a quiet); `queued`
+    /// waits for `pe`'s runtime to acknowledge what it queued.
+    fn settle_with(&self, pe: usize, during: &str, posted: bool, queued: bool) -> Result<()> {
         let posts = posted && self.inner.posted[pe].swap(false, Ordering::AcqRel);
         if self.inner.dirty[pe].swap(false, Ordering::AcqRel) || posts {
             self.ep(pe)?.flush()?.wait(&|| self.abort(pe, during))?;
@@ -340,7 +347,9 @@ impl Net {
             self.inner.staging.reap()?;
         }
         let target = &self.inner.target;
-        self.wait_until(pe, during, || target.outstanding[pe].load(Ordering::Acquire) == 0)?;
+        if queued {
+            self.wait_until(pe, during, || target.outstanding[pe].load(Ordering::Acquire) == 0)?;
+        }
         let failed = target.failed[pe].swap(0, Ordering::AcqRel);
         if failed > 0 {
             return Err(Error::Transport {
@@ -435,10 +444,11 @@ impl Net {
     /// As [`Net::put`].
     pub fn atomic(&self, pe: usize, offset: usize, width: Width, op: AmoOp) -> Result<u64> {
         let ep = self.ep(pe)?;
-        self.settle(pe, "an atomic")?;
         if self.inner.target_ops {
+            self.settle_puts(pe, "an atomic")?;
             return self.target_atomic(ep, pe, offset, width, op);
         }
+        self.settle(pe, "an atomic")?;
         let w = width.bytes();
         let (kind, operand, reply_in) = match op {
             AmoOp::Fetch => (AtomicOp::Add, 0, 0),
@@ -483,8 +493,8 @@ impl Net {
     /// As [`Net::put`].
     pub fn atomic_post(&self, pe: usize, offset: usize, width: Width, op: AmoOp) -> Result<()> {
         let ep = self.ep(pe)?;
-        self.settle(pe, "an atomic")?;
         if self.inner.target_ops {
+            self.settle_puts(pe, "an atomic")?;
             self.inner.segments.each_piece(pe, offset, width.bytes(), |_, _, _| Ok(()))?;
             let header = am::amo(self.inner.me, &self.inner.secret, 0, offset, width, op);
             self.inner.target.outstanding[pe].fetch_add(1, Ordering::AcqRel);
@@ -501,6 +511,7 @@ impl Net {
             // Posts of operations whose point is their result: run them whole.
             AmoOp::Fetch | AmoOp::CompareSwap { .. } => return self.atomic(pe, offset, width, op).map(drop),
         };
+        self.settle(pe, "an atomic")?;
         // UCP has no posted swap (a swap returns a result): a set waits for its reply.
         if kind == AtomicOp::Swap {
             return self.atomic(pe, offset, width, op).map(drop);
@@ -560,7 +571,7 @@ impl Net {
         if nbytes > AM_PUT_SIGNAL_MAX {
             // SAFETY: the caller's promise about `src`.
             unsafe { self.put(pe, dest, src, nbytes)? };
-            self.settle(pe, "putmem_signal")?;
+            // The atomic completes the put first.
             let amo = match op {
                 SignalOp::Set => AmoOp::Set(value),
                 SignalOp::Add => AmoOp::Add(value),
@@ -568,7 +579,11 @@ impl Net {
             return self.atomic(pe, sig, Width::W64, amo).map(drop);
         }
         let ep = self.ep(pe)?;
-        self.settle(pe, "putmem_signal")?;
+        if self.inner.target_ops {
+            self.settle_puts(pe, "putmem_signal")?;
+        } else {
+            self.settle(pe, "putmem_signal")?;
+        }
         // The payload goes from host memory: a GPU source is copied out first.
         let staged = match self.kind_of(src)? {
             MemType::Host => None,
@@ -604,7 +619,7 @@ impl Net {
     /// [`Error::Transport`]; [`Error::PeerDied`].
     pub fn quiet(&self) -> Result<()> {
         for pe in 0..self.inner.dirty.len() {
-            self.settle_with(pe, "quiet", true)?;
+            self.settle_with(pe, "quiet", true, true)?;
         }
         Ok(())
     }
