@@ -105,6 +105,20 @@ fn rma_atomics_and_signals(name: &'static str, target_atomics: bool) {
             assert!(got.iter().enumerate().all(|(i, &b)| b == (i as u64 * round + from as u64) as u8), "round {round}");
             rt.barrier_all().unwrap();
         }
+        // Many small puts in a row (staged: more than the bounce buffers in flight), then quiet.
+        let k = 300usize;
+        for i in 0..k {
+            let chunk = [(i as u8) ^ (pe as u8); 1024];
+            // SAFETY: `chunk` is a live buffer of 1 KiB, reusable once the put returns.
+            unsafe { rt.putmem(buf + i * 1024, chunk.as_ptr() as usize, 1024, far) }.unwrap();
+        }
+        rt.quiet().unwrap();
+        rt.barrier_all().unwrap();
+        let mut got = vec![0u8; k * 1024];
+        // SAFETY: `got` is ours.
+        unsafe { rt.getmem(got.as_mut_ptr() as usize, buf, k * 1024, pe) }.unwrap();
+        assert!(got.chunks(1024).enumerate().all(|(i, c)| c.iter().all(|&b| b == (i as u8) ^ (from as u8))), "PE {pe}: staged puts");
+        rt.barrier_all().unwrap();
         // p / g across hosts.
         rt.p::<u16>(buf, 0xbeef, far).unwrap();
         rt.quiet().unwrap();
