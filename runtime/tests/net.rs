@@ -130,8 +130,20 @@ fn rma_atomics_and_signals(name: &'static str, target_atomics: bool) {
 
 #[test]
 fn a_dead_pe_on_the_other_virtual_host_is_reported_to_every_peer() {
-    let Some(pes) = vhosts("a_dead_pe_on_the_other_virtual_host_is_reported_to_every_peer", 4, 2) else { return };
-    pes.exit(3, Exit::Any).deadline(Duration::from_secs(60)).run(|pe, _| {
+    a_dead_pe_is_reported("a_dead_pe_on_the_other_virtual_host_is_reported_to_every_peer", false);
+}
+
+/// The same where atomics are run by the target's runtime (a GPU heap's path): waiting for an
+/// answer from a dead PE ends too.
+#[test]
+fn a_dead_pe_is_reported_with_atomics_run_by_the_target() {
+    a_dead_pe_is_reported("a_dead_pe_is_reported_with_atomics_run_by_the_target", true);
+}
+
+fn a_dead_pe_is_reported(name: &'static str, target_atomics: bool) {
+    let Some(pes) = vhosts(name, 4, 2) else { return };
+    let target = if target_atomics { "1" } else { "0" };
+    pes.env("RSHMEM_NET_TARGET_ATOMICS", target).exit(3, Exit::Any).deadline(Duration::from_secs(60)).run(|pe, _| {
         let rt = init();
         let sig = rt.calloc(1, 8).unwrap();
         rt.barrier_all().unwrap();
