@@ -21,9 +21,9 @@
 //!   ring stops its kernel (`ERROR_FLAG_PROXY`) instead of spinning for ever.
 //!
 //! Data moves between GPU memory and the network as UCX can: a CUDA-aware UCX (the
-//! `libucx-cu12` wheel) reads and writes GPU memory itself; [`Net::open`] refuses a UCX
-//! without CUDA support on the cuda backend, so no operation is ever handed a GPU address that
-//! UCX would treat as host memory.
+//! `libucx-cu12` wheel) reads and writes GPU memory itself, told each buffer's memory type by
+//! [`Net`] (never left to UCX's detection); [`Net::open`] refuses a UCX without CUDA support on
+//! the cuda backend. Atomics and signals on a GPU heap are run by the target's runtime (`exec.rs`).
 //!
 //! # Safety
 //! The ring is [`RingMemory`] owned by the [`Proxy`] and outlives its thread (joined in
