@@ -38,16 +38,18 @@ WORLD = int(os.environ.get("WORLD_SIZE", "1"))
 # ---------------------------------------------------------------- kernels
 @rt.jit
 def rma_to_far_kernel(src, recv, words, sig, old, nbytes, far):
-    # One thread: every operation kind towards `far`, then quiet (everything landed there).
-    shm.putmem(recv, src, nbytes, far)
-    shm.p(words + 1, 0x1234_5678 + shm.my_pe(), far)
-    x = shm.atomic_fetch_add(words + 2, shm.my_pe() + 1, far)
-    y = shm.atomic_compare_swap(words + 3, 0, shm.my_pe() + 10, far)
-    shm.atomic_add(words + 4, 5, far)
-    shm.signal_op(sig, 1, shm.SIGNAL_ADD, far)
-    shm.quiet()
-    tl.store(old, x)
-    tl.store(old + 1, y)
+    # One thread (thread-scope functions act once per calling thread, docs/device-api.md): every
+    # operation kind towards `far`, then quiet (everything landed there).
+    if L.tid(0) == 0:
+        shm.putmem(recv, src, nbytes, far)
+        shm.p(words + 1, 0x1234_5678 + shm.my_pe(), far)
+        x = shm.atomic_fetch_add(words + 2, shm.my_pe() + 1, far)
+        y = shm.atomic_compare_swap(words + 3, 0, shm.my_pe() + 10, far)
+        shm.atomic_add(words + 4, 5, far)
+        shm.signal_op(sig, 1, shm.SIGNAL_ADD, far)
+        shm.quiet()
+        tl.store(old, x)
+        tl.store(old + 1, y)
 
 
 @rt.jit
@@ -67,12 +69,13 @@ def put_signal_block_kernel(src, recv, sig, nbytes, far, round):
 
 @rt.jit
 def barrier_kernel(words, far, rounds):
-    # Device barriers across hosts: each round adds to the far PE's counter, then a barrier, so
-    # after round r the local counter holds r + 1.
-    for r in range(rounds):
-        shm.atomic_add(words + 5, 1, far)
-        shm.barrier_all()
-        tl.store(words + 6, shm.atomic_fetch(words + 5, shm.my_pe()))
+    # Device barriers across hosts, by one thread: each round adds to the far PE's counter, then
+    # a barrier, so after round r the local counter holds r + 1.
+    if L.tid(0) == 0:
+        for r in range(rounds):
+            shm.atomic_add(words + 5, 1, far)
+            shm.barrier_all()
+            tl.store(words + 6, shm.atomic_fetch(words + 5, shm.my_pe()))
 
 
 SIGNATURES = {

@@ -69,6 +69,12 @@ pub use segments::Segments;
 /// ones are a put, a flush and an atomic.
 pub const AM_PUT_SIGNAL_MAX: usize = 64 << 10;
 
+/// The same bound where the target's runtime runs puts-with-signal (a GPU heap; `RSHMEM_NET_TARGET_ATOMICS`): a payload up to this goes as one message,
+/// copied once between the GPU and the host at each end (the target's runtime writes it),
+/// where UCX would copy each of its fragments separately (many small copies that each wait for
+/// the GPU, a time slice each where processes share the GPU).
+pub const AM_PUT_SIGNAL_MAX_GPU: usize = 4 << 20;
+
 /// The first endpoint error, per PE (0: none), written by UCX's error callback.
 struct PeerErrors {
     status: Vec<AtomicI32>,
@@ -568,7 +574,8 @@ impl Net {
     /// `src` must be readable for `nbytes`.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn put_signal(&self, pe: usize, dest: usize, src: usize, nbytes: usize, sig: usize, value: u64, op: SignalOp) -> Result<()> {
-        if nbytes > AM_PUT_SIGNAL_MAX {
+        let one_message = if self.inner.target_ops { AM_PUT_SIGNAL_MAX_GPU } else { AM_PUT_SIGNAL_MAX };
+        if nbytes > one_message {
             // SAFETY: the caller's promise about `src`.
             unsafe { self.put(pe, dest, src, nbytes)? };
             // The atomic completes the put first.
