@@ -101,6 +101,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "run the proxy thread that carries out device-initiated operations towards PEs on other hosts (only when some PE is on another host); 1 on the host backend lets tests post to it from host threads",
     },
     Variable {
+        name: "RSHMEM_NET_TARGET_ATOMICS",
+        kind: "bool",
+        default: "1 on the cuda backend (always), 0 on the host backend",
+        meaning: "atomics and signals towards PEs on other hosts are active messages run by the target PE's runtime with its own atomics, as a GPU heap needs; 1 on the host backend tests that path there (0: UCX's atomics)",
+    },
+    Variable {
         name: "RSHMEM_ALLOW_SHARED_GPU",
         kind: "bool",
         default: "0",
@@ -192,6 +198,8 @@ pub struct Env {
     pub virtual_hosts: usize,
     /// `RSHMEM_NET_PROXY`, if set.
     pub net_proxy: Option<bool>,
+    /// `RSHMEM_NET_TARGET_ATOMICS`.
+    pub net_target_atomics: bool,
     /// `RSHMEM_UCX_DIR`, if set.
     pub ucx_dir: Option<std::path::PathBuf>,
     /// This PE's place on its host as its launcher tells it (`LOCAL_RANK`, ...; see
@@ -266,6 +274,7 @@ impl Env {
             check: bool_var(&get, "RSHMEM_CHECK")?,
             virtual_hosts: num_var(&get, "RSHMEM_VIRTUAL_HOSTS", 1)?.max(1) as usize,
             net_proxy: get("RSHMEM_NET_PROXY").filter(|s| !s.is_empty()).map(|_| bool_var(&get, "RSHMEM_NET_PROXY")).transpose()?,
+            net_target_atomics: bool_var(&get, "RSHMEM_NET_TARGET_ATOMICS")?,
             ucx_dir: get("RSHMEM_UCX_DIR").filter(|s| !s.is_empty()).map(std::path::PathBuf::from),
             local_place: LocalPlace::from_lookup(&get)?,
         })

@@ -40,8 +40,19 @@ fn init() -> Runtime {
 
 #[test]
 fn rma_atomics_and_signals_cross_virtual_hosts() {
-    let Some(pes) = vhosts("rma_atomics_and_signals_cross_virtual_hosts", 4, 2) else { return };
-    pes.run(|pe, n| {
+    rma_atomics_and_signals("rma_atomics_and_signals_cross_virtual_hosts", false);
+}
+
+/// The same through the path a GPU heap takes: every atomic and put-with-signal is an active
+/// message that the target's runtime runs with its backend's atomics (`RSHMEM_NET_TARGET_ATOMICS`).
+#[test]
+fn rma_atomics_and_signals_run_by_the_target_runtime() {
+    rma_atomics_and_signals("rma_atomics_and_signals_run_by_the_target_runtime", true);
+}
+
+fn rma_atomics_and_signals(name: &'static str, target_atomics: bool) {
+    let Some(pes) = vhosts(name, 4, 2) else { return };
+    pes.env("RSHMEM_NET_TARGET_ATOMICS", if target_atomics { "1" } else { "0" }).run(|pe, n| {
         let rt = init();
         let far = (pe + 2) % n;
         assert!(rt.ptr(rt.malloc(8).unwrap(), far).unwrap().is_none(), "no pointer to a PE on another host");
@@ -94,6 +105,20 @@ fn rma_atomics_and_signals_cross_virtual_hosts() {
             assert!(got.iter().enumerate().all(|(i, &b)| b == (i as u64 * round + from as u64) as u8), "round {round}");
             rt.barrier_all().unwrap();
         }
+        // Many small puts in a row (staged: more than the bounce buffers in flight), then quiet.
+        let k = 300usize;
+        for i in 0..k {
+            let chunk = [(i as u8) ^ (pe as u8); 1024];
+            // SAFETY: `chunk` is a live buffer of 1 KiB, reusable once the put returns.
+            unsafe { rt.putmem(buf + i * 1024, chunk.as_ptr() as usize, 1024, far) }.unwrap();
+        }
+        rt.quiet().unwrap();
+        rt.barrier_all().unwrap();
+        let mut got = vec![0u8; k * 1024];
+        // SAFETY: `got` is ours.
+        unsafe { rt.getmem(got.as_mut_ptr() as usize, buf, k * 1024, pe) }.unwrap();
+        assert!(got.chunks(1024).enumerate().all(|(i, c)| c.iter().all(|&b| b == (i as u8) ^ (from as u8))), "PE {pe}: staged puts");
+        rt.barrier_all().unwrap();
         // p / g across hosts.
         rt.p::<u16>(buf, 0xbeef, far).unwrap();
         rt.quiet().unwrap();
@@ -105,8 +130,20 @@ fn rma_atomics_and_signals_cross_virtual_hosts() {
 
 #[test]
 fn a_dead_pe_on_the_other_virtual_host_is_reported_to_every_peer() {
-    let Some(pes) = vhosts("a_dead_pe_on_the_other_virtual_host_is_reported_to_every_peer", 4, 2) else { return };
-    pes.exit(3, Exit::Any).deadline(Duration::from_secs(60)).run(|pe, _| {
+    a_dead_pe_is_reported("a_dead_pe_on_the_other_virtual_host_is_reported_to_every_peer", false);
+}
+
+/// The same where atomics are run by the target's runtime (a GPU heap's path): waiting for an
+/// answer from a dead PE ends too.
+#[test]
+fn a_dead_pe_is_reported_with_atomics_run_by_the_target() {
+    a_dead_pe_is_reported("a_dead_pe_is_reported_with_atomics_run_by_the_target", true);
+}
+
+fn a_dead_pe_is_reported(name: &'static str, target_atomics: bool) {
+    let Some(pes) = vhosts(name, 4, 2) else { return };
+    let target = if target_atomics { "1" } else { "0" };
+    pes.env("RSHMEM_NET_TARGET_ATOMICS", target).exit(3, Exit::Any).deadline(Duration::from_secs(60)).run(|pe, _| {
         let rt = init();
         let sig = rt.calloc(1, 8).unwrap();
         rt.barrier_all().unwrap();
@@ -145,8 +182,19 @@ fn desc(kind: u8, pe: usize) -> ProxyDesc {
 /// posts from host threads, `RSHMEM_NET_PROXY=1`); the GPU form is tests/device/test_device_proxy.py.
 #[test]
 fn the_proxy_runs_what_is_posted_for_the_other_virtual_host() {
-    let Some(pes) = vhosts("the_proxy_runs_what_is_posted_for_the_other_virtual_host", 2, 2) else { return };
-    pes.env("RSHMEM_NET_PROXY", "1").run(|pe, _| {
+    proxy_runs_what_is_posted("the_proxy_runs_what_is_posted_for_the_other_virtual_host", false);
+}
+
+/// The proxy as on a GPU heap: its atomics and signals are run by the target's runtime.
+#[test]
+fn the_proxy_runs_what_is_posted_with_atomics_run_by_the_target() {
+    proxy_runs_what_is_posted("the_proxy_runs_what_is_posted_with_atomics_run_by_the_target", true);
+}
+
+fn proxy_runs_what_is_posted(name: &'static str, target_atomics: bool) {
+    let Some(pes) = vhosts(name, 2, 2) else { return };
+    let target = if target_atomics { "1" } else { "0" };
+    pes.env("RSHMEM_NET_PROXY", "1").env("RSHMEM_NET_TARGET_ATOMICS", target).run(|pe, _| {
         let rt = init();
         let far = 1 - pe;
         let len = 64 << 10;

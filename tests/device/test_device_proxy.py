@@ -12,19 +12,15 @@ Run on one GPU (the libucx-cu12 wheel installed in the venv):
 Skipped without a GPU, without 2 PEs, or when the other PE is reachable by load/store (no
 virtual hosts). The kernels also compile for sm_90 without a GPU (test_proxy_kernels_compile).
 
-Status: on one H100 (2 PEs in 2 virtual hosts, libucx-cu12 1.22) these tests died of SIGSEGV in
-the first symmetric allocation's host barrier, so init now refuses GPU heaps across hosts
-(test_cuda_heap_across_hosts_is_refused) and the tests below skip, saying so; they are the
-acceptance tests of that work (docs/network.md, "Not done yet").
+History: on one H100 these tests once died of SIGSEGV in the first host barrier: the GPU heap was
+registered with UCX as host memory and UCX's software atomics wrote it with the CPU. Buffers now
+go to UCX with their memory type, and atomics and signals on a GPU heap are run by the target's
+runtime (docs/network.md); test_host_api_on_gpu_heaps_across_hosts checks the host API first.
 """
 from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -42,16 +38,18 @@ WORLD = int(os.environ.get("WORLD_SIZE", "1"))
 # ---------------------------------------------------------------- kernels
 @rt.jit
 def rma_to_far_kernel(src, recv, words, sig, old, nbytes, far):
-    # One thread: every operation kind towards `far`, then quiet (everything landed there).
-    shm.putmem(recv, src, nbytes, far)
-    shm.p(words + 1, 0x1234_5678 + shm.my_pe(), far)
-    x = shm.atomic_fetch_add(words + 2, shm.my_pe() + 1, far)
-    y = shm.atomic_compare_swap(words + 3, 0, shm.my_pe() + 10, far)
-    shm.atomic_add(words + 4, 5, far)
-    shm.signal_op(sig, 1, shm.SIGNAL_ADD, far)
-    shm.quiet()
-    tl.store(old, x)
-    tl.store(old + 1, y)
+    # One thread (thread-scope functions act once per calling thread, docs/device-api.md): every
+    # operation kind towards `far`, then quiet (everything landed there).
+    if L.tid(0) == 0:
+        shm.putmem(recv, src, nbytes, far)
+        shm.p(words + 1, 0x1234_5678 + shm.my_pe(), far)
+        x = shm.atomic_fetch_add(words + 2, shm.my_pe() + 1, far)
+        y = shm.atomic_compare_swap(words + 3, 0, shm.my_pe() + 10, far)
+        shm.atomic_add(words + 4, 5, far)
+        shm.signal_op(sig, 1, shm.SIGNAL_ADD, far)
+        shm.quiet()
+        tl.store(old, x)
+        tl.store(old + 1, y)
 
 
 @rt.jit
@@ -71,12 +69,13 @@ def put_signal_block_kernel(src, recv, sig, nbytes, far, round):
 
 @rt.jit
 def barrier_kernel(words, far, rounds):
-    # Device barriers across hosts: each round adds to the far PE's counter, then a barrier, so
-    # after round r the local counter holds r + 1.
-    for r in range(rounds):
-        shm.atomic_add(words + 5, 1, far)
-        shm.barrier_all()
-        tl.store(words + 6, shm.atomic_fetch(words + 5, shm.my_pe()))
+    # Device barriers across hosts, by one thread: each round adds to the far PE's counter, then
+    # a barrier, so after round r the local counter holds r + 1.
+    if L.tid(0) == 0:
+        for r in range(rounds):
+            shm.atomic_add(words + 5, 1, far)
+            shm.barrier_all()
+            tl.store(words + 6, shm.atomic_fetch(words + 5, shm.my_pe()))
 
 
 SIGNATURES = {
@@ -110,8 +109,6 @@ gpu = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def far():
-    pytest.skip("the cuda backend's heap across hosts is refused by init for now (it crashed on an H100: "
-                "see the module docstring)")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     if WORLD != 2:
@@ -141,6 +138,51 @@ def symmetric(shape, dtype, fill=0):
     torch.cuda.synchronize()
     rshmem.barrier_all()
     return t
+
+
+@gpu
+def test_host_api_on_gpu_heaps_across_hosts(far):
+    """The host API between GPU heaps on two hosts: RMA from and to GPU and CPU tensors, p/g,
+    atomics and signals (run by the target's runtime), puts-with-signal small (one message) and
+    large (put, flush, atomic), an fcollect and barriers."""
+    import rshmem
+
+    me = rshmem.my_pe()
+    n = 1 << 20
+    pattern = lambda pe: (torch.arange(n, device="cuda") * 5 + pe * 17).to(torch.uint8)  # noqa: E731
+    buf = symmetric((n,), torch.uint8)
+    mine = pattern(me)
+    rshmem.putmem(buf, mine, far)
+    rshmem.barrier_all()
+    assert torch.equal(buf, pattern(far)), "a 1 MiB put from a GPU tensor"
+    back = torch.zeros(n, dtype=torch.uint8, device="cuda")
+    rshmem.getmem(back, buf, far)
+    assert torch.equal(back, mine), "a get into a GPU tensor"
+    host = torch.zeros(4096, dtype=torch.uint8)
+    rshmem.getmem(host, buf[:4096], far)
+    assert torch.equal(host, mine[:4096].cpu()), "a get into a CPU tensor"
+    rshmem.putmem(buf[:4096], host, far)
+    words = symmetric((8,), torch.int64)
+    rshmem.p(words[0:1], 1000 + me, far)
+    rshmem.quiet()
+    assert rshmem.g(words[0:1], far) == 1000 + me
+    for _ in range(3):
+        rshmem.atomic_fetch_add(words[1:2], me + 1, far)
+    assert rshmem.atomic_compare_swap(words[2:3], 0, 7 + me, far) == 0
+    assert rshmem.atomic_compare_swap(words[2:3], 0, 99, far) == 7 + me
+    rshmem.barrier_all()
+    assert words[0].item() == 1000 + far and words[1].item() == 3 * (far + 1) and words[2].item() == 7 + far
+    sig = symmetric((1,), torch.int64)
+    for round, size in ((1, 4096), (2, n)):
+        rshmem.putmem_signal(buf[:size], pattern(me + round)[:size], sig, 1, rshmem.SIGNAL_ADD, far)
+        assert rshmem.signal_wait_until(sig, rshmem.CMP_GE, round) == round
+        assert torch.equal(buf[:size], pattern(far + round)[:size]), f"put-with-signal of {size} bytes"
+        rshmem.barrier_all()
+    src = symmetric((4,), torch.int32, fill=me + 1)
+    dst = symmetric((8,), torch.int32)
+    rshmem.fcollect(dst, src)
+    assert dst.tolist() == [1] * 4 + [2] * 4, "fcollect across hosts"
+    rshmem.barrier_all()
 
 
 @gpu
@@ -201,46 +243,3 @@ def test_device_barriers_across_hosts(far):
     torch.cuda.synchronize()
     assert words[6].item() == 20 and words[5].item() == 20
     rshmem.barrier_all()
-
-
-REFUSED_JOB = textwrap.dedent("""
-    import rshmem, torch, torch.distributed as dist
-    import rshmem.torch as rtorch
-    torch.cuda.set_device(rtorch.device())
-    dist.init_process_group("gloo")
-    try:
-        rshmem.init(dist.group.WORLD, backend="cuda")
-    except rshmem.UnsupportedError as e:
-        print("REFUSED", e, flush=True)
-    else:
-        print("STARTED", flush=True)
-        rshmem.finalize()
-    dist.destroy_process_group()
-""")
-
-
-@gpu
-@pytest.mark.single
-def test_cuda_heap_across_hosts_is_refused(tmp_path):
-    """Two PEs in two virtual hosts on the cuda backend: both get UnsupportedError at init naming
-    the host backend (never the crash it replaced)."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    import rshmem
-
-    job = tmp_path / "refused.py"
-    job.write_text(REFUSED_JOB)
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")}
-    env.update(RSHMEM_VIRTUAL_HOSTS="2", RSHMEM_ALLOW_SHARED_GPU="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(rshmem.__file__).parents[1]), env.get("PYTHONPATH", "")])
-    sys.path.insert(0, str(Path(__file__).parents[1]))
-    from conftest import free_port
-
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-           "--master-port", str(free_port()), str(job)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
-    log = out.stdout + out.stderr
-    assert out.returncode == 0, log
-    refused = [ln for ln in out.stdout.splitlines() if ln.startswith("REFUSED")]
-    assert len(refused) == 2 and "STARTED" not in out.stdout, log
-    assert all("RSHMEM_BACKEND=host" in ln and "other hosts" in ln for ln in refused), log

@@ -121,7 +121,17 @@ pub fn open_transport(boot: &Bootstrap, heap_base: usize, backend: &dyn Backend,
         return Ok(None);
     }
     let setup = backend.thread_setup();
-    Ok(Some(Arc::new(net::Net::open(boot, &remote, heap_base, host_memory, setup, env.bootstrap_timeout)?)))
+    let net = net::Net::open(
+        boot,
+        &remote,
+        heap_base,
+        backend.memory(),
+        host_memory,
+        env.net_target_atomics,
+        setup,
+        env.bootstrap_timeout,
+    )?;
+    Ok(Some(Arc::new(net)))
 }
 
 /// One backend of a runtime: memory, streams, the runtime's kernels and the device state.

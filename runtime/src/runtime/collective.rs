@@ -99,8 +99,46 @@ impl Runtime {
         });
         let sig = Signature { kind: Kind::Fcollect, dtype, op: None, root: 0, nelems: nelems as u64, refused: false };
         self.agreed_barrier(team, &info, sig, local)?;
+        if let Some(leader) = self.host_leader(&info) {
+            return self.fcollect_by_hosts(team, &info, leader, dest, source, bytes);
+        }
         for (j, &pe) in info.members.iter().enumerate() {
             self.copy_heap((dest + j * bytes).get(), self.my_pe(), source.get(), pe, bytes)?;
+        }
+        self.barrier(team)
+    }
+
+    /// The member that fetches the blocks of other hosts for this PE's host (the first member on
+    /// this host, in team order), when the team spans hosts; `None` where every member shares
+    /// this PE's host. Every member gets `Some` or every member `None` (a team spans hosts for
+    /// all its members alike), so all take the same number of barriers.
+    fn host_leader(&self, info: &TeamInfo) -> Option<usize> {
+        let net = self.net.as_ref()?;
+        if !info.members.iter().any(|&pe| net.reaches(pe)) {
+            return None;
+        }
+        info.members.iter().copied().find(|&pe| !net.reaches(pe))
+    }
+
+    /// [`Runtime::fcollect`] across hosts, hierarchically: every PE copies its own host's
+    /// blocks (mapped), each host's leader alone fetches the other hosts' blocks through the
+    /// transport, and after a barrier the others copy those from the leader's `dest` (mapped).
+    /// The network carries each block once per host instead of once per PE, for one barrier more.
+    fn fcollect_by_hosts(&self, team: Team, info: &TeamInfo, leader: usize, dest: SymAddr, source: SymAddr, bytes: usize) -> Result<()> {
+        let me = self.my_pe();
+        let net = self.net()?;
+        for (j, &pe) in info.members.iter().enumerate() {
+            if !net.reaches(pe) || me == leader {
+                self.copy_heap((dest + j * bytes).get(), me, source.get(), pe, bytes)?;
+            }
+        }
+        self.barrier(team)?;
+        if me != leader {
+            for (j, &pe) in info.members.iter().enumerate() {
+                if net.reaches(pe) {
+                    self.copy_heap((dest + j * bytes).get(), me, (dest + j * bytes).get(), leader, bytes)?;
+                }
+            }
         }
         self.barrier(team)
     }

@@ -106,6 +106,29 @@ impl Runtime {
         self.amo_at(target, width, op)
     }
 
+    /// [`Runtime::user_amo`] without its result: towards a PE on another host it does not
+    /// wait for the round trip (`signal_op`).
+    pub(super) fn user_amo_post(&self, addr: SymAddr, width: Width, op: AmoOp, pe: usize, what: &str) -> Result<()> {
+        let target = self.user_word(addr, width, pe, what)?;
+        self.amo_post_at(target, width, op)
+    }
+
+    /// [`Runtime::amo`] without its result: towards a PE on another host it does not wait for
+    /// the round trip; the operation lands after this PE's earlier ones to that PE, and is
+    /// complete there at the next `quiet` or any later operation to it.
+    pub(super) fn amo_post(&self, addr: usize, width: Width, op: AmoOp, pe: usize) -> Result<()> {
+        let target = self.place_word(addr, width, pe)?;
+        self.amo_post_at(target, width, op)
+    }
+
+    fn amo_post_at(&self, target: Place, width: Width, op: AmoOp) -> Result<()> {
+        match target {
+            // SAFETY: `target` is a mapped heap word of `width` bytes, aligned (place_word).
+            Place::Mapped(at) => unsafe { self.mem.atomic(at, width, op) }.map(drop),
+            Place::Net { pe, offset } => self.net()?.atomic_post(pe, offset, width, op),
+        }
+    }
+
     /// Applies `op` to an aligned word, wherever it is.
     fn amo_at(&self, target: Place, width: Width, op: AmoOp) -> Result<u64> {
         match target {

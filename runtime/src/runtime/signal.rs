@@ -74,7 +74,7 @@ impl Runtime {
     /// [`crate::Error::InvalidArgument`] for a word not 8-byte aligned.
     #[doc(alias = "nvshmemx_signal_op")]
     pub fn signal_op(&self, sig_addr: SymAddr, signal: u64, op: SignalOp, pe: usize) -> Result<()> {
-        self.user_amo(sig_addr, Width::W64, amo_of(op, signal), pe, "signal_op").map(drop)
+        self.user_amo_post(sig_addr, Width::W64, amo_of(op, signal), pe, "signal_op")
     }
 
     /// Reads this PE's signal word at `sig_addr` (acquire).

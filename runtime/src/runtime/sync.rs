@@ -139,8 +139,10 @@ impl Runtime {
             // Start after ourselves, as the device barrier does, so members spread their first
             // arrivals instead of all hitting member 0.
             let n = members.len();
+            // Posted: towards other hosts the arrivals go out together instead of one round trip
+            // after another.
             for k in 1..=n {
-                self.amo(arrive, Width::W64, AmoOp::Add(1), members[(my_index + k) % n])?;
+                self.amo_post(arrive, Width::W64, AmoOp::Add(1), members[(my_index + k) % n])?;
             }
             // A member whose ticket is below ours has not entered this barrier yet.
             let detail = |u: &Unmet| self.describe_barrier(team, &members, ticket, e, u);

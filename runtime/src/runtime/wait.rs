@@ -79,7 +79,7 @@ impl Runtime {
             };
             if let Some(net) = &self.net {
                 // A peer on another host writes through this PE's worker: run what it sent.
-                net.progress();
+                net.progress(start.elapsed() < YIELD_FOR);
             }
             if polls < SPIN_POLLS {
                 polls += 1;

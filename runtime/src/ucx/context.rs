@@ -95,18 +95,28 @@ impl Context {
         Ok(self.memory_types()? & (1 << sys::UCS_MEMORY_TYPE_CUDA) != 0)
     }
 
-    /// Registers `[addr, addr+len)` for remote access (`ucp_mem_map` without allocation).
+    /// Registers `[addr, addr+len)`, memory of type `kind`, for remote access (`ucp_mem_map`
+    /// without allocation). The type is given, not detected: UCX detects it through its memory
+    /// type cache, which learns of GPU mappings by hooking `cuMemMap` — calls made through
+    /// function pointers resolved before UCX was loaded (rshmem's driver table) escape it, and
+    /// the heap would be registered as host memory (peers' puts and UCX's software atomics then
+    /// write GPU addresses with the CPU: a SIGSEGV).
     ///
     /// # Errors
     /// [`crate::Error::Transport`].
     ///
     /// # Safety
     /// The range must stay mapped while the returned handle lives.
-    pub unsafe fn map(self: &Arc<Self>, addr: usize, len: usize) -> Result<MemHandle> {
+    pub unsafe fn map(self: &Arc<Self>, addr: usize, len: usize, kind: super::MemType) -> Result<MemHandle> {
         let params = sys::ucp_mem_map_params_t {
-            field_mask: sys::UCP_MEM_MAP_PARAM_FIELD_ADDRESS | sys::UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+            field_mask: sys::UCP_MEM_MAP_PARAM_FIELD_ADDRESS
+                | sys::UCP_MEM_MAP_PARAM_FIELD_LENGTH
+                | sys::UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE,
             address: addr as *mut c_void,
             length: len,
+            flags: 0,
+            prot: 0,
+            memory_type: kind.raw(),
             _tail: [0; 3],
         };
         let mut memh: sys::ucp_mem_h = std::ptr::null_mut();

@@ -8,7 +8,7 @@
 //! [`Request`] completes.
 #![allow(unsafe_code)]
 
-use super::{check, sys, Request, Worker};
+use super::{check, sys, MemType, Request, Worker};
 use crate::error::Result;
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -116,22 +116,24 @@ impl Endpoint {
         Ok(Rkey { worker: self.worker.clone(), raw })
     }
 
-    /// `ucp_put_nbx`: `len` bytes from local `src` to `remote` (covered by `rkey`). The request
-    /// completes when `src` may be reused (not when the data has arrived: flush for that).
+    /// `ucp_put_nbx`: `len` bytes from local `src` (memory of type `kind`) to `remote`
+    /// (covered by `rkey`). The request completes when `src` may be reused (not when the data
+    /// has arrived: flush for that).
     ///
     /// # Errors
     /// [`crate::Error::Transport`].
     ///
     /// # Safety
     /// `src` must be readable for `len` bytes until the request completes.
-    pub unsafe fn put(&self, src: usize, len: usize, remote: u64, rkey: &Rkey) -> Result<Request> {
-        let param = sys::ucp_request_param_t::empty();
+    pub unsafe fn put(&self, src: usize, kind: MemType, len: usize, remote: u64, rkey: &Rkey) -> Result<Request> {
+        let param = typed(kind);
         // SAFETY: live endpoint and rkey; the caller vouches for `src`.
         let p = unsafe { (self.worker.ucx().api.ucp_put_nbx)(self.raw, src as *const c_void, len, remote, rkey.raw, &param) };
         Request::from_status_ptr(&self.worker, "ucp_put_nbx", p, Some(self.pe))
     }
 
-    /// `ucp_get_nbx`: `len` bytes from `remote` into local `dst`; complete when they are there.
+    /// `ucp_get_nbx`: `len` bytes from `remote` into local `dst` (memory of type `kind`);
+    /// complete when they are there.
     ///
     /// # Errors
     /// [`crate::Error::Transport`].
@@ -139,8 +141,8 @@ impl Endpoint {
     /// # Safety
     /// `dst` must be writable for `len` bytes, and not otherwise accessed, until the request
     /// completes.
-    pub unsafe fn get(&self, dst: usize, len: usize, remote: u64, rkey: &Rkey) -> Result<Request> {
-        let param = sys::ucp_request_param_t::empty();
+    pub unsafe fn get(&self, dst: usize, kind: MemType, len: usize, remote: u64, rkey: &Rkey) -> Result<Request> {
+        let param = typed(kind);
         // SAFETY: live endpoint and rkey; the caller vouches for `dst`.
         let p = unsafe { (self.worker.ucx().api.ucp_get_nbx)(self.raw, dst as *mut c_void, len, remote, rkey.raw, &param) };
         Request::from_status_ptr(&self.worker, "ucp_get_nbx", p, Some(self.pe))
@@ -169,6 +171,23 @@ impl Endpoint {
         param.datatype = sys::dt_contig(width as u64);
         param.reply_buffer = reply;
         // SAFETY: live endpoint and rkey; the caller vouches for both buffers.
+        let p = unsafe { (self.worker.ucx().api.ucp_atomic_op_nbx)(self.raw, op.raw(), operand, 1, remote, rkey.raw, &param) };
+        Request::from_status_ptr(&self.worker, "ucp_atomic_op_nbx", p, Some(self.pe))
+    }
+
+    /// `ucp_atomic_op_nbx` without a result (a post): `op` with `*operand` on the `width`-byte
+    /// word at `remote`; complete at the target after a flush.
+    ///
+    /// # Errors
+    /// [`crate::Error::Transport`].
+    ///
+    /// # Safety
+    /// `operand` must point at `width` valid bytes until the request completes.
+    pub unsafe fn atomic_post(&self, op: AtomicOp, operand: *const c_void, width: usize, remote: u64, rkey: &Rkey) -> Result<Request> {
+        let mut param = sys::ucp_request_param_t::empty();
+        param.op_attr_mask = sys::UCP_OP_ATTR_FIELD_DATATYPE;
+        param.datatype = sys::dt_contig(width as u64);
+        // SAFETY: live endpoint and rkey; the caller vouches for the operand.
         let p = unsafe { (self.worker.ucx().api.ucp_atomic_op_nbx)(self.raw, op.raw(), operand, 1, remote, rkey.raw, &param) };
         Request::from_status_ptr(&self.worker, "ucp_atomic_op_nbx", p, Some(self.pe))
     }
@@ -258,6 +277,14 @@ impl Drop for Rkey {
         // SAFETY: live rkey, destroyed once.
         unsafe { (self.worker.ucx().api.ucp_rkey_destroy)(self.raw) };
     }
+}
+
+/// Request parameters naming the local buffer's memory type.
+fn typed(kind: MemType) -> sys::ucp_request_param_t {
+    let mut param = sys::ucp_request_param_t::empty();
+    param.op_attr_mask = sys::UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+    param.memory_type = kind.raw();
+    param
 }
 
 fn with_pe(e: crate::Error, pe: usize) -> crate::Error {

@@ -153,6 +153,25 @@ pub fn error(ucx: &Ucx, call: &'static str, status: sys::ucs_status_t, pe: Optio
     Error::Transport { call, status: i32::from(status), name: status_name(ucx, status), pe }
 }
 
+/// Where a buffer handed to UCX lives (`ucs_memory_type_t`), always given: see
+/// [`Context::map`] for why UCX's own detection is not relied on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemType {
+    /// Host memory.
+    Host,
+    /// CUDA device memory.
+    Cuda,
+}
+
+impl MemType {
+    pub(crate) fn raw(self) -> u32 {
+        match self {
+            MemType::Host => sys::UCS_MEMORY_TYPE_HOST,
+            MemType::Cuda => sys::UCS_MEMORY_TYPE_CUDA,
+        }
+    }
+}
+
 /// What a `ucs_status_ptr_t` says: done, failed, or a request to wait for.
 pub(crate) enum StatusPtr {
     Done,
@@ -205,14 +224,16 @@ mod tests {
         at!(ucp_params_t, [field_mask, features, request_size, request_init, request_cleanup, tag_sender_mask, mt_workers_shared, estimated_num_eps]);
         at!(ucp_worker_params_t, [field_mask, thread_mode, cpu_mask]);
         at!(ucp_ep_params_t, [field_mask, address, err_mode, err_handler]);
-        at!(ucp_mem_map_params_t, [field_mask, address, length]);
+        at!(ucp_mem_map_params_t, [field_mask, address, length, flags, prot, memory_type]);
         at!(ucp_am_recv_param_t, [recv_attr, reply_ep]);
         at!(ucp_am_handler_param_t, [field_mask, id, flags, cb, arg]);
-        at!(ucp_request_param_t, [op_attr_mask, flags, request, cb, datatype, user_data, reply_buffer]);
+        at!(ucp_request_param_t, [op_attr_mask, flags, request, cb, datatype, user_data, reply_buffer, memory_type]);
         at!(ucp_context_attr_t, [field_mask, request_size, thread_mode, memory_types]);
         facts.push(format!("UCP_AM_RECV_ATTR_FLAG_RNDV == {}ull", sys::UCP_AM_RECV_ATTR_FLAG_RNDV));
         facts.push(format!("UCP_ATTR_FIELD_MEMORY_TYPES == {}", sys::UCP_ATTR_FIELD_MEMORY_TYPES));
-        facts.push(format!("UCS_MEMORY_TYPE_CUDA == {}", sys::UCS_MEMORY_TYPE_CUDA));
+        facts.push(format!("UCS_MEMORY_TYPE_CUDA == {} && UCS_MEMORY_TYPE_HOST == {}", sys::UCS_MEMORY_TYPE_CUDA, sys::UCS_MEMORY_TYPE_HOST));
+        facts.push(format!("UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE == {}", sys::UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE));
+        facts.push(format!("UCP_OP_ATTR_FIELD_MEMORY_TYPE == {}", sys::UCP_OP_ATTR_FIELD_MEMORY_TYPE));
         facts.push(format!("UCP_AM_SEND_FLAG_EAGER == {} && UCP_AM_SEND_FLAG_COPY_HEADER == {}", sys::UCP_AM_SEND_FLAG_EAGER, sys::UCP_AM_SEND_FLAG_COPY_HEADER));
         facts.push(format!("UCP_OP_ATTR_FIELD_REPLY_BUFFER == {}", sys::UCP_OP_ATTR_FIELD_REPLY_BUFFER));
         let mut src = String::from("#include <stddef.h>\n#include <ucp/api/ucp.h>\n");

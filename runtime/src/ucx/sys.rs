@@ -30,6 +30,7 @@ pub type ucs_status_ptr_t = *mut c_void;
 
 pub const UCS_OK: ucs_status_t = 0;
 pub const UCS_INPROGRESS: ucs_status_t = 1;
+pub const UCS_ERR_IO_ERROR: ucs_status_t = -3;
 pub const UCS_ERR_BUSY: ucs_status_t = -15;
 /// `UCS_ERR_LAST`: pointers at or above `(void *)UCS_ERR_LAST` are error codes.
 pub const UCS_ERR_LAST: isize = -100;
@@ -45,6 +46,8 @@ pub const UCP_PARAM_FIELD_MT_WORKERS_SHARED: u64 = 1 << 5;
 pub const UCP_PARAM_FIELD_ESTIMATED_NUM_EPS: u64 = 1 << 6;
 
 pub const UCP_ATTR_FIELD_MEMORY_TYPES: u64 = 1 << 2;
+/// `ucs_memory_type_t`: `UCS_MEMORY_TYPE_HOST`.
+pub const UCS_MEMORY_TYPE_HOST: u32 = 0;
 /// `ucs_memory_type_t`: `UCS_MEMORY_TYPE_CUDA` (its bit in `ucp_context_attr_t::memory_types`).
 pub const UCS_MEMORY_TYPE_CUDA: u32 = 1;
 
@@ -59,6 +62,7 @@ pub const UCP_EP_CLOSE_FLAG_FORCE: u32 = 1 << 0;
 
 pub const UCP_MEM_MAP_PARAM_FIELD_ADDRESS: u64 = 1 << 0;
 pub const UCP_MEM_MAP_PARAM_FIELD_LENGTH: u64 = 1 << 1;
+pub const UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE: u64 = 1 << 4;
 
 pub const UCP_AM_HANDLER_PARAM_FIELD_ID: u64 = 1 << 0;
 pub const UCP_AM_HANDLER_PARAM_FIELD_FLAGS: u64 = 1 << 1;
@@ -72,6 +76,7 @@ pub const UCP_AM_RECV_ATTR_FLAG_RNDV: u64 = 1 << 17;
 pub const UCP_OP_ATTR_FIELD_DATATYPE: u32 = 1 << 3;
 pub const UCP_OP_ATTR_FIELD_FLAGS: u32 = 1 << 4;
 pub const UCP_OP_ATTR_FIELD_REPLY_BUFFER: u32 = 1 << 5;
+pub const UCP_OP_ATTR_FIELD_MEMORY_TYPE: u32 = 1 << 6;
 
 pub const UCP_ATOMIC_OP_ADD: c_int = 0;
 pub const UCP_ATOMIC_OP_SWAP: c_int = 1;
@@ -147,14 +152,17 @@ pub struct ucp_ep_params_t {
     pub _tail: [u64; 8],
 }
 
-/// `ucp_mem_map_params_t` up to `length`.
+/// `ucp_mem_map_params_t` up to `memory_type`.
 #[repr(C)]
 pub struct ucp_mem_map_params_t {
     pub field_mask: u64,
     pub address: *mut c_void,
     pub length: usize,
-    /// Fields of newer releases, never flagged; padding to the 1.22 size.
-    pub _tail: [u64; 3],
+    pub flags: u32,
+    pub prot: u32,
+    pub memory_type: u32,
+    /// `exported_memh_buffer` and fields of newer releases, never flagged; padding to the 1.22 size.
+    pub _tail: [u32; 3],
 }
 
 #[repr(C)]
@@ -181,7 +189,7 @@ pub struct ucp_am_handler_param_t {
     pub arg: *mut c_void,
 }
 
-/// `ucp_request_param_t` up to `reply_buffer` (the fields rshmem flags).
+/// `ucp_request_param_t` up to `memory_type` (the fields rshmem flags).
 #[repr(C)]
 pub struct ucp_request_param_t {
     pub op_attr_mask: u32,
@@ -191,8 +199,9 @@ pub struct ucp_request_param_t {
     pub datatype: ucp_datatype_t,
     pub user_data: *mut c_void,
     pub reply_buffer: *mut c_void,
+    pub memory_type: u32,
     /// Fields of newer releases, never flagged; padding to the 1.22 size.
-    pub _tail: [u64; 6],
+    pub _tail: [u32; 11],
 }
 
 impl ucp_request_param_t {
@@ -206,7 +215,8 @@ impl ucp_request_param_t {
             datatype: 0,
             user_data: std::ptr::null_mut(),
             reply_buffer: std::ptr::null_mut(),
-            _tail: [0; 6],
+            memory_type: 0,
+            _tail: [0; 11],
         }
     }
 }

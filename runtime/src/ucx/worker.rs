@@ -11,6 +11,7 @@ use super::{check, error, status_ptr, sys, Context, StatusPtr, Ucx};
 use crate::error::Result;
 use std::ffi::c_void;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,9 @@ use std::time::{Duration, Instant};
 pub struct Worker {
     pub(crate) ctx: Arc<Context>,
     pub(crate) raw: sys::ucp_worker_h,
+    /// When [`Worker::progress`] last ran, in nanoseconds since `born` (see [`Worker::polled_within`]).
+    polled_at: AtomicU64,
+    born: Instant,
 }
 
 // SAFETY: the worker is created in UCS_THREAD_MODE_MULTI, in which UCP serializes concurrent
@@ -55,7 +59,7 @@ impl Worker {
         let ucx = ctx.ucx;
         // SAFETY: live context, params and out-parameter.
         check(ucx, "ucp_worker_create", unsafe { (ucx.api.ucp_worker_create)(ctx.raw, &params, &mut raw) })?;
-        Ok(Arc::new(Worker { ctx: ctx.clone(), raw }))
+        Ok(Arc::new(Worker { ctx: ctx.clone(), raw, polled_at: AtomicU64::new(0), born: Instant::now() }))
     }
 
     /// The context the worker was made from.
@@ -84,10 +88,25 @@ impl Worker {
         Ok(bytes)
     }
 
-    /// One round of progress (`ucp_worker_progress`); the number of events it handled.
+    /// One round of progress (`ucp_worker_progress`) by a thread that waits for something;
+    /// the number of events it handled.
     pub fn progress(&self) -> u32 {
+        self.polled_at.store(self.born.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.background_progress()
+    }
+
+    /// [`Worker::progress`] by the thread that progresses in the background: not counted by
+    /// [`Worker::polled_within`].
+    pub fn background_progress(&self) -> u32 {
         // SAFETY: live worker (MULTI mode: any thread).
         unsafe { (self.ucx().api.ucp_worker_progress)(self.raw) }
+    }
+
+    /// Whether a waiting thread ran [`Worker::progress`] within `window`: one is polling, so
+    /// what peers send is being run without the background thread.
+    pub fn polled_within(&self, window: Duration) -> bool {
+        let now = self.born.elapsed().as_nanos() as u64;
+        now.saturating_sub(self.polled_at.load(Ordering::Relaxed)) < window.as_nanos() as u64
     }
 
     /// The event fd that becomes readable when the worker has something to do
@@ -175,6 +194,10 @@ pub struct Request {
     pe: Option<usize>,
     raw: *mut c_void,
 }
+
+// SAFETY: a request of a MULTI worker may be tested and freed from any thread (UCP serializes
+// calls on the worker); the handle is used by one owner at a time (`&mut self`).
+unsafe impl Send for Request {}
 
 impl Request {
     /// From what a `*_nbx` call returned.

@@ -8,12 +8,21 @@
 //! |---|---|
 //! | `mod.rs` | [`Net`]: open (worker addresses through the bootstrap, one endpoint per remote PE, a hello from each), the operations |
 //! | `segments.rs` | the heap's registrations: each growth step registered with `ucp_mem_map`, its remote keys exchanged through the bootstrap |
-//! | `am.rs` | the active messages (hello, put-with-signal) and their handler, which checks the job's secret |
+//! | `am.rs` | the active messages (hello, put-with-signal, atomics run by the target, replies) and their handler, which checks the job's secret |
+//! | `exec.rs` | the executor thread: runs the atomics and puts-with-signal peers leave for this PE's runtime, and replies |
 //! | `proxy.rs` | the proxy: the thread that runs what GPU threads post for PEs on other hosts |
+//! | `staging.rs` | bounce buffers: a put of up to 64 KiB of host memory returns without waiting for UCX |
 //! | `progress.rs` | the progress thread: sleeps on the worker's event fd, wakes to run what peers sent |
 //!
 //! Operations take heap offsets: the address on the peer is its heap base (exchanged at open)
-//! plus the offset. Puts return once the source may be reused; [`Net::quiet`] (every `fence`,
+//! plus the offset.
+//!
+//! A GPU heap (the cuda backend): UCX moves its data (a CUDA-aware UCX, checked at open) with
+//! the memory type of every buffer given, never detected (`ucx::Context::map` says why), and
+//! no atomic or signal on it is left to UCX, whose software atomics (TCP, shared memory) act on
+//! the target's memory with the CPU: each is an active message that the target's runtime runs
+//! with its backend's atomics and answers (`am.rs`, `exec.rs`). `RSHMEM_NET_ATOMICS=target`
+//! does the same on a host heap, so that the host backend tests that path. Puts return once the source may be reused; [`Net::quiet`] (every `fence`,
 //! `quiet` and barrier) completes them at their targets, and any other operation towards a PE
 //! first completes the puts to it that are still in flight, so a put followed by a signal, an
 //! atomic or a get to the same PE is seen in that order, as on the host backend.
@@ -36,19 +45,21 @@
 #![allow(unsafe_code)]
 
 mod am;
+mod exec;
 mod progress;
 pub mod proxy;
 mod segments;
+mod staging;
 
-use crate::backend::{AmoOp, Width};
+use crate::backend::{AmoOp, MemoryBackend, Width};
 use crate::bootstrap::{Bootstrap, Health};
 use crate::consts::SignalOp;
 use crate::error::{Error, Result};
 use crate::heap::agree::all_ok;
 use crate::heap::group::Group;
-use crate::ucx::{self, AtomicOp, Context, Endpoint, Worker};
+use crate::ucx::{self, AtomicOp, Context, Endpoint, MemType, Worker};
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -57,6 +68,12 @@ pub use segments::Segments;
 /// Largest put-with-signal sent as one active message (payload and signal together); larger
 /// ones are a put, a flush and an atomic.
 pub const AM_PUT_SIGNAL_MAX: usize = 64 << 10;
+
+/// The same bound where the target's runtime runs puts-with-signal (a GPU heap; `RSHMEM_NET_TARGET_ATOMICS`): a payload up to this goes as one message,
+/// copied once between the GPU and the host at each end (the target's runtime writes it),
+/// where UCX would copy each of its fragments separately (many small copies that each wait for
+/// the GPU, a time slice each where processes share the GPU).
+pub const AM_PUT_SIGNAL_MAX_GPU: usize = 4 << 20;
 
 /// The first endpoint error, per PE (0: none), written by UCX's error callback.
 struct PeerErrors {
@@ -73,12 +90,23 @@ struct Inner {
     errors: Box<PeerErrors>,
     /// Per PE: puts issued since the last flush of its endpoint.
     dirty: Vec<AtomicBool>,
+    /// Per PE: atomics posted through UCX since the last flush (completed by a quiet; later
+    /// atomics need not wait for them: the runtime's posts are adds whose order does not matter).
+    posted: Vec<AtomicBool>,
+    /// Small puts in flight from bounce buffers.
+    staging: staging::Staging,
     /// Every PE's heap base (the address of its heap offset 0 in its own process).
     bases: Vec<usize>,
     me: usize,
     secret: [u8; am::SECRET_BYTES],
     /// The heap is host memory this process may write (put-with-signal as one message).
     host_memory: bool,
+    /// Atomics and puts-with-signal are run by the target's runtime (`exec.rs`), not by UCX.
+    target_ops: bool,
+    /// The last id given to an `AMO` (its reply carries it).
+    next_id: AtomicU64,
+    /// The heap's memory (the executor's atomics and copies; local buffers' memory types).
+    mem: Arc<dyn MemoryBackend>,
     /// What the progress and proxy threads run first.
     setup: Option<crate::backend::ThreadSetup>,
     health: Health,
@@ -90,7 +118,8 @@ struct Inner {
 /// then closes the endpoints, deregisters the heap and destroys the worker and context.
 pub struct Net {
     inner: Arc<Inner>,
-    progress: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The progress and executor threads.
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Net {
@@ -113,23 +142,28 @@ unsafe extern "C" fn on_ep_error(arg: *mut c_void, _ep: crate::ucx::sys::ucp_ep_
 
 impl Net {
     /// Opens the transport. Collective over every PE of `boot`; `remote[pe]` says which PEs
-    /// are reached through it (those on other hosts), `base` is this PE's heap offset 0,
-    /// `host_memory` whether the heap is host memory, and `setup` what the transport's threads
-    /// run first.
+    /// are reached through it (those on other hosts), `base` is this PE's heap offset 0, `mem`
+    /// the heap's memory, `host_memory` whether the heap is host memory, `target_ops` whether
+    /// atomics and puts-with-signal are run by the target's runtime (forced on for a GPU heap),
+    /// and `setup` what the transport's threads run first.
     ///
     /// # Errors
     /// On every PE alike: [`Error::Unsupported`] when some PE cannot load UCX (the message says
     /// how to install it), [`Error::Transport`] when a PE cannot create its worker or endpoints,
     /// [`Error::Timeout`] when a peer's hello does not arrive within the bootstrap timeout;
     /// bootstrap errors.
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         boot: &Bootstrap,
         remote: &[bool],
         base: usize,
+        mem: Arc<dyn MemoryBackend>,
         host_memory: bool,
+        target_ops: bool,
         setup: Option<crate::backend::ThreadSetup>,
         timeout: Duration,
     ) -> Result<Net> {
+        let target_ops = target_ops || !host_memory;
         let me = boot.rank();
         let n = boot.nranks();
         let far: Vec<usize> = (0..n).filter(|&pe| remote[pe]).collect();
@@ -145,16 +179,6 @@ impl Net {
                      is GPU memory: install a CUDA build of UCX (`pip install libucx-cu12`, then \
                      RSHMEM_UCX_DIR unset or pointing at its libucx/lib), or use the host backend",
                     ucx.origin, ucx.version.0, ucx.version.1, ucx.version.2
-                )));
-            }
-            // Not yet: on one H100 (2 PEs in 2 virtual hosts, libucx-cu12 1.22) the first host
-            // barrier and the first symmetric allocation died of SIGSEGV inside the transport,
-            // so GPU heaps across hosts are refused until that runs (docs/network.md, "Status").
-            if !host_memory {
-                return Err(Error::Unsupported(format!(
-                    "PEs {far:?} are on other hosts than PE {me}, and reaching another host's GPU heap \
-                     through UCX is not enabled yet (it crashed in testing); run jobs that span hosts on \
-                     the host backend (RSHMEM_BACKEND=host), or keep every PE on one host"
                 )));
             }
             let worker = Worker::new(&ctx)?;
@@ -174,7 +198,7 @@ impl Net {
         let secret: [u8; am::SECRET_BYTES] = boot.secret().try_into().map_err(|_| {
             Error::InvalidArgument(format!("the bootstrap secret is not {} bytes", am::SECRET_BYTES))
         })?;
-        let target = Box::new(am::Target::new(base, n, secret));
+        let target = Box::new(am::Target::new(base, n, secret, host_memory));
         let errors = Box::new(PeerErrors { status: (0..n).map(|_| AtomicI32::new(0)).collect() });
         let connected = (|| {
             // SAFETY: the Target is boxed (stable address) and lives in `Inner` after the
@@ -202,17 +226,22 @@ impl Net {
             target,
             errors,
             dirty: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            posted: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            staging: staging::Staging::new(),
             bases,
             me,
             secret,
             host_memory,
+            target_ops,
+            next_id: AtomicU64::new(0),
+            mem,
             setup,
             health: boot.health().clone(),
             stop: AtomicBool::new(false),
             _ctx: ctx,
         });
-        let thread = progress::start(inner.clone())?;
-        let net = Net { inner, progress: Mutex::new(Some(thread)) };
+        let net = Net { inner: inner.clone(), threads: Mutex::new(vec![progress::start(inner.clone())?]) };
+        net.threads.lock().unwrap_or_else(|e| e.into_inner()).push(exec::start(inner)?);
         net.hello(&far, timeout)?;
         tracing::debug!(pe = me, remote = ?far, "network transport open");
         Ok(net)
@@ -230,7 +259,7 @@ impl Net {
         }
         let start = Instant::now();
         while let Some(&missing) = far.iter().find(|&&pe| !self.inner.target.said_hello(pe)) {
-            self.progress();
+            self.progress(true);
             self.abort(missing, "the transport's hello")?;
             if start.elapsed() > timeout {
                 return Err(Error::Timeout { what: format!("the UCX hello of PE {missing}"), after: timeout });
@@ -268,15 +297,22 @@ impl Net {
     /// On every PE alike, the first PE's registration error; bootstrap errors.
     pub fn register(&self, group: &dyn Group, offset: usize, len: usize) -> Result<()> {
         let i = &self.inner;
-        i.segments.register(group, i.worker.context(), &i.eps, i.target.base, offset, len)?;
+        let kind = if i.host_memory { MemType::Host } else { MemType::Cuda };
+        i.segments.register(group, i.worker.context(), &i.eps, i.target.base, offset, len, kind)?;
         i.target.mapped.fetch_max(offset + len, Ordering::AcqRel);
         Ok(())
     }
 
     /// One round of progress (waits call it between polls: a peer's message then lands sooner
-    /// than the progress thread would wake).
-    pub fn progress(&self) {
-        self.inner.worker.progress();
+    /// than the progress thread would wake). `spinning`: the caller polls again at once, so the
+    /// progress thread leaves incoming work to it; a caller that sleeps between polls passes
+    /// `false`, and the progress thread runs what arrives meanwhile.
+    pub fn progress(&self, spinning: bool) {
+        if spinning {
+            self.inner.worker.progress();
+        } else {
+            self.inner.worker.background_progress();
+        }
     }
 
     fn ep(&self, pe: usize) -> Result<&Endpoint> {
@@ -295,12 +331,67 @@ impl Net {
         }
     }
 
-    /// Completes the puts still in flight to `pe` (before another kind of operation to it).
+    /// Completes the puts still in flight to `pe` (before another kind of operation to it),
+    /// and the operations its runtime has not acknowledged yet.
     fn settle(&self, pe: usize, during: &str) -> Result<()> {
-        if self.inner.dirty[pe].swap(false, Ordering::AcqRel) {
+        self.settle_with(pe, during, false, true)
+    }
+
+    /// Before an operation `pe`'s runtime queues (`target_ops`): only the puts need completing,
+    /// as its executor runs the queued operations in the order they were sent.
+    fn settle_puts(&self, pe: usize, during: &str) -> Result<()> {
+        self.settle_with(pe, during, false, false)
+    }
+
+    /// [`Net::settle`]; `posted` also completes the atomics posted to `pe` (a quiet); `queued`
+    /// waits for `pe`'s runtime to acknowledge what it queued.
+    fn settle_with(&self, pe: usize, during: &str, posted: bool, queued: bool) -> Result<()> {
+        let posts = posted && self.inner.posted[pe].swap(false, Ordering::AcqRel);
+        if self.inner.dirty[pe].swap(false, Ordering::AcqRel) || posts {
             self.ep(pe)?.flush()?.wait(&|| self.abort(pe, during))?;
+            // The flush completed the staged puts to `pe`: their buffers return to the pool.
+            self.inner.staging.reap()?;
+        }
+        let target = &self.inner.target;
+        if queued {
+            self.wait_until(pe, during, || target.outstanding[pe].load(Ordering::Acquire) == 0)?;
+        }
+        let failed = target.failed[pe].swap(0, Ordering::AcqRel);
+        if failed > 0 {
+            return Err(Error::Transport {
+                call: "a put-with-signal run by its target",
+                status: i32::from(ucx::sys::UCS_ERR_IO_ERROR),
+                name: format!("PE {pe} could not write {failed} of them into its heap (its log says why)"),
+                pe: Some(pe),
+            });
         }
         Ok(())
+    }
+
+    /// Progresses the worker until `done()`, checking about every millisecond whether `pe`
+    /// died or its endpoint broke.
+    fn wait_until(&self, pe: usize, during: &str, mut done: impl FnMut() -> bool) -> Result<()> {
+        let mut last = Instant::now();
+        while !done() {
+            if self.inner.worker.progress() == 0 {
+                // The target's executor, or the peer sharing this core, needs the CPU.
+                std::thread::yield_now();
+            }
+            if last.elapsed() >= Duration::from_millis(1) {
+                self.abort(pe, during)?;
+                last = Instant::now();
+            }
+        }
+        Ok(())
+    }
+
+    /// The memory type of a local buffer at `addr`.
+    fn kind_of(&self, addr: usize) -> Result<MemType> {
+        if self.inner.host_memory || !self.inner.mem.checks_itself(addr)? {
+            Ok(MemType::Host)
+        } else {
+            Ok(MemType::Cuda)
+        }
     }
 
     /// `nbytes` from local `src` to heap offset `offset` of `pe`; returns once `src` may be
@@ -316,11 +407,20 @@ impl Net {
         let ep = self.ep(pe)?;
         self.abort(pe, "putmem")?;
         let base = self.inner.bases[pe];
+        let kind = self.kind_of(src)?;
+        let abort = || self.abort(pe, "putmem");
         self.inner.segments.each_piece(pe, offset, nbytes, |off, len, rkey| {
-            // SAFETY: the caller vouches for `src`; the request is waited for before returning.
-            let req = unsafe { ep.put(src + (off - offset), len, (base + off) as u64, rkey)? };
+            let from = src + (off - offset);
             self.inner.dirty[pe].store(true, Ordering::Release);
-            req.wait(&|| self.abort(pe, "putmem"))
+            if kind == MemType::Host && len <= staging::STAGE_MAX {
+                // SAFETY: the caller vouches for `src`, read here before returning.
+                let data = unsafe { std::slice::from_raw_parts(from as *const u8, len) };
+                // SAFETY: the staging buffer at `at` is kept until the request completes.
+                return self.inner.staging.put(data, &abort, |at| unsafe { ep.put(at, MemType::Host, len, (base + off) as u64, rkey) });
+            }
+            // SAFETY: the caller vouches for `src`; the request is waited for before returning.
+            let req = unsafe { ep.put(from, kind, len, (base + off) as u64, rkey)? };
+            req.wait(&abort)
         })
     }
 
@@ -335,9 +435,10 @@ impl Net {
         let ep = self.ep(pe)?;
         self.settle(pe, "getmem")?;
         let base = self.inner.bases[pe];
+        let kind = self.kind_of(dst)?;
         self.inner.segments.each_piece(pe, offset, nbytes, |off, len, rkey| {
             // SAFETY: the caller vouches for `dst`; the request is waited for before returning.
-            let req = unsafe { ep.get(dst + (off - offset), len, (base + off) as u64, rkey)? };
+            let req = unsafe { ep.get(dst + (off - offset), kind, len, (base + off) as u64, rkey)? };
             req.wait(&|| self.abort(pe, "getmem"))
         })
     }
@@ -349,6 +450,10 @@ impl Net {
     /// As [`Net::put`].
     pub fn atomic(&self, pe: usize, offset: usize, width: Width, op: AmoOp) -> Result<u64> {
         let ep = self.ep(pe)?;
+        if self.inner.target_ops {
+            self.settle_puts(pe, "an atomic")?;
+            return self.target_atomic(ep, pe, offset, width, op);
+        }
         self.settle(pe, "an atomic")?;
         let w = width.bytes();
         let (kind, operand, reply_in) = match op {
@@ -386,6 +491,79 @@ impl Net {
         res.map(|()| old)
     }
 
+    /// Applies `op` (not [`AmoOp::Fetch`]) to the `width`-byte word at heap offset `offset` of
+    /// `pe` without waiting for it: it is complete at the target after [`Net::quiet`] or any
+    /// later operation to `pe`, and lands after this PE's earlier operations to `pe`.
+    ///
+    /// # Errors
+    /// As [`Net::put`].
+    pub fn atomic_post(&self, pe: usize, offset: usize, width: Width, op: AmoOp) -> Result<()> {
+        let ep = self.ep(pe)?;
+        if self.inner.target_ops {
+            self.settle_puts(pe, "an atomic")?;
+            self.inner.segments.each_piece(pe, offset, width.bytes(), |_, _, _| Ok(()))?;
+            let header = am::amo(self.inner.me, &self.inner.secret, 0, offset, width, op);
+            self.inner.target.outstanding[pe].fetch_add(1, Ordering::AcqRel);
+            // SAFETY: no payload; the header is copied at once.
+            let req = unsafe { ep.am_send(am::AM_ID, &header, &[])? };
+            return req.wait(&|| self.abort(pe, "an atomic"));
+        }
+        let (kind, operand) = match op {
+            AmoOp::Set(v) | AmoOp::Swap(v) => (AtomicOp::Swap, v),
+            AmoOp::Add(v) => (AtomicOp::Add, v),
+            AmoOp::And(v) => (AtomicOp::And, v),
+            AmoOp::Or(v) => (AtomicOp::Or, v),
+            AmoOp::Xor(v) => (AtomicOp::Xor, v),
+            // Posts of operations whose point is their result: run them whole.
+            AmoOp::Fetch | AmoOp::CompareSwap { .. } => return self.atomic(pe, offset, width, op).map(drop),
+        };
+        self.settle(pe, "an atomic")?;
+        // UCP has no posted swap (a swap returns a result): a set waits for its reply.
+        if kind == AtomicOp::Swap {
+            return self.atomic(pe, offset, width, op).map(drop);
+        }
+        let operand = Box::new(if width == Width::W32 { operand & 0xffff_ffff } else { operand });
+        let base = self.inner.bases[pe];
+        let res = self.inner.segments.each_piece(pe, offset, width.bytes(), |off, _, rkey| {
+            // SAFETY: the boxed operand is kept until the request is done (leaked below when
+            // the wait is abandoned).
+            let req = unsafe { ep.atomic_post(kind, &*operand as *const u64 as *const c_void, width.bytes(), (base + off) as u64, rkey)? };
+            self.inner.posted[pe].store(true, Ordering::Release);
+            req.wait(&|| self.abort(pe, "an atomic"))
+        });
+        if res.is_err() {
+            std::mem::forget(operand);
+        }
+        res
+    }
+
+    /// [`Net::atomic`] run by `pe`'s runtime: an `AMO` message, then its reply.
+    fn target_atomic(&self, ep: &Endpoint, pe: usize, offset: usize, width: Width, op: AmoOp) -> Result<u64> {
+        // Where the registrations end is where the target's handler stops accepting.
+        self.inner.segments.each_piece(pe, offset, width.bytes(), |_, _, _| Ok(()))?;
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let header = am::amo(self.inner.me, &self.inner.secret, id, offset, width, op);
+        let target = &self.inner.target;
+        target.outstanding[pe].fetch_add(1, Ordering::AcqRel);
+        // SAFETY: no payload; the header is copied at once.
+        let req = unsafe { ep.am_send(am::AM_ID, &header, &[])? };
+        req.wait(&|| self.abort(pe, "an atomic"))?;
+        let mut answer = None;
+        self.wait_until(pe, "an atomic", || {
+            answer = target.take_answer(id);
+            answer.is_some()
+        })?;
+        match answer {
+            Some(Ok(old)) => Ok(old),
+            _ => Err(Error::Transport {
+                call: "an atomic run by its target",
+                status: i32::from(ucx::sys::UCS_ERR_IO_ERROR),
+                name: format!("PE {pe} could not apply it to its heap (its log says why)"),
+                pe: Some(pe),
+            }),
+        }
+    }
+
     /// Puts `nbytes` from `src` to heap offset `dest` of `pe`, then updates its signal word at
     /// heap offset `sig`: the target sees the data once it sees the signal.
     ///
@@ -396,10 +574,11 @@ impl Net {
     /// `src` must be readable for `nbytes`.
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn put_signal(&self, pe: usize, dest: usize, src: usize, nbytes: usize, sig: usize, value: u64, op: SignalOp) -> Result<()> {
-        if !self.inner.host_memory || nbytes > AM_PUT_SIGNAL_MAX {
+        let one_message = if self.inner.target_ops { AM_PUT_SIGNAL_MAX_GPU } else { AM_PUT_SIGNAL_MAX };
+        if nbytes > one_message {
             // SAFETY: the caller's promise about `src`.
             unsafe { self.put(pe, dest, src, nbytes)? };
-            self.settle(pe, "putmem_signal")?;
+            // The atomic completes the put first.
             let amo = match op {
                 SignalOp::Set => AmoOp::Set(value),
                 SignalOp::Add => AmoOp::Add(value),
@@ -407,13 +586,37 @@ impl Net {
             return self.atomic(pe, sig, Width::W64, amo).map(drop);
         }
         let ep = self.ep(pe)?;
-        self.settle(pe, "putmem_signal")?;
-        let header = am::put_signal(self.inner.me, &self.inner.secret, dest, sig, value, op);
-        // SAFETY: the caller vouches for `src`.
-        let data = unsafe { std::slice::from_raw_parts(src as *const u8, nbytes) };
+        if self.inner.target_ops {
+            self.settle_puts(pe, "putmem_signal")?;
+        } else {
+            self.settle(pe, "putmem_signal")?;
+        }
+        // The payload goes from host memory: a GPU source is copied out first.
+        let staged = match self.kind_of(src)? {
+            MemType::Host => None,
+            MemType::Cuda => {
+                let mut buf = vec![0u8; nbytes];
+                // SAFETY: the caller vouches for `src`; `buf` is ours, so they cannot overlap.
+                unsafe { self.inner.mem.copy(buf.as_mut_ptr() as usize, src, nbytes)? };
+                Some(buf)
+            }
+        };
+        let data: &[u8] = match &staged {
+            Some(buf) => buf,
+            // SAFETY: the caller vouches for `src`.
+            None => unsafe { std::slice::from_raw_parts(src as *const u8, nbytes) },
+        };
+        let target = &self.inner.target;
+        let id = if self.inner.target_ops {
+            target.outstanding[pe].fetch_add(1, Ordering::AcqRel);
+            self.inner.next_id.fetch_add(1, Ordering::Relaxed) + 1
+        } else {
+            self.inner.dirty[pe].store(true, Ordering::Release);
+            0
+        };
+        let header = am::put_signal(self.inner.me, &self.inner.secret, dest, sig, value, op, id);
         // SAFETY: `data` stays readable until the request is waited for, below.
         let req = unsafe { ep.am_send(am::AM_ID, &header, data)? };
-        self.inner.dirty[pe].store(true, Ordering::Release);
         req.wait(&|| self.abort(pe, "putmem_signal"))
     }
 
@@ -423,7 +626,7 @@ impl Net {
     /// [`Error::Transport`]; [`Error::PeerDied`].
     pub fn quiet(&self) -> Result<()> {
         for pe in 0..self.inner.dirty.len() {
-            self.settle(pe, "quiet")?;
+            self.settle_with(pe, "quiet", true, true)?;
         }
         Ok(())
     }
@@ -451,12 +654,19 @@ impl crate::heap::GrowHook for Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
+        self.inner.staging.abandon();
         self.inner.stop.store(true, Ordering::Release);
         self.inner.worker.signal();
-        let thread = self.progress.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(t) = thread {
+        {
+            // Under the queue's lock, so the executor cannot miss the wake-up between its look at
+            // the stop flag and its wait.
+            let _jobs = self.inner.target.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            self.inner.target.job_ready.notify_all();
+        }
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in threads {
             if t.join().is_err() {
-                tracing::warn!("the transport's progress thread panicked");
+                tracing::warn!("a thread of the transport panicked");
             }
         }
     }

@@ -21,9 +21,9 @@
 //!   ring stops its kernel (`ERROR_FLAG_PROXY`) instead of spinning for ever.
 //!
 //! Data moves between GPU memory and the network as UCX can: a CUDA-aware UCX (the
-//! `libucx-cu12` wheel) reads and writes GPU memory itself; [`Net::open`] refuses a UCX
-//! without CUDA support on the cuda backend, so no operation is ever handed a GPU address that
-//! UCX would treat as host memory.
+//! `libucx-cu12` wheel) reads and writes GPU memory itself, told each buffer's memory type by
+//! [`Net`] (never left to UCX's detection); [`Net::open`] refuses a UCX without CUDA support on
+//! the cuda backend. Atomics and signals on a GPU heap are run by the target's runtime (`exec.rs`).
 //!
 //! # Safety
 //! The ring is [`RingMemory`] owned by the [`Proxy`] and outlives its thread (joined in
@@ -207,7 +207,13 @@ impl Shared {
                     AMO_XOR => AmoOp::Xor(d.value),
                     other => return Err(Error::InvalidArgument(format!("a proxied atomic with operation {other}"))),
                 };
-                let old = self.net.atomic(pe, self.offset(d.dest, "an atomic")?, width, op)?;
+                let offset = self.offset(d.dest, "an atomic")?;
+                if d.flags & PROXY_FLAG_FETCH == 0 {
+                    // Nobody waits for a result (signal_op, atomic_add, the device barrier's
+                    // arrivals): posted, so a burst of them goes out without a round trip each.
+                    return self.net.atomic_post(pe, offset, width, op);
+                }
+                let old = self.net.atomic(pe, offset, width, op)?;
                 self.value(t).store(old, Ordering::Relaxed);
                 Ok(())
             }

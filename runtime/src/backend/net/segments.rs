@@ -13,7 +13,7 @@
 use crate::error::{Error, Result};
 use crate::heap::agree::all_ok;
 use crate::heap::group::Group;
-use crate::ucx::{Context, Endpoint, MemHandle, Rkey};
+use crate::ucx::{Context, Endpoint, MemHandle, MemType, Rkey};
 use std::sync::{Arc, RwLock};
 
 /// One growth step: this PE's registration and each remote PE's key (field order: keys are
@@ -37,11 +37,12 @@ impl Segments {
         Segments { list: RwLock::new(Vec::new()), n_pes }
     }
 
-    /// Registers `[base+offset, base+offset+len)` and learns the remote PEs' keys for the same
-    /// offsets. Collective over `group`.
+    /// Registers `[base+offset, base+offset+len)`, memory of type `kind`, and learns the remote
+    /// PEs' keys for the same offsets. Collective over `group`.
     ///
     /// # Errors
     /// On every PE alike, the first failing PE's error; bootstrap errors.
+    #[allow(clippy::too_many_arguments)]
     pub fn register(
         &self,
         group: &dyn Group,
@@ -50,8 +51,9 @@ impl Segments {
         base: usize,
         offset: usize,
         len: usize,
+        kind: MemType,
     ) -> Result<()> {
-        let made = map(ctx, base + offset, len);
+        let made = map(ctx, base + offset, len, kind);
         let (mine, packed, memh) = match made {
             Ok((memh, packed)) => (Ok(()), packed, Some(memh)),
             Err(e) => (Err(e), Vec::new(), None),
@@ -113,10 +115,10 @@ impl Segments {
 }
 
 /// Registers a range and packs its key.
-fn map(ctx: &Arc<Context>, addr: usize, len: usize) -> Result<(MemHandle, Vec<u8>)> {
+fn map(ctx: &Arc<Context>, addr: usize, len: usize, kind: MemType) -> Result<(MemHandle, Vec<u8>)> {
     // SAFETY: the range is part of the heap's mapped slot, which stays mapped while the
     // transport lives (module docs).
-    let memh = unsafe { ctx.map(addr, len)? };
+    let memh = unsafe { ctx.map(addr, len, kind)? };
     let packed = memh.pack_rkey()?;
     Ok((memh, packed))
 }
