@@ -365,6 +365,17 @@ def _literal_op(fn: str, op) -> str:
     return value
 
 
+def _reduction_row(name: str, family: str, suffix: str, dst_array, src_array, op):
+    """The raw row `<op>_<family><suffix>` for these arrays, after checking them and `op`."""
+    value = _literal_op(name, op)
+    _array(name, "dst_array", dst_array, ALL_DTYPES)
+    _array(name, "src_array", src_array, ALL_DTYPES)
+    _same_dtype(name, dst_array, src_array, "dst_array", "src_array")
+    if value in ("and", "or", "xor") and dst_array.dtype not in INTEGER_DTYPES:
+        raise _fail(name, f"op {value!r} takes integer arrays, not {dst_array.dtype}")
+    return getattr(_raw, f"{value}_{family}{suffix}")
+
+
 def _reduce(name: str, suffix: str):
     stub = _define(name, "team, dst_array, src_array, op",
                    f"{_SCOPE_DOC[suffix]} reduces `src_array` over the members of `team` into `dst_array` "
@@ -372,13 +383,7 @@ def _reduce(name: str, suffix: str):
 
     @overload(stub, prefer_literal=True)
     def _ol(team, dst_array, src_array, op):
-        value = _literal_op(name, op)
-        _array(name, "dst_array", dst_array, ALL_DTYPES)
-        _array(name, "src_array", src_array, ALL_DTYPES)
-        _same_dtype(name, dst_array, src_array, "dst_array", "src_array")
-        if value in ("and", "or", "xor") and dst_array.dtype not in INTEGER_DTYPES:
-            raise _fail(name, f"op {value!r} takes integer arrays, not {dst_array.dtype}")
-        raw_fn = getattr(_raw, f"{value}_reduce{suffix}")
+        raw_fn = _reduction_row(name, "reduce", suffix, dst_array, src_array, op)
 
         def impl(team, dst_array, src_array, op):
             raw_fn(team, dst_array, src_array, min(dst_array.size, src_array.size))
@@ -401,13 +406,7 @@ def _reducescatter(name: str, suffix: str):
 
     @overload(stub, prefer_literal=True)
     def _ol(team, dst_array, src_array, op):
-        value = _literal_op(name, op)
-        _array(name, "dst_array", dst_array, ALL_DTYPES)
-        _array(name, "src_array", src_array, ALL_DTYPES)
-        _same_dtype(name, dst_array, src_array, "dst_array", "src_array")
-        if value in ("and", "or", "xor") and dst_array.dtype not in INTEGER_DTYPES:
-            raise _fail(name, f"op {value!r} takes integer arrays, not {dst_array.dtype}")
-        raw_fn = getattr(_raw, f"{value}_reducescatter{suffix}")
+        raw_fn = _reduction_row(name, "reducescatter", suffix, dst_array, src_array, op)
 
         def impl(team, dst_array, src_array, op):
             raw_fn(team, dst_array, src_array, min(dst_array.size, src_array.size // _raw.team_n_pes(team)))
