@@ -256,6 +256,7 @@ impl Runtime {
         // SAFETY: forwarded contract.
         unsafe { self.on_stream(stream, OnStream::ReduceScatter { team, op, dest, source, nelems, dtype }) }
     }
+
     /// The queued form of [`Runtime::broadcast_on_stream`].
     ///
     /// # Safety
