@@ -360,6 +360,8 @@ rshmem_status_t rshmem_host_fcollect(rshmem_team_t team, void *dst, const void *
 rshmem_status_t rshmem_host_alltoall(rshmem_team_t team, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype);
 /* Reduces `nelems` elements of `src` over the team with `op` into `dst` on every PE (`nvshmem_<type>_<op>_reduce`). */
 rshmem_status_t rshmem_host_reduce(rshmem_team_t team, rshmem_reduce_op_t op, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype);
+/* Reduces block `me` (of `nelems` elements) of every PE's `src` with `op` into `dst` (`nelems` elements) on PE `me`; `src` holds `team_n_pes * nelems` elements (`nvshmem_<type>_<op>_reducescatter`). */
+rshmem_status_t rshmem_host_reducescatter(rshmem_team_t team, rshmem_reduce_op_t op, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype);
 
 /* ---- on-stream operations ---- */
 /* Queues a copy of `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process. */
@@ -386,6 +388,8 @@ rshmem_status_t rshmem_host_fcollect_on_stream(rshmem_team_t team, void *dst, co
 rshmem_status_t rshmem_host_alltoall_on_stream(rshmem_team_t team, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype, void *stream);
 /* Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`) of every member's `nelems` elements of `src` into `dst` (`nvshmemx_<type>_<op>_reduce_on_stream`). Every member calls it; `dst` may be `src`. */
 rshmem_status_t rshmem_host_reduce_on_stream(rshmem_team_t team, rshmem_reduce_op_t op, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype, void *stream);
+/* Queues a reduce-scatter with `op`: block `me` (of `nelems` elements) of every member's `src` (`team_n_pes * nelems` elements) reduced into `dst` on member `me` (`nvshmemx_<type>_<op>_reducescatter_on_stream`). Every member calls it; `dst` may be a whole block of `src`. */
+rshmem_status_t rshmem_host_reducescatter_on_stream(rshmem_team_t team, rshmem_reduce_op_t op, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype, void *stream);
 
 /* ---- the device ---- */
 /* The ordinal of the GPU this PE uses, or `None` on the host backend. */

@@ -76,6 +76,20 @@ pub unsafe extern "C" fn rshmem_host_reduce(team: i32, op: c_int, dst: *mut c_vo
     })
 }
 
+/// Reduces block `me` (of `nelems` elements) of every PE's `src` with `op` into `dst` (`nelems` elements) on PE `me`; `src` holds `team_n_pes * nelems` elements (`nvshmem_<type>_<op>_reducescatter`).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_reducescatter(team: i32, op: c_int, dst: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int) -> c_int {
+    const NAME: &str = "rshmem_host_reducescatter()";
+    ffi::call(NAME, || {
+        let rt = ffi::runtime(NAME)?;
+        let team = Team(team);
+        let (op, dtype) = ffi::reduce_args(op, dtype)?;
+        let dst = SymAddr::new(dst as usize);
+        let src = SymAddr::new(src as usize);
+        Ok(rt.reducescatter(team, op, dst, src, nelems, dtype)?)
+    })
+}
+
 /// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_int8_p(dst: *mut i8, value: i8, pe: c_int) -> c_int {
@@ -738,6 +752,21 @@ pub unsafe extern "C" fn rshmem_host_reduce_on_stream(team: i32, op: c_int, dst:
         let src = SymAddr::new(src as usize);
         let stream = StreamHandle(stream as usize);
         Ok(unsafe { rt.reduce_on_stream(team, op, dst, src, nelems, dtype, stream) }?)
+    })
+}
+
+/// Queues a reduce-scatter with `op`: block `me` (of `nelems` elements) of every member's `src` (`team_n_pes * nelems` elements) reduced into `dst` on member `me` (`nvshmemx_<type>_<op>_reducescatter_on_stream`). Every member calls it; `dst` may be a whole block of `src`.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_reducescatter_on_stream(team: i32, op: c_int, dst: *mut c_void, src: *const c_void, nelems: usize, dtype: c_int, stream: *mut c_void) -> c_int {
+    const NAME: &str = "rshmem_host_reducescatter_on_stream()";
+    ffi::call(NAME, || {
+        let rt = ffi::runtime(NAME)?;
+        let team = Team(team);
+        let (op, dtype) = ffi::reduce_args(op, dtype)?;
+        let dst = SymAddr::new(dst as usize);
+        let src = SymAddr::new(src as usize);
+        let stream = StreamHandle(stream as usize);
+        Ok(unsafe { rt.reducescatter_on_stream(team, op, dst, src, nelems, dtype, stream) }?)
     })
 }
 

@@ -102,7 +102,10 @@ int main(void) {
   EXPECT(RSHMEM_ERROR_NOT_SYMMETRIC, rshmem_host_putmem(&local, dest, 4, next));
   EXPECT(RSHMEM_ERROR_INVALID_ARGUMENT, rshmem_host_putmem(dest, (void *)16, 4, next));
   EXPECT(RSHMEM_ERROR_INVALID_ARGUMENT, rshmem_host_getmem((void *)16, dest, 4, next));
-  EXPECT(RSHMEM_ERROR_NOT_SYMMETRIC, rshmem_host_putmem(dest, &local, 4096, next)); /* past the allocation */
+  /* past the allocation; the local source is a real 4096-byte buffer, because 4096 bytes from
+     `local` can run off the top of the stack, which fails the local check first (a flake) */
+  static int32_t page[1024];
+  EXPECT(RSHMEM_ERROR_NOT_SYMMETRIC, rshmem_host_putmem(dest, page, sizeof page, next));
 
   /* bulk put and get */
   int64_t *buf;
@@ -174,6 +177,27 @@ int main(void) {
   EXPECT(RSHMEM_ERROR_INVALID_ARGUMENT, rshmem_host_reduce(RSHMEM_TEAM_WORLD, RSHMEM_REDUCE_SUM, out, in, 4, (rshmem_dtype_t)-3));
   EXPECT(RSHMEM_ERROR_INVALID_ARGUMENT, rshmem_host_barrier(1234));
 
+  /* reduce-scatter: element i of block p of PE q's `out` is 10 * p + q + i; PE me gets block me
+     summed over the PEs */
+  int32_t *part;
+  OK(rshmem_host_malloc(4 * sizeof(int32_t), (void **)&part));
+  for (int p = 0; p < npes; p++)
+    for (int i = 0; i < 4; i++) out[4 * p + i] = 10 * p + me + i;
+  OK(rshmem_host_reducescatter(RSHMEM_TEAM_WORLD, RSHMEM_REDUCE_SUM, part, out, 4, RSHMEM_DTYPE_INT32));
+  for (int i = 0; i < 4; i++) CHECK(part[i] == npes * (10 * me + i) + npes * (npes - 1) / 2);
+  int32_t private4[4] = {0};
+  EXPECT(RSHMEM_ERROR_INVALID_ARGUMENT,
+         rshmem_host_reducescatter(RSHMEM_TEAM_WORLD, RSHMEM_REDUCE_XOR, part, out, 4, RSHMEM_DTYPE_FLOAT32));
+  EXPECT(RSHMEM_ERROR_INVALID_ARGUMENT,
+         rshmem_host_reducescatter(RSHMEM_TEAM_WORLD, (rshmem_reduce_op_t)9, part, out, 4, RSHMEM_DTYPE_INT32));
+  EXPECT(RSHMEM_ERROR_INVALID_ARGUMENT,
+         rshmem_host_reducescatter(1234, RSHMEM_REDUCE_SUM, part, out, 4, RSHMEM_DTYPE_INT32));
+  EXPECT(RSHMEM_ERROR_NOT_SYMMETRIC,
+         rshmem_host_reducescatter(RSHMEM_TEAM_WORLD, RSHMEM_REDUCE_SUM, part, private4, 1, RSHMEM_DTYPE_INT32));
+  /* `out` holds 4 * npes elements: a block of 5 per PE runs past its end */
+  EXPECT(RSHMEM_ERROR_NOT_SYMMETRIC,
+         rshmem_host_reducescatter(RSHMEM_TEAM_WORLD, RSHMEM_REDUCE_SUM, part, out, 5, RSHMEM_DTYPE_INT32));
+
   /* on-stream forms with no stream run as their host forms on the host backend */
   if (host) {
     OK(rshmem_host_putmem_on_stream(buf, src, sizeof src, next, NULL));
@@ -182,6 +206,9 @@ int main(void) {
     CHECK(back[7] == 100 * prev + 7);
     OK(rshmem_host_reduce_on_stream(RSHMEM_TEAM_WORLD, RSHMEM_REDUCE_MAX, out, in, 4, RSHMEM_DTYPE_INT32, NULL));
     CHECK(out[0] == npes - 1);
+    for (int p = 0; p < npes; p++) out[4 * p] = 10 * p + me;
+    OK(rshmem_host_reducescatter_on_stream(RSHMEM_TEAM_WORLD, RSHMEM_REDUCE_MIN, part, out, 4, RSHMEM_DTYPE_INT32, NULL));
+    CHECK(part[0] == 10 * me);
   }
 
   /* teams: the even PEs */

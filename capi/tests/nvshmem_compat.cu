@@ -2,7 +2,8 @@
 // written against NVSHMEM's names, host and device, including MPI init, must build against
 // rshmem's nvshmem.h unchanged. Run on a GPU it checks a shift, a block put, a signal, an atomic, an
 // fcollect, reductions in a kernel by a thread, a warp and the block (bitwise ones too), a block
-// reduce-scatter, a warp alltoall, on-stream reductions and a blocking host reduction on every PE.
+// reduce-scatter, a warp alltoall, on-stream reductions and a reduce-scatter on a stream, and a blocking
+// host reduction and reduce-scatter on every PE.
 #include <mpi.h>
 #include <stdio.h>
 
@@ -52,14 +53,21 @@ int main(int argc, char **argv) {
   int *red = (int *)nvshmem_malloc((n + 2) * sizeof(int)), *any = (int *)nvshmem_malloc(sizeof(int));
   int *top = (int *)nvshmem_malloc(sizeof(int));
   float *fout = (float *)nvshmem_malloc(3 * sizeof(float));
+  /* reduce-scatter source: element p (PE p's block of one) of PE me is 10 * me + p */
+  int *spread = (int *)nvshmem_malloc(n * sizeof(int)), *part = (int *)nvshmem_malloc(2 * sizeof(int));
+  int host_spread[64] = {0};
+  for (int p = 0; p < n && p < 64; p++) host_spread[p] = 10 * me + p;
+  cudaMemcpy(spread, host_spread, (n < 64 ? n : 64) * sizeof(int), cudaMemcpyHostToDevice);
   void *args[] = {&box, &send, &recv, &sig, &counter, &gathered, &pSync, &red, &fout};
   int launched = nvshmemx_collective_launch((const void *)exercise, 1, 128, args, 0, stream);
   nvshmemx_barrier_all_on_stream(stream);
   nvshmemx_team_sync_on_stream(NVSHMEM_TEAM_WORLD, stream);
   nvshmemx_int_sum_to_all_on_stream(total, box, 1, 0, 0, n, pWrk, pSync, stream);
   nvshmemx_int_or_reduce_on_stream(NVSHMEM_TEAM_WORLD, any, box, 1, stream);
+  nvshmemx_int_sum_reducescatter_on_stream(NVSHMEM_TEAM_WORLD, part, spread, 1, stream);
   cudaStreamSynchronize(stream);
   nvshmem_int_max_reduce(NVSHMEM_TEAM_WORLD, top, box, 1); /* blocking, from the host */
+  nvshmem_int_min_reducescatter(NVSHMEM_TEAM_WORLD, part + 1, spread, 1);
   int got_total = -1, got_box = -1;
   long got_counter = -1;
   cudaMemcpy(&got_total, total, sizeof(int), cudaMemcpyDeviceToHost);
@@ -70,13 +78,16 @@ int main(int argc, char **argv) {
   cudaMemcpy(&got_any, any, sizeof(int), cudaMemcpyDeviceToHost);
   cudaMemcpy(&got_top, top, sizeof(int), cudaMemcpyDeviceToHost);
   cudaMemcpy(got_f, fout, sizeof got_f, cudaMemcpyDeviceToHost);
+  int got_part[2] = {-1, -1};
+  cudaMemcpy(got_part, part, sizeof got_part, cudaMemcpyDeviceToHost);
   for (int p = 0; p < n; p++) {
     want_xor ^= p;
     want_and &= p;
     want_or |= p;
   }
   int coll_ok = n <= 64 && got_red[0] == want_xor && got_red[1] == want_and && got_any == want_or && got_top == n - 1 &&
-                got_f[0] == n * (n - 1) / 2 && got_f[1] == got_f[0] && got_f[2] == n - 1;
+                got_f[0] == n * (n - 1) / 2 && got_f[1] == got_f[0] && got_f[2] == n - 1 &&
+                got_part[0] == n * (n - 1) / 2 * 10 + n * me && got_part[1] == me;
   for (int p = 0; p < n && p < 64; p++) coll_ok = coll_ok && got_red[2 + p] == (me + n - 1) % n;
   got_counter = nvshmem_long_g(counter, 0);
   int ok = launched == NVSHMEM_SUCCESS && got_box == (me + n - 1) % n && got_total == n * (n - 1) / 2 &&
@@ -95,6 +106,8 @@ int main(int argc, char **argv) {
   nvshmem_free(any);
   nvshmem_free(top);
   nvshmem_free(fout);
+  nvshmem_free(spread);
+  nvshmem_free(part);
   nvshmem_finalize();
   MPI_Finalize();
   return ok ? 0 : 1;

@@ -1,6 +1,7 @@
 /* NVSHMEM's host-side team collectives through the compatibility header, as a plain C program
    (CI: 2 PEs on the host backend under torchrun --no-python): nvshmem_<type>_<op>_reduce for every
-   operation (the bitwise ones on integer types), broadcast, fcollect and alltoall, a reduction over
+   operation (the bitwise ones on integer types), broadcast, fcollect, alltoall and reduce-scatters
+   (nvshmem_<type>_<op>_reducescatter), a reduction over
    a split team with nvshmem_team_translate_pe, each checked
    against what the PEs' inputs must give. Prints "PE i: N nvshmem collectives correct" and exits 0,
    or names the first wrong value and exits 1. */
@@ -115,12 +116,38 @@ static void data_movement(int me, int npes) {
   nvshmem_free(dst);
 }
 
+/* Reduce-scatters: block b of PE p's source holds 100 * b + p + i at index i, so PE me's result
+   is a function of its own block only; the xor runs in place, into this PE's own block. */
+static void reduce_scatters(int me, int npes) {
+  int *src = (int *)nvshmem_malloc(N * npes * sizeof(int)), *dst = (int *)nvshmem_malloc(N * sizeof(int));
+  long *bits = (long *)nvshmem_malloc(N * npes * sizeof(long));
+  for (int b = 0; b < npes; b++)
+    for (int i = 0; i < N; i++) {
+      src[b * N + i] = 100 * b + me + i;
+      bits[b * N + i] = 1l << (me + b);
+    }
+  nvshmem_barrier_all();
+  nvshmem_int_sum_reducescatter(NVSHMEM_TEAM_WORLD, dst, src, N);
+  for (int i = 0; i < N; i++)
+    CHECK(dst[i] == npes * (100 * me + i) + npes * (npes - 1) / 2, "int sum reducescatter [%d]: %d", i, dst[i]);
+  nvshmem_int_max_reducescatter(NVSHMEM_TEAM_WORLD, dst, src, N);
+  CHECK(dst[0] == 100 * me + npes - 1, "int max reducescatter: %d", dst[0]);
+  nvshmem_long_xor_reducescatter(NVSHMEM_TEAM_WORLD, bits + me * N, bits, N);
+  long want = 0;
+  for (int p = 0; p < npes; p++) want ^= 1l << (p + me);
+  CHECK(bits[me * N] == want, "long xor reducescatter in place: %ld", bits[me * N]);
+  nvshmem_free(bits);
+  nvshmem_free(dst);
+  nvshmem_free(src);
+}
+
 int main(void) {
   nvshmem_init();
   const int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
   int_reductions(me, npes);
   other_types(me, npes);
   data_movement(me, npes);
+  reduce_scatters(me, npes);
   split_team(me, npes);
   nvshmem_barrier_all();
   printf("PE %d: %d nvshmem collectives correct\n", me, checks);

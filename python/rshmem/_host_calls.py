@@ -46,6 +46,7 @@ __all__ = [
     "fcollect",
     "alltoall",
     "reduce",
+    "reducescatter",
 ]
 
 
@@ -296,3 +297,18 @@ def reduce(dst, src, op='sum', team=Team.WORLD, *, nelems=None, dtype=None) -> N
     name = _dtype(dtype, dst, src)
     n = _count(nelems, _elems(src, name, "src"), _elems(dst, name, "dst"), what="nelems")
     _native.reduce(int(team), op, _addr(dst, "dst"), _addr(src, "src"), n, name)
+
+
+@public
+def reducescatter(dst, src, op='sum', team=Team.WORLD, *, nelems=None, dtype=None) -> None:
+    """Collective over `team`: `dst` on PE `me` gets the element-wise `op` of block `me` of every
+    PE's `src` (`nvshmem_<op>_reducescatter`). `src` holds one block of `nelems` elements per
+    team member (default `nelems`: `src`'s elements // team size, which must divide them); `dst`
+    holds `nelems`. `op` as for `reduce`."""
+    name = _dtype(dtype, dst, src)
+    size = team_n_pes(team)
+    s = _elems(src, name, "src")
+    if nelems is None and s is not None and s % size:
+        raise InvalidArgumentError(f"reducescatter: src holds {s} elements, not a multiple of the team size {size}")
+    n = _count(nelems, None if s is None else s // size, _elems(dst, name, "dst"), what="nelems (per PE)")
+    _native.reducescatter(int(team), op, _addr(dst, "dst"), _addr(src, "src"), n, name)

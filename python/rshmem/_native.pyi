@@ -101,6 +101,10 @@ def reduce(team: int, op: str, dst: int, src: int, nelems: int, dtype: str) -> N
     """Reduces `nelems` elements of `src` over the team with `op` into `dst` on every PE (`nvshmem_<type>_<op>_reduce`)."""
     ...
 
+def reducescatter(team: int, op: str, dst: int, src: int, nelems: int, dtype: str) -> None:
+    """Reduces block `me` (of `nelems` elements) of every PE's `src` with `op` into `dst` (`nelems` elements) on PE `me`; `src` holds `team_n_pes * nelems` elements (`nvshmem_<type>_<op>_reducescatter`)."""
+    ...
+
 def device_ordinal() -> int | None:
     """The ordinal of the GPU this PE uses, or `None` on the host backend."""
     ...
@@ -319,6 +323,10 @@ def alltoall_on_stream(team: int, dst: int, src: int, nelems: int, dtype: str, s
 
 def reduce_on_stream(team: int, op: str, dst: int, src: int, nelems: int, dtype: str, stream: int) -> None:
     """Queues a reduction with `op` (`"sum"`, `"prod"`, `"min"`, `"max"`, `"and"`, `"or"`, `"xor"`) of every member's `nelems` elements of `src` into `dst` (`nvshmemx_<type>_<op>_reduce_on_stream`). Every member calls it; `dst` may be `src`."""
+    ...
+
+def reducescatter_on_stream(team: int, op: str, dst: int, src: int, nelems: int, dtype: str, stream: int) -> None:
+    """Queues a reduce-scatter with `op`: block `me` (of `nelems` elements) of every member's `src` (`team_n_pes * nelems` elements) reduced into `dst` on member `me` (`nvshmemx_<type>_<op>_reducescatter_on_stream`). Every member calls it; `dst` may be a whole block of `src`."""
     ...
 
 def fence() -> None:

@@ -224,6 +224,12 @@ SIGNATURES = {
         {'dest': 'dst', 'source': 'src'},
         'after_stream',
     ),
+    "rshmem.reducescatter": (
+        (('dst', None, None, False), ('src', None, None, False), ('op', 'reduce_op', "'sum'", False), ('team', None, 'WORLD', False), ('nelems', None, 'None', True), ('dtype', None, 'None', True), ),
+        None,
+        {},
+        'after_stream',
+    ),
     "rshmem.torch.putmem_on_stream": (
         (('dst', None, None, False), ('src', None, None, False), ('pe', None, None, False), ('stream', None, 'None', False), ('nbytes', None, 'None', True), ),
         None,
@@ -293,6 +299,12 @@ SIGNATURES = {
     "rshmem.torch.reduce_on_stream": (
         (('dst', None, None, False), ('src', None, None, False), ('op', 'reduce_op', "'sum'", False), ('team', None, 'WORLD', False), ('stream', None, 'None', False), ),
         (('op', 'reduce_op', None, False), ('dst', None, None, False), ('src', None, None, False), ('team', None, 'WORLD', False), ('stream', None, 'None', False), ),
+        {},
+        'on_stream',
+    ),
+    "rshmem.torch.reducescatter_on_stream": (
+        (('dst', None, None, False), ('src', None, None, False), ('op', 'reduce_op', "'sum'", False), ('team', None, 'WORLD', False), ('stream', None, 'None', False), ),
+        None,
         {},
         'on_stream',
     ),

@@ -22,6 +22,7 @@ __all__ = [
     "fcollect_on_stream",
     "alltoall_on_stream",
     "reduce_on_stream",
+    "reducescatter_on_stream",
 ]
 
 
@@ -163,3 +164,20 @@ def reduce_on_stream(dst, src, op='sum', team=Team.WORLD, stream=None) -> None:
     name = _typed(dst, src, call)
     _fits(src.numel(), dst.numel(), "dst", "elements", call)
     _native.reduce_on_stream(int(team), op, d, s, src.numel(), name, _stream(stream, call, index))
+
+
+@public
+def reducescatter_on_stream(dst, src, op='sum', team=Team.WORLD, stream=None) -> None:
+    """Collective over `team`: `dst` on member `me` gets the element-wise `op` of block `me`
+    (`src.numel() // team size` elements) of every member's `src`, ordered on `stream`
+    (`nvshmemx_<op>_reducescatter_on_stream`). `dst` may be a whole block of `src`. `op` as for
+    `reduce_on_stream`."""
+    index = _native.device_ordinal()
+    call = "reducescatter_on_stream"
+    d, s = _local(dst, "dst", index), _local(src, "src", index)
+    name = _typed(dst, src, call)
+    size = _core.team_n_pes(team)
+    if src.numel() % size:
+        raise InvalidArgumentError(f"{call}: src holds {src.numel()} elements, not a multiple of the team size {size}")
+    _fits(src.numel() // size, dst.numel(), "dst", "elements", call)
+    _native.reducescatter_on_stream(int(team), op, d, s, src.numel() // size, name, _stream(stream, call, index))

@@ -1,5 +1,5 @@
-//! Collectives on the host backend: broadcast, fcollect, alltoall and every reduction, for every
-//! dtype, on the world team and on split teams, against references computed here.
+//! Collectives on the host backend: broadcast, fcollect, alltoall, every reduction and reduce-scatter,
+//! for every dtype, on the world team and on split teams, against references computed here.
 
 mod common;
 
@@ -157,6 +157,22 @@ fn every_collective<T: TestElem>(rt: &Runtime, team: Team, src: SymAddr, dst: Sy
     }
     rt.reduce(team, ReduceOp::Max, src, src, nelems, dtype).unwrap();
     assert_same(&read_local::<T>(rt, src, nelems), &want(ReduceOp::Max), &what("in-place max"));
+
+    // Reduce-scatter: block `me` of every member's source, reduced; the last one in place, into
+    // this member's own block of the source.
+    let blocks: Vec<Vec<T>> = (0..size).map(|j| values::<T>(world[j], case + 3, nelems * size)).collect();
+    let want = |op| -> Vec<T> {
+        let at = |i| blocks.iter().map(|v| v[me * nelems + i]).collect::<Vec<_>>();
+        (0..nelems).map(|i| T::reference(op, &at(i))).collect()
+    };
+    write_local(rt, src, &blocks[me]);
+    for op in ALL_REDUCE_OPS.into_iter().filter(|op| op.check(dtype).is_ok()) {
+        rt.reducescatter(team, op, dst, src, nelems, dtype).unwrap();
+        assert_same(&read_local::<T>(rt, dst, nelems), &want(op), &what(&format!("reducescatter {}", op.name())));
+    }
+    let own = src + me * nelems * dtype.size();
+    rt.reducescatter(team, ReduceOp::Min, own, src, nelems, dtype).unwrap();
+    assert_same(&read_local::<T>(rt, own, nelems), &want(ReduceOp::Min), &what("in-place reducescatter min"));
     rt.barrier(team).unwrap();
 }
 

@@ -99,8 +99,17 @@ def test_collectives(me, npes):
     core.broadcast(Teams.TEAM_WORLD, dst, src, root=0)
     assert (dst == 1).all()
     core.sync_all()
-    with pytest.raises(rshmem.UnsupportedError, match="reducescatter"):
-        core.reducescatter(Teams.TEAM_WORLD, dst, src, "sum")
+    # Element i of block j of PE p's gathered is 100 * j + 10 * i + p: block `me` reduced.
+    gathered[:] = (100 * np.arange(npes)[:, None] + 10 * np.arange(6)[None, :] + me).ravel()
+    core.barrier_all()
+    core.reducescatter(Teams.TEAM_WORLD, dst, gathered, "max")
+    assert (dst == 100 * me + 10 * np.arange(6) + npes - 1).all()
+    core.reducescatter(Teams.TEAM_WORLD, dst, gathered, "sum")
+    assert (dst == npes * (100 * me + 10 * np.arange(6)) + npes * (npes - 1) // 2).all()
+    # nvshmem4py's rule: src_array holds exactly one dst_array per member (checked before any
+    # member waits, so it fails alike on every PE).
+    with pytest.raises(core.NvshmemInvalid, match=r"src_array holds 5 elements, but \d+ members"):
+        core.reducescatter(Teams.TEAM_WORLD, dst, gathered[:5], "sum")
     core.barrier_all()
     for a in (gathered, dst, src):
         core.free_array(a)

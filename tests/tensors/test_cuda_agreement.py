@@ -96,6 +96,8 @@ JOB = textwrap.dedent(
             (rt.reduce_on_stream(dst[:8], src[:8]) if me == 0 else rt.reduce_on_stream(isrc[8:16], isrc[:8]))
         elif case == "reduce_zero":
             rt.reduce_on_stream(dst[: 8 * me], src[: 8 * me])
+        elif case == "reduce_vs_reducescatter":
+            (rt.reduce_on_stream(dst[:8], src[:8]) if me == 0 else rt.reducescatter_on_stream(dst[:8], src[: 8 * n]))
         elif case == "broadcast_root":
             rt.broadcast_on_stream(dst[:8], src[:8], root=me)
         elif case == "fcollect_count":
@@ -140,6 +142,9 @@ MISMATCH = "RAISED MismatchError: on-stream collective call"
 # (case, what each PE's output must contain: PE 0, PE 1)
 CASES = [
     ("broadcast_root", [MISMATCH, "from root 0", "from root 1"], [MISMATCH, "from root 1", "from root 0"]),
+    # The same kernel, count and operator: the collective's kind tells them apart.
+    ("reduce_vs_reducescatter", [MISMATCH, "reduce sum of 8 x float32", "reducescatter sum of 8 x float32"],
+     [MISMATCH, "reducescatter sum of 8 x float32", "reduce sum of 8 x float32"]),
     ("reduce_op", [MISMATCH, "reduce sum of 8 x float32", "reduce max of 8 x float32"],
      [MISMATCH, "reduce max of 8 x float32", "reduce sum of 8 x float32"]),
     ("reduce_dtype", [MISMATCH, "of 8 x float32", "of 8 x int32"], [MISMATCH, "of 8 x int32", "of 8 x float32"]),

@@ -79,6 +79,21 @@ pub fn reduce(py: Python<'_>, team: i32, op: &str, dst: usize, src: usize, nelem
     .py_err()
 }
 
+/// Reduces block `me` (of `nelems` elements) of every PE's `src` with `op` into `dst` (`nelems` elements) on PE `me`; `src` holds `team_n_pes * nelems` elements (`nvshmem_<type>_<op>_reducescatter`).
+#[pyfunction]
+#[pyo3(signature = (team, op, dst, src, nelems, dtype))]
+pub fn reducescatter(py: Python<'_>, team: i32, op: &str, dst: usize, src: usize, nelems: usize, dtype: &str) -> PyResult<()> {
+    let rt = runtime("rshmem.reducescatter()")?;
+    let team = Team(team);
+    let (op, dtype) = crate::dtype::reduce_args(op, dtype)?;
+    let dst = SymAddr::new(dst);
+    let src = SymAddr::new(src);
+    py.detach(|| {
+        rt.reducescatter(team, op, dst, src, nelems, dtype)
+    })
+    .py_err()
+}
+
 /// Copies `nbytes` to `dst` on `pe`, then applies `sig_op` with `value` to the 64-bit word `sig` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `src` is checked as `putmem` checks it.
 #[pyfunction]
 #[pyo3(signature = (dst, src, nbytes, sig, value, sig_op, pe, check_local=true))]
@@ -418,6 +433,23 @@ pub fn reduce_on_stream(py: Python<'_>, team: i32, op: &str, dst: usize, src: us
     .py_err()
 }
 
+/// Queues a reduce-scatter with `op`: block `me` (of `nelems` elements) of every member's `src` (`team_n_pes * nelems` elements) reduced into `dst` on member `me` (`nvshmemx_<type>_<op>_reducescatter_on_stream`). Every member calls it; `dst` may be a whole block of `src`.
+#[pyfunction]
+#[pyo3(signature = (team, op, dst, src, nelems, dtype, stream))]
+pub fn reducescatter_on_stream(py: Python<'_>, team: i32, op: &str, dst: usize, src: usize, nelems: usize, dtype: &str, stream: usize) -> PyResult<()> {
+    let rt = runtime("rshmem.reducescatter_on_stream()")?;
+    let team = Team(team);
+    let (op, dtype) = crate::dtype::reduce_args(op, dtype)?;
+    let dst = SymAddr::new(dst);
+    let src = SymAddr::new(src);
+    let stream = StreamHandle(stream);
+    py.detach(|| {
+        // SAFETY: see the file header.
+        unsafe { rt.reducescatter_on_stream(team, op, dst, src, nelems, dtype, stream) }
+    })
+    .py_err()
+}
+
 /// Orders this PE's puts, atomics and signals to each PE (`nvshmem_fence`).
 #[pyfunction]
 #[pyo3(signature = ())]
@@ -541,6 +573,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fcollect, m)?)?;
     m.add_function(wrap_pyfunction!(alltoall, m)?)?;
     m.add_function(wrap_pyfunction!(reduce, m)?)?;
+    m.add_function(wrap_pyfunction!(reducescatter, m)?)?;
     m.add_function(wrap_pyfunction!(putmem_signal, m)?)?;
     m.add_function(wrap_pyfunction!(signal_op, m)?)?;
     m.add_function(wrap_pyfunction!(signal_fetch, m)?)?;
@@ -565,6 +598,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fcollect_on_stream, m)?)?;
     m.add_function(wrap_pyfunction!(alltoall_on_stream, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_on_stream, m)?)?;
+    m.add_function(wrap_pyfunction!(reducescatter_on_stream, m)?)?;
     m.add_function(wrap_pyfunction!(fence, m)?)?;
     m.add_function(wrap_pyfunction!(quiet, m)?)?;
     m.add_function(wrap_pyfunction!(barrier_all, m)?)?;

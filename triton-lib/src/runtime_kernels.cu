@@ -15,7 +15,7 @@
 //   rshmemi_rt_fcollect: 1 block of RSHMEMI_RT_FCOLLECT_THREADS threads.
 //   rshmemi_rt_fcollect_staged: any number of blocks (the same on every PE and in every call) of
 //                               RSHMEMI_RT_FCOLLECT_THREADS threads.
-//   rshmemi_rt_reduce:  1 block of RSHMEMI_RT_REDUCE_THREADS threads.
+//   rshmemi_rt_reduce:  1 block of RSHMEMI_RT_REDUCE_THREADS threads (reductions and reduce-scatters).
 //   rshmemi_amo32, rshmemi_amo64, rshmemi_signal_add: 1 thread
 //                       (runtime/src/backend/cuda/kernels.rs).
 //
@@ -246,33 +246,41 @@ RSHMEMI_DEV T rshmemi_rt_combine(const rshmemi_team_desc_t* t, const T* ws, size
 
 // The first round agrees on the arguments; it runs also for nelems == 0, so that a member
 // that passed 0 meets the others' agreement instead of leaving them waiting.
+// With `scatter` (a reduce-scatter: `source` holds one block of nelems per member) each round
+// stages the same element range of every block, block j at ws + j * m, and this PE combines
+// block my_index of every member's workspace, as rshmemi_reduce does in kernels. A runtime flag,
+// not a template parameter, so that the 72 (op, dtype) bodies are not compiled twice.
 template <int OP, typename T>
-RSHMEMI_DEV void rshmemi_rt_reduce_impl(int32_t team, T* dest, const T* source, size_t nelems,
+RSHMEMI_DEV void rshmemi_rt_reduce_impl(int32_t team, T* dest, const T* source, size_t nelems, bool scatter,
                                         const rshmemi_agree_t* agree) {
   const rshmemi_device_state_t* s = rshmemi_state();
-  const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T));
   T* ws = (T*)rshmemi_team_ws(team);
-  if (ws == 0 || chunk == 0) rshmemi_rt_fail_arg(dest, s->coll_ws_size);
+  if (ws == 0) rshmemi_rt_fail_arg(dest, s->coll_ws_size);
   const rshmemi_team_desc_t t = rshmemi_rt_reduce_team(team, ws);
+  const size_t blocks = scatter ? (size_t)t.size : 1;
+  const size_t mine = scatter ? (size_t)t.my_index : 0;
+  const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T)) / blocks;
+  if (chunk == 0) rshmemi_rt_fail_arg(dest, s->coll_ws_size);
   const uint32_t lane = rshmemi_tid(), nlanes = rshmemi_nthreads();
   for (size_t off = 0; off == 0 || off < nelems; off += chunk) {
     const size_t m = nelems - off < chunk ? nelems - off : chunk;
     rshmemi_syncthreads();
-    rshmemi_rt_stage(ws, source + off, m * sizeof(T));
+    _Pragma("unroll 1") for (size_t j = 0; j < blocks; ++j) rshmemi_rt_stage(ws + j * m, source + j * nelems + off, m * sizeof(T));
     // Every member's chunk is staged (and, the first time, every member agreed).
     if (off == 0) rshmemi_rt_agreed_barrier(team, agree);
     else rshmemi_rt_team_barrier(team);
-    _Pragma("unroll 1") for (size_t e = lane; e < m; e += nlanes) dest[off + e] = rshmemi_rt_combine<OP, T>(&t, ws, e);
+    const T* at = ws + mine * m;
+    _Pragma("unroll 1") for (size_t e = lane; e < m; e += nlanes) dest[off + e] = rshmemi_rt_combine<OP, T>(&t, at, e);
     rshmemi_rt_team_barrier(team);  // nobody restages before everyone has read
   }
 }
 
 template <int OP>
 RSHMEMI_DEV void rshmemi_rt_reduce_typed(int32_t team, int32_t dtype, void* dest, const void* source, uint64_t n,
-                                         const rshmemi_agree_t* a) {
-#define RSHMEMI_RT_CASE(CODE, T)                                                    \
-  case CODE:                                                                        \
-    rshmemi_rt_reduce_impl<OP, T>(team, (T*)dest, (const T*)source, (size_t)n, a);  \
+                                         bool scatter, const rshmemi_agree_t* a) {
+#define RSHMEMI_RT_CASE(CODE, T)                                                             \
+  case CODE:                                                                                 \
+    rshmemi_rt_reduce_impl<OP, T>(team, (T*)dest, (const T*)source, (size_t)n, scatter, a);  \
     return;
   switch (dtype) {
     RSHMEMI_FOR_INT_DTYPE_CODES(RSHMEMI_RT_CASE)
@@ -289,21 +297,24 @@ RSHMEMI_DEV void rshmemi_rt_reduce_typed(int32_t team, int32_t dtype, void* dest
   rshmemi_rt_fail_arg(dest, (uint64_t)(int64_t)dtype);
 }
 
-// dest[i] = op over the team's source[i], staged through coll_ws (dest may equal source); the
-// first barrier agrees on the arguments (`slots`, `desc`, `seq`: barrier_device.h).
+// dest[i] = op over the team's source[i] (scatter 0), or over the team's
+// source[my_index * nelems + i] (scatter 1, a reduce-scatter), staged through coll_ws (dest may
+// equal source, or a whole block of it); the first barrier agrees on the arguments (`slots`,
+// `desc`, `seq`: barrier_device.h).
 extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(RSHMEMI_RT_REDUCE_THREADS)
-    rshmemi_rt_reduce(int32_t team, int32_t op, int32_t dtype, void* dest, const void* source, uint64_t nelems,
-                      uint64_t* slots, uint64_t desc, uint64_t seq) {
+    rshmemi_rt_reduce(int32_t team, int32_t op, int32_t dtype, int32_t scatter, void* dest, const void* source,
+                      uint64_t nelems, uint64_t* slots, uint64_t desc, uint64_t seq) {
   const rshmemi_agree_t agree = {slots, desc, seq};
   const rshmemi_agree_t* a = &agree;
+  const bool sc = scatter != 0;
   switch (op) {
-    case RSHMEMI_SUM: rshmemi_rt_reduce_typed<RSHMEMI_SUM>(team, dtype, dest, source, nelems, a); return;
-    case RSHMEMI_PROD: rshmemi_rt_reduce_typed<RSHMEMI_PROD>(team, dtype, dest, source, nelems, a); return;
-    case RSHMEMI_MIN: rshmemi_rt_reduce_typed<RSHMEMI_MIN>(team, dtype, dest, source, nelems, a); return;
-    case RSHMEMI_MAX: rshmemi_rt_reduce_typed<RSHMEMI_MAX>(team, dtype, dest, source, nelems, a); return;
-    case RSHMEMI_AND: rshmemi_rt_reduce_typed<RSHMEMI_AND>(team, dtype, dest, source, nelems, a); return;
-    case RSHMEMI_OR: rshmemi_rt_reduce_typed<RSHMEMI_OR>(team, dtype, dest, source, nelems, a); return;
-    case RSHMEMI_XOR: rshmemi_rt_reduce_typed<RSHMEMI_XOR>(team, dtype, dest, source, nelems, a); return;
+    case RSHMEMI_SUM: rshmemi_rt_reduce_typed<RSHMEMI_SUM>(team, dtype, dest, source, nelems, sc, a); return;
+    case RSHMEMI_PROD: rshmemi_rt_reduce_typed<RSHMEMI_PROD>(team, dtype, dest, source, nelems, sc, a); return;
+    case RSHMEMI_MIN: rshmemi_rt_reduce_typed<RSHMEMI_MIN>(team, dtype, dest, source, nelems, sc, a); return;
+    case RSHMEMI_MAX: rshmemi_rt_reduce_typed<RSHMEMI_MAX>(team, dtype, dest, source, nelems, sc, a); return;
+    case RSHMEMI_AND: rshmemi_rt_reduce_typed<RSHMEMI_AND>(team, dtype, dest, source, nelems, sc, a); return;
+    case RSHMEMI_OR: rshmemi_rt_reduce_typed<RSHMEMI_OR>(team, dtype, dest, source, nelems, sc, a); return;
+    case RSHMEMI_XOR: rshmemi_rt_reduce_typed<RSHMEMI_XOR>(team, dtype, dest, source, nelems, sc, a); return;
     default: rshmemi_rt_fail_arg(dest, (uint64_t)(int64_t)op);
   }
 }

@@ -338,8 +338,10 @@ pub trait Streams: Send + Sync {
         agree: Agreement,
     ) -> Result<()>;
 
-    /// `dest[i] = op over the members of team slot `team` of source[i]`; `op` takes `dtype`;
-    /// the first barrier checks `agree`.
+    /// `dest[i] = op over the members of team slot `team` of source[i]`, or with `scatter`
+    /// `dest[i] = op over the members of source[me * nelems + i]` (a reduce-scatter: `source`
+    /// holds one block of `nelems` per member); `op` takes `dtype`; the first barrier checks
+    /// `agree`.
     ///
     /// # Safety
     /// See the trait.
@@ -353,6 +355,7 @@ pub trait Streams: Send + Sync {
         dest: usize,
         source: usize,
         nelems: usize,
+        scatter: bool,
         agree: Agreement,
     ) -> Result<()>;
 

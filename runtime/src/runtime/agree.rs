@@ -47,15 +47,19 @@ pub(super) enum Kind {
     Fcollect = 2,
     Alltoall = 3,
     Reduce = 4,
+    ReduceScatter = 5,
 }
 
 impl Kind {
+    const ALL: [Kind; 5] = [Kind::Broadcast, Kind::Fcollect, Kind::Alltoall, Kind::Reduce, Kind::ReduceScatter];
+
     fn name(self) -> &'static str {
         match self {
             Kind::Broadcast => "broadcast",
             Kind::Fcollect => "fcollect",
             Kind::Alltoall => "alltoall",
             Kind::Reduce => "reduce",
+            Kind::ReduceScatter => "reducescatter",
         }
     }
 }
@@ -99,7 +103,7 @@ impl Signature {
         if w0 & (0xffff_ffff << 32) != TAG {
             return None;
         }
-        let kind = [Kind::Broadcast, Kind::Fcollect, Kind::Alltoall, Kind::Reduce]
+        let kind = Kind::ALL
             .into_iter()
             .find(|k| *k as u64 == (w0 >> 24) & 0xff)?;
         let dtype = *ALL_DTYPES.get(((w0 >> 16) & 0xff) as usize)?;
@@ -151,7 +155,7 @@ impl Signature {
         if w & PACK_WRITTEN == 0 {
             return None;
         }
-        let kind = [Kind::Broadcast, Kind::Fcollect, Kind::Alltoall, Kind::Reduce]
+        let kind = Kind::ALL
             .into_iter()
             .find(|k| *k as u64 == (w >> 59) & 7)?;
         let op = match (w >> 56) & 7 {
@@ -274,7 +278,7 @@ mod tests {
             }
         }
         assert_eq!(Signature::decode(&[0; WORDS * 8]), None);
-        for kind in [Kind::Broadcast, Kind::Fcollect, Kind::Alltoall, Kind::Reduce] {
+        for kind in Kind::ALL {
             for (i, dtype) in ALL_DTYPES.into_iter().enumerate() {
                 let op = ALL_REDUCE_OPS.get(i % 8).copied();
                 let s = Signature { kind, dtype, op, root: 1023, nelems: (1 << 41) - 1, refused: i % 2 == 1 };
@@ -286,6 +290,9 @@ mod tests {
         assert_eq!(b.show(), "broadcast of 8 x int64 from root 1");
         let r = Signature { kind: Kind::Reduce, dtype: DType::F32, op: Some(ReduceOp::Sum), root: 0, nelems: 4, refused: false };
         assert_eq!(r.show(), "reduce sum of 4 x float32");
+        let rs = Signature { kind: Kind::ReduceScatter, ..r };
+        assert_eq!(rs.show(), "reducescatter sum of 4 x float32");
+        assert_ne!(rs.pack(), r.pack(), "a reduce-scatter never agrees with a reduce of the same count");
     }
 }
 

@@ -1,4 +1,4 @@
-//! Collectives over a team: broadcast, fcollect, alltoall, reductions.
+//! Collectives over a team: broadcast, fcollect, alltoall, reductions, reduce-scatters.
 //!
 //! Every member must call them with the same arguments: the first barrier also checks that they
 //! did (`agree.rs`), so a mismatch fails on every member, naming both calls, before any data
@@ -197,6 +197,48 @@ impl Runtime {
                 self.read_heap(source.get(), pe, &mut acc)?;
             } else {
                 self.read_heap(source.get(), pe, &mut peer)?;
+                reduce_bytes(dtype, op, &mut acc, &peer)?;
+            }
+        }
+        self.barrier(team)?;
+        self.write_heap(dest.get(), self.my_pe(), &acc)
+    }
+
+    /// Combines block `me` (of `nelems` elements) of every member's `source` with `op` into
+    /// `dest` on member `me`: `source` holds `team_n_pes * nelems` elements, one block per member
+    /// in team order, and `dest` holds `nelems`. Combined in team order, as [`Runtime::reduce`];
+    /// `dest` is written only after every member has read, so it may overlap `source`.
+    /// Collective over `team`.
+    ///
+    /// # Errors
+    /// As [`Runtime::reduce`].
+    #[doc(alias = "nvshmem_sum_reducescatter")]
+    #[doc(alias = "nvshmem_max_reducescatter")]
+    pub fn reducescatter(
+        &self,
+        team: Team,
+        op: ReduceOp,
+        dest: SymAddr,
+        source: SymAddr,
+        nelems: usize,
+        dtype: DType,
+    ) -> Result<()> {
+        let (info, bytes) = self.collective_setup("reducescatter", team, nelems, dtype)?;
+        let local = op.check(dtype).and_then(|()| {
+            let all = bytes_times(bytes, info.size(), "reducescatter")?;
+            self.check_local(dest, bytes)?;
+            self.check_local(source, all)
+        });
+        let sig = Signature { kind: Kind::ReduceScatter, dtype, op: Some(op), root: 0, nelems: nelems as u64, refused: false };
+        self.agreed_barrier(team, &info, sig, local)?;
+        let mine = source + info.my_index * bytes;
+        let mut acc = vec![0u8; bytes];
+        let mut peer = vec![0u8; bytes];
+        for (j, &pe) in info.members.iter().enumerate() {
+            if j == 0 {
+                self.read_heap(mine.get(), pe, &mut acc)?;
+            } else {
+                self.read_heap(mine.get(), pe, &mut peer)?;
                 reduce_bytes(dtype, op, &mut acc, &peer)?;
             }
         }

@@ -47,6 +47,7 @@ pub(super) enum OnStream {
     Fcollect { team: Team, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
     Alltoall { team: Team, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
     Reduce { team: Team, op: ReduceOp, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
+    ReduceScatter { team: Team, op: ReduceOp, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
 }
 
 impl Runtime {
@@ -84,7 +85,8 @@ impl Runtime {
             | Broadcast { team, .. }
             | Fcollect { team, .. }
             | Alltoall { team, .. }
-            | Reduce { team, .. } => {
+            | Reduce { team, .. }
+            | ReduceScatter { team, .. } => {
                 self.teams().get(*team).map(|t| t.members.iter().any(|&pe| net.reaches(pe))).unwrap_or(false)
             }
         }
@@ -113,6 +115,9 @@ impl Runtime {
             Fcollect { team, dest, source, nelems, dtype } => self.fcollect(team, dest, source, nelems, dtype),
             Alltoall { team, dest, source, nelems, dtype } => self.alltoall(team, dest, source, nelems, dtype),
             Reduce { team, op, dest, source, nelems, dtype } => self.reduce(team, op, dest, source, nelems, dtype),
+            ReduceScatter { team, op, dest, source, nelems, dtype } => {
+                self.reducescatter(team, op, dest, source, nelems, dtype)
+            }
         }
     }
 
@@ -177,7 +182,10 @@ impl Runtime {
                     self.queue_alltoall(q, stream, team, dest, source, nelems, dtype)
                 }
                 Reduce { team, op, dest, source, nelems, dtype } => {
-                    self.queue_reduce(q, stream, team, op, dest, source, nelems, dtype)
+                    self.queue_reduce(q, stream, team, op, dest, source, nelems, dtype, false)
+                }
+                ReduceScatter { team, op, dest, source, nelems, dtype } => {
+                    self.queue_reduce(q, stream, team, op, dest, source, nelems, dtype, true)
                 }
             }
         }

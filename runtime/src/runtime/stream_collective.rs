@@ -1,4 +1,5 @@
-//! Collectives on a stream: broadcast, fcollect, alltoall, reductions (`*_on_stream`).
+//! Collectives on a stream: broadcast, fcollect, alltoall, reductions, reduce-scatters
+//! (`*_on_stream`).
 //!
 //! Data collectives are "barrier kernel, pull copies, barrier kernel" queued on the caller's
 //! stream: after the first barrier every member's source is ready, each PE's copy engine pulls
@@ -9,7 +10,8 @@
 //! two barriers (see [`FCOLLECT_PUSH_MAX_BYTES`]).
 //! A reduction is one kernel (`rshmemi_rt_reduce`) that stages chunks of the source in the
 //! collective workspace and combines every member's chunk in team order, with team barriers
-//! inside; `dest` may equal `source`.
+//! inside; `dest` may equal `source`. A reduce-scatter is the same kernel, staging from every
+//! member the block the other members need (`rshmemi_reduce` in `collective_device.h`).
 //!
 //! Every member must call them with the same arguments, in the same order as its other
 //! collectives of the team: the first barrier of each (or the staged fcollect's flags) checks
@@ -39,6 +41,24 @@ use crate::error::Result;
 /// fcollects up to `workspace::staged::SLOT_BYTES` go through staging slots instead, with no
 /// barrier (`rshmemi_rt_fcollect_staged`).
 pub const FCOLLECT_PUSH_MAX_BYTES: usize = 256 << 10;
+
+/// Refuses a reduce-scatter `dest` that overlaps `source` other than as one of its whole
+/// blocks. The kernel stages one chunk of every block per round and writes `dest` for that
+/// chunk before staging the next, so `dest` over a whole block only overwrites elements already
+/// staged; one that straddles blocks would overwrite elements of a later chunk before they are
+/// staged, and every member would combine half-written data.
+fn check_whole_blocks(what: &str, dest: SymAddr, source: SymAddr, bytes: usize, blocks: usize) -> Result<()> {
+    let (d, s) = (dest.get(), source.get());
+    let disjoint = d + bytes <= s || s + bytes * blocks <= d;
+    let whole_block = d >= s && (d - s) % bytes == 0;
+    if bytes == 0 || disjoint || whole_block {
+        return Ok(());
+    }
+    Err(crate::Error::InvalidArgument(format!(
+        "{what}: dest ({bytes} bytes at {d:#x}) overlaps source ({blocks} blocks of {bytes} bytes at {s:#x}) \
+         other than as one whole block; use a separate dest, or dest = source + k * nelems"
+    )))
+}
 
 impl Runtime {
     /// Copies `nelems` elements from `source` on team PE `root` into `dest` on every member, in
@@ -208,6 +228,35 @@ impl Runtime {
         // SAFETY: forwarded contract.
         unsafe { self.on_stream(stream, OnStream::Reduce { team, op, dest, source, nelems, dtype }) }
     }
+
+    /// Combines block `me` (of `nelems` elements) of every member's `source` with `op` into
+    /// `dest` on member `me`, in `stream`'s order: `source` holds `team_n_pes * nelems`
+    /// elements, `dest` holds `nelems`. Results as [`Runtime::reduce_on_stream`]. `dest` may be
+    /// this PE's own block of `source` (or any whole block), not a range that straddles blocks.
+    /// Collective over `team`.
+    ///
+    /// # Errors
+    /// As [`Runtime::reducescatter`]; [`crate::Error::Unsupported`] for a team device code
+    /// cannot address; [`crate::Error::Driver`].
+    ///
+    /// # Safety
+    /// See the module docs.
+    #[doc(alias = "nvshmemx_sum_reducescatter_on_stream")]
+    #[allow(clippy::too_many_arguments)]
+    pub unsafe fn reducescatter_on_stream(
+        &self,
+        team: Team,
+        op: ReduceOp,
+        dest: SymAddr,
+        source: SymAddr,
+        nelems: usize,
+        dtype: DType,
+        stream: StreamHandle,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.on_stream(stream, OnStream::ReduceScatter { team, op, dest, source, nelems, dtype }) }
+    }
+
     /// The queued form of [`Runtime::broadcast_on_stream`].
     ///
     /// # Safety
@@ -345,7 +394,8 @@ impl Runtime {
         }
     }
 
-    /// The queued form of [`Runtime::reduce_on_stream`].
+    /// The queued form of [`Runtime::reduce_on_stream`] (`scatter` false) and of
+    /// [`Runtime::reducescatter_on_stream`] (`scatter` true).
     ///
     /// # Safety
     /// See the module docs.
@@ -360,16 +410,25 @@ impl Runtime {
         source: SymAddr,
         nelems: usize,
         dtype: DType,
+        scatter: bool,
     ) -> Result<()> {
-        const WHAT: &str = "reduce_on_stream";
-        self.device_team(team, WHAT)?;
-        self.stream_precheck(WHAT)?;
-        let sig = Signature { kind: Kind::Reduce, dtype, op: Some(op), root: 0, nelems: nelems as u64, refused: false };
+        let (what, kind) =
+            if scatter { ("reducescatter_on_stream", Kind::ReduceScatter) } else { ("reduce_on_stream", Kind::Reduce) };
+        let info = self.device_team(team, what)?;
+        self.stream_precheck(what)?;
+        let sig = Signature { kind, dtype, op: Some(op), root: 0, nelems: nelems as u64, refused: false };
         let checked = (|| {
             op.check(dtype)?;
-            let (_, bytes) = self.collective_setup(WHAT, team, nelems, dtype)?;
+            let (_, bytes) = self.collective_setup(what, team, nelems, dtype)?;
+            let blocks = if scatter { info.size() } else { 1 };
+            let all = bytes.checked_mul(blocks).ok_or_else(|| {
+                crate::Error::InvalidArgument(format!("{what}: {bytes} bytes per PE times {blocks} PEs overflow the address space"))
+            })?;
             self.check_local(dest, bytes)?;
-            self.check_local(source, bytes)?;
+            self.check_local(source, all)?;
+            if scatter {
+                check_whole_blocks(what, dest, source, bytes, blocks)?;
+            }
             Ok(())
         })();
         // The kernel runs for nelems == 0 too: it is this call's agreement with the members.
@@ -377,7 +436,7 @@ impl Runtime {
         // symmetric ranges of `bytes`; the caller vouches for the stream and their lifetime.
         unsafe {
             self.agreed(q, stream, team, sig, false, checked, |(), agree| {
-                q.reduce(stream, team.0, op, dtype, dest.get(), source.get(), nelems, agree)
+                q.reduce(stream, team.0, op, dtype, dest.get(), source.get(), nelems, scatter, agree)
             })
         }
     }

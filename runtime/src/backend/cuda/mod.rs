@@ -225,10 +225,11 @@ impl Streams for CudaBackend {
         dest: usize,
         source: usize,
         nelems: usize,
+        scatter: bool,
         agree: Agreement,
     ) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.started()?.kernels().reduce(stream, team, op, dtype, dest, source, nelems, agree) }
+        unsafe { self.started()?.kernels().reduce(stream, team, op, dtype, dest, source, nelems, scatter, agree) }
     }
 
     fn queued_done(&self, team: i32) -> Result<bool> {

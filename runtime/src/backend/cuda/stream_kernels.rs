@@ -313,11 +313,13 @@ impl RuntimeKernels {
         unsafe { module::launch(self.fcollect_staged, dims, stream, &mut params) }
     }
 
-    /// Enqueues `dest[i] = op over team members of source[i]` on `stream`, agreeing on `a`.
+    /// Enqueues `dest[i] = op over team members of source[i]` on `stream` (with `scatter`, of
+    /// `source[my_index * nelems + i]`), agreeing on `a`.
     ///
     /// # Safety
-    /// As [`RuntimeKernels::agreed_barrier`]; `dest` and `source` are valid device addresses of
-    /// `nelems` elements of `dtype` until the kernel has run; `op` takes `dtype`.
+    /// As [`RuntimeKernels::agreed_barrier`]; `dest` (`nelems` elements of `dtype`) and `source`
+    /// (`nelems`, or team size x `nelems` with `scatter`) are valid device addresses until the
+    /// kernel has run; `op` takes `dtype`.
     #[allow(clippy::too_many_arguments)] // one per kernel parameter, plus stream
     pub(super) unsafe fn reduce(
         &self,
@@ -328,21 +330,24 @@ impl RuntimeKernels {
         dest: usize,
         source: usize,
         nelems: usize,
+        scatter: bool,
         a: Agreement,
     ) -> Result<()> {
         self.ctx.bind()?;
         let mut p_team = team;
         let mut p_op = op_code(op);
+        let mut p_scatter = i32::from(scatter);
         let mut p_dtype = dtype.kernel_code();
         let mut p_dest = dest as u64;
         let mut p_source = source as u64;
         let mut p_nelems = nelems as u64;
         let mut p_slots = agree_slots(a, team)?;
         let (mut p_desc, mut p_seq) = (a.desc, a.seq);
-        let mut params: [*mut c_void; 9] = [
+        let mut params: [*mut c_void; 10] = [
             (&mut p_team as *mut i32).cast(),
             (&mut p_op as *mut i32).cast(),
             (&mut p_dtype as *mut i32).cast(),
+            (&mut p_scatter as *mut i32).cast(),
             (&mut p_dest as *mut u64).cast(),
             (&mut p_source as *mut u64).cast(),
             (&mut p_nelems as *mut u64).cast(),
@@ -350,7 +355,7 @@ impl RuntimeKernels {
             (&mut p_desc as *mut u64).cast(),
             (&mut p_seq as *mut u64).cast(),
         ];
-        // SAFETY: nine pointers matching `.u32, .u32, .u32` and six `.u64` (checked by the
+        // SAFETY: ten pointers matching four `.u32` and six `.u64` (checked by the
         // tests against the PTX); they outlive the call; the module stays loaded (it is only
         // dropped with `self`); the caller vouches for the addresses and the stream.
         self.order.queue(team, stream, || unsafe { module::launch(self.reduce, REDUCE_DIMS, stream, &mut params) })
@@ -384,7 +389,7 @@ mod tests {
         assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect_staged"), [".u64"; 11]);
         assert_eq!(
             entry_params(REDUCE_PTX, "rshmemi_rt_reduce"),
-            [".u32", ".u32", ".u32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64"]
+            [".u32", ".u32", ".u32", ".u32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64"]
         );
         // Each module defines the state global the runtime writes, and only its own kernel.
         for ptx in [BARRIER_PTX, FCOLLECT_PTX, REDUCE_PTX] {

@@ -16,7 +16,7 @@ for its Numba device API). Every function here is a thin wrapper: initialization
 Not covered (raise ``NvshmemInvalid`` / ``rshmem.UnsupportedError`` or are absent): ``buffer`` /
 ``free`` / ``get_peer_buffer`` (cuda.core Buffers: use ``array``), multicast
 (``get_multicast_array`` / ``_tensor`` / ``_buffer``), ``register_external_*``,
-``reducescatter``, ``team_split_2d`` / ``team_init`` / ``get_team_unique_id`` / ``TeamConfig``,
+``team_split_2d`` / ``team_init`` / ``get_team_unique_id`` / ``TeamConfig``,
 ``collective_on_buffer``, and the MPI communicator inside a ``"mpi"`` init is used to hand the
 unique id around (rshmem's own bootstrap connects the PEs), not as NVSHMEM's transport.
 """
@@ -436,10 +436,17 @@ def reduce(team, dst_array, src_array, op: str, stream=None) -> None:
 
 
 def reducescatter(team, dst_array, src_array, op: str, stream=None) -> None:
-    """Not offered by rshmem (no reduce-scatter collective): `reduce` into a full-size array and
-    take this PE's part."""
-    raise rshmem.UnsupportedError("reducescatter is not offered by rshmem: reduce() into a full-size symmetric array "
-                                  "and take this PE's part")
+    """Collective over `team`: `dst_array` on member `me` gets the element-wise `op` (as for
+    `reduce`) of block `me` of every member's `src_array`, which holds one block of
+    `dst_array.size` elements per member."""
+    import rshmem.torch as rtorch  # noqa: PLC0415
+
+    dst, src = as_tensor(dst_array, "dst_array"), as_tensor(src_array, "src_array")
+    size = rshmem.team_n_pes(int(team))
+    if src.numel() != dst.numel() * size:
+        raise NvshmemInvalid(f"reducescatter: src_array holds {src.numel()} elements, but {size} members x "
+                             f"dst_array's {dst.numel()} = {dst.numel() * size} are needed")
+    rtorch.reducescatter_on_stream(dst, src, op, int(team), stream_handle(stream))
 
 
 def alltoall(team, dst_array, src_array, stream=None) -> None:
