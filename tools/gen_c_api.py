@@ -12,7 +12,8 @@ Outputs (each says on line 1 that it is generated; all are committed):
                               NVSHMEM's type names and typed collective names for nvshmem.h: every typed
                               row of the device table's collectives and reductions (thread scope: host and
                               device, through the host row of that name; warp / block: device only), and
-                              the on-stream forms of the host table's collectives
+                              the on-stream forms of the host table's collectives; the byte collectives
+                              (nvshmem_broadcastmem, ...) are the uint8 ones renamed
 
 Which rows become what (the `c` field of a row of api/host.toml):
   absent     a generated row (`native = "generated"`): `rshmem_host_<name>` takes the row's `args`
@@ -668,7 +669,8 @@ def gen_nvshmem(fns: list[NvFn]) -> str:
                         f"RSHMEMI_COMPAT_CHECK({label}, {f.host}); return 0; }}"]
         else:
             out += ["", f"#define {macro}(NAME, T, R) static inline void {sig} {{ (void)pWrk; (void)pSync; {f.host}; }}"]
-        lists["stream" if f.where == "to_all" else f.where].append(f"{TYPE_LISTS.get(f.types, MEM_LIST)}({macro})")
+        type_list = MEM_LIST if f.types == "mem" else TYPE_LISTS[f.types]
+        lists["stream" if f.where == "to_all" else f.where].append(f"{type_list}({macro})")
     out += ["", "#if defined(__CUDA_ARCH__)", *body_dev, "#else", *body_host, "#endif", ""]
     out += _macro("RSHMEMI_COMPAT_HD_COLLECTIVES", lists["hd"]) + [""]
     out += _macro("RSHMEMI_COMPAT_DEVICE_COLLECTIVES", lists["device"]) + [""]
