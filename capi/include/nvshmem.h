@@ -23,7 +23,9 @@
 #if defined(__CUDACC__)
 #define RSHMEM_NVSHMEM_HALF 1
 #elif defined(__has_include)
-#if __has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>)
+/* crt/host_defines.h too: some include directories (the CUDA runtime's PyPI wheel) have
+   cuda_fp16.h without the headers it includes. */
+#if __has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>) && __has_include(<crt/host_defines.h>)
 #define RSHMEM_NVSHMEM_HALF 1
 #endif
 #endif
