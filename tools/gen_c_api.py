@@ -12,7 +12,8 @@ Outputs (each says on line 1 that it is generated; all are committed):
                               NVSHMEM's type names and typed collective names for nvshmem.h: every typed
                               row of the device table's collectives and reductions (thread scope: host and
                               device, through the host row of that name; warp / block: device only), and
-                              the on-stream forms of the host table's collectives
+                              the on-stream forms of the host table's collectives; the byte collectives
+                              (nvshmem_broadcastmem, ...) are the uint8 ones renamed
 
 Which rows become what (the `c` field of a row of api/host.toml):
   absent     a generated row (`native = "generated"`): `rshmem_host_<name>` takes the row's `args`
@@ -267,10 +268,19 @@ def gen_header(fns: list[CFn]) -> str:
         out.append(f"#define RSHMEM_HOST_TYPE_{d['device']} {HOST_C_TYPE.get(d['c'], d['c'])}")
         out.append(f"#define RSHMEM_DTYPE_OF_{d['device']} RSHMEM_DTYPE_{d['name'].upper()}")
     compat = nvshmem_types(dtypes)
+    # The 16-bit floats' C types are CUDA's: their names go in a list of their own, which
+    # RSHMEMI_COMPAT_TYPES reaches through nvshmem.h's switch RSHMEMI_COMPAT_HALF_TYPES (expanded
+    # where the lists are used, so only there need CUDA's headers be known).
+    plain = [c for c in compat if "cuda" not in c[2]]
+    halves = [c for c in compat if "cuda" in c[2]]
     out += ["", "/* NVSHMEM's type names -> X(NVSHMEM name, C type, rshmem's device name), for nvshmem.h: every",
-            "   type, and those of waits and atomics. */"]
-    for macro, rows in (("RSHMEMI_COMPAT_TYPES", compat), ("RSHMEMI_COMPAT_SYNC_TYPES", [c for c in compat if c[2]["atomic"]])):
-        body = [f"  X({n}, {t}, {d['device']})" for n, t, d in rows]
+            "   type (the 16-bit floats through RSHMEMI_COMPAT_HALF_TYPES, which nvshmem.h defines as",
+            "   RSHMEMI_COMPAT_HALF_TYPE_LIST where CUDA's half types are declared, else as nothing), the",
+            "   16-bit floats, and the types of waits and atomics. */"]
+    for macro, rows, tail in (("RSHMEMI_COMPAT_TYPES", plain, "  RSHMEMI_COMPAT_HALF_TYPES(X)"),
+                              ("RSHMEMI_COMPAT_HALF_TYPE_LIST", halves, None),
+                              ("RSHMEMI_COMPAT_SYNC_TYPES", [c for c in compat if c[2]["atomic"]], None)):
+        body = [f"  X({n}, {t}, {d['device']})" for n, t, d in rows] + ([tail] if tail else [])
         out += [f"#define {macro}(X) \\"] + [b + (" \\" if i < len(body) - 1 else "") for i, b in enumerate(body)]
     out += ["", "/* ---- reductions ---- */", "typedef enum {"]
     out += [f"  RSHMEM_REDUCE_{op.upper()} = {i}," for i, op in enumerate(REDUCE_OPS)]
@@ -482,6 +492,10 @@ def gen_doc(fns: list[CFn], skipped: list[tuple[str, str]]) -> str:
 # The X-macro lists of the header: NVSHMEM's types whose rshmem dtype is in the named device
 # dtype group of triton-lib/api.toml.
 TYPE_LISTS = {"all": "RSHMEMI_COMPAT_TYPES", "integer": "RSHMEMI_COMPAT_INT_TYPES"}
+# NVSHMEM's byte collectives (nvshmem_broadcastmem, nvshmemx_fcollectmem_warp, ...) are the typed
+# ones of uint8 with `void *` buffers: one more "type", pasted into the name after the operation.
+MEM_LIST = "RSHMEMI_COMPAT_MEM_TYPE"
+MEM_TYPE = ("mem", "void", "uint8")
 
 
 def nvshmem_types(dtypes) -> list:
@@ -501,8 +515,13 @@ class NvFn:
     params: list[str]  # C parameters, with T for the element type
     device: str | None  # the device library's call (None: host only)
     host: str | None  # the host API's call (None: device only)
-    types: str  # TYPE_LISTS key: the NVSHMEM types it exists for
+    types: str  # TYPE_LISTS key: the NVSHMEM types it exists for, or "mem" (the byte form)
     where: str  # "hd" (host and device) | "device" | "stream" | "to_all" (1.0's on-stream form)
+
+    @property
+    def macro(self) -> str:
+        """The name of the macro that defines it: RSHMEMI_NV_ and the name without prefix and type."""
+        return "RSHMEMI_NV_" + re.sub(r"##NAME(##)?", MEM_TYPE[0], re.sub(r"^nvshmemx?_(##NAME##_)?", "", self.name))
 
 
 def _nv_name(symbol: str) -> str:
@@ -548,7 +567,7 @@ def nvshmem_functions() -> list[NvFn]:
             continue
         label = f"triton-lib/api.toml row {row.name!r}"
         if row.dtypes is None:
-            continue  # the byte forms (broadcastmem_block, ...) keep their names: nvshmemx.h maps them
+            continue  # the byte rows (broadcastmem_block, ...): NVSHMEM's byte names come from uint8's
         types = next((k for k, v in groups.items() if v == row.dtypes), None)
         if types is None:
             raise TableError(f"{label}: its dtypes match no NVSHMEM type list ({', '.join(groups)})")
@@ -587,7 +606,19 @@ def nvshmem_functions() -> list[NvFn]:
                                 f"nvshmemx_##NAME##_{op}_reduce_on_stream(rshmemi_compat_active_set(\"nvshmemx_\" #NAME "
                                 f"\"_{op}_to_all_on_stream\", PE_start, logPE_stride, PE_size), dest, source, "
                                 "(size_t)nreduce, stream)", types, "to_all"))
-    return fns
+    return fns + byte_forms(fns)
+
+
+def byte_forms(fns: list[NvFn]) -> list[NvFn]:
+    """NVSHMEM's byte collectives, nvshmem[x]_{broadcast,fcollect,alltoall}mem[_warp|_block|_on_stream]:
+    the typed collective of every scope, renamed (the operation, then the type's place) for MEM_TYPE."""
+    out = []
+    for f in fns:
+        m = re.fullmatch(r"(nvshmemx?_)##NAME##_(broadcast|fcollect|alltoall)(_warp|_block|_on_stream)?", f.name)
+        if m and f.types == "all":
+            name = f"{m.group(1)}{m.group(2)}##NAME" + (f"##{m.group(3)}" if m.group(3) else "")
+            out.append(NvFn(name, f.params, f.device, f.host, "mem", f.where))
+    return out
 
 
 def _macro(name: str, lines: list[str]) -> list[str]:
@@ -609,32 +640,39 @@ def gen_nvshmem(fns: list[NvFn]) -> str:
            "     from host code (rshmem_host_*, blocking) and from kernels (the device library);",
            "   - RSHMEMI_COMPAT_DEVICE_COLLECTIVES: their warp and block forms, in kernels;",
            "   - RSHMEMI_COMPAT_STREAM_COLLECTIVES: nvshmemx_<type>_..._on_stream (and 1.0's <op>_to_all_on_stream).",
-           "   <op> is sum, prod, min, max, and the bitwise and, or, xor on the integer types. */",
+           "   <op> is sum, prod, min, max, and the bitwise and, or, xor on the integer types. Each list has the",
+           "   byte forms too (nvshmem_broadcastmem, nvshmemx_fcollectmem_warp, nvshmemx_alltoallmem_on_stream, ...),",
+           "   and <type> includes half and bfloat16 where nvshmem.h finds CUDA's half types. */",
            "#ifndef RSHMEM_NVSHMEM_GENERATED_H", "#define RSHMEM_NVSHMEM_GENERATED_H", "",
            "/* NVSHMEM's type names: X(NAME, C type, rshmem's device dtype) */"]
     # RSHMEMI_COMPAT_TYPES (every NVSHMEM type name) and RSHMEM_DTYPE_OF_<dtype> are rshmem.h's,
     # from the same `nvshmem` column of api/dtypes.toml; the integer ones are listed here.
     ints = [(n, c, d) for n, c, d in nvshmem_types(dtypes.values()) if d["kind"] != "float"]
     out += _macro("RSHMEMI_COMPAT_INT_TYPES(X)", [f"X({n}, {c}, {d['device']})" for n, c, d in ints])
+    out += ["", "/* The byte collectives' \"type\": X(mem, void, uint8) names nvshmem_broadcastmem (a typed",
+            "   function's name with `mem` after its operation) with `void *` buffers, carried as uint8. */",
+            f"#define {MEM_LIST}(X) X({', '.join(MEM_TYPE)})"]
     lists = {"hd": [], "device": [], "stream": []}
     body_dev, body_host = [], []
     for f in fns:
-        macro = "RSHMEMI_NV_" + re.sub(r"^nvshmemx?_##NAME##_", "", f.name)
+        macro = f.macro
         sig = f"{f.name}({', '.join(f.params)})"
-        label = f.name.replace("##NAME##", '" #NAME "')  # the name as a C string, for messages
+        # the name as a C string, for messages: "nvshmem_" #NAME "_broadcast", "nvshmem_broadcast" #NAME
+        label = " #NAME ".join(f'"{part}"' if part else "" for part in re.split(r"##NAME(?:##)?", f.name)).strip()
         if f.where == "hd":
             body_dev.append(f"#define {macro}_BODY(NAME, T, R) return {f.device};")
-            body_host.append(f"#define {macro}_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK(\"{label}\", "
+            body_host.append(f"#define {macro}_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK({label}, "
                              f"{f.host}); return 0;")
             out += ["", f"#define {macro}(NAME, T, R) RSHMEMI_COMPAT_HD int {sig} {{ {macro}_BODY(NAME, T, R) }}"]
         elif f.where == "device":
             out += ["", f"#define {macro}(NAME, T, R) RSHMEMI_COMPAT_D int {sig} {{ return {f.device}; }}"]
         elif f.where == "stream":
             out += ["", f"#define {macro}(NAME, T, R) static inline int {sig} {{ "
-                        f"RSHMEMI_COMPAT_CHECK(\"{label}\", {f.host}); return 0; }}"]
+                        f"RSHMEMI_COMPAT_CHECK({label}, {f.host}); return 0; }}"]
         else:
             out += ["", f"#define {macro}(NAME, T, R) static inline void {sig} {{ (void)pWrk; (void)pSync; {f.host}; }}"]
-        lists["stream" if f.where == "to_all" else f.where].append(f"{TYPE_LISTS[f.types]}({macro})")
+        type_list = MEM_LIST if f.types == "mem" else TYPE_LISTS[f.types]
+        lists["stream" if f.where == "to_all" else f.where].append(f"{type_list}({macro})")
     out += ["", "#if defined(__CUDA_ARCH__)", *body_dev, "#else", *body_host, "#endif", ""]
     out += _macro("RSHMEMI_COMPAT_HD_COLLECTIVES", lists["hd"]) + [""]
     out += _macro("RSHMEMI_COMPAT_DEVICE_COLLECTIVES", lists["device"]) + [""]

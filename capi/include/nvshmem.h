@@ -12,6 +12,36 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* NVSHMEM's half and bfloat16 are CUDA's types (cuda_fp16.h, cuda_bf16.h), whose headers NVSHMEM
+   always includes. Here they are mapped (nvshmem_half_sum_reduce, nvshmem_bfloat16_p, ...) where
+   those headers are found: in CUDA code, and in a host program compiled with CUDA's include
+   directory; a C program without them has every other type. In C, CUDA declares only the raw
+   16-bit structs, so half is __half_raw and __nv_bfloat16 is __nv_bfloat16_raw, as in NVSHMEM's
+   C API. RSHMEM_NVSHMEM_HALF is 1 where they are mapped, 0 elsewhere. */
+#if defined(__CUDACC__)
+#define RSHMEM_NVSHMEM_HALF 1
+#elif defined(__has_include)
+/* crt/host_defines.h too: some include directories (the CUDA runtime's PyPI wheel) have
+   cuda_fp16.h without the headers it includes. */
+#if __has_include(<cuda_fp16.h>) && __has_include(<cuda_bf16.h>) && __has_include(<crt/host_defines.h>)
+#define RSHMEM_NVSHMEM_HALF 1
+#endif
+#endif
+#if defined(RSHMEM_NVSHMEM_HALF)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#if !defined(__cplusplus)
+typedef __half_raw half;
+typedef __nv_bfloat16_raw __nv_bfloat16;
+#endif
+/* rshmem.h's type list reaches the 16-bit floats through this switch. */
+#define RSHMEMI_COMPAT_HALF_TYPES(X) RSHMEMI_COMPAT_HALF_TYPE_LIST(X)
+#else
+#define RSHMEM_NVSHMEM_HALF 0
+#define RSHMEMI_COMPAT_HALF_TYPES(X)
+#endif
 
 #include "rshmem.h"
 #include "nvshmem_generated.h"
@@ -295,16 +325,27 @@ RSHMEMI_COMPAT_HD void nvshmem_getmem(void *dest, const void *source, size_t nby
 #define RSHMEMI_COMPAT_P_BODY(NAME, T, R) rshmem_##R##_p((R##_t *)dest, (R##_t)value, pe);
 #define RSHMEMI_COMPAT_G_BODY(NAME, T, R) return (T)rshmem_##R##_g((const R##_t *)source, pe);
 #else
-#define RSHMEMI_COMPAT_P_BODY(NAME, T, R) \
-  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_p", rshmem_host_##R##_p((RSHMEM_HOST_TYPE_##R *)dest, (RSHMEM_HOST_TYPE_##R)value, pe));
+/* The value travels as its bits (T and the host type have one size): a cast would convert a half's
+   value, and C has no conversion of CUDA's raw half structs at all. */
+#define RSHMEMI_COMPAT_P_BODY(NAME, T, R)                                                          \
+  RSHMEM_HOST_TYPE_##R bits;                                                                       \
+  memcpy(&bits, &value, sizeof bits);                                                              \
+  RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_p", rshmem_host_##R##_p((RSHMEM_HOST_TYPE_##R *)dest, bits, pe));
 #define RSHMEMI_COMPAT_G_BODY(NAME, T, R)                                                          \
-  RSHMEM_HOST_TYPE_##R v = 0;                                                                          \
+  RSHMEM_HOST_TYPE_##R v = 0;                                                                      \
+  T out;                                                                                           \
   RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_g", rshmem_host_##R##_g((const RSHMEM_HOST_TYPE_##R *)source, pe, &v)); \
-  return (T)v;
+  memcpy((void *)&out, &v, sizeof out); /* void *: a C++ half is a class */                     \
+  return out;
 #endif
-/* fp32_t / fp64_t for the device casts above (the host's C types come from rshmem.h). */
+/* fp32_t / fp64_t (and fp16_t / bf16_t in CUDA code) for the device casts above (the host's C
+   types come from rshmem.h). */
 typedef float fp32_t;
 typedef double fp64_t;
+#if defined(__CUDACC__)
+typedef rshmem_fp16_t fp16_t;
+typedef rshmem_bf16_t bf16_t;
+#endif
 RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_HOST_TYPED)
 
 /* ------------------------------------------------------------------ collectives (host and device) */

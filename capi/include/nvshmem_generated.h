@@ -6,7 +6,9 @@
      from host code (rshmem_host_*, blocking) and from kernels (the device library);
    - RSHMEMI_COMPAT_DEVICE_COLLECTIVES: their warp and block forms, in kernels;
    - RSHMEMI_COMPAT_STREAM_COLLECTIVES: nvshmemx_<type>_..._on_stream (and 1.0's <op>_to_all_on_stream).
-   <op> is sum, prod, min, max, and the bitwise and, or, xor on the integer types. */
+   <op> is sum, prod, min, max, and the bitwise and, or, xor on the integer types. Each list has the
+   byte forms too (nvshmem_broadcastmem, nvshmemx_fcollectmem_warp, nvshmemx_alltoallmem_on_stream, ...),
+   and <type> includes half and bfloat16 where nvshmem.h finds CUDA's half types. */
 #ifndef RSHMEM_NVSHMEM_GENERATED_H
 #define RSHMEM_NVSHMEM_GENERATED_H
 
@@ -33,6 +35,10 @@
   X(ulonglong, unsigned long long, uint64) \
   X(uint64, uint64_t, uint64)              \
   X(size, size_t, uint64)
+
+/* The byte collectives' "type": X(mem, void, uint8) names nvshmem_broadcastmem (a typed
+   function's name with `mem` after its operation) with `void *` buffers, carried as uint8. */
+#define RSHMEMI_COMPAT_MEM_TYPE(X) X(mem, void, uint8)
 
 #define RSHMEMI_NV_broadcast(NAME, T, R) RSHMEMI_COMPAT_HD int nvshmem_##NAME##_broadcast(nvshmem_team_t team, T *dest, const T *source, size_t nelems, int pe_root) { RSHMEMI_NV_broadcast_BODY(NAME, T, R) }
 
@@ -184,6 +190,30 @@
 
 #define RSHMEMI_NV_xor_reducescatter_on_stream(NAME, T, R) static inline int nvshmemx_##NAME##_xor_reducescatter_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_" #NAME "_xor_reducescatter_on_stream", rshmem_host_reducescatter_on_stream(team, RSHMEM_REDUCE_XOR, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
 
+#define RSHMEMI_NV_broadcastmem(NAME, T, R) RSHMEMI_COMPAT_HD int nvshmem_broadcast##NAME(nvshmem_team_t team, T *dest, const T *source, size_t nelems, int pe_root) { RSHMEMI_NV_broadcastmem_BODY(NAME, T, R) }
+
+#define RSHMEMI_NV_broadcastmem_warp(NAME, T, R) RSHMEMI_COMPAT_D int nvshmemx_broadcast##NAME##_warp(nvshmem_team_t team, T *dest, const T *source, size_t nelems, int pe_root) { return rshmemx_##R##_broadcast_warp(team, (R##_t *)dest, (const R##_t *)source, nelems, pe_root); }
+
+#define RSHMEMI_NV_broadcastmem_block(NAME, T, R) RSHMEMI_COMPAT_D int nvshmemx_broadcast##NAME##_block(nvshmem_team_t team, T *dest, const T *source, size_t nelems, int pe_root) { return rshmemx_##R##_broadcast_block(team, (R##_t *)dest, (const R##_t *)source, nelems, pe_root); }
+
+#define RSHMEMI_NV_fcollectmem(NAME, T, R) RSHMEMI_COMPAT_HD int nvshmem_fcollect##NAME(nvshmem_team_t team, T *dest, const T *source, size_t nelems) { RSHMEMI_NV_fcollectmem_BODY(NAME, T, R) }
+
+#define RSHMEMI_NV_fcollectmem_warp(NAME, T, R) RSHMEMI_COMPAT_D int nvshmemx_fcollect##NAME##_warp(nvshmem_team_t team, T *dest, const T *source, size_t nelems) { return rshmemx_##R##_fcollect_warp(team, (R##_t *)dest, (const R##_t *)source, nelems); }
+
+#define RSHMEMI_NV_fcollectmem_block(NAME, T, R) RSHMEMI_COMPAT_D int nvshmemx_fcollect##NAME##_block(nvshmem_team_t team, T *dest, const T *source, size_t nelems) { return rshmemx_##R##_fcollect_block(team, (R##_t *)dest, (const R##_t *)source, nelems); }
+
+#define RSHMEMI_NV_alltoallmem(NAME, T, R) RSHMEMI_COMPAT_HD int nvshmem_alltoall##NAME(nvshmem_team_t team, T *dest, const T *source, size_t nelems) { RSHMEMI_NV_alltoallmem_BODY(NAME, T, R) }
+
+#define RSHMEMI_NV_alltoallmem_warp(NAME, T, R) RSHMEMI_COMPAT_D int nvshmemx_alltoall##NAME##_warp(nvshmem_team_t team, T *dest, const T *source, size_t nelems) { return rshmemx_##R##_alltoall_warp(team, (R##_t *)dest, (const R##_t *)source, nelems); }
+
+#define RSHMEMI_NV_alltoallmem_block(NAME, T, R) RSHMEMI_COMPAT_D int nvshmemx_alltoall##NAME##_block(nvshmem_team_t team, T *dest, const T *source, size_t nelems) { return rshmemx_##R##_alltoall_block(team, (R##_t *)dest, (const R##_t *)source, nelems); }
+
+#define RSHMEMI_NV_broadcastmem_on_stream(NAME, T, R) static inline int nvshmemx_broadcast##NAME##_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, int pe_root, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_broadcast" #NAME "_on_stream", rshmem_host_broadcast_on_stream(team, dest, source, nelems, pe_root, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+
+#define RSHMEMI_NV_fcollectmem_on_stream(NAME, T, R) static inline int nvshmemx_fcollect##NAME##_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_fcollect" #NAME "_on_stream", rshmem_host_fcollect_on_stream(team, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+
+#define RSHMEMI_NV_alltoallmem_on_stream(NAME, T, R) static inline int nvshmemx_alltoall##NAME##_on_stream(nvshmem_team_t team, T *dest, const T *source, size_t nelems, cudaStream_t stream) { RSHMEMI_COMPAT_CHECK("nvshmemx_alltoall" #NAME "_on_stream", rshmem_host_alltoall_on_stream(team, dest, source, nelems, RSHMEM_DTYPE_OF_##R, RSHMEMI_COMPAT_STREAM(stream))); return 0; }
+
 #if defined(__CUDA_ARCH__)
 #define RSHMEMI_NV_broadcast_BODY(NAME, T, R) return rshmem_##R##_broadcast(team, (R##_t *)dest, (const R##_t *)source, nelems, pe_root);
 #define RSHMEMI_NV_fcollect_BODY(NAME, T, R) return rshmem_##R##_fcollect(team, (R##_t *)dest, (const R##_t *)source, nelems);
@@ -202,6 +232,9 @@
 #define RSHMEMI_NV_and_reducescatter_BODY(NAME, T, R) return rshmem_##R##_and_reducescatter(team, (R##_t *)dest, (const R##_t *)source, nelems);
 #define RSHMEMI_NV_or_reducescatter_BODY(NAME, T, R) return rshmem_##R##_or_reducescatter(team, (R##_t *)dest, (const R##_t *)source, nelems);
 #define RSHMEMI_NV_xor_reducescatter_BODY(NAME, T, R) return rshmem_##R##_xor_reducescatter(team, (R##_t *)dest, (const R##_t *)source, nelems);
+#define RSHMEMI_NV_broadcastmem_BODY(NAME, T, R) return rshmem_##R##_broadcast(team, (R##_t *)dest, (const R##_t *)source, nelems, pe_root);
+#define RSHMEMI_NV_fcollectmem_BODY(NAME, T, R) return rshmem_##R##_fcollect(team, (R##_t *)dest, (const R##_t *)source, nelems);
+#define RSHMEMI_NV_alltoallmem_BODY(NAME, T, R) return rshmem_##R##_alltoall(team, (R##_t *)dest, (const R##_t *)source, nelems);
 #else
 #define RSHMEMI_NV_broadcast_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_broadcast", rshmem_host_broadcast(team, dest, source, nelems, pe_root, RSHMEM_DTYPE_OF_##R)); return 0;
 #define RSHMEMI_NV_fcollect_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_fcollect", rshmem_host_fcollect(team, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
@@ -220,6 +253,9 @@
 #define RSHMEMI_NV_and_reducescatter_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_and_reducescatter", rshmem_host_reducescatter(team, RSHMEM_REDUCE_AND, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
 #define RSHMEMI_NV_or_reducescatter_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_or_reducescatter", rshmem_host_reducescatter(team, RSHMEM_REDUCE_OR, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
 #define RSHMEMI_NV_xor_reducescatter_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_" #NAME "_xor_reducescatter", rshmem_host_reducescatter(team, RSHMEM_REDUCE_XOR, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_broadcastmem_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_broadcast" #NAME, rshmem_host_broadcast(team, dest, source, nelems, pe_root, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_fcollectmem_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_fcollect" #NAME, rshmem_host_fcollect(team, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
+#define RSHMEMI_NV_alltoallmem_BODY(NAME, T, R) RSHMEMI_COMPAT_CHECK("nvshmem_alltoall" #NAME, rshmem_host_alltoall(team, dest, source, nelems, RSHMEM_DTYPE_OF_##R)); return 0;
 #endif
 
 #define RSHMEMI_COMPAT_HD_COLLECTIVES                    \
@@ -239,7 +275,10 @@
   RSHMEMI_COMPAT_TYPES(RSHMEMI_NV_max_reducescatter)     \
   RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_and_reducescatter) \
   RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_or_reducescatter)  \
-  RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_xor_reducescatter)
+  RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_xor_reducescatter) \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_broadcastmem)       \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_fcollectmem)        \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_alltoallmem)
 
 #define RSHMEMI_COMPAT_DEVICE_COLLECTIVES                      \
   RSHMEMI_COMPAT_TYPES(RSHMEMI_NV_broadcast_warp)              \
@@ -275,7 +314,13 @@
   RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_or_reducescatter_warp)   \
   RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_or_reducescatter_block)  \
   RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_xor_reducescatter_warp)  \
-  RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_xor_reducescatter_block)
+  RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_xor_reducescatter_block) \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_broadcastmem_warp)        \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_broadcastmem_block)       \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_fcollectmem_warp)         \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_fcollectmem_block)        \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_alltoallmem_warp)         \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_alltoallmem_block)
 
 #define RSHMEMI_COMPAT_STREAM_COLLECTIVES                          \
   RSHMEMI_COMPAT_TYPES(RSHMEMI_NV_broadcast_on_stream)             \
@@ -301,6 +346,9 @@
   RSHMEMI_COMPAT_TYPES(RSHMEMI_NV_max_reducescatter_on_stream)     \
   RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_and_reducescatter_on_stream) \
   RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_or_reducescatter_on_stream)  \
-  RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_xor_reducescatter_on_stream)
+  RSHMEMI_COMPAT_INT_TYPES(RSHMEMI_NV_xor_reducescatter_on_stream) \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_broadcastmem_on_stream)       \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_fcollectmem_on_stream)        \
+  RSHMEMI_COMPAT_MEM_TYPE(RSHMEMI_NV_alltoallmem_on_stream)
 
 #endif /* RSHMEM_NVSHMEM_GENERATED_H */

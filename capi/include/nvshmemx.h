@@ -116,11 +116,9 @@ RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_GROUP_RMA)
 RSHMEMI_COMPAT_SYNC_TYPES(RSHMEMI_COMPAT_SYNC)
 
 /* ---- collectives in kernels by a warp or a block, and the reduce-scatters (NVSHMEM 2's team
-   forms, generated from the device table; the thread-scope ones are nvshmem.h's host-and-device
-   functions) */
+   forms, generated from the device table, typed and byte (nvshmemx_fcollectmem_warp, ...) ones;
+   the thread-scope ones are nvshmem.h's host-and-device functions) */
 RSHMEMI_COMPAT_DEVICE_COLLECTIVES
-#define nvshmemx_broadcastmem_block rshmemx_broadcastmem_block
-#define nvshmemx_alltoallmem_block rshmemx_alltoallmem_block
 
 /* ---- NVSHMEM 1.0's active-set collect in kernels: only the set of every PE is mapped (the
    kernel stops with a trap otherwise; the next host call reports it) */

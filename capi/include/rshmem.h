@@ -124,7 +124,9 @@ typedef enum {
 #define RSHMEM_DTYPE_OF_fp64 RSHMEM_DTYPE_FLOAT64
 
 /* NVSHMEM's type names -> X(NVSHMEM name, C type, rshmem's device name), for nvshmem.h: every
-   type, and those of waits and atomics. */
+   type (the 16-bit floats through RSHMEMI_COMPAT_HALF_TYPES, which nvshmem.h defines as
+   RSHMEMI_COMPAT_HALF_TYPE_LIST where CUDA's half types are declared, else as nothing), the
+   16-bit floats, and the types of waits and atomics. */
 #define RSHMEMI_COMPAT_TYPES(X) \
   X(char, char, int8) \
   X(schar, signed char, int8) \
@@ -148,7 +150,11 @@ typedef enum {
   X(uint64, uint64_t, uint64) \
   X(size, size_t, uint64) \
   X(float, float, fp32) \
-  X(double, double, fp64)
+  X(double, double, fp64) \
+  RSHMEMI_COMPAT_HALF_TYPES(X)
+#define RSHMEMI_COMPAT_HALF_TYPE_LIST(X) \
+  X(half, half, fp16) \
+  X(bfloat16, __nv_bfloat16, bf16)
 #define RSHMEMI_COMPAT_SYNC_TYPES(X) \
   X(int, int, int32) \
   X(int32, int32_t, int32) \

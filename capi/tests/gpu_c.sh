@@ -6,9 +6,10 @@
 #
 #   bash capi/tests/gpu_c.sh            (scripts/gpu_check.sh c runs it as its step `c`)
 #
-# Builds examples/ (make: the CUDA C++ programs, the C host program, its MPI form) and
-# capi/tests/nvshmem_compat.cu into $WORK (default /tmp/rshmem-c), then runs each as 2 PEs with a
-# deadline: the CUDA C++ examples and the C program under torchrun --no-python, the MPI programs
+# Builds examples/ (make: the CUDA C++ programs, the C host program, its MPI form),
+# capi/tests/nvshmem_compat.cu and nvshmem_half_bytes.cu into $WORK (default /tmp/rshmem-c), then
+# runs each as 2 PEs with a deadline: the CUDA C++ examples, nvshmem_half_bytes and the C program
+# under torchrun --no-python, the MPI programs
 # under the wheel's mpirun, the Rust examples under torchrun; each checks its own result and exits
 # non-zero when wrong. Then capi/tests/seeds.sh --run: the NVSHMEM guides' programs. One line per
 # program; the exit status is the number of failures. LOGDIR: where the logs are copied at the
@@ -121,6 +122,15 @@ if [ -n "$MPICC" ]; then
         FAILED=$((FAILED + 1))
     fi
 fi
+# NVSHMEM's half / bfloat16 and byte collectives: no MPI, started by torchrun like the examples.
+HALF_BYTES=""
+if "$NVCC" -std=c++17 -arch="$CUDA_ARCH" -I"$PREFIX/include" capi/tests/nvshmem_half_bytes.cu -o "$WORK/nvshmem_half_bytes" \
+        ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem -Xlinker -rpath -Xlinker "$PREFIX/lib" >"$WORK/half-bytes-build.log" 2>&1; then
+    HALF_BYTES="$WORK/nvshmem_half_bytes"
+else
+    report FAIL nvshmem_half_bytes "does not build: log $WORK/half-bytes-build.log"
+    FAILED=$((FAILED + 1))
+fi
 report BUILT examples "$(ls "$WORK/examples" | tr '\n' ' ')"
 
 echo "== the examples as 2 PEs"
@@ -135,6 +145,7 @@ run jacobi torchrun "$E/jacobi" -nx 1024 -ny 1024 -niter 200
 run shift_host torchrun "$E/shift_host"
 if [ -x "$E/shift_host_mpi" ]; then run shift_host_mpi mpirun "$E/shift_host_mpi"; else report SKIP shift_host_mpi "no mpicc"; fi
 if [ -n "$COMPAT" ]; then run nvshmem_compat mpirun "$COMPAT"; else report SKIP nvshmem_compat "no mpicc"; fi
+[ -n "$HALF_BYTES" ] && run nvshmem_half_bytes torchrun "$HALF_BYTES"
 for ex in "$BUNDLE"/examples/*; do
     [ -x "$ex" ] && run "rust_$(basename "$ex")" torchrun "$ex"
 done

