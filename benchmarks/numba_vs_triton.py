@@ -3,6 +3,7 @@ calling the same device library (Numba links it as LTO-IR, Triton as bitcode), t
 
     python -m benchmarks.numba_vs_triton [--out bench-out/numba_vs_triton.json]      # 1 GPU, 1 PE
     torchrun --nproc-per-node 2 -m benchmarks.numba_vs_triton                         # 2 GPUs
+    python -m benchmarks.numba_vs_triton --ptx                                        # no GPU: PTX only
 
 Kernels:
 - ``put_block``: CTA i puts its slice of a uint8 buffer with ``put_block`` / ``putmem_block``
@@ -13,10 +14,16 @@ Kernels:
   around once more), a barrier on the stream before each call. Alone it degenerates to chunked
   put-with-signal into its own heap.
 
-For each kernel the PTX of both front ends is summarized (instructions, global loads / stores
-and their widths, barriers, calls, registers), so a gap over 10% can be read from the code.
-Timings are CUDA events on one stream, medians; on a GPU shared by several PEs they mean
-nothing (the script says so).
+For each kernel the PTX of both front ends is summarized (instructions, loads from memory and
+how many of them the PTX marks global, 16-byte accesses, copy-loop loads whose address waits on
+the previous one's, barriers, calls, registers), so a gap over 10% can be read from the code;
+``--ptx`` prints these summaries without a GPU.
+
+Each kernel has two times per call, medians over rounds: the GPU's (CUDA events around calls
+queued behind a spin kernel, so the calls run back to back whatever the host takes to launch
+them) and the host's (how long one call takes to enqueue: Numba's dispatcher or Triton's
+launcher, plus the ring's barrier). On a GPU shared by several PEs the times mean nothing (the
+script says so).
 """
 from __future__ import annotations
 
@@ -25,6 +32,7 @@ import json
 import os
 import re
 import statistics
+import time
 from pathlib import Path
 
 import numpy as np
@@ -138,40 +146,147 @@ def ring_triton(dst, src, nelems, signal, chunk, base, BLOCK: tl.constexpr):
 # ------------------------------------------------------------------------------------ timing
 
 
-def median_seconds(fn, reps: int, rounds: int = 7) -> float:
-    """Median over `rounds` event pairs of the time of `reps` calls, per call."""
+_SPIN_PER_S: list = []  # cycles of torch.cuda._sleep per second on this GPU, measured once
+
+
+def _spin_cycles_per_second() -> float:
+    if not _SPIN_PER_S:
+        torch.cuda._sleep(1 << 16)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(1 << 24)
+        end.record()
+        end.synchronize()
+        _SPIN_PER_S.append((1 << 24) / (start.elapsed_time(end) / 1e3))
+    return _SPIN_PER_S[0]
+
+
+def timed(fn, reps: int, rounds: int = 7) -> dict:
+    """GPU and host seconds per call of `fn`, medians over `rounds` rounds of `reps` calls.
+
+    GPU time: the calls of a round are enqueued behind a spin kernel (torch.cuda._sleep) twice
+    as long as the host took to enqueue a round, so the GPU runs them back to back and the
+    events time the kernels, not the host's launch path between them (the first measurements
+    had Numba's launch cost inside its GPU times). `ahead` is the share of rounds whose last
+    call was in the queue before the spin ended (1.0 unless the host stalled). Host time: how
+    long enqueuing one call took. Every PE makes the same number of calls, whatever it measures.
+    """
     fn()
     torch.cuda.synchronize()
     rshmem.barrier_all()
-    times = []
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    enqueue = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    spin = int(max(2 * enqueue, 1e-4) * _spin_cycles_per_second())
+    gpu, host, ahead = [], [], 0
     for _ in range(rounds):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(spin)
         start.record()
+        t0 = time.perf_counter()
         for _ in range(reps):
             fn()
+        host.append((time.perf_counter() - t0) / reps)
+        ahead += not start.query()  # the GPU was still spinning when the last call went in
         end.record()
         end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3 / reps)
+        gpu.append(start.elapsed_time(end) / 1e3 / reps)
         rshmem.barrier_all()
-    return statistics.median(times)
+    return {"gpu_s": statistics.median(gpu), "host_s": statistics.median(host), "ahead": ahead / rounds}
+
+
+_VEC16_LOAD = re.compile(r"ld(?:\.\S+)?\.(?:v2\.[ub]64|v4\.[ub]32)\s+\{[^}]*\},\s*\[(%rd\d+)\]")
+_ADD64 = re.compile(r"add\.s64\s+(%rd\d+),\s*(%rd\d+),\s*(%rd\d+);")
+_LABEL = re.compile(r"(\$L__\w+):")
+_BRANCH = re.compile(r"(?:@!?%p\d+\s+)?bra(?:\.uni)?\s+(\$L__\w+);")
+
+
+def chained_vec16_loads(ptx: str) -> int:
+    """16-byte loads in single-block loops whose address is an add to the previous load's
+    address (add.s64 a_k, a_k-1, stride): the loads of a round then issue one dependent add
+    apart. The device library's copy loops compute each address from the round's base (0)."""
+    chained = 0
+    label, block = None, []
+    for line in (ln.strip() for ln in ptx.splitlines()):
+        m = _LABEL.match(line)
+        if m:
+            label, block = m.group(1), []
+            continue
+        block.append(line)
+        m = _BRANCH.match(line)
+        if m and m.group(1) == label:  # the end of a loop that is one block
+            defs, seen = {}, set()
+            for ln in block:
+                add = _ADD64.match(ln)
+                if add:
+                    defs[add.group(1)] = (add.group(2), add.group(3))
+                load = _VEC16_LOAD.match(ln)
+                if load:
+                    chained += any(op in seen for op in defs.get(load.group(1), ()))
+                    seen.add(load.group(1))
+            label, block = None, []
+    return chained
 
 
 def ptx_summary(ptx: str) -> dict:
-    """What a gap between two kernels doing the same work is read from."""
+    """What a gap between two kernels doing the same work is read from.
+
+    ``ld_memory`` counts every load from memory (global or generic addressing: a generic load of
+    a global pointer reads global memory too); ``ld_global`` those the PTX marks global. Numba's
+    NVVM marks the loads from its arrays global where Triton leaves them generic, so compare
+    ``ld_memory`` between the two, not ``ld_global``.
+    """
     body = [ln.strip() for ln in ptx.splitlines() if ln.strip() and not ln.strip().startswith(("//", "."))]
     instr = [ln for ln in body if not ln.endswith(":") and ln not in ("{", "}")]
     count = lambda pat: sum(1 for ln in instr if re.match(pat, ln))  # noqa: E731
     regs = sum(int(n) for n in re.findall(r"\.reg \.\w+ \s*%\w+<(\d+)>", ptx))
     return {
         "instructions": len(instr),
+        "ld_memory": count(r"ld\.(?!\S*\b(param|shared|local|const)\b)"),
         "ld_global": count(r"ld\.global"), "st_global": count(r"st\.global"),
-        # the copy loops' 16-byte accesses (inline PTX of the library: v2.u64 / v4.b32)
-        "vec16_loads": count(r"ld\.\S*\.(v2\.[ub]64|v4\.[ub]32)"), "vec16_stores": count(r"st\.\S*\.(v2\.[ub]64|v4\.[ub]32)"),
+        # the copy loops' 16-byte accesses, global and generic (inline PTX of the library: v2.u64 / v4.b32)
+        "vec16_loads": count(r"ld(\.\S+)?\.(v2\.[ub]64|v4\.[ub]32)"), "vec16_stores": count(r"st(\.\S+)?\.(v2\.[ub]64|v4\.[ub]32)"),
+        "chained_vec16_loads": chained_vec16_loads(ptx),
         "bulk_copies": count(r"cp\.async\.bulk"),
         "ld_nc": count(r"ld\.global\.nc"), "bar_sync": count(r"(bar|barrier)\.sync"),
         "release_acquire": count(r"\S+\.(release|acquire)\.sys"), "calls": count(r"call"),
         "registers_declared": regs,
     }
+
+
+# Argument types of the kernels as the runs below call them (Python ints are int64 in Numba).
+def _numba_sigs():
+    from numba import types  # noqa: PLC0415
+
+    u8, f32, i64 = (types.Array(t, 1, "C") for t in (types.uint8, types.float32, types.int64))
+    return {"put_block": (_put_block, (u8, u8, types.int64, types.int64, types.int64)),
+            "ring": (ring_numba.py_func, (f32, f32, types.int64, i64, types.int64, types.int64))}
+
+
+_TRITON_SIGS = {
+    "put_block": (put_block_triton, {"dst": "*u8", "src": "*u8", "nbytes": "i64", "slice_bytes": "i64", "pe": "i32"},
+                  {}, 8),
+    "ring": (ring_triton, {"dst": "*fp32", "src": "*fp32", "nelems": "i32", "signal": "*i64", "chunk": "i32",
+                           "base": "i32", "BLOCK": "constexpr"}, {"BLOCK": 1024}, 16),
+}
+
+
+def ptx_without_gpu(name: str, cc: tuple = (9, 0)) -> dict:
+    """{"numba": PTX, "triton": PTX} of kernel `name` ("put_block" or "ring") for compute
+    capability `cc`, compiled here without a GPU (Numba: NVVM + nvJitLink with the LTO-IR;
+    Triton: triton.compile with the bitcode), as the runs below launch them (256 / 512 threads)."""
+    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
+    from triton.compiler import ASTSource  # noqa: PLC0415
+
+    pyfunc, sig = _numba_sigs()[name]
+    fn, signature, constexprs, num_warps = _TRITON_SIGS[name]
+    compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+                              target=GPUTarget("cuda", cc[0] * 10 + cc[1], 32),
+                              options={"extern_libs": tuple(rt.extern_libs().items()), "num_warps": num_warps})
+    return {"numba": nshm.compile_ptx(pyfunc, sig, cc=cc), "triton": compiled.asm["ptx"]}
 
 
 # --------------------------------------------------------------------------------- the runs
@@ -202,14 +317,17 @@ def put_runs(me, npes, stream, rec, sizes, configs):
                 if active:
                     put_block_triton[(grid,)](dst, src, nbytes, slice_, peer, num_warps=threads // 32)
 
-            t_n = median_seconds(numba_call, reps)
-            t_t = median_seconds(triton_call, reps)
+            tn, tt = timed(numba_call, reps), timed(triton_call, reps)
+            t_n, t_t = tn["gpu_s"], tt["gpu_s"]
             row = {"bytes": nbytes, "ctas": grid, "threads": threads, "numba_GBps": nbytes / t_n / 1e9,
-                   "triton_GBps": nbytes / t_t / 1e9, "numba_over_triton": t_t / t_n}
+                   "triton_GBps": nbytes / t_t / 1e9, "numba_over_triton": t_t / t_n,
+                   "numba_launch_us": tn["host_s"] * 1e6, "triton_launch_us": tt["host_s"] * 1e6,
+                   "queued_ahead": min(tn["ahead"], tt["ahead"])}
             rows.append(row)
             if me == 0:
                 print(f"put_block {nbytes // KiB:>8} KiB {grid:>4} CTAs x {threads:>4}: numba {row['numba_GBps']:8.1f} "
-                      f"GB/s  triton {row['triton_GBps']:8.1f} GB/s  ratio {row['numba_over_triton']:.3f}", flush=True)
+                      f"GB/s  triton {row['triton_GBps']:8.1f} GB/s  ratio {row['numba_over_triton']:.3f}  launch (host) "
+                      f"numba {row['numba_launch_us']:.1f} us triton {row['triton_launch_us']:.1f} us", flush=True)
     torch.cuda.synchronize()
     rshmem.barrier_all()
     if me == peer:  # the last run put all `top` bytes into the receiver's dst
@@ -252,21 +370,26 @@ def ring_runs(me, npes, stream, rec, sizes, ctas, chunks, threads):
             ring_triton[(ctas,)](dst, src, n, sig, chunk, base, BLOCK=1024, num_warps=threads // 32)
 
         reps = 10
-        t_n = median_seconds(numba_call, reps)
+        tn = timed(numba_call, reps)
+        t_n = tn["gpu_s"]
         ok_n = bool((dst == npes * (npes + 1) / 2).all())
         torch.cuda.synchronize()
         rshmem.barrier_all()
         sig.zero_()
         torch.cuda.synchronize()
         rshmem.barrier_all()
-        t_t = median_seconds(triton_call, reps)
+        tt = timed(triton_call, reps)
+        t_t = tt["gpu_s"]
         ok_t = bool((dst == npes * (npes + 1) / 2).all())
         row = {"elems": n, "ctas": ctas, "chunks": chunks, "threads": threads, "numba_ms": t_n * 1e3,
-               "triton_ms": t_t * 1e3, "numba_over_triton": t_t / t_n, "numba_correct": ok_n, "triton_correct": ok_t}
+               "triton_ms": t_t * 1e3, "numba_over_triton": t_t / t_n, "numba_correct": ok_n, "triton_correct": ok_t,
+               "numba_launch_us": tn["host_s"] * 1e6, "triton_launch_us": tt["host_s"] * 1e6,
+               "queued_ahead": min(tn["ahead"], tt["ahead"])}
         rows.append(row)
         if me == 0:
             print(f"ring {n * 4 // KiB:>8} KiB {ctas} CTAs: numba {row['numba_ms']:.3f} ms ({'ok' if ok_n else 'WRONG'})"
-                  f"  triton {row['triton_ms']:.3f} ms ({'ok' if ok_t else 'WRONG'})  ratio {row['numba_over_triton']:.3f}",
+                  f"  triton {row['triton_ms']:.3f} ms ({'ok' if ok_t else 'WRONG'})  ratio {row['numba_over_triton']:.3f}"
+                  f"  launch+barrier (host) numba {row['numba_launch_us']:.1f} us triton {row['triton_launch_us']:.1f} us",
                   flush=True)
         rshmem.barrier_all()
         for t in (sig, dst, src):
@@ -290,7 +413,14 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", type=Path, default=Path("bench-out/numba_vs_triton.json"))
     p.add_argument("--quick", action="store_true", help="fewer sizes and configs")
+    p.add_argument("--ptx", action="store_true", help="only compile both kernels for sm_90 and summarize their PTX "
+                   "(no GPU needed)")
     args = p.parse_args()
+    if args.ptx:
+        for name in ("put_block", "ring"):
+            both = {fe: ptx_summary(text) for fe, text in ptx_without_gpu(name).items()}
+            print(f"PTX {name}: numba {both['numba']}\n{' ' * (5 + len(name))}triton {both['triton']}", flush=True)
+        return
     if "WORLD_SIZE" in os.environ and torch.cuda.device_count() < int(os.environ.get("LOCAL_WORLD_SIZE", "1")):
         os.environ.setdefault("RSHMEM_ALLOW_SHARED_GPU", "1")
     torch.cuda.set_device(rtorch.device())

@@ -352,6 +352,7 @@ GPU_KERNELS = {  # the kernels of tests/numba_device/test_numba_gpu.py with the 
                                   _arr("int64"), _arr("int32"), _arr("int32")),
     "_peer_kernel": (_arr("int32"), types.int64),
     "_whoami": (_arr("int32"),),
+    "_put_block_cases_256": (_arr("uint8"), _arr("uint8"), _arr("int64"), _arr("int64"), _arr("int64"), types.int64),
 }
 
 

@@ -94,6 +94,61 @@ def test_rma(core, me, npes, peer):
         core.free_array(a)
 
 
+# Copy-loop cases: block b puts LENGTHS[b % 7] bytes from src offset src_off[b] to the first half
+# of dst region b at offset dst_off[b] (all threads of the block), and the same bytes into the
+# second half (its first warp): every relative alignment (16, 8, 4, 1-byte vectors), heads and
+# tails, rounds of 16 / 8 / 4 vectors (blocks of 256 / 512 / 1024 threads) and partial rounds.
+LENGTHS = (1, 15, 17, 255, 4096 + 5, 65536 + 9, 131000)
+REGION = 1 << 18
+HALF = REGION // 2
+CASES = 48
+
+
+def _put_block_cases(dst, src, src_off, dst_off, lengths, peer):
+    b = cuda.blockIdx.x
+    so, do, n = src_off[b], b * REGION + dst_off[b], lengths[b]
+    shm.put_block(dst[do:do + n], src[so:so + n], peer)
+    if cuda.threadIdx.x < 32:
+        shm.put_warp(dst[do + HALF:do + HALF + n], src[so:so + n], peer)
+
+
+# A CTA has 64K registers: 128 per thread at most in blocks of 512 threads, 64 in blocks of 1024.
+_put_block_cases_256 = shm.jit(_put_block_cases)
+_put_block_cases_512 = shm.jit(_put_block_cases, max_registers=128)
+_put_block_cases_1024 = shm.jit(_put_block_cases, max_registers=64)
+
+
+def test_put_copy_loops_every_alignment(core, me, npes, peer):
+    rng = np.random.default_rng(7)
+    src_off = rng.integers(0, 16, CASES)
+    dst_off = rng.integers(0, 16, CASES)
+    src_off[:16], dst_off[:16] = np.arange(16), np.zeros(16)     # every relative alignment ...
+    dst_off[16:32] = np.arange(16)                                # ... from both sides
+    lengths = np.array([LENGTHS[b % len(LENGTHS)] for b in range(CASES)])
+    src = core.array((REGION,), dtype="uint8")
+    dst = core.array((CASES * REGION,), dtype="uint8")
+    args = [core.array((CASES,), dtype="int64") for _ in range(3)]
+    for a, v in zip(args, (src_off, dst_off, lengths)):
+        fill(a, v)
+    pattern = lambda pe: (np.arange(REGION) * 7 + pe * 13) % 251  # noqa: E731
+    fill(src, pattern(me))
+    left = (me - 1) % npes
+    for kernel, threads in ((_put_block_cases_256, 256), (_put_block_cases_512, 512), (_put_block_cases_1024, 1024)):
+        fill(dst, np.zeros(CASES * REGION))
+        done(core)
+        kernel[CASES, threads](dst, src, *args, peer)
+        done(core)
+        got, want = host(dst).reshape(CASES, REGION), np.zeros((CASES, REGION), dtype=np.uint8)
+        for b in range(CASES):
+            so, do, n = src_off[b], dst_off[b], lengths[b]
+            want[b, do:do + n] = want[b, HALF + do:HALF + do + n] = pattern(left)[so:so + n]
+        bad = [b for b in range(CASES) if not np.array_equal(got[b], want[b])]
+        assert not bad, (f"{threads} threads: cases {bad} (src offset, dst offset, bytes: "
+                         f"{[(int(src_off[b]), int(dst_off[b]), int(lengths[b])) for b in bad[:4]]}) differ")
+    for a in (*args, dst, src):
+        core.free_array(a)
+
+
 @shm.jit
 def _signal_kernel(data, src, sig, out, peer, rounds):
     # put_signal_block, then wait for the left PE's signal; a ping that must see the data

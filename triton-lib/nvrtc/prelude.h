@@ -17,8 +17,24 @@
 typedef __half _Float16;
 typedef __nv_bfloat16 __bf16;
 
-#define __nvvm_ldg_i(p) __ldg(p)
-#define __nvvm_ldg_ull(p) __ldg(p)
+// The device state is read through the non-coherent path, as clang's __nvvm_ldg_* do. Not with
+// __ldg: the CUDA headers write it as `asm volatile`, which NVVM may neither merge nor hoist, so a
+// Numba kernel re-read every state field at each use (put_block: 18 state loads where Triton's
+// has 10, the ring all-reduce 83 against 29). The state does not change while a kernel runs, so
+// a plain asm (no side effects, no memory clobber), which NVVM merges like clang's intrinsic, is
+// as correct.
+static __device__ __forceinline__ int rshmemi_nvrtc_ldg_i(const int* p) {
+  int v;
+  asm("ld.global.nc.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+static __device__ __forceinline__ unsigned long long rshmemi_nvrtc_ldg_ull(const unsigned long long* p) {
+  unsigned long long v;
+  asm("ld.global.nc.u64 %0, [%1];" : "=l"(v) : "l"(p));
+  return v;
+}
+#define __nvvm_ldg_i(p) rshmemi_nvrtc_ldg_i(p)
+#define __nvvm_ldg_ull(p) rshmemi_nvrtc_ldg_ull(p)
 #define __nvvm_read_ptx_sreg_tid_x() threadIdx.x
 #define __nvvm_read_ptx_sreg_tid_y() threadIdx.y
 #define __nvvm_read_ptx_sreg_tid_z() threadIdx.z

@@ -124,18 +124,38 @@ RSHMEMI_DEV void rshmemi_copy_elems4(V* d, const V* s, size_t count, uint32_t la
   for (; i < count; i += step) d[i] = s[i];
 }
 
+// The byte offsets of the U accesses of a round from its first (k * stride), computed once before
+// the loop. The empty asm hides each value from the optimizer: without it NVVM (the compiler of
+// Numba's LTO-IR) rebuilds the U addresses of every round as a chain a, a + stride, a + 2 stride,
+// ... of dependent 64-bit adds, so a warp issues its loads one add latency apart, where clang's
+// LLVM (Triton's bitcode) keeps them independent. With it both compile each address as one add
+// to the round's base.
+template <int U>
+RSHMEMI_DEV void rshmemi_round_offsets(size_t (&off)[U], size_t stride) {
+#pragma unroll
+  for (int k = 0; k < U; ++k) {
+    size_t o = (size_t)k * stride;
+    asm("" : "+l"(o));
+    off[k] = o;
+  }
+}
+
 // U loads per thread before any store; the last, partial round is predicated, not a serial
 // tail, so a short copy costs one load latency too.
 template <int U, typename V>
 RSHMEMI_DEV void rshmemi_copy_elems_unrolled(V* d, const V* s, size_t count, uint32_t lane, uint32_t nlanes) {
   size_t i = lane;
   const size_t step = nlanes;
+  size_t off[U];
+  rshmemi_round_offsets<U>(off, step * sizeof(V));
   for (; i + (U - 1) * step < count; i += U * step) {
+    const char* si = (const char*)(s + i);
+    char* di = (char*)(d + i);
     V v[U];
 #pragma unroll
-    for (int k = 0; k < U; ++k) v[k] = s[i + k * step];
+    for (int k = 0; k < U; ++k) v[k] = *(const V*)(si + off[k]);
 #pragma unroll
-    for (int k = 0; k < U; ++k) d[i + k * step] = v[k];
+    for (int k = 0; k < U; ++k) *(V*)(di + off[k]) = v[k];
   }
   if (i < count) {
     V v[U];
@@ -154,12 +174,16 @@ RSHMEMI_DEV void rshmemi_copy_v16_unrolled(rshmemi_v16* d, const rshmemi_v16* s,
                                            uint32_t nlanes) {
   size_t i = lane;
   const size_t step = nlanes;
+  size_t off[U];
+  rshmemi_round_offsets<U>(off, step * sizeof(rshmemi_v16));
   for (; i + (U - 1) * step < count; i += U * step) {
+    const char* si = (const char*)(s + i);
+    char* di = (char*)(d + i);
     rshmemi_v16 v[U];
 #pragma unroll
-    for (int k = 0; k < U; ++k) v[k] = rshmemi_ld16<LD>(s + i + k * step);
+    for (int k = 0; k < U; ++k) v[k] = rshmemi_ld16<LD>((const rshmemi_v16*)(si + off[k]));
 #pragma unroll
-    for (int k = 0; k < U; ++k) rshmemi_st16<ST>(d + i + k * step, v[k]);
+    for (int k = 0; k < U; ++k) rshmemi_st16<ST>((rshmemi_v16*)(di + off[k]), v[k]);
   }
   if (i < count) {
     rshmemi_v16 v[U];
