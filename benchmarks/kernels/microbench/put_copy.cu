@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "../../triton-lib/src/copy_device.h"
+#include "../../../triton-lib/src/copy_device.h"
 
 #define CK(call)                                                                              \
   do {                                                                                        \
