@@ -9,7 +9,10 @@
 //! Launched without `RANK`/`WORLD_SIZE` it re-runs itself as 2 PEs in 2 virtual hosts
 //! (`RSHMEM_VIRTUAL_HOSTS=2`) with the proxy on (`RSHMEM_NET_PROXY=1`). PE 0 prints one JSON
 //! object per line:
-//! - `put_bw`: PE 0 puts `size` bytes from host memory to PE 1 `iters` times, then `quiet`; MB/s.
+//! - `put_bw`: PE 0 puts `size` bytes from host memory to PE 1 `iters` times with the blocking
+//!   `putmem` (each returns once its source may be reused), then `quiet`; MB/s.
+//! - `put_nbi_bw`: the same with `putmem_nbi` (at most 32 in flight, as `ucx_perftest`'s window),
+//!   then `quiet`.
 //! - `p_lat`: ping-pong of 8-byte `p` + `wait_until` (half the round trip, µs), as
 //!   `ucx_perftest -t ucp_put_lat` does with puts and polling.
 //! - `put_signal_lat`: the same with an 8-byte `putmem_signal` and `signal_wait_until`.
@@ -55,24 +58,35 @@ fn pe_main() -> rshmem::Result<()> {
     let dst = rt.malloc(top.max(8))?;
     let src: Vec<u8> = (0..top).map(|i| i as u8).collect();
     rt.barrier_all()?;
-    for &size in &sizes {
-        if me == 0 {
-            // One warm-up round, then the timed ones.
-            for _ in 0..iters.min(10) {
-                // SAFETY: `src` is a live buffer of at least `size` bytes.
-                unsafe { rt.putmem(dst, src.as_ptr() as usize, size, peer)? };
+    for test in ["put_bw", "put_nbi_bw"] {
+        for &size in &sizes {
+            if me == 0 {
+                let put = || -> rshmem::Result<()> {
+                    // SAFETY: `src` is a live buffer of at least `size` bytes, unchanged until
+                    // the quiet that follows every series.
+                    unsafe {
+                        if test == "put_bw" {
+                            rt.putmem(dst, src.as_ptr() as usize, size, peer)
+                        } else {
+                            rt.putmem_nbi(dst, src.as_ptr() as usize, size, peer)
+                        }
+                    }
+                };
+                // One warm-up round, then the timed ones.
+                for _ in 0..iters.min(10) {
+                    put()?;
+                }
+                rt.quiet()?;
+                let t = Instant::now();
+                for _ in 0..iters {
+                    put()?;
+                }
+                rt.quiet()?;
+                let s = t.elapsed().as_secs_f64();
+                println!(r#"{{"test": "{test}", "size": {size}, "iters": {iters}, "MB_s": {:.1}}}"#, (size * iters) as f64 / s / 1e6);
             }
-            rt.quiet()?;
-            let t = Instant::now();
-            for _ in 0..iters {
-                // SAFETY: as above.
-                unsafe { rt.putmem(dst, src.as_ptr() as usize, size, peer)? };
-            }
-            rt.quiet()?;
-            let s = t.elapsed().as_secs_f64();
-            println!(r#"{{"test": "put_bw", "size": {size}, "iters": {iters}, "MB_s": {:.1}}}"#, (size * iters) as f64 / s / 1e6);
+            rt.barrier_all()?;
         }
-        rt.barrier_all()?;
     }
     let flag = rt.calloc(1, 8)?;
     let data = rt.malloc(8)?;
