@@ -69,6 +69,11 @@ BLOCKING_WINDOW = 1
 NBI_WINDOW = 32
 
 
+def warmup(iters: int) -> int:
+    """Untimed iterations before a series, the same on both sides."""
+    return max(iters // 10, 10)
+
+
 def perftest(bin_dir: Path, env: dict, test: str, size: int, iters: int, window: int | None = None) -> list[float]:
     """One ucx_perftest run (server and client on loopback), with at most `window` requests in
     flight (`-O`; its default when None); the numbers of its `Final:` line: iterations, latency
@@ -82,7 +87,7 @@ def perftest(bin_dir: Path, env: dict, test: str, size: int, iters: int, window:
         deadline = time.time() + 30
         while True:
             client = subprocess.run([exe, "127.0.0.1", "-p", str(port), "-t", test, "-s", str(size), "-n", str(iters),
-                                     "-w", str(max(iters // 10, 10)), *extra], env=env, capture_output=True, text=True, timeout=300)
+                                     "-w", str(warmup(iters)), *extra], env=env, capture_output=True, text=True, timeout=300)
             if client.returncode == 0 or time.time() > deadline:
                 break
             time.sleep(0.3)  # the server was not listening yet
@@ -103,7 +108,8 @@ def net_bench(env: dict, sizes: list[int], iters: int, lat_iters: int, exe: Path
         subprocess.run(["cargo", "build", "-q", "--release", "-p", "rshmem", "--example", "net_bench"], cwd=ROOT, check=True)
         target = os.environ.get("CARGO_TARGET_DIR")
         exe = (Path(target) if target else ROOT / "target") / "release" / "examples" / "net_bench"
-    out = subprocess.run([str(exe), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--lat-iters", str(lat_iters)],
+    out = subprocess.run([str(exe), "--sizes", ",".join(map(str, sizes)), "--iters", str(iters), "--warmup", str(warmup(iters)),
+                          "--lat-iters", str(lat_iters)],
                          env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         sys.exit(f"net_bench failed:\n{out.stdout}\n{out.stderr}")

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! RSHMEM_UCX_DIR=... UCX_TLS=tcp,self UCX_NET_DEVICES=lo \
-//!     cargo run --release -p rshmem --example net_bench -- [--sizes 65536,1048576] [--iters N]
+//!     cargo run --release -p rshmem --example net_bench -- [--sizes 65536,1048576] [--iters N] [--warmup N] [--tests put_bw,p_lat]
 //! ```
 //! Launched without `RANK`/`WORLD_SIZE` it re-runs itself as 2 PEs in 2 virtual hosts
 //! (`RSHMEM_VIRTUAL_HOSTS=2`) with the proxy on (`RSHMEM_NET_PROXY=1`). PE 0 prints one JSON
@@ -51,6 +51,8 @@ fn pe_main() -> rshmem::Result<()> {
         .map(|s| s.trim().parse().expect("--sizes: comma-separated byte counts"))
         .collect();
     let iters: usize = arg("--iters").map_or(200, |s| s.parse().expect("--iters: a count"));
+    // As `ucx_perftest -w`, which benchmarks/net_vs_ucx gives the same count.
+    let warmup: usize = arg("--warmup").map_or((iters / 10).max(10), |s| s.parse().expect("--warmup: a count"));
     let lat_iters: usize = arg("--lat-iters").map_or(2000, |s| s.parse().expect("--lat-iters: a count"));
     let rt = Runtime::init(InitOptions::default())?;
     let (me, peer) = (rt.my_pe(), 1 - rt.my_pe());
@@ -58,7 +60,10 @@ fn pe_main() -> rshmem::Result<()> {
     let dst = rt.malloc(top.max(8))?;
     let src: Vec<u8> = (0..top).map(|i| i as u8).collect();
     rt.barrier_all()?;
-    for test in ["put_bw", "put_nbi_bw"] {
+    // `--tests put_bw,p_lat` runs only those (a profile of one of them).
+    let chosen = arg("--tests");
+    let wanted = |test: &str| chosen.as_deref().is_none_or(|list| list.split(',').any(|t| t.trim() == test));
+    for test in ["put_bw", "put_nbi_bw"].into_iter().filter(|t| wanted(t)) {
         for &size in &sizes {
             if me == 0 {
                 let put = || -> rshmem::Result<()> {
@@ -72,8 +77,8 @@ fn pe_main() -> rshmem::Result<()> {
                         }
                     }
                 };
-                // One warm-up round, then the timed ones.
-                for _ in 0..iters.min(10) {
+                // `warmup` untimed puts, then the timed ones.
+                for _ in 0..warmup {
                     put()?;
                 }
                 rt.quiet()?;
@@ -93,7 +98,7 @@ fn pe_main() -> rshmem::Result<()> {
     let word = 7u64.to_le_bytes();
     let proxied = std::env::var("RSHMEM_NET_PROXY").as_deref() == Ok("1");
     for test in ["p_lat", "put_signal_lat", "proxy_put_signal_lat"] {
-        if test == "proxy_put_signal_lat" && !proxied {
+        if (test == "proxy_put_signal_lat" && !proxied) || !wanted(test) {
             continue;
         }
         let base = match test {

@@ -78,11 +78,15 @@ fn run(inner: &Inner, fd: i32) {
     let efd = unsafe { BorrowedFd::borrow_raw(fd) };
     let mut last_event = std::time::Instant::now();
     while !inner.stop.load(Ordering::Acquire) {
-        while inner.worker.background_progress() > 0 {
-            last_event = std::time::Instant::now();
-        }
+        // Checked before every round, not only once idle: a stream of acknowledgements kept
+        // this loop busy, contending for the worker's lock with the thread that was putting
+        // (and progressing) at the same time.
         if inner.worker.polled_within(BUSY) {
             std::thread::sleep(BUSY);
+            continue;
+        }
+        if inner.worker.background_progress() > 0 {
+            last_event = std::time::Instant::now();
             continue;
         }
         if last_event.elapsed() < inner.spin {
