@@ -109,8 +109,8 @@ pub const VARIABLES: &[Variable] = &[
     Variable {
         name: "RSHMEM_NET_SPIN_US",
         kind: "microseconds",
-        default: "100 where this process may use at least 4 cores per PE on its machine, else 0",
-        meaning: "how long the network transport's progress thread polls on after its last event before it sleeps (incoming puts then never wait for it to wake; 0: sleep at once, for machines whose cores are all busy)",
+        default: "0",
+        meaning: "how long the network transport's progress thread polls on after its last event before it sleeps (incoming puts then need not wait for it to wake; costs a core meanwhile; 0: sleep at once)",
     },
     Variable {
         name: "RSHMEM_ALLOW_SHARED_GPU",

@@ -237,7 +237,7 @@ impl Net {
             target_ops,
             next_id: AtomicU64::new(0),
             mem,
-            spin: progress::spin_for(pes_here(boot)),
+            spin: progress::spin_for(),
             setup,
             health: boot.health().clone(),
             stop: AtomicBool::new(false),
@@ -687,17 +687,6 @@ impl Net {
     /// Messages refused so far (bad header, wrong secret, outside the heap).
     pub fn refused(&self) -> u64 {
         self.inner.target.refused.load(Ordering::Relaxed)
-    }
-}
-
-/// The PEs of the job on this machine: this host's, or every PE when the hosts are virtual
-/// (`RSHMEM_VIRTUAL_HOSTS`, one machine playing several).
-fn pes_here(boot: &Bootstrap) -> usize {
-    let virtual_hosts = crate::env::env().map_or(1, |e| e.virtual_hosts);
-    if virtual_hosts > 1 {
-        boot.nranks()
-    } else {
-        boot.node().local_pes.len()
     }
 }
 

@@ -11,11 +11,11 @@
 //! that is already polling for that very message (on the 2-core CI machine that doubled an
 //! 8-byte round trip).
 //!
-//! Where the machine has cores to spare ([`spin_for`]), it polls on for [`SPIN`] after the last
-//! event before it sleeps: a stream of incoming puts then never waits for the thread to wake
-//! (a wake-up from an idle core costs tens of microseconds, and each one held back the
-//! acknowledgement that completes the sender's put), as `ucx_perftest`'s receiver, which only
-//! polls, never waits.
+//! With `RSHMEM_NET_SPIN_US` set, it polls on for that long after its last event before it
+//! sleeps, so that a stream of incoming puts need not wait for it to wake, as `ucx_perftest`'s
+//! receiver, which only polls, never waits. Off by default: on the GPU machine (16 cores, 2 PEs,
+//! TCP on loopback) 100 us of it made blocking puts 5-15% slower, at a commit whose threads still
+//! spun on UCX's worker lock against each other (`docs/benchmarks.md`).
 //!
 //! # Safety
 //! The event fd belongs to the worker, which outlives the thread (the thread holds an `Arc` of
@@ -35,27 +35,10 @@ const SLEEP: Timespec = Timespec { tv_sec: 0, tv_nsec: 100_000_000 };
 /// How recently another thread must have polled the worker for this one to leave it alone.
 const BUSY: std::time::Duration = std::time::Duration::from_micros(500);
 
-/// How long the thread polls on after its last event, where it does ([`spin_for`]).
-const SPIN: std::time::Duration = std::time::Duration::from_micros(100);
-
-/// Cores per PE on this machine from which the thread polls on for [`SPIN`]: each PE's program
-/// thread, progress thread and proxy thread then have a core each.
-const CORES_PER_PE_TO_SPIN: usize = 4;
-
-/// How long the progress thread of a PE polls on after an event: `RSHMEM_NET_SPIN_US` when set,
-/// else [`SPIN`] when this process may use at least [`CORES_PER_PE_TO_SPIN`] cores for each of
-/// the `pes_here` PEs on this machine, else nothing (on the 2-core CI machine a polling thread
-/// takes the core from the peer whose message it waits for).
-pub(super) fn spin_for(pes_here: usize) -> std::time::Duration {
-    if let Some(us) = crate::env::env().ok().and_then(|e| e.net_spin_us) {
-        return std::time::Duration::from_micros(us);
-    }
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    if cores >= CORES_PER_PE_TO_SPIN * pes_here.max(1) {
-        SPIN
-    } else {
-        std::time::Duration::ZERO
-    }
+/// How long the progress thread polls on after an event: `RSHMEM_NET_SPIN_US`, else not at all
+/// (module docs).
+pub(super) fn spin_for() -> std::time::Duration {
+    std::time::Duration::from_micros(crate::env::env().ok().and_then(|e| e.net_spin_us).unwrap_or(0))
 }
 
 /// Starts the thread.
