@@ -4,12 +4,15 @@
 //!
 //! ```text
 //! RSHMEM_UCX_DIR=... UCX_TLS=tcp,self UCX_NET_DEVICES=lo \
-//!     cargo run --release -p rshmem --example net_bench -- [--sizes 65536,1048576] [--iters N]
+//!     cargo run --release -p rshmem --example net_bench -- [--sizes 65536,1048576] [--iters N] [--warmup N] [--tests put_bw,p_lat]
 //! ```
 //! Launched without `RANK`/`WORLD_SIZE` it re-runs itself as 2 PEs in 2 virtual hosts
 //! (`RSHMEM_VIRTUAL_HOSTS=2`) with the proxy on (`RSHMEM_NET_PROXY=1`). PE 0 prints one JSON
 //! object per line:
-//! - `put_bw`: PE 0 puts `size` bytes from host memory to PE 1 `iters` times, then `quiet`; MB/s.
+//! - `put_bw`: PE 0 puts `size` bytes from host memory to PE 1 `iters` times with the blocking
+//!   `putmem` (each returns once its source may be reused), then `quiet`; MB/s.
+//! - `put_nbi_bw`: the same with `putmem_nbi` (at most 32 in flight, as `ucx_perftest`'s window),
+//!   then `quiet`.
 //! - `p_lat`: ping-pong of 8-byte `p` + `wait_until` (half the round trip, µs), as
 //!   `ucx_perftest -t ucp_put_lat` does with puts and polling.
 //! - `put_signal_lat`: the same with an 8-byte `putmem_signal` and `signal_wait_until`.
@@ -48,6 +51,8 @@ fn pe_main() -> rshmem::Result<()> {
         .map(|s| s.trim().parse().expect("--sizes: comma-separated byte counts"))
         .collect();
     let iters: usize = arg("--iters").map_or(200, |s| s.parse().expect("--iters: a count"));
+    // As `ucx_perftest -w`, which benchmarks/net_vs_ucx gives the same count.
+    let warmup: usize = arg("--warmup").map_or((iters / 10).max(10), |s| s.parse().expect("--warmup: a count"));
     let lat_iters: usize = arg("--lat-iters").map_or(2000, |s| s.parse().expect("--lat-iters: a count"));
     let rt = Runtime::init(InitOptions::default())?;
     let (me, peer) = (rt.my_pe(), 1 - rt.my_pe());
@@ -55,31 +60,45 @@ fn pe_main() -> rshmem::Result<()> {
     let dst = rt.malloc(top.max(8))?;
     let src: Vec<u8> = (0..top).map(|i| i as u8).collect();
     rt.barrier_all()?;
-    for &size in &sizes {
-        if me == 0 {
-            // One warm-up round, then the timed ones.
-            for _ in 0..iters.min(10) {
-                // SAFETY: `src` is a live buffer of at least `size` bytes.
-                unsafe { rt.putmem(dst, src.as_ptr() as usize, size, peer)? };
+    // `--tests put_bw,p_lat` runs only those (a profile of one of them).
+    let chosen = arg("--tests");
+    let wanted = |test: &str| chosen.as_deref().is_none_or(|list| list.split(',').any(|t| t.trim() == test));
+    for test in ["put_bw", "put_nbi_bw"].into_iter().filter(|t| wanted(t)) {
+        for &size in &sizes {
+            if me == 0 {
+                let put = || -> rshmem::Result<()> {
+                    // SAFETY: `src` is a live buffer of at least `size` bytes, unchanged until
+                    // the quiet that follows every series.
+                    unsafe {
+                        if test == "put_bw" {
+                            rt.putmem(dst, src.as_ptr() as usize, size, peer)
+                        } else {
+                            rt.putmem_nbi(dst, src.as_ptr() as usize, size, peer)
+                        }
+                    }
+                };
+                // `warmup` untimed puts, then the timed ones.
+                for _ in 0..warmup {
+                    put()?;
+                }
+                rt.quiet()?;
+                let t = Instant::now();
+                for _ in 0..iters {
+                    put()?;
+                }
+                rt.quiet()?;
+                let s = t.elapsed().as_secs_f64();
+                println!(r#"{{"test": "{test}", "size": {size}, "iters": {iters}, "MB_s": {:.1}}}"#, (size * iters) as f64 / s / 1e6);
             }
-            rt.quiet()?;
-            let t = Instant::now();
-            for _ in 0..iters {
-                // SAFETY: as above.
-                unsafe { rt.putmem(dst, src.as_ptr() as usize, size, peer)? };
-            }
-            rt.quiet()?;
-            let s = t.elapsed().as_secs_f64();
-            println!(r#"{{"test": "put_bw", "size": {size}, "iters": {iters}, "MB_s": {:.1}}}"#, (size * iters) as f64 / s / 1e6);
+            rt.barrier_all()?;
         }
-        rt.barrier_all()?;
     }
     let flag = rt.calloc(1, 8)?;
     let data = rt.malloc(8)?;
     let word = 7u64.to_le_bytes();
     let proxied = std::env::var("RSHMEM_NET_PROXY").as_deref() == Ok("1");
     for test in ["p_lat", "put_signal_lat", "proxy_put_signal_lat"] {
-        if test == "proxy_put_signal_lat" && !proxied {
+        if (test == "proxy_put_signal_lat" && !proxied) || !wanted(test) {
             continue;
         }
         let base = match test {

@@ -107,6 +107,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "atomics and signals towards PEs on other hosts are active messages run by the target PE's runtime with its own atomics, as a GPU heap needs; 1 on the host backend tests that path there (0: UCX's atomics)",
     },
     Variable {
+        name: "RSHMEM_NET_SPIN_US",
+        kind: "microseconds",
+        default: "100 on a machine of 8 cores or more, else 0",
+        meaning: "how long the network transport's progress thread polls on after its last event before it sleeps (incoming puts then need not wait for it to wake; costs a core meanwhile; 0: sleep at once)",
+    },
+    Variable {
         name: "RSHMEM_ALLOW_SHARED_GPU",
         kind: "bool",
         default: "0",
@@ -200,6 +206,8 @@ pub struct Env {
     pub net_proxy: Option<bool>,
     /// `RSHMEM_NET_TARGET_ATOMICS`.
     pub net_target_atomics: bool,
+    /// `RSHMEM_NET_SPIN_US`, if set.
+    pub net_spin_us: Option<u64>,
     /// `RSHMEM_UCX_DIR`, if set.
     pub ucx_dir: Option<std::path::PathBuf>,
     /// This PE's place on its host as its launcher tells it (`LOCAL_RANK`, ...; see
@@ -275,6 +283,7 @@ impl Env {
             virtual_hosts: num_var(&get, "RSHMEM_VIRTUAL_HOSTS", 1)?.max(1) as usize,
             net_proxy: get("RSHMEM_NET_PROXY").filter(|s| !s.is_empty()).map(|_| bool_var(&get, "RSHMEM_NET_PROXY")).transpose()?,
             net_target_atomics: bool_var(&get, "RSHMEM_NET_TARGET_ATOMICS")?,
+            net_spin_us: get("RSHMEM_NET_SPIN_US").filter(|s| !s.is_empty()).map(|_| num_var(&get, "RSHMEM_NET_SPIN_US", 0)).transpose()?,
             ucx_dir: get("RSHMEM_UCX_DIR").filter(|s| !s.is_empty()).map(std::path::PathBuf::from),
             local_place: LocalPlace::from_lookup(&get)?,
         })

@@ -128,6 +128,26 @@ fn putmem_getmem_sizes() {
         // Zero bytes: nothing moves, the PE is still checked.
         unsafe { rt.putmem(inbox, 0, 0, next) }.unwrap();
         assert!(unsafe { rt.getmem(0, inbox, 0, n) }.is_err());
+        // Non-blocking puts: complete at the target after quiet (and a barrier for the target).
+        let sizes = [3usize, 65_537, 1 << 20];
+        let datas: Vec<Vec<u8>> = sizes.iter().map(|&size| rng(size as u64 * 7 + pe as u64).bytes(size)).collect();
+        let mut at = 0;
+        for d in &datas {
+            // SAFETY: `d` stays unchanged until the quiet below.
+            unsafe { rt.putmem_nbi(inbox + at, d.as_ptr() as usize, d.len(), next) }.unwrap();
+            at += d.len();
+        }
+        rt.quiet().unwrap();
+        rt.barrier_all().unwrap();
+        let mut at = 0;
+        for &size in &sizes {
+            assert!(local_bytes(&rt, inbox + at, size) == rng(size as u64 * 7 + prev as u64).bytes(size), "putmem_nbi of {size} bytes");
+            at += size;
+        }
+        let word = [0u8; 8];
+        assert!(matches!(unsafe { rt.putmem_nbi(inbox, word.as_ptr() as usize, 8, n) }, Err(rshmem::Error::PeOutOfRange { .. })));
+        assert!(unsafe { rt.putmem_nbi(inbox + MAX - 4, word.as_ptr() as usize, 8, next) }.is_err(), "across the end of the allocation");
+        rt.barrier_all().unwrap();
         rt.finalize().unwrap();
     });
 }

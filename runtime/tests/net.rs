@@ -119,6 +119,37 @@ fn rma_atomics_and_signals(name: &'static str, target_atomics: bool) {
         unsafe { rt.getmem(got.as_mut_ptr() as usize, buf, k * 1024, pe) }.unwrap();
         assert!(got.chunks(1024).enumerate().all(|(i, c)| c.iter().all(|&b| b == (i as u8) ^ (from as u8))), "PE {pe}: staged puts");
         rt.barrier_all().unwrap();
+        // Blocking puts past the staged size return once the source may be reused: their
+        // source is overwritten at once (a head sent from it, a tail sent from a copy).
+        for (round, size) in [(1usize, (64 << 10) + 1), (2, 200 << 10), (3, (1 << 20) - 3)] {
+            let pattern = |i: usize| (i * 13 + round * 3 + pe) as u8;
+            let mut src: Vec<u8> = (0..size).map(pattern).collect();
+            // SAFETY: `src` is a live buffer of `size` bytes.
+            unsafe { rt.putmem(buf, src.as_ptr() as usize, size, far) }.unwrap();
+            src.fill(0xee);
+            rt.barrier_all().unwrap();
+            let mut got = vec![0u8; size];
+            // SAFETY: `got` is ours.
+            unsafe { rt.getmem(got.as_mut_ptr() as usize, buf, size, pe) }.unwrap();
+            let want = |i: usize| (i * 13 + round * 3 + from) as u8;
+            assert!(got.iter().enumerate().all(|(i, &b)| b == want(i)), "PE {pe}: a {size}-byte put's source reused at once");
+            rt.barrier_all().unwrap();
+        }
+        // Non-blocking puts, more than the transport keeps in flight, complete at quiet.
+        let (count, each) = (40usize, 96usize << 10);
+        let many = rt.malloc(count * each).unwrap();
+        let src: Vec<u8> = (0..count * each).map(|i| (i / 7 + pe) as u8).collect();
+        for k in 0..count {
+            // SAFETY: `src` stays unchanged until the quiet below.
+            unsafe { rt.putmem_nbi(many + k * each, src.as_ptr() as usize + k * each, each, far) }.unwrap();
+        }
+        rt.quiet().unwrap();
+        rt.barrier_all().unwrap();
+        let mut got = vec![0u8; count * each];
+        // SAFETY: `got` is ours.
+        unsafe { rt.getmem(got.as_mut_ptr() as usize, many, count * each, pe) }.unwrap();
+        assert!(got.iter().enumerate().all(|(i, &b)| b == (i / 7 + from) as u8), "PE {pe}: putmem_nbi");
+        rt.barrier_all().unwrap();
         // p / g across hosts.
         rt.p::<u16>(buf, 0xbeef, far).unwrap();
         rt.quiet().unwrap();

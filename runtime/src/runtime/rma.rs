@@ -1,4 +1,4 @@
-//! Remote memory access: `putmem`, `getmem`, `p`, `g`.
+//! Remote memory access: `putmem`, `putmem_nbi`, `getmem`, `p`, `g`.
 //!
 //! On the host backend every node-local peer's heap is mapped in this process, so a put or a
 //! get is one copy between the caller's memory and the peer's mapped copy; a PE on another host
@@ -46,6 +46,38 @@ impl Runtime {
             }
             // SAFETY: the caller vouches for `source`.
             Place::Net { pe, offset } => unsafe { self.net()?.put(pe, offset, source, nbytes) },
+        }
+    }
+
+    /// Starts copying `nbytes` from local memory `source` to symmetric `dest` on PE `pe`, and
+    /// returns without waiting: the copy is complete at `pe` once this PE's next
+    /// [`Runtime::quiet`] (or barrier) returns. To a PE on another host the put is handed to
+    /// the network transport and `source` is read until then; a node-local peer's copy is done
+    /// before the call returns.
+    ///
+    /// # Errors
+    /// As [`Runtime::putmem`]; an earlier non-blocking put that failed may report its error
+    /// here or at the next `quiet`.
+    ///
+    /// # Safety
+    /// `source` must be readable for `nbytes` bytes, and not written, until this PE's next
+    /// `quiet` (or barrier) returns.
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/rma.html>
+    #[doc(alias = "nvshmem_putmem_nbi")]
+    pub unsafe fn putmem_nbi(&self, dest: SymAddr, source: usize, nbytes: usize, pe: usize) -> Result<()> {
+        if nbytes == 0 {
+            return self.check_pe(pe);
+        }
+        match self.user_remote(dest, nbytes, pe, "putmem_nbi")? {
+            Place::Mapped(d) => {
+                check_disjoint(d, source, nbytes)?;
+                // SAFETY: as in `putmem`.
+                unsafe { self.mem.copy(d, source, nbytes) }
+            }
+            // SAFETY: the caller keeps `source` readable and unchanged until the next quiet.
+            Place::Net { pe, offset } => unsafe { self.net()?.put_nbi(pe, offset, source, nbytes) },
         }
     }
 

@@ -11,7 +11,7 @@ use super::{check, error, status_ptr, sys, Context, StatusPtr, Ucx};
 use crate::error::Result;
 use std::ffi::c_void;
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,8 @@ pub struct Worker {
     pub(crate) raw: sys::ucp_worker_h,
     /// When [`Worker::progress`] last ran, in nanoseconds since `born` (see [`Worker::polled_within`]).
     polled_at: AtomicU64,
+    /// A thread is inside `ucp_worker_progress` (see [`Worker::background_progress`]).
+    progressing: AtomicBool,
     born: Instant,
 }
 
@@ -59,7 +61,7 @@ impl Worker {
         let ucx = ctx.ucx;
         // SAFETY: live context, params and out-parameter.
         check(ucx, "ucp_worker_create", unsafe { (ucx.api.ucp_worker_create)(ctx.raw, &params, &mut raw) })?;
-        Ok(Arc::new(Worker { ctx: ctx.clone(), raw, polled_at: AtomicU64::new(0), born: Instant::now() }))
+        Ok(Arc::new(Worker { ctx: ctx.clone(), raw, polled_at: AtomicU64::new(0), progressing: AtomicBool::new(false), born: Instant::now() }))
     }
 
     /// The context the worker was made from.
@@ -97,9 +99,20 @@ impl Worker {
 
     /// [`Worker::progress`] by the thread that progresses in the background: not counted by
     /// [`Worker::polled_within`].
+    ///
+    /// Returns 0 at once while another thread is inside `ucp_worker_progress`: that thread runs
+    /// whatever there is to run (any request completes whichever thread progresses), and UCX's
+    /// worker lock is a spin lock, so a second caller would only spin on it. A receiver's
+    /// waiting thread did so for half of its time while the progress thread took in a stream of
+    /// puts, on cores the sender needed.
     pub fn background_progress(&self) -> u32 {
+        if self.progressing.swap(true, Ordering::Acquire) {
+            return 0;
+        }
         // SAFETY: live worker (MULTI mode: any thread).
-        unsafe { (self.ucx().api.ucp_worker_progress)(self.raw) }
+        let events = unsafe { (self.ucx().api.ucp_worker_progress)(self.raw) };
+        self.progressing.store(false, Ordering::Release);
+        events
     }
 
     /// Whether a waiting thread ran [`Worker::progress`] within `window`: one is polling, so

@@ -11,7 +11,7 @@
 //! | `am.rs` | the active messages (hello, put-with-signal, atomics run by the target, replies) and their handler, which checks the job's secret |
 //! | `exec.rs` | the executor thread: runs the atomics and puts-with-signal peers leave for this PE's runtime, and replies |
 //! | `proxy.rs` | the proxy: the thread that runs what GPU threads post for PEs on other hosts |
-//! | `staging.rs` | bounce buffers: a put of up to 64 KiB of host memory returns without waiting for UCX |
+//! | `staging.rs` | puts in flight: bounce buffers (a put of host memory waits for UCX only for what precedes its last 64 KiB), `putmem_nbi`'s requests |
 //! | `progress.rs` | the progress thread: sleeps on the worker's event fd, wakes to run what peers sent |
 //!
 //! Operations take heap offsets: the address on the peer is its heap base (exchanged at open)
@@ -107,6 +107,8 @@ struct Inner {
     next_id: AtomicU64,
     /// The heap's memory (the executor's atomics and copies; local buffers' memory types).
     mem: Arc<dyn MemoryBackend>,
+    /// How long the progress thread polls on after an event (`progress.rs`).
+    spin: Duration,
     /// What the progress and proxy threads run first.
     setup: Option<crate::backend::ThreadSetup>,
     health: Health,
@@ -235,6 +237,7 @@ impl Net {
             target_ops,
             next_id: AtomicU64::new(0),
             mem,
+            spin: progress::spin_for(),
             setup,
             health: boot.health().clone(),
             stop: AtomicBool::new(false),
@@ -397,6 +400,12 @@ impl Net {
     /// `nbytes` from local `src` to heap offset `offset` of `pe`; returns once `src` may be
     /// reused (the data is at `pe` after [`Net::quiet`] or any later operation to `pe`).
     ///
+    /// Host memory up to [`staging::STAGE_MAX`] bytes is copied and sent from the copy; a
+    /// larger put sends its head from `src` and its last `STAGE_MAX` bytes from a copy, and
+    /// waits only for the head: UCX completes a put when the target acknowledges it (TCP), and
+    /// that acknowledgement travels back while the tail is still being sent, instead of a round
+    /// trip after the whole put (`staging.rs`).
+    ///
     /// # Errors
     /// [`Error::NotSymmetric`] for a range no registration covers; [`Error::Transport`];
     /// [`Error::PeerDied`].
@@ -409,18 +418,62 @@ impl Net {
         let base = self.inner.bases[pe];
         let kind = self.kind_of(src)?;
         let abort = || self.abort(pe, "putmem");
+        let staging = &self.inner.staging;
         self.inner.segments.each_piece(pe, offset, nbytes, |off, len, rkey| {
             let from = src + (off - offset);
             self.inner.dirty[pe].store(true, Ordering::Release);
-            if kind == MemType::Host && len <= staging::STAGE_MAX {
-                // SAFETY: the caller vouches for `src`, read here before returning.
-                let data = unsafe { std::slice::from_raw_parts(from as *const u8, len) };
-                // SAFETY: the staging buffer at `at` is kept until the request completes.
-                return self.inner.staging.put(data, &abort, |at| unsafe { ep.put(at, MemType::Host, len, (base + off) as u64, rkey) });
+            if kind != MemType::Host {
+                // SAFETY: the caller vouches for `src`; the request is waited for before returning.
+                let req = unsafe { ep.put(from, kind, len, (base + off) as u64, rkey)? };
+                return req.wait(&abort);
             }
-            // SAFETY: the caller vouches for `src`; the request is waited for before returning.
-            let req = unsafe { ep.put(from, kind, len, (base + off) as u64, rkey)? };
-            req.wait(&abort)
+            let head = len.saturating_sub(staging::STAGE_MAX);
+            let head_req = if head > 0 {
+                // SAFETY: the caller vouches for `src`; the request is waited for below, before
+                // returning.
+                Some(unsafe { ep.put(from, MemType::Host, head, (base + off) as u64, rkey)? })
+            } else {
+                None
+            };
+            // SAFETY: the caller vouches for `src`, read here before returning.
+            let tail = unsafe { std::slice::from_raw_parts((from + head) as *const u8, len - head) };
+            let at = (base + off + head) as u64;
+            // SAFETY: the staging buffer at `buf` is kept until the request completes.
+            let staged = staging.put(tail, &abort, |buf| unsafe { ep.put(buf, MemType::Host, len - head, at, rkey) });
+            // Even when staging failed: `src` must not be left to UCX after returning.
+            let headed = head_req.map_or(Ok(()), |r| r.wait(&abort));
+            // Sends what the socket did not take at once and reaps acknowledgements, so that a
+            // stream of puts keeps the wire busy without the progress thread (which leaves the
+            // worker alone while this thread polls it).
+            self.inner.worker.progress();
+            staged.and(headed)
+        })
+    }
+
+    /// `nbytes` from local `src` to heap offset `offset` of `pe`, returning at once: `src` must
+    /// stay unchanged until [`Net::quiet`] (or any later operation to `pe`) returns, which
+    /// completes it at `pe`. At most [`staging::MAX_IN_FLIGHT`] puts are in flight; the next
+    /// waits for the oldest.
+    ///
+    /// # Errors
+    /// As [`Net::put`]; also the error of an earlier put that failed.
+    ///
+    /// # Safety
+    /// `src` must be readable for `nbytes` until this PE's next `quiet` returns, and not
+    /// written meanwhile.
+    pub unsafe fn put_nbi(&self, pe: usize, offset: usize, src: usize, nbytes: usize) -> Result<()> {
+        let ep = self.ep(pe)?;
+        self.abort(pe, "putmem_nbi")?;
+        let base = self.inner.bases[pe];
+        let kind = self.kind_of(src)?;
+        let abort = || self.abort(pe, "putmem_nbi");
+        self.inner.segments.each_piece(pe, offset, nbytes, |off, len, rkey| {
+            let from = src + (off - offset);
+            self.inner.dirty[pe].store(true, Ordering::Release);
+            // SAFETY: the caller keeps `src` valid until the quiet that completes the request.
+            self.inner.staging.track(&abort, || unsafe { ep.put(from, kind, len, (base + off) as u64, rkey) })?;
+            self.inner.worker.progress();
+            Ok(())
         })
     }
 
