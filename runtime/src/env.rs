@@ -107,6 +107,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "atomics and signals towards PEs on other hosts are active messages run by the target PE's runtime with its own atomics, as a GPU heap needs; 1 on the host backend tests that path there (0: UCX's atomics)",
     },
     Variable {
+        name: "RSHMEM_COLL_HIERARCHY_MIN_BYTES",
+        kind: "bytes (integer)",
+        default: "16384",
+        meaning: "host broadcasts and reductions of a team whose PEs span hosts move at least this many bytes per PE hierarchically: one transfer per host through the network transport, then copies on each host, for two barriers more (0: always; a huge value: never)",
+    },
+    Variable {
         name: "RSHMEM_ALLOW_SHARED_GPU",
         kind: "bool",
         default: "0",
@@ -200,6 +206,8 @@ pub struct Env {
     pub net_proxy: Option<bool>,
     /// `RSHMEM_NET_TARGET_ATOMICS`.
     pub net_target_atomics: bool,
+    /// `RSHMEM_COLL_HIERARCHY_MIN_BYTES`.
+    pub coll_hierarchy_min_bytes: usize,
     /// `RSHMEM_UCX_DIR`, if set.
     pub ucx_dir: Option<std::path::PathBuf>,
     /// This PE's place on its host as its launcher tells it (`LOCAL_RANK`, ...; see
@@ -275,6 +283,7 @@ impl Env {
             virtual_hosts: num_var(&get, "RSHMEM_VIRTUAL_HOSTS", 1)?.max(1) as usize,
             net_proxy: get("RSHMEM_NET_PROXY").filter(|s| !s.is_empty()).map(|_| bool_var(&get, "RSHMEM_NET_PROXY")).transpose()?,
             net_target_atomics: bool_var(&get, "RSHMEM_NET_TARGET_ATOMICS")?,
+            coll_hierarchy_min_bytes: usize::try_from(num_var(&get, "RSHMEM_COLL_HIERARCHY_MIN_BYTES", 16 << 10)?).unwrap_or(usize::MAX),
             ucx_dir: get("RSHMEM_UCX_DIR").filter(|s| !s.is_empty()).map(std::path::PathBuf::from),
             local_place: LocalPlace::from_lookup(&get)?,
         })
