@@ -11,8 +11,10 @@ Run on one GPU (the libucx-cu12 wheel installed in the venv):
     RSHMEM_VIRTUAL_HOSTS=2 RSHMEM_ALLOW_SHARED_GPU=1 RSHMEM_DEBUG_WAIT_TIMEOUT_MS=20000 \\
     torchrun --nproc-per-node 2 -m pytest -m gpu -q tests/device/test_device_proxy_collectives.py
 The kernels wait for the other PE's kernel in barriers; on one shared GPU that progresses by
-time-slicing, bounded by RSHMEM_DEBUG_WAIT_TIMEOUT_MS. Skipped without a GPU, without 2 PEs, or
-when the other PE is reachable by load/store. The kernels also compile for sm_90 without a GPU.
+time-slicing, bounded by RSHMEM_DEBUG_WAIT_TIMEOUT_MS. Skipped without a GPU or without 2 PEs; the
+`across_hosts` tests skip when the other PE is reachable by load/store, the `on_one_host` ones (the
+same kernels on the mapped paths, run without RSHMEM_VIRTUAL_HOSTS) when it is not. The kernels
+also compile for sm_90 without a GPU.
 """
 from __future__ import annotations
 
@@ -110,8 +112,8 @@ def test_proxy_collective_kernels_compile(fn, monkeypatch):
 gpu = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def far():
+def _other_pe(across_hosts):
+    """The other PE of 2, after checking that it is (across_hosts) or is not mapped here."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     if WORLD != 2:
@@ -125,9 +127,27 @@ def far():
     rt.install_load_hook()
     other = 1 - rshmem.my_pe()
     probe = rtorch.create_symmetric_tensor((1,), torch.int64)
-    if rshmem.ptr(probe.data_ptr(), other) is not None:
+    mapped = rshmem.ptr(probe.data_ptr(), other) is not None
+    if across_hosts and mapped:
         pytest.skip("needs 2 PEs on different (virtual) hosts: the other PE is reachable by load/store; set RSHMEM_VIRTUAL_HOSTS=2")
-    yield other
+    if not across_hosts and not mapped:
+        pytest.skip("the same kernels on one host: run without RSHMEM_VIRTUAL_HOSTS")
+    return other
+
+
+@pytest.fixture(scope="module")
+def far():
+    yield _other_pe(across_hosts=True)
+    import rshmem
+
+    rshmem.barrier_all()
+
+
+@pytest.fixture(scope="module")
+def near():
+    yield _other_pe(across_hosts=False)
+    import rshmem
+
     rshmem.barrier_all()
 
 
@@ -147,6 +167,17 @@ def block_of(pe, j, n):
 @gpu
 @pytest.mark.parametrize("scope", list(KERNELS))
 def test_device_collectives_across_hosts(far, scope):
+    check_collectives(scope)
+
+
+@gpu
+@pytest.mark.parametrize("scope", list(KERNELS))
+def test_device_collectives_on_one_host(near, scope):
+    """The same kernels where the other PE is mapped: the load/store paths of the same code."""
+    check_collectives(scope)
+
+
+def check_collectives(scope):
     import rshmem
 
     me = rshmem.my_pe()
@@ -180,6 +211,15 @@ def test_device_collectives_across_hosts(far, scope):
 
 @gpu
 def test_device_reduction_in_place_across_hosts(far):
+    check_reduction_in_place()
+
+
+@gpu
+def test_device_reduction_in_place_on_one_host(near):
+    check_reduction_in_place()
+
+
+def check_reduction_in_place():
     import rshmem
 
     me = rshmem.my_pe()
