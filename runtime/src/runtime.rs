@@ -292,9 +292,11 @@ mod tests {
         use super::workspace::*;
         assert_eq!((TEAM_TABLE % 16, SPLIT % 8), (0, 0));
         // Per team: barrier words (24), team descriptor (16), collective signature (agree.rs);
-        // then the split words and the proxy's ticket word.
-        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16 + super::agree::WORDS * 8) + SPLIT_WORDS * 8 + 8);
-        assert_eq!(PROXY_HEAD % 8, 0);
+        // then the split words and the proxy's ticket word; then per team the barrier across
+        // hosts (gather, release and 10 dissemination rounds for 1024 PEs).
+        assert_eq!(super::sync::HOSTS_BARRIER_WORDS, 12);
+        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16 + super::agree::WORDS * 8) + SPLIT_WORDS * 8 + 8 + super::MAX_TEAMS * 12 * 8);
+        assert_eq!((PROXY_HEAD % 8, HOSTS_BARRIER % 8), (0, 0));
         const { assert!(COLL_WS_BYTES_PER_TEAM % super::DEFAULT_ALIGN == 0) };
     }
 }
