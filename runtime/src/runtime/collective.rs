@@ -183,8 +183,17 @@ impl Runtime {
         let sig = Signature { kind: Kind::Alltoall, dtype, op: None, root: 0, nelems: nelems as u64, refused: false };
         self.agreed_barrier(team, &info, sig, local)?;
         let me = info.my_index;
+        let my_pe = self.my_pe();
         for (j, &pe) in info.members.iter().enumerate() {
-            self.copy_heap((dest + j * bytes).get(), self.my_pe(), (source + me * bytes).get(), pe, bytes)?;
+            if self.net.as_ref().is_some_and(|net| net.reaches(pe)) {
+                // A member on another host: push our block for it instead of pulling its block
+                // for us (it pushes that one). A get waits a round trip, one after another; puts
+                // go out together (small ones from a bounce buffer) and the last barrier's quiet
+                // completes them. Every destination is free since the first barrier.
+                self.copy_heap((dest + me * bytes).get(), pe, (source + j * bytes).get(), my_pe, bytes)?;
+            } else {
+                self.copy_heap((dest + j * bytes).get(), my_pe, (source + me * bytes).get(), pe, bytes)?;
+            }
         }
         self.barrier(team)
     }
