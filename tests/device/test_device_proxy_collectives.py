@@ -153,6 +153,22 @@ def near():
     rshmem.barrier_all()
 
 
+def synchronize_or_record():
+    """torch.cuda.synchronize(), or, when a kernel of this PE stopped, the error that kernel
+    recorded (which check failed, the address, the PE) raised from the bare CUDA error: torch
+    only says "unspecified launch failure" for a kernel that stopped on purpose."""
+    import rshmem
+
+    try:
+        torch.cuda.synchronize()
+    except Exception as launch:
+        try:
+            rshmem._native.check_device_error()
+        except rshmem.RshmemError as recorded:
+            raise recorded from launch
+        raise
+
+
 def symmetric(values):
     import rshmem.torch as rtorch
 
@@ -197,7 +213,7 @@ def check_collectives(scope):
     root = 1
     KERNELS[scope][(1,)](src, a_src, b_dst, f_dst, a_dst, red_src, red_dst, rs_dst, N, NRED, root,
                          num_warps=4 if scope == "block" else 1)
-    torch.cuda.synchronize()
+    synchronize_or_record()
     other = lambda pe: torch.arange(N, device="cuda", dtype=torch.float32) + pe * 1000  # noqa: E731
     assert torch.equal(b_dst, other(root)), "broadcast from the far root"
     assert torch.equal(f_dst, torch.cat([other(pe) for pe in pes])), "fcollect"
@@ -229,6 +245,6 @@ def check_reduction_in_place():
     torch.cuda.synchronize()
     rshmem.barrier_all()
     reduce_in_place_kernel[(1,)](buf, NRED, num_warps=4)
-    torch.cuda.synchronize()
+    synchronize_or_record()
     assert torch.equal(buf, torch.arange(NRED, device="cuda", dtype=torch.float32) * 2 + 1)
     rshmem.barrier_all()
