@@ -13,7 +13,7 @@
 #              nvcc against .gpu/c and run as 2 PEs, the Rust examples, the NVSHMEM guides' programs
 #   net        PEs on other hosts (issue 19): 2 PEs in 2 virtual hosts on the GPU(s), UCX from
 #              .gpu/ucx: tests/device/test_device_proxy.py (every device operation through the
-#              proxy), tutorial 02 in that mode, benchmarks.net_vs_ucx (beside ucx_perftest)
+#              proxy), test_device_proxy_collectives.py (device collectives so), tutorial 02 in that mode, benchmarks.net_vs_ucx (beside ucx_perftest)
 #
 # On a machine with fewer GPUs than PEs (one GPU), every step runs with RSHMEM_ALLOW_SHARED_GPU=1:
 # the 2 PEs share the GPU, tests that need distinct GPUs skip with their reason. A pytest or Rust
@@ -182,6 +182,9 @@ step_net() {
     torchrun2
     run_step net-proxy "$t" pytest env RSHMEM_VIRTUAL_HOSTS=2 RSHMEM_DEBUG_WAIT_TIMEOUT_MS=20000 "${TORCHRUN2[@]}" \
         -m pytest -m gpu -q -rs -p no:cacheprovider tests/device/test_device_proxy.py
+    torchrun2
+    run_step net-collectives "$t" pytest env RSHMEM_VIRTUAL_HOSTS=2 RSHMEM_DEBUG_WAIT_TIMEOUT_MS=20000 "${TORCHRUN2[@]}" \
+        -m pytest -m gpu -q -rs -p no:cacheprovider tests/device/test_device_proxy_collectives.py
     torchrun2
     # A size one time-sliced GPU gets through: at the default 96 MiB per rank the push variant
     # crawls when both PEs share the GPU (every proxied copy waits for a time slice).

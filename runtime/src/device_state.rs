@@ -59,8 +59,21 @@ pub const ERROR_FLAG_WAIT_TIMEOUT: u32 = 2;
 
 /// `ErrorRecord::flag` once complete: a put/get/atomic/signal named a PE that this PE cannot
 /// reach by load/store, or an address outside the symmetric heap. `addr` is the address,
-/// `cmp` the target PE, `expected`/`seen` 0.
+/// `cmp` the target PE; `expected`/`seen` 0, or what the translation saw: `expected` has
+/// [`BAD_ADDRESS_SEEN`] set, the heap bound in its low bits ([`BAD_ADDRESS_BOUND_MASK`]) and the
+/// [`BAD_ADDRESS_RING`] / [`BAD_ADDRESS_REMOTE`] bits, `seen` the offset of `addr` from the start
+/// of this PE's heap slot (wrapped when below it).
 pub const ERROR_FLAG_BAD_ADDRESS: u32 = 3;
+
+/// `ErrorRecord::expected` bit of an [`ERROR_FLAG_BAD_ADDRESS`] record: the kernel recorded what
+/// its translation saw (the other bits and `seen` are meaningful).
+pub const BAD_ADDRESS_SEEN: u64 = 0x8000_0000_0000_0000;
+/// This PE had a proxy ring (`DeviceState::proxy_ring` non-zero) when the kernel stopped.
+pub const BAD_ADDRESS_RING: u64 = 0x4000_0000_0000_0000;
+/// The target PE's `DeviceState::pe_slot` entry said "not reachable by load/store" (negative).
+pub const BAD_ADDRESS_REMOTE: u64 = 0x2000_0000_0000_0000;
+/// The bits of `expected` that hold the heap bound (`DeviceState::heap_bound`) the kernel read.
+pub const BAD_ADDRESS_BOUND_MASK: u64 = 0x1fff_ffff_ffff_ffff;
 
 /// `ErrorRecord::flag` once complete: an argument device code cannot act on (a comparison or
 /// signal operation that is not a `CMP_*` / `SIGNAL_*` value, a team that does not exist or

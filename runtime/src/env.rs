@@ -113,6 +113,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "how long the network transport's progress thread polls on after its last event before it sleeps (incoming puts then need not wait for it to wake; costs a core meanwhile; 0: sleep at once)",
     },
     Variable {
+        name: "RSHMEM_COLL_HIERARCHY_MIN_BYTES",
+        kind: "bytes (integer)",
+        default: "16384",
+        meaning: "host broadcasts and reductions of a team whose PEs span hosts move at least this many bytes per PE hierarchically: one transfer per host through the network transport, then copies on each host, for two barriers more (0: always; a huge value: never)",
+    },
+    Variable {
         name: "RSHMEM_ALLOW_SHARED_GPU",
         kind: "bool",
         default: "0",
@@ -208,6 +214,8 @@ pub struct Env {
     pub net_target_atomics: bool,
     /// `RSHMEM_NET_SPIN_US`, if set.
     pub net_spin_us: Option<u64>,
+    /// `RSHMEM_COLL_HIERARCHY_MIN_BYTES`.
+    pub coll_hierarchy_min_bytes: usize,
     /// `RSHMEM_UCX_DIR`, if set.
     pub ucx_dir: Option<std::path::PathBuf>,
     /// This PE's place on its host as its launcher tells it (`LOCAL_RANK`, ...; see
@@ -284,6 +292,7 @@ impl Env {
             net_proxy: get("RSHMEM_NET_PROXY").filter(|s| !s.is_empty()).map(|_| bool_var(&get, "RSHMEM_NET_PROXY")).transpose()?,
             net_target_atomics: bool_var(&get, "RSHMEM_NET_TARGET_ATOMICS")?,
             net_spin_us: get("RSHMEM_NET_SPIN_US").filter(|s| !s.is_empty()).map(|_| num_var(&get, "RSHMEM_NET_SPIN_US", 0)).transpose()?,
+            coll_hierarchy_min_bytes: usize::try_from(num_var(&get, "RSHMEM_COLL_HIERARCHY_MIN_BYTES", 16 << 10)?).unwrap_or(usize::MAX),
             ucx_dir: get("RSHMEM_UCX_DIR").filter(|s| !s.is_empty()).map(std::path::PathBuf::from),
             local_place: LocalPlace::from_lookup(&get)?,
         })

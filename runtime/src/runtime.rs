@@ -84,8 +84,10 @@ mod workspace {
     /// The `u64` GPU threads take proxy tickets from (`DeviceState::proxy_head`): in the heap
     /// because that is device memory on cuda, where an atomic add is cheap.
     pub const PROXY_HEAD: usize = AGREE + MAX_TEAMS * super::agree::WORDS * 8;
+    /// The words of the barrier across hosts of every team slot (host backend; `sync.rs`).
+    pub const HOSTS_BARRIER: usize = PROXY_HEAD + 8;
     /// Total size.
-    pub const BYTES: usize = PROXY_HEAD + 8;
+    pub const BYTES: usize = HOSTS_BARRIER + MAX_TEAMS * super::sync::HOSTS_BARRIER_WORDS * 8;
     /// Bytes of each team slot's part of the collective workspace (`DeviceState::coll_ws`):
     /// device reductions stage one chunk of this size per round of two team barriers, in their
     /// team's part, so reductions of different teams may run at once (two streams, or an
@@ -134,6 +136,9 @@ pub struct Runtime {
     wait_timeout: Option<Duration>,
     /// `RSHMEM_STUCK_REPORT_MS` (`None`: never).
     stuck_report: Option<Duration>,
+    /// `RSHMEM_COLL_HIERARCHY_MIN_BYTES`: host broadcasts and reductions across hosts of at
+    /// least this many bytes per PE go hierarchically (`runtime/collective.rs`).
+    coll_hierarchy_min_bytes: usize,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -287,9 +292,11 @@ mod tests {
         use super::workspace::*;
         assert_eq!((TEAM_TABLE % 16, SPLIT % 8), (0, 0));
         // Per team: barrier words (24), team descriptor (16), collective signature (agree.rs);
-        // then the split words and the proxy's ticket word.
-        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16 + super::agree::WORDS * 8) + SPLIT_WORDS * 8 + 8);
-        assert_eq!(PROXY_HEAD % 8, 0);
+        // then the split words and the proxy's ticket word; then per team the barrier across
+        // hosts (gather, release and 10 dissemination rounds for 1024 PEs).
+        assert_eq!(super::sync::HOSTS_BARRIER_WORDS, 12);
+        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16 + super::agree::WORDS * 8) + SPLIT_WORDS * 8 + 8 + super::MAX_TEAMS * 12 * 8);
+        assert_eq!((PROXY_HEAD % 8, HOSTS_BARRIER % 8), (0, 0));
         const { assert!(COLL_WS_BYTES_PER_TEAM % super::DEFAULT_ALIGN == 0) };
     }
 }

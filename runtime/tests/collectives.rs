@@ -232,3 +232,30 @@ fn world_and_split_teams_four_pes() {
         rt.finalize().unwrap();
     });
 }
+
+/// Every collective with the hierarchical forms forced (`RSHMEM_COLL_HIERARCHY_MIN_BYTES=0`):
+/// where the PEs span hosts (the vhosts CI step: 2 virtual hosts of 2 PEs) each host's leader
+/// alone moves data across hosts for broadcasts (roots on both hosts) and reductions (in place
+/// too), the others copy from it; on one host this is the flat form, as in the tests above.
+#[test]
+fn hierarchical_forms_four_pes() {
+    Pes::new("hierarchical_forms_four_pes", 4).env("RSHMEM_COLL_HIERARCHY_MIN_BYTES", "0").run(|pe, n| {
+        let rt = Runtime::init(InitOptions::default()).unwrap();
+        let bytes = n * NELEMS[2] * 8;
+        let (src, dst) = (rt.malloc(bytes).unwrap(), rt.malloc(bytes).unwrap());
+        for (k, nelems) in NELEMS.into_iter().enumerate() {
+            every_collective::<f32>(&rt, Team::WORLD, src, dst, nelems, 20_000 + 1000 * k as u64);
+            every_collective::<i64>(&rt, Team::WORLD, src, dst, nelems, 20_001 + 1000 * k as u64);
+        }
+        every_dtype(&rt, Team::WORLD, src, dst, NELEMS[1], 23_000);
+        // Teams of one PE per host (PEs 0, 2 and 1, 3): every member is its host's leader.
+        let even = rt.team_split_strided(Team::WORLD, 0, 2, 2).unwrap();
+        let odd = rt.team_split_strided(Team::WORLD, 1, 2, 2).unwrap();
+        assert_eq!(even.is_some(), pe % 2 == 0);
+        let pair = even.or(odd).unwrap();
+        every_collective::<f64>(&rt, pair, src, dst, NELEMS[2], 24_000);
+        rt.barrier_all().unwrap();
+        rt.team_destroy(pair).unwrap();
+        rt.finalize().unwrap();
+    });
+}

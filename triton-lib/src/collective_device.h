@@ -2,7 +2,11 @@
 //
 // Data moves by push (each PE stores into the others' memory over NVLink), bracketed by team
 // barriers: the first makes every member's destination free and every source ready, the second
-// (a barrier, so it includes quiet) makes every destination complete on return. Reductions stage
+// (a barrier, so it includes quiet) makes every destination complete on return. Members on
+// other hosts (no mapped heap here) are reached through the proxy (proxy_device.h): a push to
+// one is a put descriptor that the group's first thread posts without waiting, and the closing
+// barrier's proxy quiet completes it before this PE arrives; a reduction fetches their staged
+// chunks with get descriptors. Reductions stage
 // each chunk of `source` in this PE's part of `coll_ws` for the team (one part per team slot,
 // rshmemi_team_ws), so `dest` may equal `source`, and reductions of different teams may run at
 // once. One collective per team may run at a time (as in OpenSHMEM: not two CTAs, nor a kernel
@@ -19,6 +23,25 @@ RSHMEMI_DEV rshmemi_team_desc_t rshmemi_team_or_fail(int team) {
   return t;
 }
 
+// Pushes n bytes of `source` to symmetric `dest` on `pe`, by the group's stores where `pe` is
+// mapped here, else as one put descriptor posted by the group's first thread (a member on
+// another host). It does not wait for the proxy: the caller's closing barrier (quiet) completes
+// the put, and `source` stays unchanged until then (it is the caller's collective source). Every
+// thread of the group calls it with the same arguments, so all take the same branch (the bulk
+// copy of rshmemi_copy synchronizes the block).
+RSHMEMI_DEV void rshmemi_coll_push(void* dest, const void* source, size_t n, int pe, int scope) {
+  void* mapped = rshmemi_peer_ptr(dest, pe);
+  if (mapped != 0) {
+    rshmemi_copy(mapped, source, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
+  } else if (rshmemi_lane(scope) == 0) {
+    rshmemi_proxy_desc_t d = rshmemi_proxy_desc(RSHMEM_PROXY_PUT, pe);
+    d.dest = (uint64_t)(uintptr_t)dest;
+    d.source = (uint64_t)(uintptr_t)source;
+    d.nbytes = n;
+    rshmemi_proxy_post(rshmemi_proxy_or_fail(dest, pe), d);
+  }
+}
+
 // The root member pushes `nbytes` of `source` to `dest` on every member.
 RSHMEMI_DEV void rshmemi_broadcastmem(int team, void* dest, const void* source, size_t nbytes, int root, int scope) {
   const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
@@ -28,7 +51,7 @@ RSHMEMI_DEV void rshmemi_broadcastmem(int team, void* dest, const void* source, 
   if (t.my_index == root && nbytes != 0) {
     for (int i = 0; i < t.size; ++i) {
       const int pe = rshmemi_team_member(&t, (t.my_index + i) % t.size);
-      rshmemi_copy(rshmemi_peer_or_fail(dest, pe), source, nbytes, rshmemi_lane(scope), rshmemi_nlanes(scope));
+      rshmemi_coll_push(dest, source, nbytes, pe, scope);
     }
   }
   rshmemi_team_barrier(team, true, scope);
@@ -46,7 +69,7 @@ RSHMEMI_DEV void rshmemi_fcollectmem_agreed(int team, void* dest, const void* so
     char* slot = (char*)dest + (size_t)t.my_index * nbytes;
     for (int i = 0; i < t.size; ++i) {
       const int pe = rshmemi_team_member(&t, (t.my_index + i) % t.size);
-      rshmemi_copy(rshmemi_peer_or_fail(slot, pe), source, nbytes, rshmemi_lane(scope), rshmemi_nlanes(scope));
+      rshmemi_coll_push(slot, source, nbytes, pe, scope);
     }
   }
   rshmemi_team_barrier(team, true, scope);
@@ -66,8 +89,7 @@ RSHMEMI_DEV void rshmemi_alltoallmem(int team, void* dest, const void* source, s
     for (int i = 0; i < t.size; ++i) {
       const int j = (t.my_index + i) % t.size;
       const int pe = rshmemi_team_member(&t, j);
-      rshmemi_copy(rshmemi_peer_or_fail(slot, pe), (const char*)source + (size_t)j * nbytes, nbytes,
-                   rshmemi_lane(scope), rshmemi_nlanes(scope));
+      rshmemi_coll_push(slot, (const char*)source + (size_t)j * nbytes, nbytes, pe, scope);
     }
   }
   rshmemi_team_barrier(team, true, scope);
@@ -123,12 +145,28 @@ RSHMEMI_DEV void* rshmemi_team_ws(int team) {
   return (void*)(uintptr_t)(s->coll_ws + (uint64_t)team * s->coll_ws_size);
 }
 
+// Whether some member of `t` has no mapped heap here (a PE on another host): symmetric `p`
+// does not translate to it.
+RSHMEMI_DEV bool rshmemi_team_far(const rshmemi_team_desc_t* t, const void* p) {
+  for (int i = 0; i < t->size; ++i) {
+    if (rshmemi_peer_ptr(p, rshmemi_team_member(t, i)) == 0) return true;
+  }
+  return false;
+}
+
 // dest[i] = OP over members of source[i], for i < nelems (SCATTER false: reduce), or
 // dest[i] = OP over members of source[my_index * nelems + i] (SCATTER true: reduce-scatter, where
 // `source` holds one block of nelems per member). Integer arithmetic wraps (built with -fwrapv).
 // Each round stages a chunk of what the members need into this PE's workspace: for a
 // reduce-scatter the same element range of every member's block, block j at ws + j * m, so that
 // member j reads its part of every PE's workspace at one offset.
+//
+// Members on other hosts: after the staging barrier the group's first thread posts one get per
+// such member (the m elements this PE needs of its staged chunk) into the fetch area that follows
+// the staging area (member i's at fetch + i * m), and waits for the last (the proxy runs tickets
+// in order) before the group combines; the chunk is then a `blocks + size`-th of the workspace
+// instead of a `blocks`-th. Every member combines in team order, mapped or fetched alike, so all
+// compute the same result.
 template <int OP, bool SCATTER, typename T>
 RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelems, int scope) {
   typedef rshmemi_conv<T> C;
@@ -136,9 +174,11 @@ RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelem
   const rshmemi_device_state_t* s = rshmemi_state();
   const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
   const size_t blocks = SCATTER ? (size_t)t.size : 1;
-  const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T)) / blocks;
   T* ws = (T*)rshmemi_team_ws(team);
+  const bool far = ws != 0 && rshmemi_proxy_ring() != 0 && rshmemi_team_far(&t, ws);
+  const size_t chunk = (size_t)(s->coll_ws_size / sizeof(T)) / (blocks + (far ? (size_t)t.size : 0));
   if (ws == 0 || chunk == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, dest, s->coll_ws_size, 0, 0);
+  T* fetch = ws + blocks * chunk;
   const uint32_t lane = rshmemi_lane(scope), nlanes = rshmemi_nlanes(scope);
   const size_t mine = SCATTER ? (size_t)t.my_index : 0;
   for (size_t off = 0; off < nelems; off += chunk) {
@@ -146,12 +186,33 @@ RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelem
     rshmemi_group_sync(scope);
     for (size_t j = 0; j < blocks; ++j) rshmemi_copy(ws + j * m, source + j * nelems + off, m * sizeof(T), lane, nlanes);
     rshmemi_team_barrier(team, true, scope);  // every member's chunk is staged
+    if (far) {
+      if (lane == 0) {
+        rshmemi_proxy_ring_t* r = 0;
+        uint64_t last = 0;
+        for (int i = 0; i < t.size; ++i) {
+          const int pe = rshmemi_team_member(&t, i);
+          if (rshmemi_peer_ptr(ws, pe) != 0) continue;
+          r = rshmemi_proxy_or_fail(ws, pe);
+          rshmemi_proxy_desc_t d = rshmemi_proxy_desc(RSHMEM_PROXY_GET, pe);
+          d.dest = (uint64_t)(uintptr_t)(fetch + (size_t)i * m);
+          d.source = (uint64_t)(uintptr_t)(ws + mine * m);
+          d.nbytes = m * sizeof(T);
+          last = rshmemi_proxy_post(r, d);
+        }
+        if (r != 0) rshmemi_proxy_done(r, last);
+      }
+      rshmemi_group_sync(scope);  // the fetched chunks are here for every thread
+    }
     for (size_t e = lane; e < m; e += nlanes) {
       const size_t at = mine * m + e;
-      A acc = C::widen(((const T*)rshmemi_peer_or_fail(ws, rshmemi_team_member(&t, 0)))[at]);
-      for (int i = 1; i < t.size; ++i) {
-        const T* peer = (const T*)rshmemi_peer_or_fail(ws, rshmemi_team_member(&t, i));
-        acc = rshmemi_combine<OP, A>::f(acc, C::widen(peer[at]));
+      A acc = A();
+      for (int i = 0; i < t.size; ++i) {
+        // Without a far member an unmapped one is a bad team (no proxy reaches it either).
+        const int pe = rshmemi_team_member(&t, i);
+        const T* peer = (const T*)(far ? rshmemi_peer_ptr(ws, pe) : rshmemi_peer_or_fail(ws, pe));
+        const T v = peer != 0 ? peer[at] : fetch[(size_t)i * m + e];
+        acc = i == 0 ? C::widen(v) : rshmemi_combine<OP, A>::f(acc, C::widen(v));
       }
       dest[off + e] = C::narrow(acc);
     }

@@ -47,11 +47,26 @@ RSHMEMI_DEV void* rshmemi_peer_apply(const rshmemi_peer_map& m, const void* p) {
 
 RSHMEMI_DEV void* rshmemi_peer_ptr(const void* p, int pe) { return rshmemi_peer_apply(rshmemi_peer(pe), p); }
 
+// Stops the kernel with ERROR_FLAG_BAD_ADDRESS for symmetric `p` on `pe`, recording what the
+// translation saw (device_state.h, BAD_ADDRESS_*): the heap bound, whether `pe`'s slot entry
+// says it is on another host, whether this PE has a proxy ring, and the offset of `p` from the
+// start of this PE's slot. The host's message then says which condition failed, from the values
+// this kernel read rather than from the host's own copy of the state.
+RSHMEMI_DEV void rshmemi_fail_unreachable(const void* p, int pe) {
+  const rshmemi_device_state_t* s = rshmemi_state();
+  const rshmemi_peer_map m = rshmemi_peer(pe);
+  const int32_t slot = rshmemi_state_i32(&s->pe_slot[(uint32_t)pe & (RSHMEM_MAX_PES - 1)]);
+  uint64_t seen = RSHMEM_BAD_ADDRESS_SEEN | (m.bound & RSHMEM_BAD_ADDRESS_BOUND_MASK);
+  if (rshmemi_state_u64(&s->proxy_ring) != 0) seen |= RSHMEM_BAD_ADDRESS_RING;
+  if (slot < 0) seen |= RSHMEM_BAD_ADDRESS_REMOTE;
+  rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ADDRESS, p, (uint64_t)(int64_t)pe, seen, (uint64_t)(uintptr_t)p - m.mine);
+}
+
 // rshmemi_peer_ptr, stopping the kernel (ERROR_FLAG_BAD_ADDRESS, same record as
 // the other translators) when it is null.
 RSHMEMI_DEV void* rshmemi_peer_or_fail(const void* p, int pe) {
   void* r = rshmemi_peer_ptr(p, pe);
-  if (r == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ADDRESS, p, (uint64_t)(int64_t)pe, 0, 0);
+  if (r == 0) rshmemi_fail_unreachable(p, pe);
   return r;
 }
 

@@ -63,7 +63,7 @@ RSHMEMI_DEV void rshmemi_group_sync(int scope) {
 // rshmemi_peer_or_fail) when `pe` is not reached through the proxy either.
 RSHMEMI_DEV rshmemi_proxy_ring_t* rshmemi_proxy_or_fail(const void* p, int pe) {
   rshmemi_proxy_ring_t* r = rshmemi_proxy_for(p, pe);
-  if (r == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ADDRESS, p, (uint64_t)(int64_t)pe, 0, 0);
+  if (r == 0) rshmemi_fail_unreachable(p, pe);
   return r;
 }
 

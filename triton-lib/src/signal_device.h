@@ -87,8 +87,8 @@ RSHMEMI_DEV void rshmemi_putmem_signal(void* dest, const void* source, size_t n,
     // A PE on another host: one descriptor carries data and signal (the proxy sends them as one
     // message where it can), posted by the group's first thread once the group's data is written.
     rshmemi_proxy_ring_t* r = rshmemi_proxy_for(sig_addr, pe);
-    if (r == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ADDRESS, sig_addr, (uint64_t)(int64_t)pe, 0, 0);
-    if (n != 0 && rshmemi_proxy_for(dest, pe) == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ADDRESS, dest, (uint64_t)(int64_t)pe, 0, 0);
+    if (r == 0) rshmemi_fail_unreachable(sig_addr, pe);
+    if (n != 0 && rshmemi_proxy_for(dest, pe) == 0) rshmemi_fail_unreachable(dest, pe);
     if (sig_op != RSHMEM_SIGNAL_ADD && sig_op != RSHMEM_SIGNAL_SET) {
       rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, sig_addr, (uint64_t)(int64_t)sig_op, 0, 0);
     }
@@ -100,7 +100,7 @@ RSHMEMI_DEV void rshmemi_putmem_signal(void* dest, const void* source, size_t n,
   void* remote_dest = 0;
   if (n != 0) {
     remote_dest = rshmemi_peer_apply(m, dest);
-    if (remote_dest == 0) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ADDRESS, dest, (uint64_t)(int64_t)pe, 0, 0);
+    if (remote_dest == 0) rshmemi_fail_unreachable(dest, pe);
   }
   const uint32_t lane = rshmemi_lane(scope);
   rshmemi_group_sync(scope);

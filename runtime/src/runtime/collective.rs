@@ -80,7 +80,31 @@ impl Runtime {
         });
         let sig = Signature { kind: Kind::Broadcast, dtype, op: None, root, nelems: nelems as u64, refused: false };
         self.agreed_barrier(team, &info, sig, local)?;
-        self.copy_heap(dest.get(), self.my_pe(), source.get(), root_pe?, bytes)?;
+        let root_pe = root_pe?;
+        if bytes >= self.coll_hierarchy_min_bytes {
+            if let Some(leader) = self.host_leader(&info) {
+                return self.broadcast_by_hosts(team, leader, dest, source, root_pe, bytes);
+            }
+        }
+        self.copy_heap(dest.get(), self.my_pe(), source.get(), root_pe, bytes)?;
+        self.barrier(team)
+    }
+
+    /// [`Runtime::broadcast`] across hosts, hierarchically: on the root's host every member
+    /// copies from the root (mapped); on every other host the leader alone fetches the root's
+    /// block through the transport, and after a barrier the others copy it from the leader's
+    /// `dest` (mapped). The network carries the block once per host instead of once per PE,
+    /// for one barrier more (every member takes it, so all take equally many).
+    fn broadcast_by_hosts(&self, team: Team, leader: usize, dest: SymAddr, source: SymAddr, root: usize, bytes: usize) -> Result<()> {
+        let me = self.my_pe();
+        let far_root = self.net()?.reaches(root);
+        if !far_root || me == leader {
+            self.copy_heap(dest.get(), me, source.get(), root, bytes)?;
+        }
+        self.barrier(team)?;
+        if far_root && me != leader {
+            self.copy_heap(dest.get(), me, dest.get(), leader, bytes)?;
+        }
         self.barrier(team)
     }
 
@@ -159,8 +183,17 @@ impl Runtime {
         let sig = Signature { kind: Kind::Alltoall, dtype, op: None, root: 0, nelems: nelems as u64, refused: false };
         self.agreed_barrier(team, &info, sig, local)?;
         let me = info.my_index;
+        let my_pe = self.my_pe();
         for (j, &pe) in info.members.iter().enumerate() {
-            self.copy_heap((dest + j * bytes).get(), self.my_pe(), (source + me * bytes).get(), pe, bytes)?;
+            if self.net.as_ref().is_some_and(|net| net.reaches(pe)) {
+                // A member on another host: push our block for it instead of pulling its block
+                // for us (it pushes that one). A get waits a round trip, one after another; puts
+                // go out together (small ones from a bounce buffer) and the last barrier's quiet
+                // completes them. Every destination is free since the first barrier.
+                self.copy_heap((dest + me * bytes).get(), pe, (source + j * bytes).get(), my_pe, bytes)?;
+            } else {
+                self.copy_heap((dest + j * bytes).get(), my_pe, (source + me * bytes).get(), pe, bytes)?;
+            }
         }
         self.barrier(team)
     }
@@ -190,18 +223,38 @@ impl Runtime {
         });
         let sig = Signature { kind: Kind::Reduce, dtype, op: Some(op), root: 0, nelems: nelems as u64, refused: false };
         self.agreed_barrier(team, &info, sig, local)?;
-        let mut acc = vec![0u8; bytes];
-        let mut peer = vec![0u8; bytes];
-        for (j, &pe) in info.members.iter().enumerate() {
-            if j == 0 {
-                self.read_heap(source.get(), pe, &mut acc)?;
-            } else {
-                self.read_heap(source.get(), pe, &mut peer)?;
-                reduce_bytes(dtype, op, &mut acc, &peer)?;
+        let leader = if bytes >= self.coll_hierarchy_min_bytes { self.host_leader(&info) } else { None };
+        let me = self.my_pe();
+        if leader.is_some_and(|l| l != me) {
+            // Not a leader across hosts: the leader combines for this host (below).
+            self.barrier(team)?;
+        } else {
+            let mut acc = vec![0u8; bytes];
+            let mut peer = vec![0u8; bytes];
+            for (j, &pe) in info.members.iter().enumerate() {
+                if j == 0 {
+                    self.read_heap(source.get(), pe, &mut acc)?;
+                } else {
+                    self.read_heap(source.get(), pe, &mut peer)?;
+                    reduce_bytes(dtype, op, &mut acc, &peer)?;
+                }
+            }
+            self.barrier(team)?;
+            self.write_heap(dest.get(), me, &acc)?;
+            if leader.is_none() {
+                return Ok(());
             }
         }
+        // Across hosts, hierarchically: each host's leader alone read every member's source
+        // (the other hosts' through the transport, so each crosses the network once per host
+        // instead of once per PE) and combined them in team order as above; the others copy
+        // its result (mapped) once it is written, and the last barrier keeps the leader's
+        // `dest` unchanged until they have.
         self.barrier(team)?;
-        self.write_heap(dest.get(), self.my_pe(), &acc)
+        if let Some(l) = leader.filter(|&l| l != me) {
+            self.copy_heap(dest.get(), me, dest.get(), l, bytes)?;
+        }
+        self.barrier(team)
     }
 
     /// Combines block `me` (of `nelems` elements) of every member's `source` with `op` into

@@ -119,6 +119,7 @@ impl Runtime {
             staged_ws,
             wait_timeout,
             stuck_report: env.stuck_report,
+            coll_hierarchy_min_bytes: env.coll_hierarchy_min_bytes,
         };
         // Split slots are zero already (calloc).
         for slot in 0..PREDEFINED {

@@ -14,6 +14,14 @@
 //! PE that runs ahead only makes the next target reached sooner, so 10,000 barriers in a row
 //! need no extra phase.
 //!
+//! Across hosts on the host backend (no kernel or stream barrier shares the words there), a
+//! team that spans hosts takes the same tickets but arrives differently: hierarchically, each
+//! host's leader gathering its host's arrivals and running a dissemination barrier with the
+//! other hosts' leaders (ceil(log2 H) rounds of one message for H hosts, instead of every PE
+//! sending one to every member), then releasing its host; words at `workspace::HOSTS_BARRIER`
+//! (see `Runtime::hosts_barrier` and docs/network.md, "Scale"). On the cuda backend across
+//! hosts the shared layout stays: kernels' barriers meet the host's.
+//!
 //! On the cuda backend a host barrier first waits for the barrier kernels this PE queued on
 //! streams for the team (`backend/cuda/barrier_order.rs`): instances match in the order each PE calls them,
 //! host calls and stream calls alike, as long as every member calls them in the same order.
@@ -22,7 +30,13 @@ use super::wait::Unmet;
 use super::{workspace, Runtime, Team};
 use crate::backend::{AmoOp, Width};
 use crate::consts::Cmp;
-use crate::device_state::BARRIER_WS_BYTES_PER_TEAM;
+use crate::device_state::{BARRIER_WS_BYTES_PER_TEAM, MAX_PES};
+
+/// Dissemination rounds enough for any number of hosts: ceil(log2(MAX_PES)).
+const HOSTS_BARRIER_ROUNDS: usize = (usize::BITS - (MAX_PES - 1).leading_zeros()) as usize;
+/// Words of each team slot's barrier across hosts (`workspace::HOSTS_BARRIER`): `gather`,
+/// `release`, then one per dissemination round.
+pub(super) const HOSTS_BARRIER_WORDS: usize = 2 + HOSTS_BARRIER_ROUNDS;
 use crate::error::Result;
 
 impl Runtime {
@@ -135,25 +149,10 @@ impl Runtime {
                     Err(Unmet { addr: done, cmp: Cmp::Ge, expected: previous.into(), seen: seen.into() })
                 })
             })?;
-            let target = e.wrapping_mul(members.len() as u64);
-            // Start after ourselves, as the device barrier does, so members spread their first
-            // arrivals instead of all hitting member 0.
-            let n = members.len();
-            // Posted: towards other hosts the arrivals go out together instead of one round trip
-            // after another.
-            for k in 1..=n {
-                self.amo_post(arrive, Width::W64, AmoOp::Add(1), members[(my_index + k) % n])?;
-            }
-            // A member whose ticket is below ours has not entered this barrier yet.
-            let detail = |u: &Unmet| self.describe_barrier(team, &members, ticket, e, u);
-            let waited = self.poll_with(during, &detail, || {
-                let seen = self.load_local(arrive, Width::W64)?;
-                Ok(if seen >= target {
-                    Ok(())
-                } else {
-                    Err(Unmet { addr: arrive, cmp: Cmp::Ge, expected: target.into(), seen: seen.into() })
-                })
-            });
+            let waited = match self.barrier_hosts(&members) {
+                Some(hosts) => self.hosts_barrier(team, &hosts, e, during),
+                None => self.linear_arrivals(team, &members, my_index, e, during),
+            };
             // Also after a wait that gave up (a debug timeout): this instance's arrivals are out,
             // so the next one may go, and pairs up with the peers' next one as if this had
             // completed late.
@@ -161,6 +160,100 @@ impl Runtime {
             waited.and(finished)
         };
         run().map_err(|e| self.prefer_device_error(e))
+    }
+
+    /// The arrivals and the wait of a barrier instance `e` where every member adds 1 to every
+    /// member's `arrive` word (the layout that device and stream barriers share).
+    fn linear_arrivals(&self, team: Team, members: &[usize], my_index: usize, e: u64, during: &str) -> Result<()> {
+        let arrive = self.barrier_words(team.0 as usize);
+        let target = e.wrapping_mul(members.len() as u64);
+        // Start after ourselves, as the device barrier does, so members spread their first
+        // arrivals instead of all hitting member 0.
+        let n = members.len();
+        // Posted: towards other hosts the arrivals go out together instead of one round trip
+        // after another.
+        for k in 1..=n {
+            self.amo_post(arrive, Width::W64, AmoOp::Add(1), members[(my_index + k) % n])?;
+        }
+        // A member whose ticket is below ours has not entered this barrier yet.
+        let detail = |u: &Unmet| self.describe_barrier(team, members, arrive + 8, e, u);
+        self.poll_with(during, &detail, || {
+            let seen = self.load_local(arrive, Width::W64)?;
+            Ok(if seen >= target {
+                Ok(())
+            } else {
+                Err(Unmet { addr: arrive, cmp: Cmp::Ge, expected: target.into(), seen: seen.into() })
+            })
+        })
+    }
+
+    /// Symmetric address of the hosts-barrier words of team slot `slot` (`HOSTS_BARRIER_WORDS`).
+    pub(super) fn hosts_barrier_words(&self, slot: usize) -> usize {
+        self.workspace + workspace::HOSTS_BARRIER + HOSTS_BARRIER_WORDS * 8 * slot
+    }
+
+    /// The members of a team grouped by host (hosts in the order of their first member, members
+    /// in team order) when they span hosts and the barrier across hosts applies: on the host
+    /// backend, where no kernel or stream barrier shares the team's words. `None` otherwise.
+    fn barrier_hosts(&self, members: &[usize]) -> Option<Vec<Vec<usize>>> {
+        if self.net.is_none() || self.backend.device().is_some() || self.backend.streams().is_some() {
+            return None;
+        }
+        let node_of = &self.boot.node().node_of;
+        let mut hosts: Vec<(usize, Vec<usize>)> = Vec::new();
+        for &pe in members {
+            match hosts.iter_mut().find(|(node, _)| *node == node_of[pe]) {
+                Some((_, on)) => on.push(pe),
+                None => hosts.push((node_of[pe], vec![pe])),
+            }
+        }
+        (hosts.len() > 1).then(|| hosts.into_iter().map(|(_, on)| on).collect())
+    }
+
+    /// Barrier instance `e` of a team spanning hosts: each host's first member (its leader)
+    /// counts its host's arrivals (`gather`, mapped atomics), the leaders run a dissemination
+    /// barrier among themselves (in round k leader h adds 1 to `round[k]` of leader
+    /// `h + 2^k mod H` and waits until its own `round[k] >= e`: ceil(log2 H) rounds, one message
+    /// each across hosts), then each leader releases its host (`release = e`). Every counter
+    /// only grows: `round[k]` has a single sender, whose e-th add is instance e's, and a member
+    /// adds to `gather` for instance e + 1 only after instance e released it, so no count can
+    /// be met by a later instance's arrival.
+    fn hosts_barrier(&self, team: Team, hosts: &[Vec<usize>], e: u64, during: &str) -> Result<()> {
+        let me = self.my_pe();
+        let base = self.hosts_barrier_words(team.0 as usize);
+        let (gather, release) = (base, base + 8);
+        let round = |k: usize| base + 16 + 8 * k;
+        let wait_ge = |addr: usize, target: u64| {
+            self.poll(during, || {
+                let seen = self.load_local(addr, Width::W64)?;
+                Ok(if seen >= target {
+                    Ok(())
+                } else {
+                    Err(Unmet { addr, cmp: Cmp::Ge, expected: target.into(), seen: seen.into() })
+                })
+            })
+        };
+        let h = hosts.iter().position(|on| on.contains(&me)).ok_or_else(|| {
+            crate::Error::InvalidArgument(format!("PE {me} is not a member of team {}", team.0))
+        })?;
+        let local = &hosts[h];
+        let leader = local[0];
+        if me != leader {
+            self.amo(gather, Width::W64, AmoOp::Add(1), leader)?;
+            return wait_ge(release, e);
+        }
+        wait_ge(gather, e.wrapping_mul(local.len() as u64 - 1))?;
+        let (n, mut dist, mut k) = (hosts.len(), 1, 0);
+        while dist < n {
+            self.amo_post(round(k), Width::W64, AmoOp::Add(1), hosts[(h + dist) % n][0])?;
+            wait_ge(round(k), e)?;
+            dist <<= 1;
+            k += 1;
+        }
+        for &pe in &local[1..] {
+            self.amo(release, Width::W64, AmoOp::Set(e), pe)?;
+        }
+        Ok(())
     }
 
     /// Waits until the barrier-using kernels this PE queued on streams for `team` have run

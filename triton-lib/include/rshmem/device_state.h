@@ -139,9 +139,33 @@
 /*
  `ErrorRecord::flag` once complete: a put/get/atomic/signal named a PE that this PE cannot
  reach by load/store, or an address outside the symmetric heap. `addr` is the address,
- `cmp` the target PE, `expected`/`seen` 0.
+ `cmp` the target PE; `expected`/`seen` 0, or what the translation saw: `expected` has
+ [`BAD_ADDRESS_SEEN`] set, the heap bound in its low bits ([`BAD_ADDRESS_BOUND_MASK`]) and the
+ [`BAD_ADDRESS_RING`] / [`BAD_ADDRESS_REMOTE`] bits, `seen` the offset of `addr` from the start
+ of this PE's heap slot (wrapped when below it).
  */
 #define RSHMEM_ERROR_FLAG_BAD_ADDRESS 3
+
+/*
+ `ErrorRecord::expected` bit of an [`ERROR_FLAG_BAD_ADDRESS`] record: the kernel recorded what
+ its translation saw (the other bits and `seen` are meaningful).
+ */
+#define RSHMEM_BAD_ADDRESS_SEEN 9223372036854775808ull
+
+/*
+ This PE had a proxy ring (`DeviceState::proxy_ring` non-zero) when the kernel stopped.
+ */
+#define RSHMEM_BAD_ADDRESS_RING 4611686018427387904
+
+/*
+ The target PE's `DeviceState::pe_slot` entry said "not reachable by load/store" (negative).
+ */
+#define RSHMEM_BAD_ADDRESS_REMOTE 2305843009213693952
+
+/*
+ The bits of `expected` that hold the heap bound (`DeviceState::heap_bound`) the kernel read.
+ */
+#define RSHMEM_BAD_ADDRESS_BOUND_MASK 2305843009213693951
 
 /*
  `ErrorRecord::flag` once complete: an argument device code cannot act on (a comparison or

@@ -13,7 +13,7 @@ use super::stream_kernels::RuntimeKernels;
 use crate::bootstrap::Bootstrap;
 use crate::consts::Cmp;
 use crate::device_state::{
-    DeviceState, ErrorRecord, ERROR_FLAG_BAD_ADDRESS, ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_MISMATCH, ERROR_FLAG_PROXY, ERROR_FLAG_UNSAFE_ADDRESS, ERROR_FLAG_WAIT_TIMEOUT,
+    DeviceState, ErrorRecord, BAD_ADDRESS_BOUND_MASK, BAD_ADDRESS_REMOTE, BAD_ADDRESS_RING, BAD_ADDRESS_SEEN, ERROR_FLAG_BAD_ADDRESS, ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_MISMATCH, ERROR_FLAG_PROXY, ERROR_FLAG_UNSAFE_ADDRESS, ERROR_FLAG_WAIT_TIMEOUT,
     CHECK_OP_AMO, CHECK_OP_G, CHECK_OP_GET, CHECK_OP_P, CHECK_OP_PUT, CHECK_OP_PUT_SIGNAL, CHECK_OP_SIGNAL,
 };
 use crate::driver::host_mem::PinnedHost;
@@ -161,6 +161,20 @@ impl Gpu {
             error_buf.write_u64(off, 0);
         }
         state.error_buf = error_buf.addr() as u64;
+        // What every kernel will translate with: a BAD_ADDRESS record's "the kernel saw" is
+        // compared with this line of RSHMEM_LOG=debug.
+        let n = usize::try_from(state.n_pes).unwrap_or(0).min(state.pe_slot.len());
+        tracing::debug!(
+            my_pe = state.my_pe,
+            my_slot = state.my_slot,
+            heap_base = format_args!("{:#x}", state.heap_base),
+            heap_stride = format_args!("{:#x}", state.heap_stride),
+            heap_bound = format_args!("{:#x}", state.heap_bound),
+            user_base = format_args!("{:#x}", state.user_base),
+            proxy_ring = format_args!("{:#x}", state.proxy_ring),
+            pe_slot = ?&state.pe_slot[..n.min(16)],
+            "device state"
+        );
         let kernels = RuntimeKernels::load(&ctx, &state)?;
         // SAFETY: remembered and pending modules are live: loaders call `registry::forget`
         // before unloading (the runtime's own modules do in their Drop).
@@ -227,11 +241,12 @@ pub fn record_error(rec: &ErrorRecord, describe: impl Fn(usize) -> String, timeo
         },
         ERROR_FLAG_BAD_ADDRESS => Error::InvalidArgument(format!(
             "a kernel on PE {} stopped: address {} cannot be reached on PE {} by load/store (not a \
-             symmetric address, or that PE is not reachable from this GPU); the CUDA context is \
+             symmetric address, or that PE is not reachable from this GPU){}; the CUDA context is \
              unusable now, restart the job",
             rec.pe,
             at(addr),
-            rec.cmp as i64
+            rec.cmp as i64,
+            bad_address_seen(rec)
         )),
         ERROR_FLAG_BAD_ARGUMENT => Error::InvalidArgument(format!(
             "a kernel on PE {} stopped on a bad argument {} (pointer {}): a comparison or signal \
@@ -272,6 +287,24 @@ pub fn record_error(rec: &ErrorRecord, describe: impl Fn(usize) -> String, timeo
     }
 }
 
+/// What the translation of an [`ERROR_FLAG_BAD_ADDRESS`] record saw, as a parenthesis for the
+/// message (empty for a record without it): which of its conditions failed is what tells a
+/// wrong address from a PE that neither load/store nor the proxy reaches.
+fn bad_address_seen(rec: &ErrorRecord) -> String {
+    if rec.expected & BAD_ADDRESS_SEEN == 0 {
+        return String::new();
+    }
+    let bound = rec.expected & BAD_ADDRESS_BOUND_MASK;
+    let offset = if rec.seen < bound {
+        format!("offset {:#x} in this PE's heap slot, within the bound {bound:#x}", rec.seen)
+    } else {
+        format!("offset {:#x} from this PE's heap slot, outside the bound {bound:#x}", rec.seen)
+    };
+    let remote = if rec.expected & BAD_ADDRESS_REMOTE != 0 { "on another host" } else { "mapped here" };
+    let ring = if rec.expected & BAD_ADDRESS_RING != 0 { "a proxy ring" } else { "no proxy ring" };
+    format!(" (the kernel saw: {offset}; the target PE {remote}; {ring} on this PE)")
+}
+
 /// The operation of an [`ERROR_FLAG_UNSAFE_ADDRESS`] record (`CHECK_OP_*`).
 fn check_op_name(op: u64) -> &'static str {
     match u32::try_from(op).unwrap_or(0) {
@@ -305,6 +338,15 @@ mod tests {
         let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 0, addr: 0x1010, cmp: 3, expected: 0, seen: 0 };
         let msg = record_error(&rec, describe, None).to_string();
         assert!(msg.contains("PE 0") && msg.contains("0x1010") && msg.contains("on PE 3"), "{msg}");
+        assert!(!msg.contains("the kernel saw"), "{msg}");
+        let seen = BAD_ADDRESS_SEEN | BAD_ADDRESS_REMOTE | 0x100_0000;
+        let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 1, addr: 0x1010, cmp: 0, expected: seen, seen: 0x52_2500 };
+        let msg = record_error(&rec, describe, None).to_string();
+        assert!(msg.contains("offset 0x522500 in this PE's heap slot, within the bound 0x1000000"), "{msg}");
+        assert!(msg.contains("target PE on another host") && msg.contains("no proxy ring on this PE"), "{msg}");
+        let rec = ErrorRecord { expected: seen | BAD_ADDRESS_RING, seen: u64::MAX - 15, ..rec };
+        let msg = record_error(&rec, describe, None).to_string();
+        assert!(msg.contains("outside the bound") && msg.contains("a proxy ring on this PE"), "{msg}");
         let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ARGUMENT, pe: 0, addr: 0x1000, cmp: 77, expected: 0, seen: 0 };
         let msg = record_error(&rec, describe, None).to_string();
         assert!(msg.contains("bad argument 77"), "{msg}");
