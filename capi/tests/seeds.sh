@@ -148,7 +148,9 @@ while IFS=$'\t' read -r name source mpi device expect note; do
         cmd=("$PY" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$(free_port)" --no-python "$bin")
     fi
     started=$SECONDS
-    timeout -k 10 "$LIMIT" "${cmd[@]}" >"$log" 2>&1
+    # </dev/null: mpirun forwards its stdin to rank 0, which would eat the rest of programs.tsv
+    # (the loop's input) and end the loop after the first MPI program.
+    timeout -k 10 "$LIMIT" "${cmd[@]}" </dev/null >"$log" 2>&1
     rc=$?
     took=$((SECONDS - started))
     if [ "$rc" -ne 0 ]; then
