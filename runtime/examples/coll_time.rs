@@ -13,7 +13,8 @@
 
 use rshmem::dtype::{DType, ReduceOp};
 use rshmem::runtime::{InitOptions, Runtime, Team};
-use std::process::Command;
+#[path = "common/local_job.rs"]
+mod local_job;
 use std::time::Instant;
 
 const CHILD: &str = "RSHMEM_COLL_TIME_CHILD";
@@ -39,7 +40,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    std::process::exit(spawn_pes(n));
+    std::process::exit(local_job::spawn_pes(n, CHILD, "coll-time", &[], &[("RSHMEM_BACKEND", "host".into())]));
 }
 
 /// Calls per measurement: fewer for the large sizes, whose calls take longer.
@@ -104,44 +105,3 @@ fn pe_main() -> rshmem::Result<()> {
     rt.finalize()
 }
 
-/// Re-runs this program as `n` PEs; returns the exit status for the parent.
-fn spawn_pes(n: usize) -> i32 {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        l.local_addr().expect("local address").port()
-    };
-    let exe = std::env::current_exe().expect("own path");
-    let secret = format!("coll-time-{}-{port}", std::process::id());
-    let mut children: Vec<_> = (0..n)
-        .map(|pe| {
-            Command::new(&exe)
-                .env(CHILD, "1")
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", port.saturating_sub(1).to_string())
-                .env("RSHMEM_BOOTSTRAP_PORT", port.to_string())
-                .env("RSHMEM_BOOTSTRAP_SECRET", &secret)
-                .env("RANK", pe.to_string())
-                .env("WORLD_SIZE", n.to_string())
-                .env("LOCAL_RANK", pe.to_string())
-                .env("LOCAL_WORLD_SIZE", n.to_string())
-                .env("RSHMEM_BACKEND", "host")
-                .spawn()
-                .expect("spawn a PE")
-        })
-        .collect();
-    let mut status = 0;
-    for (pe, c) in children.iter_mut().enumerate() {
-        match c.wait() {
-            Ok(s) if s.success() => {}
-            Ok(s) => {
-                eprintln!("PE {pe} ended with {s}");
-                status = 1;
-            }
-            Err(e) => {
-                eprintln!("PE {pe}: wait failed: {e}");
-                status = 1;
-            }
-        }
-    }
-    status
-}

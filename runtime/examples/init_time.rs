@@ -13,7 +13,8 @@
 //! the slowest. Use `--release` for numbers worth quoting.
 
 use rshmem::runtime::{InitOptions, Runtime};
-use std::process::Command;
+#[path = "common/local_job.rs"]
+mod local_job;
 use std::time::Instant;
 
 const CHILD: &str = "RSHMEM_INIT_TIME_CHILD";
@@ -38,7 +39,9 @@ fn main() {
             std::process::exit(2);
         }
     };
-    std::process::exit(spawn_pes(n));
+    let backend = std::env::var("RSHMEM_BACKEND").unwrap_or_else(|_| "host".into());
+    let args: Vec<String> = std::env::args().skip(2).collect();
+    std::process::exit(local_job::spawn_pes(n, CHILD, "init-time", &args, &[("RSHMEM_BACKEND", backend)]));
 }
 
 /// One PE: time init, the first malloc and the first barrier; PE 0 prints everyone's.
@@ -96,46 +99,3 @@ fn pe_main() -> rshmem::Result<()> {
     rt.finalize()
 }
 
-/// Re-runs this program as `n` PEs; returns the exit status for the parent.
-fn spawn_pes(n: usize) -> i32 {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        l.local_addr().expect("local address").port()
-    };
-    let exe = std::env::current_exe().expect("own path");
-    let secret = format!("init-time-{}-{port}", std::process::id());
-    let backend = std::env::var("RSHMEM_BACKEND").unwrap_or_else(|_| "host".into());
-    let mut children: Vec<_> = (0..n)
-        .map(|pe| {
-            Command::new(&exe)
-                .args(std::env::args().skip(2))
-                .env(CHILD, "1")
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", port.saturating_sub(1).to_string())
-                .env("RSHMEM_BOOTSTRAP_PORT", port.to_string())
-                .env("RSHMEM_BOOTSTRAP_SECRET", &secret)
-                .env("RANK", pe.to_string())
-                .env("WORLD_SIZE", n.to_string())
-                .env("LOCAL_RANK", pe.to_string())
-                .env("LOCAL_WORLD_SIZE", n.to_string())
-                .env("RSHMEM_BACKEND", &backend)
-                .spawn()
-                .expect("spawn a PE")
-        })
-        .collect();
-    let mut status = 0;
-    for (pe, c) in children.iter_mut().enumerate() {
-        match c.wait() {
-            Ok(s) if s.success() => {}
-            Ok(s) => {
-                eprintln!("PE {pe} ended with {s}");
-                status = 1;
-            }
-            Err(e) => {
-                eprintln!("PE {pe}: wait failed: {e}");
-                status = 1;
-            }
-        }
-    }
-    status
-}

@@ -22,7 +22,8 @@
 use rshmem::consts::{Cmp, SignalOp, SIGNAL_SET};
 use rshmem::device_state::{ProxyDesc, PROXY_PUT_SIGNAL};
 use rshmem::runtime::{InitOptions, Runtime};
-use std::process::Command;
+#[path = "common/local_job.rs"]
+mod local_job;
 use std::time::Instant;
 
 const CHILD: &str = "RSHMEM_NET_BENCH_CHILD";
@@ -41,7 +42,11 @@ fn main() {
         }
         return;
     }
-    std::process::exit(spawn_pes());
+    // 2 PEs in 2 virtual hosts: every put crosses the transport.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let proxy = std::env::var("RSHMEM_NET_PROXY").unwrap_or_else(|_| "1".into());
+    let env = [("RSHMEM_BACKEND", "host".into()), ("RSHMEM_VIRTUAL_HOSTS", "2".into()), ("RSHMEM_NET_PROXY", proxy)];
+    std::process::exit(local_job::spawn_pes(2, CHILD, "net-bench", &args, &env));
 }
 
 fn pe_main() -> rshmem::Result<()> {
@@ -154,47 +159,3 @@ fn pe_main() -> rshmem::Result<()> {
     rt.finalize()
 }
 
-/// Re-runs this program as 2 PEs in 2 virtual hosts; returns the exit status for the parent.
-fn spawn_pes() -> i32 {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
-        l.local_addr().expect("local address").port()
-    };
-    let exe = std::env::current_exe().expect("own path");
-    let secret = format!("net-bench-{}-{port}", std::process::id());
-    let mut children: Vec<_> = (0..2)
-        .map(|pe| {
-            Command::new(&exe)
-                .args(std::env::args().skip(1))
-                .env(CHILD, "1")
-                .env("MASTER_ADDR", "127.0.0.1")
-                .env("MASTER_PORT", port.saturating_sub(1).to_string())
-                .env("RSHMEM_BOOTSTRAP_PORT", port.to_string())
-                .env("RSHMEM_BOOTSTRAP_SECRET", &secret)
-                .env("RANK", pe.to_string())
-                .env("WORLD_SIZE", "2")
-                .env("LOCAL_RANK", pe.to_string())
-                .env("LOCAL_WORLD_SIZE", "2")
-                .env("RSHMEM_BACKEND", "host")
-                .env("RSHMEM_VIRTUAL_HOSTS", "2")
-                .env("RSHMEM_NET_PROXY", std::env::var("RSHMEM_NET_PROXY").unwrap_or_else(|_| "1".into()))
-                .spawn()
-                .expect("spawn a PE")
-        })
-        .collect();
-    let mut status = 0;
-    for (pe, c) in children.iter_mut().enumerate() {
-        match c.wait() {
-            Ok(s) if s.success() => {}
-            Ok(s) => {
-                eprintln!("PE {pe} ended with {s}");
-                status = 1;
-            }
-            Err(e) => {
-                eprintln!("PE {pe}: wait failed: {e}");
-                status = 1;
-            }
-        }
-    }
-    status
-}
