@@ -229,16 +229,7 @@ impl Runtime {
             // Not a leader across hosts: the leader combines for this host (below).
             self.barrier(team)?;
         } else {
-            let mut acc = vec![0u8; bytes];
-            let mut peer = vec![0u8; bytes];
-            for (j, &pe) in info.members.iter().enumerate() {
-                if j == 0 {
-                    self.read_heap(source.get(), pe, &mut acc)?;
-                } else {
-                    self.read_heap(source.get(), pe, &mut peer)?;
-                    reduce_bytes(dtype, op, &mut acc, &peer)?;
-                }
-            }
+            let acc = self.combine_members(&info.members, source, bytes, dtype, op)?;
             self.barrier(team)?;
             self.write_heap(dest.get(), me, &acc)?;
             if leader.is_none() {
@@ -284,18 +275,24 @@ impl Runtime {
         });
         let sig = Signature { kind: Kind::ReduceScatter, dtype, op: Some(op), root: 0, nelems: nelems as u64, refused: false };
         self.agreed_barrier(team, &info, sig, local)?;
-        let mine = source + info.my_index * bytes;
+        let acc = self.combine_members(&info.members, source + info.my_index * bytes, bytes, dtype, op)?;
+        self.barrier(team)?;
+        self.write_heap(dest.get(), self.my_pe(), &acc)
+    }
+
+    /// Every member's `bytes` at `addr` combined with `op` in team order (the order that makes
+    /// floating-point results the same on every PE): what `reduce` and `reducescatter` compute.
+    fn combine_members(&self, members: &[usize], addr: SymAddr, bytes: usize, dtype: DType, op: ReduceOp) -> Result<Vec<u8>> {
         let mut acc = vec![0u8; bytes];
         let mut peer = vec![0u8; bytes];
-        for (j, &pe) in info.members.iter().enumerate() {
+        for (j, &pe) in members.iter().enumerate() {
             if j == 0 {
-                self.read_heap(mine.get(), pe, &mut acc)?;
+                self.read_heap(addr.get(), pe, &mut acc)?;
             } else {
-                self.read_heap(mine.get(), pe, &mut peer)?;
+                self.read_heap(addr.get(), pe, &mut peer)?;
                 reduce_bytes(dtype, op, &mut acc, &peer)?;
             }
         }
-        self.barrier(team)?;
-        self.write_heap(dest.get(), self.my_pe(), &acc)
+        Ok(acc)
     }
 }
