@@ -231,20 +231,38 @@ def chained_vec16_loads(ptx: str) -> int:
     return chained
 
 
+_BARRIER = re.compile(r"(bar|barrier)\.sync")
+
+
+def before_first_barrier(instr: list) -> int:
+    """Instructions (parameter loads aside) ahead of the first CTA barrier in program order. In a
+    kernel that calls one block-scope put, that is the kernel's own code before the put's leading
+    barrier: every warp of the CTA runs it before any warp reaches the put's device-state loads.
+    (In a kernel with branches ahead of its first barrier it counts the branches not taken too.)"""
+    n = 0
+    for ln in instr:
+        if _BARRIER.match(ln):
+            return n
+        n += not ln.startswith("ld.param")
+    return n
+
+
 def ptx_summary(ptx: str) -> dict:
     """What a gap between two kernels doing the same work is read from.
 
     ``ld_memory`` counts every load from memory (global or generic addressing: a generic load of
     a global pointer reads global memory too); ``ld_global`` those the PTX marks global. Numba's
     NVVM marks the loads from its arrays global where Triton leaves them generic, so compare
-    ``ld_memory`` between the two, not ``ld_global``.
+    ``ld_memory`` between the two, not ``ld_global``. ``before_first_barrier``: see that function
+    (Numba's slices of the arrays handed to a put run there: docs/numba.md, Speed).
     """
     body = [ln.strip() for ln in ptx.splitlines() if ln.strip() and not ln.strip().startswith(("//", "."))]
-    instr = [ln for ln in body if not ln.endswith(":") and ln not in ("{", "}")]
+    instr = [ln for ln in body if not ln.endswith(":") and ln not in ("{", "}", ")")]
     count = lambda pat: sum(1 for ln in instr if re.match(pat, ln))  # noqa: E731
     regs = sum(int(n) for n in re.findall(r"\.reg \.\w+ \s*%\w+<(\d+)>", ptx))
     return {
         "instructions": len(instr),
+        "before_first_barrier": before_first_barrier(instr),
         "ld_memory": count(r"ld\.(?!\S*\b(param|shared|local|const)\b)"),
         "ld_global": count(r"ld\.global"), "st_global": count(r"st\.global"),
         # the copy loops' 16-byte accesses, global and generic (inline PTX of the library: v2.u64 / v4.b32)

@@ -90,3 +90,27 @@ def test_the_chain_check_sees_a_chain():
     # Outside a loop (the branch leaves the block: a partial round, which runs once) a chain is
     # not counted.
     assert bench.chained_vec16_loads(CHAINED.replace("$L__BB0_546:", "$L__BB0_545:")) == 0
+
+
+def test_before_first_barrier_counts_the_kernels_own_code_ahead_of_the_put():
+    ptx = """
+.visible .entry k(
+	.param .u64 k_param_0
+)
+{
+	.reg .b64 	%rd<9>;
+	ld.param.u64 	%rd1, [k_param_0];
+	mov.u32 	%r1, %ctaid.x;
+	shr.s64 	%rd2, %rd1, 63;
+	max.s64 	%rd3, %rd2, 0;
+$L__BB0_1:
+	barrier.sync 	0;
+	add.s64 	%rd4, %rd3, 1;
+	bar.sync 	0;
+}
+"""
+    summary = bench.ptx_summary(ptx)
+    assert summary["before_first_barrier"] == 3  # mov, shr, max: not the parameter load
+    assert summary["instructions"] == 7 and summary["bar_sync"] == 2
+    assert bench.ptx_summary(ptx.replace("barrier.sync", "add.s64").replace("bar.sync", "add.s64"))[
+        "before_first_barrier"] == 6  # no barrier: everything after the parameter load
