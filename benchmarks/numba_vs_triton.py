@@ -269,7 +269,7 @@ def ptx_summary(ptx: str) -> dict:
         "vec16_loads": count(r"ld(\.\S+)?\.(v2\.[ub]64|v4\.[ub]32)"), "vec16_stores": count(r"st(\.\S+)?\.(v2\.[ub]64|v4\.[ub]32)"),
         "chained_vec16_loads": chained_vec16_loads(ptx),
         "bulk_copies": count(r"cp\.async\.bulk"),
-        "ld_nc": count(r"ld\.global\.nc"), "bar_sync": count(r"(bar|barrier)\.sync"),
+        "ld_nc": count(r"ld\.global\.nc"), "bar_sync": count(_BARRIER.pattern),
         "release_acquire": count(r"\S+\.(release|acquire)\.sys"), "calls": count(r"call"),
         "registers_declared": regs,
     }
