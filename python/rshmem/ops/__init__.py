@@ -52,6 +52,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .. import _core
 from . import _checks, _group, _library, _register, _tuning, _workspace
+from . import _config as _config_module
 from ._config import Config, config
 from ._library import REDUCE_OPS
 from ._register import register_group
@@ -177,6 +178,7 @@ def prepare(op, /, *args, **kwargs) -> None:
 def _forget_all():
     """rshmem.finalize(): drop every workspace and cache (the heap goes away), before the runtime
     counts the live tensors."""
+    _library.forget_plans()
     _workspace.forget()
     _checks.forget()
     _tuning.forget()
@@ -188,3 +190,4 @@ def _forget_all():
 
 
 _core._finalize_hooks.insert(0, _forget_all)
+_config_module._ON_CHANGE.append(_library.forget_plans)
