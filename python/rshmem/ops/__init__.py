@@ -17,7 +17,8 @@ Every PE must call them with the same shapes and dtype, in the same order (they 
 They are torch custom ops (`torch.ops.rshmem.*`): they run eagerly, under `torch.compile`, and in
 CUDA graphs, and autograd flows through them (the backward of AllGather+GEMM is a GEMM+ReduceScatter
 and the other way round). `b` may be row-major or column-major (as
-`linear.weight.t()`); `a` / `x` must be contiguous. fp16 and bf16 for the GEMMs; AllGather+GEMM
+`linear.weight.t()`); `a` / `x` must be contiguous. fp32 (TF32 on GPUs, exact on the host
+backend), fp16 and bf16 for the GEMMs; AllGather+GEMM
 also takes fp8 (`torch.float8_e4m3fn`) A and B, giving a bf16 C (wgmma's fp8 form on sm_90; no
 gradient; scale C yourself for scaled fp8 inputs: per-tensor scales factor out of the product).
 
@@ -33,7 +34,10 @@ tiling (`config.autotune`) and compiles the kernels; it cannot be captured in a 
 raises `RshmemError` saying so there. `prepare(op, *args, **kwargs)` does that work for a call
 eagerly, without computing anything (a warm-up run of the op does too): call it before capturing,
 once per shape (e.g. for each shape `torch.compile(mode="reduce-overhead")` will capture with
-dynamic shapes). Later calls allocate nothing and never synchronize the host.
+dynamic shapes). Later calls allocate nothing but their outputs and never synchronize the host:
+the first call of a key (shapes, strides, dtypes, alignment, group) leaves a plan that later calls
+of the key run with no checks and no Triton binding (see `_library` and `_launch`). Decode-sized
+AllGather+GEMMs (`config.gemm_small_rows`) run as the gathered A and cuBLAS.
 
 `group` is None (every PE), a torch.distributed group whose ranks are the PEs in order (the one
 rshmem was initialized with), or an `rshmem.Team` of every PE; a group or team of only some PEs

@@ -2,8 +2,8 @@
 for `torch.compile` and meta tensors) and autograd.
 
 - `rshmem::all_gather_matmul(Tensor a, Tensor b, int team, bool return_a) -> (Tensor, Tensor)`:
-  C = all_gather(a) @ b, and the gathered `a` when `return_a` (an empty tensor otherwise); fp16,
-  bf16, or fp8 e4m3 (C in bf16, no gradient).
+  C = all_gather(a) @ b, and the gathered `a` when `return_a` (an empty tensor otherwise); fp32,
+  fp16, bf16, or fp8 e4m3 (C in bf16, no gradient).
 - `rshmem::matmul_reduce_scatter(Tensor a, Tensor b, int team) -> Tensor`.
 - `rshmem::all_reduce(Tensor x, str op, int team) -> Tensor`.
 
