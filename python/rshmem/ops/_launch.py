@@ -156,7 +156,7 @@ class Bound:
         raw, metas = _raw_launcher(run)
         sig = list(getattr(getattr(ck, "src", None), "signature", {}).values())
         descs = [i for i, a in enumerate(all_args) if isinstance(a, TensorDescriptor)]
-        if raw is None or len(sig) != len(all_args) or (descs and not metas) or \
+        if raw is None or len(sig) != len(all_args) or (descs and (not metas or None in metas)) or \
                 [i for i, s in enumerate(sig) if isinstance(s, str) and s.startswith("tensordesc")] != descs:
             raw = None
         self._raw = raw
