@@ -82,13 +82,17 @@ def _direct(*tensors) -> bool:
     that would want to see the op."""
     if torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled():
         return False
-    if _get_current_dispatch_mode() is not None:
+    if _dispatch_depth() and _get_current_dispatch_mode() is not None:
         return False
     grad = torch.is_grad_enabled()
     for t in tensors:
-        if type(t) is not torch.Tensor or (grad and t.requires_grad) or t.device.type == "meta":
+        if type(t) is not torch.Tensor or (grad and t.requires_grad) or t.is_meta:
             return False
     return True
+
+
+# The depth of torch's dispatch-mode stack (0: no mode, the common case, without walking it).
+_dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
 
 
 def all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):

@@ -182,6 +182,8 @@ class Plan:
         self.c_shape, self.c_dtype = (W * m, N), _checks.out_dtype(dtype)
         self.full_shape = (W * m, K) if return_a else (0,)
         self.index = dev.index
+        # Without return_a the second output is an empty placeholder: one per plan, not per call.
+        self.no_a = None if return_a else torch.empty((0,), dtype=dtype, device=dev)
         c = torch.empty(self.c_shape, dtype=self.c_dtype, device=dev)  # packed against, then dropped
         # Few rows (decode): the gathered A then one cuBLAS GEMM (`small_rows`); the fused kernel
         # otherwise. Decided from the shapes alone, so every PE decides alike.
@@ -245,13 +247,12 @@ class Plan:
         self.consumer = call.bind(cfg, True, not return_a, sms, chunk_rows, n_chunks, varying=(0, 2, 3))
 
     def __call__(self, a, b):
+        if self.W == 1 and self.small:
+            return torch.mm(a, b), (a.clone() if self.return_a else self.no_a)
         c = torch.empty(self.c_shape, dtype=self.c_dtype, device=self.dev)
-        full = torch.empty(self.full_shape, dtype=self.dtype, device=self.dev)
+        full = self.no_a if self.no_a is not None else torch.empty(self.full_shape, dtype=self.dtype, device=self.dev)
         if self.W == 1:
-            if self.small:
-                torch.mm(a, b, out=c)
-            else:
-                self.consumer.launch(_cuda.current_raw_stream(self.index), a, a, b, c)
+            self.consumer.launch(_cuda.current_raw_stream(self.index), a, a, b, c)
             if self.return_a:
                 full.copy_(a)
             return c, full

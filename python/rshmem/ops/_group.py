@@ -79,7 +79,7 @@ def process_group_ranks(group, what: str) -> tuple:
     try:
         ranks = tuple(dist.get_process_group_ranks(group))
         member = dist.get_rank(group)
-    except (RuntimeError, ValueError, TypeError, AttributeError) as e:
+    except (RuntimeError, ValueError, TypeError, AttributeError, KeyError) as e:
         raise InvalidArgumentError(f"rshmem.ops.{what}: group={group!r} is not a torch.distributed group this "
                                    f"process can use ({e})") from None
     if member < 0:
