@@ -160,7 +160,9 @@ class Bound:
                 [i for i, s in enumerate(sig) if isinstance(s, str) and s.startswith("tensordesc")] != descs:
             raw = None
         self._raw = raw
-        self._args = list(all_args)
+        # The first call's own tensors (the varying ones) are not kept: they would stay alive with
+        # the plan. Only the fixed arguments (workspaces, sizes, constexprs) are.
+        self._args = [None if i in varying else a for i, a in enumerate(all_args)]
         self._slots = []
         if raw is not None:
             from triton.backends.nvidia.driver import make_tensordesc_arg
@@ -190,7 +192,10 @@ class Bound:
         else:
             for i in varying:
                 a = all_args[i]
-                self._slots.append((i, a if isinstance(a, TensorDescriptor) else None, None, None))
+                like = (a.shape, a.strides, a.block_shape, a.padding) if isinstance(a, TensorDescriptor) else None
+                self._slots.append((i, like, None, None))
+        if raw is not None:
+            self._args = None  # the packed `final` list is all a launch needs
 
     def launch(self, stream: int, *tensors) -> None:
         if self._raw is None:
@@ -216,7 +221,6 @@ class Bound:
     def _launch_run(self, stream: int, tensors) -> None:
         args = self._args.copy()
         for (pos, desc, _, _), t in zip(self._slots, tensors):
-            args[pos] = t if desc is None else TensorDescriptor(t, desc.shape, desc.strides, desc.block_shape,
-                                                              desc.padding)
+            args[pos] = t if desc is None else TensorDescriptor(t, *desc)
         ck = self._ck
         self._run(*self.grid, stream, ck.function, ck.packed_metadata, None, None, None, *args)
