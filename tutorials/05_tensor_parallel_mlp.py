@@ -19,9 +19,18 @@ rows). Their backward passes are the other fused op. Parameters that every PE ho
 (LayerNorm, the down projection's bias) see only this PE's tokens, so their gradients are summed
 over the PEs after backward (`rshmem.nn.allreduce_sequence_parallel_grads`), as Megatron does.
 
-What the program checks: it trains the block for `--steps` SGD steps and, at every step, compares
-the loss and every gradient with the same block unparallelized (every PE builds it from the same
-seed and runs the whole batch); then it trains the same parallel block with unfused torch
+The same layers also build Megatron's other form, tensor parallelism with a replicated input
+(`sequence_parallel=False`): every PE holds every token, the up projection copies its input into
+the parallel region (identity forward, all-reduce of the input's gradient backward) and the down
+projection all-reduces its output (identity backward), so a loss computed alike on every PE gives
+every parameter the unparallel model's gradient with nothing to sum afterwards:
+
+    x [T, H] -> LayerNorm -> ColumnParallelLinear(sequence_parallel=False) [T, F/W] -> GELU
+             -> RowParallelLinear(sequence_parallel=False) [T, H] (all-reduce) -> + x
+
+What the program checks: it trains the block in both forms for `--steps` SGD steps and, at every
+step, compares the loss and every gradient with the same block unparallelized (every PE builds it
+from the same seed and runs the whole batch); then it trains the sequence-parallel block with unfused torch
 collectives (`all_gather_tensor_autograd` + matmul, matmul + `reduce_scatter_tensor_autograd`:
 NCCL + cuBLAS on GPUs) and prints the time of one training step of both.
 
@@ -73,6 +82,19 @@ class FusedMlp(torch.nn.Module):
         return x_shard + self.down(torch.nn.functional.gelu(self.up(self.norm(x_shard))))
 
 
+class ReplicatedMlp(torch.nn.Module):
+    """This PE's part of `ref` in Megatron's tensor-parallel form (input and output: every token)."""
+
+    def __init__(self, ref: Mlp):
+        super().__init__()
+        self.norm = copy.deepcopy(ref.norm)  # sees every token: its gradient is whole already
+        self.up = rnn.ColumnParallelLinear.from_linear(ref.up, sequence_parallel=False)
+        self.down = rnn.RowParallelLinear.from_linear(ref.down, sequence_parallel=False, input_is_parallel=True)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
 class UnfusedMlp(FusedMlp):
     """The same parallel block on torch.distributed's collectives and torch.matmul."""
 
@@ -96,6 +118,8 @@ def parse_args():
     p.add_argument("--iters", type=int, default=10, help="timed training steps of each form")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--backend", choices=["cuda", "host"], default=None, help="default: cuda if a GPU is present")
+    p.add_argument("--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16",
+                   help="parameters and activations (float32 multiplies as TF32 on GPUs)")
     return p.parse_args()
 
 
@@ -132,6 +156,7 @@ def sgd(model, lr: float) -> None:
 
 def compare(name, got, want, dtype) -> str | None:
     """None when `got` matches `want` within the dtype's rounding, else what differs."""
+    # float32: TF32 products on GPUs (10-bit mantissa, as fp16), exact sums on the host backend
     tol = 3e-2 if dtype == torch.bfloat16 else 5e-3
     err = (got.float() - want.float()).abs().max().item()
     scale = max(want.float().abs().max().item(), 1e-3)
@@ -182,7 +207,7 @@ def main():
     hidden = args.hidden or (2048 if on_gpu else 64)
     ffn = args.ffn or 4 * hidden
     tokens = args.tokens or (4096 if on_gpu else 32)
-    dtype = torch.bfloat16
+    dtype = getattr(torch, args.dtype)
     if ffn % W or tokens % W:
         raise SystemExit(f"--ffn {ffn} and --tokens {tokens} must be multiples of the PE count {W}")
     say = print if me == 0 else (lambda *a, **k: None)
@@ -216,6 +241,31 @@ def main():
     if not agree(not bad, device):
         raise SystemExit("the fused block's loss or gradients differ from the unparallel block's (see above)")
     say(f"training with the fused ops matches the unparallel block: loss and every gradient, {args.steps} steps")
+
+    # Megatron's replicated-input form: every PE computes the whole loss (the same value) itself.
+    torch.manual_seed(1)
+    ref2 = Mlp(hidden, ffn, dtype, device)
+    tp = ReplicatedMlp(ref2)
+    bad = []
+    for step in range(args.steps):
+        x, t = batch(step, tokens, hidden, dtype, device)
+        loss = local_loss(tp, x, t, slice(0, tokens), tokens * hidden)
+        loss.backward()
+        want = local_loss(ref2, x, t, slice(0, tokens), tokens * hidden)
+        want.backward()
+        errors = check_step(tp, ref2, me, W, ffn, dtype)
+        err = compare("loss", loss.detach(), want.detach(), dtype)
+        errors += [err] if err else []
+        bad += [f"replicated form, step {step}: {e}" for e in errors]
+        say(f"replicated form, step {step}: loss {loss.item():.5f} (unparallel block {want.item():.5f}), "
+            f"{'gradients match' if not errors else 'MISMATCH'}")
+        sgd(tp, args.lr)
+        sgd(ref2, args.lr)
+    for line in bad:
+        print(f"PE {me}: {line}")
+    if not agree(not bad, device):
+        raise SystemExit("the replicated-input block's loss or gradients differ from the unparallel block's")
+    say(f"training in Megatron's replicated-input form matches the unparallel block too, {args.steps} steps")
 
     x, t = batch(0, tokens, hidden, dtype, device)
     fused = step_time(par, x, t, rows, tokens * hidden, args.lr, args.iters, device)

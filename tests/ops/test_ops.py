@@ -15,6 +15,7 @@ import rshmem.nn as rnn
 import rshmem.ops as ops
 
 DTYPES = [torch.float16, torch.bfloat16]
+FLOATS = DTYPES + [torch.float32]  # every dtype the GEMM ops train in
 
 
 def _global(shape, dtype, seed):
@@ -23,13 +24,13 @@ def _global(shape, dtype, seed):
 
 
 def _close(got, want, dtype, what):
-    tol = 2e-2 if dtype == torch.bfloat16 else 3e-3
+    tol = {torch.bfloat16: 2e-2, torch.float16: 3e-3}.get(dtype, 1e-5)
     err = (got.float() - want.float()).abs().max().item()
     scale = max(want.float().abs().max().item(), 1.0)
     assert err <= tol * scale, f"{what}: max error {err} against a largest value {scale}"
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("m,K,N", [(8, 16, 24), (5, 24, 7), (1, 8, 3)])
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "w.t()"])
 def test_all_gather_matmul_matches_torch(me, npes, dtype, m, K, N, b_t):
@@ -43,7 +44,7 @@ def test_all_gather_matmul_matches_torch(me, npes, dtype, m, K, N, b_t):
     assert torch.equal(full, A) and torch.equal(c2, c)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("rows,K,N", [(8, 16, 24), (3, 40, 5)])
 @pytest.mark.parametrize("b_t", [False, True], ids=["b", "w.t()"])
 def test_matmul_reduce_scatter_matches_torch(me, npes, dtype, rows, K, N, b_t):
@@ -107,33 +108,34 @@ class _Mlp(torch.nn.Module):
         return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
 
 
-def _twins(hidden, ffn, seed):
-    """An unparallel block in fp32 whose weights are bf16 values, and its parallel bf16 twin."""
+def _twins(hidden, ffn, seed, dtype=torch.bfloat16):
+    """An unparallel block in fp32 whose weights are `dtype` values, and its parallel `dtype` twin."""
     import copy
 
     torch.manual_seed(seed)  # the same reference block on every PE
     ref = _Mlp(hidden, ffn, torch.float32)
     with torch.no_grad():
         for p in ref.parameters():
-            p.copy_(p.to(torch.bfloat16).float())
-    return ref, _ParallelMlp(copy.deepcopy(ref).to(torch.bfloat16))
+            p.copy_(p.to(dtype).float())
+    return ref, _ParallelMlp(copy.deepcopy(ref).to(dtype))
 
 
-def test_parallel_mlp_forward_and_gradients_match_the_unparallel_block(me, npes):
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_parallel_mlp_forward_and_gradients_match_the_unparallel_block(me, npes, dtype):
     hidden, ffn, tokens = 16, 32, 4 * npes
-    ref, par = _twins(hidden, ffn, 5)
-    x = _global((tokens, 2, hidden), torch.bfloat16, 6).float().requires_grad_()
+    ref, par = _twins(hidden, ffn, 5, dtype)
+    x = _global((tokens, 2, hidden), dtype, 6).float().requires_grad_()
     rows = slice(me * tokens // npes, (me + 1) * tokens // npes)
-    x_shard = x.detach()[rows].to(torch.bfloat16).requires_grad_()
+    x_shard = x.detach()[rows].to(dtype).requires_grad_()
     y = par(x_shard)
     want = ref(x)
-    assert y.shape == (tokens // npes, 2, hidden) and y.dtype == torch.bfloat16
-    _close(y, want[rows], torch.bfloat16, "block output")
+    assert y.shape == (tokens // npes, 2, hidden) and y.dtype == dtype
+    _close(y, want[rows], dtype, "block output")
     y.float().pow(2).sum().backward()
     # The loss of the whole batch is the sum of every PE's: the reference takes all of it.
     want.pow(2).sum().backward()
     rnn.allreduce_sequence_parallel_grads(par)
-    bf = torch.bfloat16
+    bf = dtype
     _close(x_shard.grad, x.grad[rows], bf, "input gradient")
     part = slice(me * ffn // npes, (me + 1) * ffn // npes)
     _close(par.up.weight.grad, ref.up.weight.grad[part], bf, "up weight gradient")
@@ -155,13 +157,14 @@ def test_all_reduce_gradient_is_the_all_reduce_of_the_gradient(me, npes):
         z.sum().backward()
 
 
-def test_torch_compile_of_a_module_using_the_ops(me, npes):
-    _, par = _twins(8, 16, 7)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_torch_compile_of_a_module_using_the_ops(me, npes, dtype):
+    _, par = _twins(8, 16, 7, dtype)
     compiled = torch.compile(par)
-    x = _global((2 * npes, 8), torch.bfloat16, 8)
+    x = _global((2 * npes, 8), dtype, 8)
     shard = x[me * 2:(me + 1) * 2].clone().requires_grad_()
     y = compiled(shard)
-    _close(y, par(shard), torch.bfloat16, "compiled output")
+    _close(y, par(shard), dtype, "compiled output")
     y.float().sum().backward()
     assert shard.grad is not None and par.up.weight.grad is not None
 
@@ -171,8 +174,11 @@ def test_torch_compile_of_a_module_using_the_ops(me, npes):
 
 def test_bad_dtypes_raise():
     a = torch.ones((2, 4), dtype=torch.bfloat16)
-    with pytest.raises(rshmem.DTypeError, match="takes float16, bfloat16"):
-        ops.all_gather_matmul(a.float(), torch.ones((4, 2)))
+    with pytest.raises(rshmem.DTypeError, match="a_shard is float64; this op takes float16, bfloat16, float32"):
+        ops.all_gather_matmul(a.double(), torch.ones((4, 2), dtype=torch.float64))
+    with pytest.raises(rshmem.DTypeError, match="a is int32; this op takes float16, bfloat16, float32$"):
+        ops.matmul_reduce_scatter(torch.ones((2 * rshmem.n_pes(), 4), dtype=torch.int32),
+                                  torch.ones((4, 2), dtype=torch.int32))
     with pytest.raises(rshmem.DTypeError, match="a is torch.bfloat16 but b is torch.float16"):
         ops.all_gather_matmul(a, torch.ones((4, 2), dtype=torch.float16))
     with pytest.raises(rshmem.DTypeError, match="x is int32"):
@@ -344,7 +350,7 @@ def test_fp8_all_gather_matmul_gives_a_bf16_c(me, npes, b_t):
 def test_fp8_misuse_raises():
     fp8 = torch.float8_e4m3fn
     a = torch.zeros((2, 16), dtype=fp8)
-    with pytest.raises(rshmem.DTypeError, match="takes float16, bfloat16$"):
+    with pytest.raises(rshmem.DTypeError, match="takes float16, bfloat16, float32$"):
         ops.matmul_reduce_scatter(torch.zeros((2 * rshmem.n_pes(), 16), dtype=fp8), torch.zeros((16, 8), dtype=fp8))
     with pytest.raises(rshmem.DTypeError, match="a is torch.float8_e4m3fn but b is torch.bfloat16"):
         ops.all_gather_matmul(a, torch.zeros((16, 8), dtype=torch.bfloat16))
@@ -369,3 +375,152 @@ def test_a_kernel_not_compiled_raises_during_capture_instead_of_compiling(monkey
         with pytest.raises(rshmem.RshmemError, match=r"call rshmem.ops.prepare\(rshmem.ops.all_reduce, \*args"):
             call()
     assert not kernel._compiled
+
+
+# ------------------------------------------------------------------ the cached steady state
+
+
+def _message(call) -> tuple:
+    try:
+        call()
+    except rshmem.RshmemError as e:
+        return type(e), str(e)
+    raise AssertionError("the call did not raise")
+
+
+def test_cached_calls_refuse_a_changed_shape_dtype_layout_or_group_as_a_first_call_does(npes):
+    """After a call has made the plan of its key, calls that differ from it in shape, dtype,
+    layout, device or group get the full checks, with the same errors as before any call."""
+    m, K, N = 3, 24, 8
+    a = torch.ones((m, K), dtype=torch.bfloat16)
+    b = torch.ones((K, N), dtype=torch.bfloat16)
+    bad = {
+        "dtype": lambda: ops.all_gather_matmul(a, b.half()),
+        "dtype of both": lambda: ops.all_gather_matmul(a.double(), b.double()),
+        "shape": lambda: ops.all_gather_matmul(a, torch.ones((K + 1, N), dtype=torch.bfloat16)),
+        "layout of a": lambda: ops.all_gather_matmul(torch.ones((K, m), dtype=torch.bfloat16).t(), b),
+        "layout of b": lambda: ops.all_gather_matmul(a, torch.ones((K, 2 * N), dtype=torch.bfloat16)[:, ::2]),
+        "matrix": lambda: ops.all_gather_matmul(a.view(-1), b),
+        "group": lambda: ops.all_gather_matmul(a, b, group=True),
+        "rs dtype": lambda: ops.matmul_reduce_scatter(torch.ones((npes * m, K), dtype=torch.int32), b),
+        "rs layout": lambda: ops.matmul_reduce_scatter(torch.ones((K, npes * m), dtype=torch.bfloat16).t(), b),
+        "rs rows": lambda: ops.matmul_reduce_scatter(torch.ones((npes * m, K + 2), dtype=torch.bfloat16), b),
+        "ar dtype": lambda: ops.all_reduce(torch.ones(5, dtype=torch.int64)),
+        "ar layout": lambda: ops.all_reduce(torch.ones((5, 4))[:, 1]),
+        "ar op": lambda: ops.all_reduce(torch.ones(5), op="prod"),
+        "ar group": lambda: ops.all_reduce(torch.ones(5), group="tp"),
+    }
+    first = {name: _message(call) for name, call in bad.items()}
+    for _ in range(3):  # the first call makes the plans, the others use them
+        ops.all_gather_matmul(a, b)
+        ops.all_gather_matmul(a, b.t().contiguous().t())
+        ops.matmul_reduce_scatter(torch.ones((npes * m, K), dtype=torch.bfloat16), b)
+        ops.all_reduce(torch.ones(5))
+    for name, call in bad.items():
+        assert _message(call) == first[name], name
+
+
+def test_a_cached_call_does_no_first_call_work(monkeypatch, me, npes):
+    """Once its key has a plan, a call neither checks nor agrees again (a changed key still
+    does), and a change of rshmem.ops.config drops every plan."""
+    from rshmem.ops import _checks, _library
+
+    a = _global((2, 12), torch.float32, 30 + me)
+    b = _global((12, 5), torch.float32, 31)
+    want = ops.all_gather_matmul(a, b)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cached call reached the first-call checks")
+
+    monkeypatch.setattr(_checks, "agree", refuse)
+    monkeypatch.setattr(_checks, "tensor", refuse)
+    assert torch.equal(ops.all_gather_matmul(a, b), want)
+    with pytest.raises(AssertionError, match="first-call checks"):
+        ops.all_gather_matmul(a, b[:, :4])
+    monkeypatch.undo()
+    assert _library._plans
+    old = ops.config.gemm_small_rows
+    ops.config.gemm_small_rows = old + 1
+    try:
+        assert not _library._plans
+    finally:
+        ops.config.gemm_small_rows = old
+
+
+# ------------------------------------------------- Megatron's tensor-parallel form (replicated input)
+
+
+class _Pair(torch.nn.Module):
+    def __init__(self, hidden, ffn):
+        super().__init__()
+        self.up = torch.nn.Linear(hidden, ffn)
+        self.down = torch.nn.Linear(ffn, hidden)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+class _TensorParallelPair(torch.nn.Module):
+    def __init__(self, ref: _Pair, gathered: bool):
+        super().__init__()
+        # gathered: the column layer gathers its output and the row layer takes its slice back
+        # (Megatron's gather_output / input_is_parallel=False), the same values by another road.
+        self.up = rnn.ColumnParallelLinear.from_linear(ref.up, sequence_parallel=False, gather_output=gathered)
+        self.down = rnn.RowParallelLinear.from_linear(ref.down, sequence_parallel=False,
+                                                      input_is_parallel=not gathered)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(x)))
+
+
+@pytest.mark.parametrize("gathered", [False, True], ids=["parallel", "gathered"])
+def test_megatron_layers_give_the_unparallel_gradients_for_a_replicated_loss(me, npes, gathered):
+    import copy
+
+    hidden, ffn = 12, 8 * npes
+    torch.manual_seed(40)  # the same model on every PE
+    ref = _Pair(hidden, ffn)
+    par = _TensorParallelPair(copy.deepcopy(ref), gathered)
+    part = slice(me * ffn // npes, (me + 1) * ffn // npes)
+    x = _global((5, 3, hidden), torch.float32, 41).requires_grad_()  # every PE holds every token
+    xp = x.detach().clone().requires_grad_()
+    for step in range(2):  # a training step, then the next forward from the updated weights
+        want = ref(x)
+        y = par(xp)
+        assert y.shape == want.shape
+        _close(y, want, torch.float32, f"step {step} output")
+        want.pow(2).mean().backward()
+        y.pow(2).mean().backward()  # the same loss on every PE
+        _close(xp.grad, x.grad, torch.float32, "input gradient")
+        _close(par.up.weight.grad, ref.up.weight.grad[part], torch.float32, "column weight gradient")
+        _close(par.up.bias.grad, ref.up.bias.grad[part], torch.float32, "column bias gradient")
+        _close(par.down.weight.grad, ref.down.weight.grad[:, part], torch.float32, "row weight gradient")
+        _close(par.down.bias.grad, ref.down.bias.grad, torch.float32, "row bias gradient")
+        with torch.no_grad():
+            for model in (ref, par):
+                for p in model.parameters():
+                    p -= 0.1 * p.grad
+                    p.grad = None
+            x.grad = xp.grad = None
+    assert not getattr(par.down.bias, "sequence_parallel", False)
+
+
+def test_megatron_region_functions_and_options(me, npes):
+    x = _global((2, 4 * npes), torch.float32, 50).requires_grad_()
+    mine = rnn.scatter_to_region(x)
+    assert torch.equal(mine, x.detach()[:, me * 4:(me + 1) * 4])
+    assert torch.equal(rnn.gather_from_region(mine), x.detach())
+    y = rnn.reduce_from_region(x * (me + 1))
+    assert torch.allclose(y, x.detach() * sum(range(1, npes + 1)))
+    y.sum().backward()  # identity backward: d/dx of (me + 1) * x
+    assert torch.allclose(x.grad, torch.full_like(x, float(me + 1)))
+    z = x.detach().clone().requires_grad_()
+    rnn.copy_to_region(z).sum().backward()  # all-reduce backward
+    assert torch.allclose(z.grad, torch.full_like(z, float(npes)))
+    with pytest.raises(rshmem.InvalidArgumentError, match="gather_output=True needs sequence_parallel=False"):
+        rnn.ColumnParallelLinear(4, 2 * npes, gather_output=True)
+    with pytest.raises(rshmem.InvalidArgumentError, match="input_is_parallel=False needs sequence_parallel=False"):
+        rnn.RowParallelLinear(2 * npes, 4, input_is_parallel=False)
+    if npes > 1:
+        with pytest.raises(rshmem.InvalidArgumentError, match="cannot be split evenly"):
+            rnn.scatter_to_region(torch.ones(2, npes + 1))

@@ -55,10 +55,12 @@ def _cases(issue, ragged, pointer):
 
 @pytest.fixture(scope="module", autouse=True)
 def on_cuda(cuda_backend):
-    old = ops.config.autotune
+    old, small = ops.config.autotune, ops.config.gemm_small_rows
     ops.config.autotune = False
+    ops.config.gemm_small_rows = 0  # the fused kernels at every size (test_small_rows_* sets it)
     yield
     ops.config.autotune = old
+    ops.config.gemm_small_rows = small
     torch.cuda.synchronize()
     rshmem.barrier_all()
 
@@ -437,5 +439,85 @@ def test_reduce_overhead_compile_records_prepared_shapes():
             got = compiled(A[me * m:(me + 1) * m].contiguous()).clone()
             torch.cuda.synchronize()
             _check(got, A @ w.t(), f"compiled all_gather_matmul, {m} rows, round {it}")
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+@pytest.mark.parametrize("rows", [1, 16, 128, 512])
+def test_small_rows_run_as_the_gathered_a_and_cublas(rows):
+    """Decode-sized calls (`config.gemm_small_rows`): AllGather+GEMM gathers A into the workspace
+    and multiplies with cuBLAS; back to back, both layouts, the gathered A, and a CUDA graph."""
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    m = max(1, rows // W)
+    M, K, N = W * m, 512, 768
+    ops.config.gemm_small_rows = 512
+    try:
+        got = []
+        for it in range(3):
+            A, B, shard = _ag_inputs((M, K, N), BF16, 900 + it)
+            weight = B.t().contiguous()
+            got.append((ops.all_gather_matmul(shard, B), ops.all_gather_matmul(shard, weight.t(), return_a=True),
+                        A @ B, A))
+        torch.cuda.synchronize()
+        for it, (c, (c2, full), want, A) in enumerate(got):
+            _check(c, want, f"C, call {it}")
+            _check(c2, want, f"C with weight.t(), call {it}")
+            assert torch.equal(full, A), f"gathered A, call {it}"
+        A, B, shard = _ag_inputs((M, K, N), BF16, 950)
+        static = shard.clone()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = ops.all_gather_matmul(static, B)
+        for it in range(2):
+            A, _, sh = _ag_inputs((M, K, N), BF16, 960 + it)
+            static.copy_(sh)
+            graph.replay()
+            torch.cuda.synchronize()
+            _check(out, A @ B, f"replay {it}")
+        del graph
+        if W == 1:
+            a = _rand((M, K), BF16, 970)
+            _check(ops.matmul_reduce_scatter(a, B), a @ B, "GEMM+ReduceScatter on one PE")
+    finally:
+        ops.config.gemm_small_rows = 0
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+@pytest.mark.parametrize("b_t", [False, True], ids=["b", "w.t()"])
+def test_float32_multiplies_as_tf32(b_t):
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    M, K, N = 2 * 256, 512, 768
+    A, B, shard = _ag_inputs((M, K, N), torch.float32, 1000)
+    b = B.t().contiguous().t() if b_t else B
+    c, full = ops.all_gather_matmul(shard, b, return_a=True)
+    _check(c, A.double() @ B.double(), "fp32 C")
+    assert c.dtype == torch.float32 and torch.equal(full, A)
+    k, m = K // W, M // W
+    s = ops.matmul_reduce_scatter(A[:, me * k:(me + 1) * k].contiguous(), b[me * k:(me + 1) * k])
+    _check(s, (A.double() @ B.double())[me * m:(me + 1) * m], "fp32 C_shard")
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+
+
+def test_a_steady_call_allocates_only_its_outputs():
+    """After the first call of a key, a call allocates its outputs and nothing else."""
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    M, K, N = 2 * 256, 256, 384
+    A, B, shard = _ag_inputs((M, K, N), BF16, 1100)
+    a_rs = A[:, :K // W].contiguous()
+    x = _rand((3000,), torch.float32, 1101)
+    calls = {"all_gather_matmul": (lambda: ops.all_gather_matmul(shard, B.t().contiguous().t()), 2),
+             "matmul_reduce_scatter": (lambda: ops.matmul_reduce_scatter(a_rs, B[:K // W]), 1),
+             "all_reduce": (lambda: ops.all_reduce(x), 1)}
+    for name, (call, outputs) in calls.items():
+        call()
+        call()
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_stats(_dev())["allocation.all.allocated"]
+        keep = call()
+        after = torch.cuda.memory_stats(_dev())["allocation.all.allocated"]
+        assert after - before <= outputs, f"{name}: {after - before} allocations for {outputs} outputs"
+        del keep
     torch.cuda.synchronize()
     rshmem.barrier_all()

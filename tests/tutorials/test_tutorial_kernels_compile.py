@@ -167,6 +167,15 @@ def _ops_cases() -> list:
     ag(_tuning.AG_FP8_CANDIDATES[0], "fp8e4nv", True, False, True, False)
     ag(_tuning.AG_FP8_CANDIDATES[0], "fp8e4nv", True, True, False, False)
     ag(_tuning.POINTER_FP8_CONFIG, "fp8e4nv", False, True, True, True)
+    # fp32 (TF32 wgmma): every configuration the tuner may pick, both B layouts, the pointer form
+    for cfg in _tuning.AG_F32_CANDIDATES:
+        ag(cfg, "fp32", True, False, True, True)
+    ag(_tuning.AG_F32_CANDIDATES[0], "fp32", True, True, True, False)
+    ag(_tuning.POINTER_F32_CONFIG, "fp32", False, True, True, True)
+    for cfg in _tuning.RS_F32_CANDIDATES:
+        rs(cfg, "fp32", True, True, True)
+    rs(_tuning.RS_F32_CANDIDATES[0], "fp32", True, False, False)
+    rs(_tuning.POINTER_F32_CONFIG, "fp32", False, False, True)
     for cfg in _tuning.RS_CANDIDATES:
         rs(cfg, "bf16", True, False, True)
     rs(_tuning.RS_CANDIDATES[0], "fp16", True, True, False)

@@ -80,8 +80,9 @@ def test_simple_shift_tutorial_on_the_host_backend_3_pes():
 def test_tensor_parallel_mlp_tutorial_on_the_host_backend():
     out = _run_tutorial("05_tensor_parallel_mlp.py", "--steps", "2", "--iters", "2")
     assert "2 PEs on the host backend" in out
-    assert out.count("gradients match") == 2
+    assert out.count("gradients match") == 4  # 2 steps in each of the two forms
     assert "training with the fused ops matches the unparallel block" in out
+    assert "replicated-input form matches the unparallel block too" in out
     assert "fused (rshmem.ops" in out and "unfused (gloo + torch.matmul)" in out
     assert "mean nothing for speed" in out
 
@@ -165,6 +166,7 @@ def test_tensor_parallel_mlp_tutorial_on_gpus(monkeypatch):
     out = _run_tutorial("05_tensor_parallel_mlp.py", "--hidden", "1024", "--tokens", "2048", "--steps", "2",
                         "--iters", "3", host=False)
     assert "2 PEs on the cuda backend" in out
-    assert out.count("gradients match") == 2
+    assert out.count("gradients match") == 4
     assert "training with the fused ops matches the unparallel block" in out
+    assert "replicated-input form matches the unparallel block too" in out
     assert "fused (rshmem.ops AllGather+GEMM, GEMM+ReduceScatter)" in out and "unfused (" in out

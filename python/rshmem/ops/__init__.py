@@ -17,7 +17,8 @@ Every PE must call them with the same shapes and dtype, in the same order (they 
 They are torch custom ops (`torch.ops.rshmem.*`): they run eagerly, under `torch.compile`, and in
 CUDA graphs, and autograd flows through them (the backward of AllGather+GEMM is a GEMM+ReduceScatter
 and the other way round). `b` may be row-major or column-major (as
-`linear.weight.t()`); `a` / `x` must be contiguous. fp16 and bf16 for the GEMMs; AllGather+GEMM
+`linear.weight.t()`); `a` / `x` must be contiguous. fp32 (TF32 on GPUs, exact on the host
+backend), fp16 and bf16 for the GEMMs; AllGather+GEMM
 also takes fp8 (`torch.float8_e4m3fn`) A and B, giving a bf16 C (wgmma's fp8 form on sm_90; no
 gradient; scale C yourself for scaled fp8 inputs: per-tensor scales factor out of the product).
 
@@ -33,7 +34,10 @@ tiling (`config.autotune`) and compiles the kernels; it cannot be captured in a 
 raises `RshmemError` saying so there. `prepare(op, *args, **kwargs)` does that work for a call
 eagerly, without computing anything (a warm-up run of the op does too): call it before capturing,
 once per shape (e.g. for each shape `torch.compile(mode="reduce-overhead")` will capture with
-dynamic shapes). Later calls allocate nothing and never synchronize the host.
+dynamic shapes). Later calls allocate nothing but their outputs and never synchronize the host:
+the first call of a key (shapes, strides, dtypes, alignment, group) leaves a plan that later calls
+of the key run with no checks and no Triton binding (see `_library` and `_launch`). Decode-sized
+AllGather+GEMMs (`config.gemm_small_rows`) run as the gathered A and cuBLAS.
 
 `group` is None (every PE), a torch.distributed group whose ranks are the PEs in order (the one
 rshmem was initialized with), or an `rshmem.Team` of every PE; a group or team of only some PEs
@@ -52,6 +56,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .. import _core
 from . import _checks, _group, _library, _register, _tuning, _workspace
+from . import _config as _config_module
 from ._config import Config, config
 from ._library import REDUCE_OPS
 from ._register import register_group
@@ -77,13 +82,17 @@ def _direct(*tensors) -> bool:
     that would want to see the op."""
     if torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled():
         return False
-    if _get_current_dispatch_mode() is not None:
+    if _dispatch_depth() and _get_current_dispatch_mode() is not None:
         return False
     grad = torch.is_grad_enabled()
     for t in tensors:
-        if type(t) is not torch.Tensor or (grad and t.requires_grad) or t.device.type == "meta":
+        if type(t) is not torch.Tensor or (grad and t.requires_grad) or t.is_meta:
             return False
     return True
+
+
+# The depth of torch's dispatch-mode stack (0: no mode, the common case, without walking it).
+_dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
 
 
 def all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
@@ -177,6 +186,7 @@ def prepare(op, /, *args, **kwargs) -> None:
 def _forget_all():
     """rshmem.finalize(): drop every workspace and cache (the heap goes away), before the runtime
     counts the live tensors."""
+    _library.forget_plans()
     _workspace.forget()
     _checks.forget()
     _tuning.forget()
@@ -188,3 +198,4 @@ def _forget_all():
 
 
 _core._finalize_hooks.insert(0, _forget_all)
+_config_module._ON_CHANGE.append(_library.forget_plans)

@@ -29,11 +29,11 @@ from __future__ import annotations
 import torch
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .. import torch as rtorch
 from ..host import CMP_EQ, CMP_GE, SIGNAL_SET
 from . import _checks, _group, _kernels_gemm as kg, _tuning, _workspace
 from ._config import config
-from ._launch import Kernel
+from .. import _cuda, _native
+from ._launch import Bound, Kernel
 
 FLAG_STRIDE = 64  # chunks per shard at most
 RESET_BLOCK = 64
@@ -91,6 +91,12 @@ def tma_ok(*mats) -> bool:
     return True
 
 
+def small_rows(rows: int, dtype) -> bool:
+    """Whether a GEMM of `rows` rows of C in all (every PE's shard) runs as gathered A and cuBLAS
+    (`config.gemm_small_rows`; not fp8, which `torch.mm` does not multiply)."""
+    return rows <= config.gemm_small_rows and dtype != _checks.FP8
+
+
 def producer(shard_bytes: int) -> str:
     """"sm" or "copy_engine" for a shard of this size, per `config.ag_producer`."""
     config.check()
@@ -110,8 +116,9 @@ class _Call:
         self.shape_tma = shape_tma_ok(a.element_size(), self.K, self.N)
         self.tma = self.shape_tma and tma_ok(a, self.bmat, c, buf3d)
 
-    def launch(self, cfg: _tuning.GemmConfig, comm: bool, release: bool, sms: int, chunk_rows: int = CHUNK_ALIGN,
-               n_chunks: int = 1, prepare: bool = False) -> None:
+    def pack(self, cfg: _tuning.GemmConfig, comm: bool, release: bool, sms: int, chunk_rows: int = CHUNK_ALIGN,
+             n_chunks: int = 1):
+        """(grid, runtime arguments, constexprs, options) of the consumer launch."""
         info, m, K, N = self.info, self.m, self.K, self.N
         W = info.size
         c3d = self.c.view(W, m, N)
@@ -131,96 +138,166 @@ class _Call:
                 sbk, sbn, chunk_rows, n_chunks, FLAG_STRIDE, grid)
         consts = (cfg.BM, cfg.BN, cfg.BK, cfg.GROUP_M, self.tma, self.b_t, comm, release,
                   cfg.flatten and self.tma, RESET_BLOCK, cfg.split_c and self.tma)
-        _consumer((grid,), args, consts, prepare=prepare, num_warps=cfg.warps, num_stages=cfg.stages)
+        return (grid,), args, consts, {"num_warps": cfg.warps, "num_stages": cfg.stages}
+
+    def launch(self, cfg: _tuning.GemmConfig, comm: bool, release: bool, sms: int, chunk_rows: int = CHUNK_ALIGN,
+               n_chunks: int = 1, prepare: bool = False) -> None:
+        grid, args, consts, opts = self.pack(cfg, comm, release, sms, chunk_rows, n_chunks)
+        _consumer(grid, args, consts, prepare=prepare, **opts)
+
+    def bind(self, cfg: _tuning.GemmConfig, comm: bool, release: bool, sms: int, chunk_rows: int = CHUNK_ALIGN,
+             n_chunks: int = 1, varying: tuple = ()) -> Bound:
+        grid, args, consts, opts = self.pack(cfg, comm, release, sms, chunk_rows, n_chunks)
+        return _consumer.bind(grid, args, consts, varying, **opts)
 
 
 def _config(call: _Call, key: tuple) -> _tuning.GemmConfig:
-    fp8 = call.a.dtype == _checks.FP8
+    dtype = call.a.dtype
+    if dtype == _checks.FP8:
+        pointer, candidates = _tuning.POINTER_FP8_CONFIG, _tuning.AG_FP8_CANDIDATES
+    elif dtype == torch.float32:
+        pointer, candidates = _tuning.POINTER_F32_CONFIG, _tuning.AG_F32_CANDIDATES
+    else:
+        pointer, candidates = _tuning.POINTER_CONFIG, _tuning.AG_CANDIDATES
     if not call.shape_tma:
-        return _tuning.POINTER_FP8_CONFIG if fp8 else _tuning.POINTER_CONFIG
-    return _tuning.choose("all_gather_matmul", call.info, key, _tuning.AG_FP8_CANDIDATES if fp8 else _tuning.AG_CANDIDATES,
+        return pointer
+    return _tuning.choose("all_gather_matmul", call.info, key, candidates,
                           lambda cfg: call.launch(cfg, False, False, _tuning.num_sms()))
 
 
-def run(a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple, prepare: bool = False):
-    """C (and the gathered A when `return_a`, else an empty tensor) on the caller's stream. With
-    `prepare`, everything but the launches and the stream work (`rshmem.ops.prepare`): C is not
-    computed."""
-    W, me = info.size, info.rank
-    m, K = a.shape
-    N = b.shape[1]
-    dtype, elt = a.dtype, a.element_size()
-    dev = a.device
-    c = torch.empty((W * m, N), dtype=_checks.out_dtype(dtype), device=dev)
-    full = torch.empty((W * m, K) if return_a else (0,), dtype=dtype, device=dev)
-    if W == 1:
-        call = _Call(a, b, b_t, c, a.view(1, m, K), _Dummy(dev), info)
-        call.launch(_config(call, key), False, False, _tuning.num_sms(), prepare=prepare)
-        if return_a and not prepare:
-            full.copy_(a)
-        return c, full
-    shard_bytes = m * K * elt
-    space = _space(info, dtype, W * shard_bytes)
-    buf3d = space.view(dtype, (W, m, K))
-    call = _Call(a, b, b_t, c, buf3d, space, info)
-    cfg = _config(call, key)
-    how = producer(shard_bytes)
-    chunk_rows, n_chunks = chunking(m, config.ag_sm_ctas if how == "sm" else CE_CHUNKS)
-    sms = _tuning.num_sms()
-    if how == "sm":
-        sms -= n_chunks * (W - 1)  # the producer's CTAs must find SMs while the GEMM runs
+class Plan:
+    """Everything of a call that depends only on its key (shapes, dtype, layout, alignment, team,
+    `return_a`), made on the first call: the configuration, the workspace and its addresses, the
+    side streams, every kernel loaded and its arguments packed (`Bound`). `plan(a, b)` is a call:
+    two allocations (C and the gathered A or an empty tensor), the launches, no host sync.
+    Building it prepares every kernel of the call before any launches (see `_launch`)."""
 
-    my_pe = info.pes[me]
-    flags, busy, pes = space.flags, space.busy, _workspace.pes(info)
-    sides = _side_streams(W - 1 + (1 if return_a else 0))
-    push_args = (a.view(torch.uint8), space.buf, flags, pes, me, W, m, K * elt, chunk_rows, FLAG_STRIDE)
-    release_args = (flags, space.counter, busy, pes, me, W, n_chunks, FLAG_STRIDE)
-    # Loaded before the GEMM starts waiting for the peers: a load while it runs would wait for it
-    # (`_launch`'s docstring), and the peers' GEMMs for this PE's producer.
-    if how == "sm":
-        _push.prepare((n_chunks, W - 1), push_args, (), num_warps=PUSH_WARPS)
-    if return_a:
-        _release.prepare((1,), release_args, (RESET_BLOCK,), num_warps=4)
-    if prepare:
-        call.launch(cfg, True, not return_a, sms, chunk_rows, n_chunks, prepare=True)
-        return c, full
-
-    main = torch.cuda.current_stream(dev)
-    ready = torch.cuda.Event()
-    ready.record(main)
-    call.launch(cfg, True, not return_a, sms, chunk_rows, n_chunks)
-
-    for j in range(1, W):
-        p = (me + j) % W
-        side = sides[0] if how == "sm" else sides[j - 1]
-        side.wait_event(ready)
-        # The peer has read what this PE put into its slot last time, before anything new goes there.
-        rtorch.signal_wait_until_on_stream(busy[p], CMP_EQ, 0, side)
-        rtorch.signal_op_on_stream(busy[p], 1, SIGNAL_SET, my_pe, side)
-        if how == "copy_engine":
-            for ci in range(n_chunks):
-                r0, r1 = ci * chunk_rows, min(m, (ci + 1) * chunk_rows)
-                rtorch.putmem_signal_on_stream(buf3d[me, r0:r1], a[r0:r1], flags[me * FLAG_STRIDE + ci], 1, SIGNAL_SET,
-                                               info.pes[p], side)
-    if how == "sm":
-        with torch.cuda.stream(sides[0]):
-            _push((n_chunks, W - 1), push_args, (), num_warps=PUSH_WARPS)
-    if return_a:
-        out = sides[-1]
-        out.wait_event(ready)
-        with torch.cuda.stream(out):
-            full[me * m:(me + 1) * m].copy_(a)
+    def __init__(self, a, b, b_t: bool, info: _group.TeamInfo, return_a: bool, key: tuple):
+        W, me = info.size, info.rank
+        m, K = a.shape
+        N = b.shape[1]
+        dtype, elt = a.dtype, a.element_size()
+        dev = a.device
+        self.W, self.m, self.return_a, self.dtype, self.dev = W, m, return_a, dtype, dev
+        self.c_shape, self.c_dtype = (W * m, N), _checks.out_dtype(dtype)
+        self.full_shape = (W * m, K) if return_a else (0,)
+        self.index = dev.index
+        # Without return_a the second output is an empty placeholder: one per plan, not per call.
+        self.no_a = None if return_a else torch.empty((0,), dtype=dtype, device=dev)
+        c = torch.empty(self.c_shape, dtype=self.c_dtype, device=dev)  # packed against, then dropped
+        # Few rows (decode): the gathered A then one cuBLAS GEMM (`small_rows`); the fused kernel
+        # otherwise. Decided from the shapes alone, so every PE decides alike.
+        self.small = small_rows(W * m, dtype)
+        if W == 1 and self.small:
+            return
+        if W == 1:
+            self.dummy = _Dummy(dev)
+            call = _Call(a, b, b_t, c, a.view(1, m, K), self.dummy, info)
+            self.consumer = call.bind(_config(call, key), False, False, _tuning.num_sms(), varying=(0, 1, 2, 3))
+            return
+        shard_bytes = m * K * elt
+        space = _space(info, dtype, W * shard_bytes)
+        buf3d = space.view(dtype, (W, m, K))
+        call = _Call(a, b, b_t, c, buf3d, space, info)
+        cfg = None if self.small else _config(call, key)
+        how = self.how = producer(shard_bytes)
+        chunk_rows, n_chunks = chunking(m, config.ag_sm_ctas if how == "sm" else CE_CHUNKS)
+        sms = _tuning.num_sms()
+        if how == "sm":
+            sms -= n_chunks * (W - 1)  # the producer's CTAs must find SMs while the GEMM runs
+        my_pe = self.my_pe = info.pes[me]
+        self.my_row0 = me * m
+        flags, busy, pes = space.flags, space.busy, _workspace.pes(info)
+        self.sides = _side_streams(W - 1 + (1 if return_a and not self.small else 0))
+        self.side_handles = [s.cuda_stream for s in self.sides]
+        self.ready = torch.cuda.Event()
+        row = K * elt
+        # Per peer: its side stream, this PE's busy word for it, its PE, and the copy engine's
+        # chunks as (destination address, offset in the shard, bytes, flag address).
+        self.peers = []
+        for j in range(1, W):
+            p = (me + j) % W
+            side = 0 if how == "sm" else j - 1
+            chunks = tuple((buf3d[me, ci * chunk_rows].data_ptr(), ci * chunk_rows * row,
+                            (min(m, (ci + 1) * chunk_rows) - ci * chunk_rows) * row,
+                            flags[me * FLAG_STRIDE + ci].data_ptr()) for ci in range(n_chunks))
+            self.peers.append((self.sides[side], self.side_handles[side], busy[p].data_ptr(), info.pes[p], chunks))
+        # The copy-out of the gathered A: (flag address, rows in `full`, rows of the buffer) per chunk.
+        self.copies = []
+        if return_a:
             for j in range(1, W):
                 src = (me + j) % W
                 for ci in range(n_chunks):
                     r0, r1 = ci * chunk_rows, min(m, (ci + 1) * chunk_rows)
-                    rtorch.signal_wait_until_on_stream(flags[src * FLAG_STRIDE + ci], CMP_GE, 1, out)
-                    full[src * m + r0:src * m + r1].copy_(buf3d[src, r0:r1])
-    for s in sides:
-        main.wait_stream(s)
-    if return_a:
-        _release((1,), release_args, (RESET_BLOCK,), num_warps=4)
-    return c, full
+                    self.copies.append((flags[src * FLAG_STRIDE + ci].data_ptr(), src * m + r0, src * m + r1,
+                                        buf3d[src, r0:r1]))
+        push_args = (a.view(torch.uint8), space.buf, flags, pes, me, W, m, row, chunk_rows, FLAG_STRIDE)
+        release_args = (flags, space.counter, busy, pes, me, W, n_chunks, FLAG_STRIDE)
+        # Loaded before the GEMM ever starts waiting for the peers: a load while it runs would wait
+        # for it (`_launch`'s docstring), and the peers' GEMMs for this PE's producer.
+        self.push = _push.bind((n_chunks, W - 1), push_args, (), (0,), num_warps=PUSH_WARPS) if how == "sm" else None
+        self.release = _release.bind((1,), release_args, (RESET_BLOCK,), (), num_warps=4) \
+            if return_a or self.small else None
+        if self.small:
+            # The other PEs' chunks that the GEMM waits for, and where the gathered A lies.
+            self.waits = [flags[((me + j) % W) * FLAG_STRIDE + ci].data_ptr() for j in range(1, W)
+                          for ci in range(n_chunks)]
+            self.own, self.gathered = buf3d[me], buf3d.view(W * m, K)
+            return
+        self.consumer = call.bind(cfg, True, not return_a, sms, chunk_rows, n_chunks, varying=(0, 2, 3))
+
+    def __call__(self, a, b):
+        if self.W == 1 and self.small:
+            return torch.mm(a, b), (a.clone() if self.return_a else self.no_a)
+        c = torch.empty(self.c_shape, dtype=self.c_dtype, device=self.dev)
+        full = self.no_a if self.no_a is not None else torch.empty(self.full_shape, dtype=self.dtype, device=self.dev)
+        if self.W == 1:
+            self.consumer.launch(_cuda.current_raw_stream(self.index), a, a, b, c)
+            if self.return_a:
+                full.copy_(a)
+            return c, full
+        main = torch.cuda.current_stream(self.dev)
+        handle = main.cuda_stream
+        ready = self.ready
+        ready.record(main)
+        small = self.small
+        if small:
+            self.own.copy_(a)
+        else:
+            self.consumer.launch(handle, a, b, c)
+        a_ptr = a.data_ptr()
+        my_pe, copy_engine = self.my_pe, self.how == "copy_engine"
+        for side, side_handle, busy, pe, chunks in self.peers:
+            side.wait_event(ready)
+            # The peer has read what this PE put into its slot last time, before anything new goes there.
+            _native.signal_wait_until_on_stream(busy, CMP_EQ, 0, side_handle)
+            _native.signal_op_on_stream(busy, 1, SIGNAL_SET, my_pe, side_handle)
+            if copy_engine:
+                for dst, off, nbytes, flag in chunks:
+                    _native.putmem_signal_on_stream(dst, a_ptr + off, nbytes, flag, 1, SIGNAL_SET, pe, side_handle,
+                                                    False)
+        if self.push is not None:
+            self.push.launch(self.side_handles[0], a)
+        if small:
+            for flag in self.waits:
+                _native.signal_wait_until_on_stream(flag, CMP_GE, 1, handle)
+            torch.mm(self.gathered, b, out=c)
+            if self.return_a:
+                full.copy_(self.gathered)
+        elif self.return_a:
+            out, out_handle = self.sides[-1], self.side_handles[-1]
+            out.wait_event(ready)
+            m, me = self.m, self.W and self.consumer  # noqa: F841 - keep names short below
+            with torch.cuda.stream(out):
+                full[self.my_row0:self.my_row0 + self.m].copy_(a)
+                for flag, r0, r1, view in self.copies:
+                    _native.signal_wait_until_on_stream(flag, CMP_GE, 1, out_handle)
+                    full[r0:r1].copy_(view)
+        for s in self.sides:
+            main.wait_stream(s)
+        if self.release is not None:
+            self.release.launch(handle)
+        return c, full
 
 
 class _Dummy:

@@ -24,6 +24,7 @@ import torch
 
 from . import _group, _kernels_ar as ka, _tuning, _workspace
 from ._config import config
+from .. import _cuda
 from ._launch import Kernel
 
 OPS = {"sum": ka.SUM, "avg": ka.AVG, "max": ka.MAX, "min": ka.MIN}
@@ -136,3 +137,44 @@ def run(x: torch.Tensor, op: str, info: _group.TeamInfo, prepare: bool = False) 
             _two((G,), (outs, xs, buf, space.extra.setdefault("second", buf[W * slot:]), space.flags, space.busy, pes, info.rank, W, count, chunk, per,
                         slot), (elt, code, BLOCK), prepare=prepare, num_warps=8)
     return out
+
+
+class Plan:
+    """A call of one piece on rshmem's kernels, made on the first call of its key (size, dtype,
+    op, team, alignment): the workspace, the kernel loaded, its arguments packed. `plan(x)` is a
+    call: the output's allocation and one launch."""
+
+    def __init__(self, x: torch.Tensor, op: str, info: _group.TeamInfo):
+        W, n, elt = info.size, x.numel(), x.element_size()
+        self.index = x.device.index
+        how = form(n * elt, W)
+        space = _space(info, x.dtype, how, n * elt)
+        G, slot = space.extra["programs"], space.extra["slot"]
+        buf = space.view(x.dtype, (space.extra["bufs"] * W * slot,))
+        out = torch.empty_like(x)
+        pes = _workspace.pes(info)
+        code = OPS[op]
+        if how == "one_shot":
+            args = (out, x, buf, space.flags, space.busy, pes, info.rank, W, n, -(-n // G), slot)
+            self.kernel = _one.bind((G,), args, (elt, code, BLOCK), (0, 1), num_warps=8)
+        else:
+            chunk = -(-n // W)
+            args = (out, x, buf, buf[W * slot:], space.flags, space.busy, pes, info.rank, W, n, chunk, -(-chunk // G),
+                    slot)
+            self.kernel = _two.bind((G,), args, (elt, code, BLOCK), (0, 1), num_warps=8)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        self.kernel.launch(_cuda.current_raw_stream(self.index), out, x)
+        return out
+
+
+def plan(x: torch.Tensor, op: str, info: _group.TeamInfo):
+    """The `Plan` of a call like `x`'s, or None where a call does more than one launch (several
+    pieces, NCCL) or none (empty, one PE: a copy) and `run` takes it each time."""
+    n, elt = x.numel(), x.element_size()
+    if n == 0 or info.size == 1 or nccl_group(info, n * elt) is not None:
+        return None
+    if n > max(1, config.allreduce_piece_bytes // elt):
+        return None
+    return Plan(x, op, info)

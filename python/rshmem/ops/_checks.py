@@ -20,7 +20,8 @@ from . import _group
 
 # Words of one PE's entry in the exchange: a hash of the key, then the key's numbers.
 _WORDS = 16
-GEMM_DTYPES = (torch.float16, torch.bfloat16)
+# float32 multiplies as TF32 on GPUs (tl.dot's default, torch's `allow_tf32`), exactly on the host backend.
+GEMM_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 FP8 = torch.float8_e4m3fn
 AG_DTYPES = GEMM_DTYPES + (FP8,)  # AllGather+GEMM also multiplies fp8 (e4m3), into a bf16 C
 

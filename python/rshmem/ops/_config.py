@@ -13,6 +13,7 @@ time; every PE must use the same values (they decide collective behaviour).
 | `allreduce_one_shot_max` | `RSHMEM_OPS_ALLREDUCE_ONE_SHOT_MAX` | 256 KiB | see `allreduce_form` |
 | `allreduce_piece_bytes` | `RSHMEM_OPS_ALLREDUCE_PIECE_BYTES` | 64 MiB | larger all-reduces run as pieces of this size (the largest workspace) |
 | `allreduce_nccl_min_bytes` | `RSHMEM_OPS_ALLREDUCE_NCCL_MIN_BYTES` | 8 MiB | on GPUs, all-reduces of at least this many bytes over a group whose torch.distributed backend is NCCL are NCCL's `all_reduce` (see `_allreduce`); `0`: never |
+| `gemm_small_rows` | `RSHMEM_OPS_GEMM_SMALL_ROWS` | 512 | AllGather+GEMM with at most this many rows of C (all PEs' tokens), and GEMM+ReduceScatter on one PE with at most this many rows of A, run as the gathered A and one cuBLAS GEMM (`torch.mm`) instead of the fused kernel: at decode sizes the GEMM is latency-bound and cuBLAS's small-M kernels win (measured in `docs/benchmarks.md`); `0`: always the fused kernel |
 | `group_workspace_bytes` | `RSHMEM_OPS_GROUP_WORKSPACE_BYTES` | `0`: 1 GiB on the cuda backend, 64 MiB on the host backend | symmetric memory `register_group` sets aside on every PE for the workspaces of a group of only some PEs (1 GiB holds AllGather+GEMM, GEMM+ReduceScatter and all-reduce workspaces at 8192 x 8192 bf16) |
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from .._native import ConfigError
 
 _PRODUCERS = ("auto", "copy_engine", "sm")
+_ON_CHANGE: list = []  # called after any field of `config` is set
 _FORMS = ("auto", "one_shot", "two_shot")
 
 
@@ -58,7 +60,14 @@ class Config:
     allreduce_one_shot_max: int = _int("RSHMEM_OPS_ALLREDUCE_ONE_SHOT_MAX", 256 << 10)
     allreduce_piece_bytes: int = max(1 << 16, _int("RSHMEM_OPS_ALLREDUCE_PIECE_BYTES", 64 << 20))
     allreduce_nccl_min_bytes: int = _int("RSHMEM_OPS_ALLREDUCE_NCCL_MIN_BYTES", 8 << 20)
+    gemm_small_rows: int = _int("RSHMEM_OPS_GEMM_SMALL_ROWS", 512)
     group_workspace_bytes: int = _int("RSHMEM_OPS_GROUP_WORKSPACE_BYTES", 0)
+
+    def __setattr__(self, name, value) -> None:
+        # The ops' plans (`_library`) hold choices made from these values: a change drops them.
+        object.__setattr__(self, name, value)
+        for hook in _ON_CHANGE:
+            hook()
 
     def check(self) -> None:
         """Raises ConfigError for a value set at run time that no op can use."""

@@ -79,7 +79,7 @@ def process_group_ranks(group, what: str) -> tuple:
     try:
         ranks = tuple(dist.get_process_group_ranks(group))
         member = dist.get_rank(group)
-    except (RuntimeError, ValueError, TypeError, AttributeError) as e:
+    except (RuntimeError, ValueError, TypeError, AttributeError, KeyError) as e:
         raise InvalidArgumentError(f"rshmem.ops.{what}: group={group!r} is not a torch.distributed group this "
                                    f"process can use ({e})") from None
     if member < 0:
@@ -89,8 +89,17 @@ def process_group_ranks(group, what: str) -> tuple:
 
 
 def _team_of_process_group(group, what: str) -> int:
+    # A process group's members never change: its team is worked out once (a few
+    # torch.distributed queries, which a call of an op would feel) and kept until finalize.
+    try:
+        found = _group_teams.get(group)
+    except TypeError:  # not hashable: not a process group either; _team_of_ranks says so
+        found = None
+    if found is not None:
+        return found
     team = _team_of_ranks(group, what)
     _process_groups[team] = group
+    _group_teams[group] = team
     return team
 
 
@@ -170,6 +179,7 @@ class Arena:
 _arenas: dict = {}  # team -> Arena
 _registered_ranks: dict = {}  # global torch ranks of a registered group -> team
 _process_groups: dict = {}  # team -> the torch.distributed group last passed for it
+_group_teams: dict = {}  # torch.distributed group -> its team
 
 
 def process_group(team: int):
@@ -232,3 +242,4 @@ def forget() -> None:
     _arenas.clear()
     _registered_ranks.clear()
     _process_groups.clear()
+    _group_teams.clear()

@@ -11,6 +11,14 @@ types), so a cached kernel is reused exactly where Triton would reuse it.
 Every kernel of the ops takes its runtime arguments first and its `tl.constexpr` arguments last,
 which is what lets a call pass them positionally here.
 
+`Kernel.bind` goes one step further for the ops' steady state (`_plan`): after the first call of a
+key it returns a `Bound` launch whose grid, constexprs and every argument that does not change
+from call to call are packed once; a call passes only the tensors that change (its inputs and
+output) and goes straight to the compiled launcher's C entry point. Host TMA descriptors are
+encoded once per base address (`cuTensorMapEncodeTiled` is host work, a few of them per GEMM
+launch) and kept in a small cache per argument, so a loop over the same weights and recycled
+outputs encodes nothing.
+
 `prepare` compiles and loads a kernel without launching it. An op whose kernels wait for each
 other (a GEMM spinning on flags that a producer kernel sets) must prepare every kernel of the call
 before the first one launches: loading a module while a kernel of the context runs waits for that
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import torch
 from triton.backends.compiler import BaseBackend
+from triton.tools.tensor_descriptor import TensorDescriptor
 from triton.runtime.jit import native_specialize_impl
 
 from .. import _cuda
@@ -102,3 +111,116 @@ class Kernel:
         stream = _cuda.current_raw_stream(torch.cuda.current_device())
         ck.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream, ck.function,
                ck.packed_metadata, None, None, None, *args, *consts)
+
+    def bind(self, grid, args: tuple, consts: tuple, varying: tuple, **options) -> "Bound":
+        """The launch of these arguments, compiled and loaded (see the module docstring), taking
+        per call the tensors at runtime-argument positions `varying` (a tensor, or the base tensor
+        of a descriptor: the new descriptor keeps the first one's shape, strides and block)."""
+        self.prepare(grid, args, consts, **options)
+        return Bound(self._compiled[_key(args, consts, options)], grid, args + consts, varying)
+
+
+_MAX_MAPS = 32  # encoded TMA descriptors kept per descriptor argument
+
+
+class _DescLike:
+    """What Triton's `make_tensordesc_arg` reads of a host TensorDescriptor."""
+
+    __slots__ = ("base", "shape", "strides", "padding")
+
+    def __init__(self, base, shape, strides, padding):
+        self.base, self.shape, self.strides, self.padding = base, shape, strides, padding
+
+
+def _raw_launcher(run):
+    """The C launch function under Triton's launcher and its descriptor metadata, or (None, None)
+    where this Triton's launcher is not the shape read here (then `Bound` goes through `run`)."""
+    launch = getattr(run, "launch", None)
+    if launch is None or getattr(run, "global_scratch_size", 1) or getattr(run, "profile_scratch_size", 1):
+        return None, None
+    names = getattr(getattr(launch, "__code__", None), "co_freevars", ())
+    if "launcher" not in names:
+        return launch, None  # no descriptor argument: Triton hands the C function itself
+    cells = dict(zip(names, (c.cell_contents for c in launch.__closure__)))
+    return cells.get("launcher"), cells.get("tensordesc_meta")
+
+
+class Bound:
+    """One compiled kernel with its grid and arguments packed; `launch(stream, *tensors)` runs it
+    with the tensors of the positions given to `Kernel.bind` replaced."""
+
+    def __init__(self, ck, grid, all_args: tuple, varying: tuple):
+        run = ck.run  # loads the module if needed
+        self.grid = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
+        self._run, self._ck = run, ck
+        raw, metas = _raw_launcher(run)
+        sig = list(getattr(getattr(ck, "src", None), "signature", {}).values())
+        descs = [i for i, a in enumerate(all_args) if isinstance(a, TensorDescriptor)]
+        if raw is None or len(sig) != len(all_args) or (descs and (not metas or None in metas)) or \
+                [i for i, s in enumerate(sig) if isinstance(s, str) and s.startswith("tensordesc")] != descs:
+            raw = None
+        self._raw = raw
+        # The first call's own tensors (the varying ones) are not kept: they would stay alive with
+        # the plan. Only the fixed arguments (workspaces, sizes, constexprs) are.
+        self._args = [None if i in varying else a for i, a in enumerate(all_args)]
+        self._slots = []
+        if raw is not None:
+            from triton.backends.nvidia.driver import make_tensordesc_arg
+
+            self._make = make_tensordesc_arg
+            final, where, k = [], {}, 0
+            for i, a in enumerate(all_args):
+                where[i] = len(final)
+                if isinstance(a, TensorDescriptor):
+                    final.extend(make_tensordesc_arg(a, metas[k]))
+                    k += 1
+                elif hasattr(a, "data_ptr"):
+                    final.append(a.data_ptr())
+                else:
+                    final.append(a)
+            meta_of = dict(zip(descs, metas or ()))
+            for i in varying:
+                a = all_args[i]
+                if isinstance(a, TensorDescriptor):
+                    like = _DescLike(None, a.shape, a.strides, a.padding)
+                    self._slots.append((where[i], like, meta_of[i], {a.base.data_ptr(): final[where[i]]}))
+                else:
+                    self._slots.append((where[i], None, None, None))
+            self._head = (*self.grid, 0, ck.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
+                          ck.packed_metadata, None, None, None)
+            self._final = final
+        else:
+            for i in varying:
+                a = all_args[i]
+                like = (a.shape, a.strides, a.block_shape, a.padding) if isinstance(a, TensorDescriptor) else None
+                self._slots.append((i, like, None, None))
+        if raw is not None:
+            self._args = None  # the packed `final` list is all a launch needs
+
+    def launch(self, stream: int, *tensors) -> None:
+        if self._raw is None:
+            self._launch_run(stream, tensors)
+            return
+        final = self._final.copy()
+        for (pos, like, meta, maps), t in zip(self._slots, tensors):
+            if like is None:
+                final[pos] = t.data_ptr()
+                continue
+            ptr = t.data_ptr()
+            m = maps.get(ptr)
+            if m is None:
+                if len(maps) >= _MAX_MAPS:
+                    maps.clear()
+                like.base = t
+                m = maps[ptr] = self._make(like, meta)[0]
+                like.base = None
+            final[pos] = m
+        gx, gy, gz, _, fn, coop, pdl, gs, ps, pm, lm, h1, h2 = self._head
+        self._raw(gx, gy, gz, stream, fn, coop, pdl, gs, ps, pm, lm, h1, h2, *final)
+
+    def _launch_run(self, stream: int, tensors) -> None:
+        args = self._args.copy()
+        for (pos, desc, _, _), t in zip(self._slots, tensors):
+            args[pos] = t if desc is None else TensorDescriptor(t, *desc)
+        ck = self._ck
+        self._run(*self.grid, stream, ck.function, ck.packed_metadata, None, None, None, *args)

@@ -2,8 +2,8 @@
 for `torch.compile` and meta tensors) and autograd.
 
 - `rshmem::all_gather_matmul(Tensor a, Tensor b, int team, bool return_a) -> (Tensor, Tensor)`:
-  C = all_gather(a) @ b, and the gathered `a` when `return_a` (an empty tensor otherwise); fp16,
-  bf16, or fp8 e4m3 (C in bf16, no gradient).
+  C = all_gather(a) @ b, and the gathered `a` when `return_a` (an empty tensor otherwise); fp32,
+  fp16, bf16, or fp8 e4m3 (C in bf16, no gradient).
 - `rshmem::matmul_reduce_scatter(Tensor a, Tensor b, int team) -> Tensor`.
 - `rshmem::all_reduce(Tensor x, str op, int team) -> Tensor`.
 
@@ -24,6 +24,34 @@ from . import _checks, _group
 from ._checks import AG_DTYPES, FP8, GEMM_DTYPES, REDUCE_DTYPES
 
 REDUCE_OPS = ("sum", "avg", "max", "min")
+
+# The steady state of every op: after the first call of a key (the inputs' shapes, strides,
+# dtypes, devices and 16-byte alignment, the team, the op's own options), a call is the key, one
+# dict lookup and the key's plan (`_ag_gemm.Plan`, ...: the launches with everything but the
+# tensors packed). A call whose key has no plan yet takes the full path: every check (with its
+# error), the agreement with the other PEs, the workspace, the tuning; then the plan is made.
+# `rshmem.ops.config` changes and `rshmem.finalize()` drop every plan.
+_plans: dict = {}
+
+
+def forget_plans() -> None:
+    _plans.clear()
+
+
+def _aligned(*ts) -> bool:
+    p = 0
+    for t in ts:
+        p |= t.data_ptr()
+    return not p & 15
+
+
+def _gemm_key(what: str, a: Tensor, b: Tensor, team: int, extra=None) -> tuple:
+    return (what, team, extra, a.dtype, b.dtype, a.shape, a.stride(), b.shape, b.stride(), a.get_device(),
+            b.get_device(), not (a.data_ptr() | b.data_ptr()) & 15)
+
+
+def _copy(x: Tensor) -> Tensor:
+    return x.clone()
 
 
 def _dims(t: Tensor) -> str:
@@ -50,6 +78,10 @@ def _gemm_inputs(what: str, a, b, team: int, aname: str, dtypes=GEMM_DTYPES):
 
 def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool, prepare: bool = False) -> tuple:
     what = "all_gather_matmul"
+    pk = _gemm_key(what, a, b, team, return_a)
+    plan = _plans.get(pk)
+    if plan is not None and not prepare:
+        return plan(a, b)
     info, b_t = _gemm_inputs(what, a, b, team, "a_shard", AG_DTYPES)
     m, K = a.shape
     N = b.shape[1]
@@ -62,10 +94,14 @@ def all_gather_matmul_impl(a: Tensor, b: Tensor, team: int, return_a: bool, prep
     if info.backend == "host":
         from . import _fallback
 
-        return _fallback.all_gather_matmul(a, b, info, return_a)
-    from . import _ag_gemm
+        plan = _plans[pk] = lambda a, b: _fallback.all_gather_matmul(a, b, info, return_a)
+    else:
+        from . import _ag_gemm
 
-    return _ag_gemm.run(a, b, b_t, info, return_a, key, prepare)
+        plan = _plans[pk] = _ag_gemm.Plan(a, b, b_t, info, return_a, key)
+    if prepare and info.backend == "cuda":
+        return None
+    return plan(a, b)
 
 
 @torch.library.custom_op("rshmem::all_gather_matmul", mutates_args=())
@@ -129,6 +165,10 @@ def rs_key(a: Tensor, b: Tensor, info) -> tuple:
 
 def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int, prepare: bool = False) -> Tensor:
     what = "matmul_reduce_scatter"
+    pk = _gemm_key(what, a, b, team)
+    plan = _plans.get(pk)
+    if plan is not None and not prepare:
+        return plan(a, b)
     info, b_t = _gemm_inputs(what, a, b, team, "a")
     M, K = a.shape
     N = b.shape[1]
@@ -144,10 +184,14 @@ def matmul_reduce_scatter_impl(a: Tensor, b: Tensor, team: int, prepare: bool = 
     if info.backend == "host":
         from . import _fallback
 
-        return _fallback.matmul_reduce_scatter(a, b, info)
-    from . import _gemm_rs
+        plan = _plans[pk] = lambda a, b: _fallback.matmul_reduce_scatter(a, b, info)
+    else:
+        from . import _gemm_rs
 
-    return _gemm_rs.run(a, b, b_t, info, key, prepare)
+        plan = _plans[pk] = _gemm_rs.Plan(a, b, b_t, info, key)
+    if prepare and info.backend == "cuda":
+        return None
+    return plan(a, b)
 
 
 @torch.library.custom_op("rshmem::matmul_reduce_scatter", mutates_args=())
@@ -188,6 +232,10 @@ matmul_reduce_scatter.register_autograd(_rs_backward, setup_context=_rs_setup)
 
 def all_reduce_impl(x: Tensor, op: str, team: int, prepare: bool = False) -> Tensor:
     what = "all_reduce"
+    pk = ("all_reduce", team, op, x.dtype, x.shape, x.stride(), x.get_device(), _aligned(x))
+    plan = _plans.get(pk)
+    if plan is not None and not prepare:
+        return plan(x)
     info = _group.info(team, what)
     x = _checks.tensor(x, "x", what, info, REDUCE_DTYPES)
     if op not in REDUCE_OPS:
@@ -198,10 +246,15 @@ def all_reduce_impl(x: Tensor, op: str, team: int, prepare: bool = False) -> Ten
     if info.backend == "host":
         from . import _fallback
 
-        return _fallback.all_reduce(x, op, info)
+        plan = _plans[pk] = lambda x: _fallback.all_reduce(x, op, info)
+        return plan(x)
     from . import _allreduce
 
-    return _allreduce.run(x, op, info, prepare)
+    plan = _copy if info.size == 1 and x.numel() else _allreduce.plan(x, op, info)
+    if plan is None:
+        return _allreduce.run(x, op, info, prepare)
+    _plans[pk] = plan
+    return x if prepare else plan(x)
 
 
 @torch.library.custom_op("rshmem::all_reduce", mutates_args=())

@@ -69,6 +69,20 @@ AG_FP8_CANDIDATES = (
 )
 POINTER_FP8_CONFIG = GemmConfig(128, 128, 64, 8, 8, 3, False)
 
+# float32 (TF32 wgmma): 32-deep K steps (128 bytes a row, as fp8's 128) and a C tile of 4-byte
+# elements, so 128x128 tiles (3 or 4 stages), or 128x256 with C stored in halves.
+AG_F32_CANDIDATES = (
+    GemmConfig(128, 128, 32, 8, 8, 3, True),
+    GemmConfig(128, 128, 32, 8, 8, 4, True),
+    GemmConfig(128, 256, 32, 8, 8, 3, True, True),
+)
+RS_F32_CANDIDATES = (
+    GemmConfig(128, 128, 32, 8, 8, 3, True),
+    GemmConfig(128, 128, 32, 8, 8, 3, False),
+    GemmConfig(128, 128, 32, 8, 8, 4, True),
+)
+POINTER_F32_CONFIG = GemmConfig(128, 128, 32, 8, 8, 2, False)
+
 _chosen: dict = {}
 _sms: dict = {}
 
