@@ -1,0 +1,104 @@
+"""A plain ``@triton.jit`` kernel that calls the device library, written as Triton-distributed's
+kernels are (no ``rshmem.triton.jit``, no ``extern_libs``), compiles to a cubin for sm_90 on
+stock Triton: importing ``rshmem.triton`` installed the link hook. Kernels that call nothing of
+ours compile exactly as without the hook. Compile-only: no GPU.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+triton = pytest.importorskip("triton", reason="triton is not installed")
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+import rshmem.triton as rt  # noqa: E402
+from rshmem.triton import _link, libshmem_device  # noqa: E402
+from rshmem.triton.language import tid  # noqa: E402
+
+pytestmark = pytest.mark.single
+
+TARGET = GPUTarget("cuda", 90, 32)
+
+
+@pytest.fixture(autouse=True)
+def always_compile(monkeypatch):
+    monkeypatch.setattr(triton.knobs.compilation, "always_compile", True)
+
+
+@triton.jit
+def ring_put_kernel(dst, src, n, BLOCK: tl.constexpr):
+    # Each PE writes its block to the next PE's `dst`, then signals with a barrier.
+    rank = libshmem_device.my_pe()
+    world = libshmem_device.n_pes()
+    peer = (rank + 1) % world
+    offs = tl.arange(0, BLOCK)
+    if tid(0) == 0:
+        libshmem_device.putmem(dst, src, n * 4, peer)
+    libshmem_device.barrier_all()
+    tl.store(src + offs, tl.load(src + offs) + 1)
+
+
+@triton.jit
+def plain_add_kernel(x, y, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y + offs, tl.load(x + offs, mask=mask) * 2.0 + tl.exp(tl.load(x + offs, mask=mask)), mask=mask)
+
+
+def _compile(fn, signature, constexprs, **options):
+    signature = {**signature, **{k: "constexpr" for k in constexprs}}
+    return triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs), target=TARGET,
+                          options=options)
+
+
+def test_plain_jit_kernel_calling_the_library_compiles_to_cubin():
+    _link.LINKED.discard("ring_put_kernel")
+    k = _compile(ring_put_kernel, {"dst": "*i32", "src": "*i32", "n": "i32"}, {"BLOCK": 128})
+    assert k.asm["cubin"]
+    ptx = k.asm["ptx"]
+    assert not re.search(r"\bcall(\.uni)?\b", ptx), "a library call was not inlined"
+    assert "rshmem_my_pe" not in ptx and ".extern" not in ptx  # nothing left unresolved
+    assert "ring_put_kernel" in _link.LINKED
+    # The library is in the options, so Triton's cache key covers its bitcode.
+    assert dict(k.metadata.extern_libs)[rt.LIBRARY_NAME] == str(rt.bitcode_path())
+
+
+def test_kernel_calling_nothing_of_ours_compiles_as_on_stock_triton(monkeypatch):
+    _link.LINKED.discard("plain_add_kernel")
+    with_hook = _compile(plain_add_kernel, {"x": "*fp32", "y": "*fp32", "n": "i32"}, {"BLOCK": 256})
+    assert "plain_add_kernel" not in _link.LINKED
+    # Stock Triton: the CUDA backend's own parse_options and no stage hook.
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    monkeypatch.setattr(CUDABackend, "parse_options", CUDABackend.parse_options.__rshmem_plain__)
+    monkeypatch.setattr(triton.knobs.runtime, "add_stages_inspection_hook", None)
+    stock = _compile(plain_add_kernel, {"x": "*fp32", "y": "*fp32", "n": "i32"}, {"BLOCK": 256})
+    assert with_hook.asm["llir"] == stock.asm["llir"]
+    assert with_hook.asm["ptx"] == stock.asm["ptx"]
+
+
+def test_references_device_library_reads_extern_symbols():
+    assert _link.references_device_library('%0 = tt.extern_elementwise %a {libname = "", libpath = "", '
+                                           'pure = true, symbol = "rshmem_my_pe"} : () -> i32')
+    assert _link.references_device_library('symbol = "rshmemx_putmem_signal_block"')
+    assert not _link.references_device_library('symbol = "__nv_expf"')
+    assert not _link.references_device_library('tt.func public @rshmem_like_name()')
+
+
+def test_missing_bitcode_names_the_path_only_for_kernels_of_ours(monkeypatch, tmp_path):
+    monkeypatch.setenv("RSHMEM_DEVICE_BC", str(tmp_path / "absent.bc"))
+    with pytest.raises(FileNotFoundError, match="absent.bc"):
+        _compile(ring_put_kernel, {"dst": "*i32", "src": "*i32", "n": "i32"}, {"BLOCK": 128})
+    assert _compile(plain_add_kernel, {"x": "*fp32", "y": "*fp32", "n": "i32"}, {"BLOCK": 256}).asm["cubin"]
+
+
+def test_install_is_idempotent_and_can_be_refused(monkeypatch):
+    assert _link.install_link_hook() and _link.install_link_hook()
+    hook = triton.knobs.runtime.add_stages_inspection_hook
+    assert hasattr(hook, "__rshmem_previous__") and not hasattr(hook.__rshmem_previous__, "__rshmem_previous__")
+    monkeypatch.setattr(_link, "_installed", False)
+    monkeypatch.setenv("RSHMEM_TRITON_LINK", "0")
+    assert _link.install_link_hook() is False
