@@ -93,7 +93,7 @@ def run_one(out: Path, index: int, script: str, flags: list, port: int, timeout:
     folder = out / "runs" / f"{index:02d}-{Path(script).stem}"
     folder.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, RSHMEM_ALLOW_SHARED_GPU=os.environ.get("RSHMEM_ALLOW_SHARED_GPU", "1"),
-               RSHMEM_PORT_LAUNCHES=str(folder), PYTHONUNBUFFERED="1")
+               RSHMEM_PORT_LAUNCHES=str(folder), PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", str(port),
            str(out / "run_tutorial.py"), str(out / "tests" / script), *flags]
     start = time.monotonic()

@@ -16,7 +16,8 @@ import triton.language as tl  # noqa: E402
 
 import rshmem.triton as rt  # noqa: E402
 from rshmem.triton import _link, libshmem_device  # noqa: E402
-from rshmem.triton.language import tid  # noqa: E402
+from rshmem.triton.language import (cp_async_bulk_commit_group, fence_async_shared, fence_proxy_async,  # noqa: E402
+                                    named_barrier_sync, prefetch_tensor_2d_l2, prefetch_tensormap, tid, warp_idx)
 
 pytestmark = pytest.mark.single
 
@@ -102,3 +103,36 @@ def test_install_is_idempotent_and_can_be_refused(monkeypatch):
     monkeypatch.setattr(_link, "_installed", False)
     monkeypatch.setenv("RSHMEM_TRITON_LINK", "0")
     assert _link.install_link_hook() is False
+
+
+@triton.jit
+def tma_helpers_kernel(desc, out):
+    # Triton-distributed's tma_language helpers that need no shared-memory address.
+    prefetch_tensormap(desc)
+    prefetch_tensor_2d_l2(desc, 0, 64)
+    fence_proxy_async()
+    fence_async_shared()
+    cp_async_bulk_commit_group()
+    named_barrier_sync(1, 128)
+    tl.store(out + warp_idx(), 1)
+
+
+def test_tma_language_helpers_compile():
+    ptx = _compile(tma_helpers_kernel, {"desc": "*i8", "out": "*i32"}, {}, num_warps=4).asm["ptx"]
+    for instruction in ("cp.async.bulk.prefetch.tensor.2d.L2.global.tile", "fence.proxy.async;",
+                        "fence.proxy.async.shared::cta;", "cp.async.bulk.commit_group;", "bar.sync 1, 128;"):
+        assert instruction in ptx, instruction
+    assert ptx.count("cp.async.bulk.prefetch.tensor.2d.L2.global.tile") == 2
+
+
+@triton.jit
+def bad_named_barrier_kernel(out):
+    named_barrier_sync(1, 100)
+
+
+def test_named_barrier_needs_whole_warps():
+    from triton.compiler.errors import CompilationError
+
+    with pytest.raises(CompilationError) as info:
+        _compile(bad_named_barrier_kernel, {"out": "*i32"}, {})
+    assert "multiple of 32" in str(info.value) + str(info.value.__cause__)

@@ -27,7 +27,8 @@ __all__ = [
     "calculate_pcie_bandwidth_gbps", "get_intranode_max_speed_gbps", "get_numa_node", "get_numa_node_count_in_group",
     "has_nvshmemi_bc_built", "init_nvshmem_by_torch_process_group", "LazyTensor", "LazyAllocator",
     "NVSHMEMLazyAllocator", "get_underlying_tensor", "nvshmem_free_lazy_tensor", "create_tmap_scratch",
-    "TENSORMAP_SIZE_BYTES", "contextual_autotune",
+    "create_tensormap_2d",
+    "TENSORMAP_SIZE_BYTES", "contextual_autotune", "TORCH_VERSION", "apply_triton340_inductor_patch",
 ]
 
 
@@ -420,6 +421,35 @@ def create_tmap_scratch(num_ctas: int, num_descs_per_cta: int = 1) -> torch.Tens
     return torch.zeros(num_ctas * num_descs_per_cta * TENSORMAP_SIZE_BYTES, dtype=torch.uint8, device="cuda")
 
 
+def create_tensormap_2d(tensor: torch.Tensor, tile_shape, *, swizzle_bytes: int = 0) -> torch.Tensor:
+    """A TMA descriptor (128 bytes, a uint8 tensor on the tensor's GPU) for a 2-D row-major
+    contiguous bf16 or fp32 CUDA tensor, boxes of ``tile_shape = (rows, cols)``, no swizzle or
+    128-byte swizzle (``cuTensorMapEncodeTiled``)."""
+    from rshmem.compat._td_utils import CUDA_CHECK, cuda  # noqa: PLC0415
+
+    if tensor.dim() != 2 or not tensor.is_cuda or not tensor.is_contiguous():
+        raise ValueError("create_tensormap_2d: expected a 2-D contiguous CUDA tensor")
+    kinds = {torch.bfloat16: "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", torch.float32: "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}
+    if tensor.dtype not in kinds:
+        raise rshmem.DTypeError(f"create_tensormap_2d: dtype {tensor.dtype} is not bf16 or fp32")
+    if swizzle_bytes not in (0, 128):
+        raise ValueError(f"create_tensormap_2d: swizzle_bytes {swizzle_bytes}: expected 0 or 128")
+    rows, cols = int(tile_shape[0]), int(tile_shape[1])
+    m, n = tensor.shape
+    elem = tensor.element_size()
+    inner = cols if swizzle_bytes == 0 else swizzle_bytes // elem
+    enum = cuda.CUtensorMapSwizzle
+    err, tmap = cuda.cuTensorMapEncodeTiled(
+        getattr(cuda.CUtensorMapDataType, kinds[tensor.dtype]), 2, tensor.data_ptr(), [n, m], [n * elem],
+        [inner, rows], [1, 1], cuda.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        enum.CU_TENSOR_MAP_SWIZZLE_NONE if swizzle_bytes == 0 else enum.CU_TENSOR_MAP_SWIZZLE_128B,
+        cuda.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cuda.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    CUDA_CHECK(err)
+    words = torch.tensor([w - (1 << 64) if w >= 1 << 63 else w for w in tmap.opaque], dtype=torch.int64)
+    return words.view(torch.uint8).to(tensor.device)
+
+
 # ---------------------------------------------------------------- contextual_autotune
 def contextual_autotune(is_dist: bool = False, n_repeat: int = 5, n_warmup: int = 3):
     """Decorator for a host function that launches ``triton.autotune`` kernels.
@@ -475,3 +505,22 @@ class _first_config_only:
         if _first_config_only._depth == 0:
             Autotuner.run = _first_config_only._plain
         return False
+
+
+# ---------------------------------------------------------------- triton_dist.tools.monkey_inductor
+TORCH_VERSION = torch.torch_version.TorchVersion(torch.__version__)
+"""torch's version, comparable with version strings."""
+
+
+def apply_triton340_inductor_patch() -> None:
+    """Triton-distributed patches torch 2.7's inductor for Triton 3.4.0 only, and otherwise
+    prints that it applies nothing. rshmem runs on Triton 3.6, where nothing needs patching:
+    it prints the same note; on torch 2.7 with Triton 3.4.0 it raises NotImplementedError (rshmem
+    does not carry that patch)."""
+    import triton  # noqa: PLC0415
+
+    version = triton.__version__.split("+")[0]
+    if "2.7.0a0" <= TORCH_VERSION < "2.8.0" and version == "3.4.0":
+        raise NotImplementedError("apply_triton340_inductor_patch: rshmem does not carry the inductor patch for "
+                                  "torch 2.7 with Triton 3.4.0; use Triton 3.6")
+    print(f"torch {TORCH_VERSION} with triton {version}: inductor patch is not needed, not applied.")
