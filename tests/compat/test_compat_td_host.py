@@ -110,6 +110,9 @@ def test_intranode_speed_from_nvlink_or_pcie(tmp_path, monkeypatch):
 
 
 def test_numa_node_count_in_group(dist_group, monkeypatch):
+    assert td.get_numa_node_count_in_group(dist_group) == (1 if not torch.cuda.is_available() else
+                                                             td.get_numa_node_count_in_group(dist_group))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU machine
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     n = dist_group.size()
     # Every rank on one node: 1. First half on node 0, second on node 1: 2 (needs >= 2 ranks).
@@ -129,7 +132,7 @@ def test_lazy_symmetric_allocation(me, npes):
     assert alloc.get_total_nvshmem_size() == 16 * 4 * 4 + 32 * 4 and len(alloc) == 2
     assert alloc.get_tensor_breakdown() == {"a": 256, "b": 128}
     assert not a.is_materialized and a.shape == (16, 4) and b.numel() == 32
-    with pytest.raises(rshmem.StateError, match="lazy tensor 'a' is not allocated yet"):
+    with pytest.raises(rshmem.InvalidArgumentError, match="lazy tensor 'a' is not allocated yet"):
         a.fill_(1)
     alloc.sync()  # collective: every PE allocates the same list
     assert a.is_materialized and torch.equal(b.tensor, torch.full((32,), 7, dtype=torch.int32))
@@ -212,8 +215,9 @@ def test_explicit_nccl_groups_become_gloo_where_torch_distributed_is_gloo(dist_g
     t = torch.ones(2)
     dist.all_reduce(t, group=g)
     assert t.tolist() == [dist.get_world_size()] * 2
-    assert td._td_utils._gloo_for_nccl("cpu:gloo,cuda:nccl") == "gloo"
-    assert td._td_utils._gloo_for_nccl("gloo") == "gloo"
+    from rshmem.compat._td_utils import _gloo_for_nccl
+
+    assert _gloo_for_nccl("cpu:gloo,cuda:nccl") == "gloo" and _gloo_for_nccl("gloo") == "gloo"
 
 
 def test_initialize_distributed_seeds_as_triton_distributed(dist_group):

@@ -204,9 +204,11 @@ def get_numa_node(gpu_index=0) -> int:
 def get_numa_node_count_in_group(pg) -> int:
     """Collective over ``pg``: 2 when its GPUs sit on exactly two NUMA nodes with the first half
     of the ranks on one and the second half on the other, else 1 (Triton-distributed optimizes
-    only that split)."""
+    only that split). 1 without a GPU (the same on every PE, so no collective is needed)."""
     import torch.distributed as dist  # noqa: PLC0415
 
+    if not torch.cuda.is_available():
+        return 1
     nodes = [None] * pg.size()
     dist.all_gather_object(nodes, get_numa_node(torch.cuda.current_device()), group=pg)
     if len(set(nodes)) != 2:
@@ -238,7 +240,7 @@ def init_nvshmem_by_torch_process_group(pg) -> None:
 class LazyTensor:
     """A tensor allocated later: until its allocator materializes it, it knows its name, shape,
     dtype and size; afterwards every attribute and torch function reaches the tensor. Using the
-    data before that raises rshmem.StateError naming the tensor."""
+    data before that raises rshmem.InvalidArgumentError naming the tensor."""
 
     def __init__(self, name: str, shape, dtype: torch.dtype, fill_value, allocator: "LazyAllocator"):
         self.name, self._shape, self._dtype, self.fill_value = name, torch.Size(shape), dtype, fill_value
@@ -281,7 +283,7 @@ class LazyTensor:
     @property
     def tensor(self) -> torch.Tensor:
         if self._tensor is None:
-            raise rshmem.StateError(f"lazy tensor {self.name!r} is not allocated yet: call the allocator's sync()")
+            raise rshmem.InvalidArgumentError(f"lazy tensor {self.name!r} is not allocated yet: call the allocator's sync()")
         return self._tensor
 
     def __getattr__(self, attr):

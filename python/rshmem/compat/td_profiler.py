@@ -25,7 +25,7 @@ Triton-distributed's own ``Profiler`` does not compile on stock Triton 3.6 (its 
 a plain function, which Triton's dependency scan refuses); this one's constructor is a Triton
 builtin, and the rest is ``@triton.jit``.
 """
-from __future__ import annotations
+# No `from __future__ import annotations`: Triton checks aggregate fields against their annotations.
 
 import json
 from pathlib import Path

@@ -27,6 +27,8 @@ import threading
 SYMBOL_PREFIXES = ("rshmem",)
 _EXTERN_SYMBOL = re.compile(r'symbol\s*=\s*"(' + "|".join(SYMBOL_PREFIXES) + r')[A-Za-z0-9_]*"')
 
+_KERNEL_NAME = re.compile(r"tt\.func public @([\w$.]+)")
+
 _lock = threading.Lock()
 _installed = False
 LINKED: set = set()
@@ -81,14 +83,15 @@ def _stages_hook(previous):
         stock = _without_library(options) if ours else options
 
         def make_llir(src, metadata):
-            if references_device_library(str(src)):
+            text = str(src)
+            if references_device_library(text):
                 if not ours:
                     from rshmem.triton import bitcode_path  # noqa: PLC0415
 
                     bitcode_path()  # raises FileNotFoundError naming the path and how to build it
-                llir = backend.make_llir(src, metadata, options, capability)
-                LINKED.add(metadata.get("name", ""))
-                return llir
+                kernel = _KERNEL_NAME.search(text)
+                LINKED.add(kernel.group(1) if kernel else "")
+                return backend.make_llir(src, metadata, options, capability)
             return backend.make_llir(src, metadata, stock, capability)
 
         stages["llir"] = make_llir
