@@ -68,6 +68,7 @@ MODULES = [
     ("triton_dist.language", "rshmem.triton.language"),
     ("triton_dist.kernels", "td_port.kernels"),
     ("triton_dist.layers", "td_port.layers"),
+    ("triton_dist.function", "td_port.function"),
     ("triton_dist.test", "td_port.test"),
     ("triton_dist.tools.profiler", "rshmem.compat.td_profiler"),
     ("triton_dist.autotuner", "rshmem.compat.triton_dist"),
@@ -190,8 +191,9 @@ def port(src_root: Path, out: Path) -> list[Path]:
             if f.is_file():
                 jobs.append((f, out / PACKAGE / "kernels" / sub / f.name))
     pkg = src_root / "python" / "triton_dist"
-    for f in sorted((pkg / "layers" / "nvidia").glob("*.py")):
-        jobs.append((f, out / PACKAGE / "layers" / "nvidia" / f.name))
+    for sub in ("layers", "function"):
+        for f in sorted((pkg / sub / "nvidia").glob("*.py")):
+            jobs.append((f, out / PACKAGE / sub / "nvidia" / f.name))
     if (pkg / "test" / "utils.py").is_file():
         jobs.append((pkg / "test" / "utils.py", out / PACKAGE / "test" / "utils.py"))
     from td_tests import SCRIPTS  # noqa: PLC0415 (beside this file)
@@ -212,7 +214,8 @@ def port(src_root: Path, out: Path) -> list[Path]:
         written.append(dst)
         for n in notes:
             print(f"note  {dst.relative_to(out)}: {n}")
-    for folder in (out / PACKAGE, out / PACKAGE / "kernels", out / PACKAGE / "layers", out / PACKAGE / "test",
+    for folder in (out / PACKAGE, out / PACKAGE / "kernels", out / PACKAGE / "layers", out / PACKAGE / "function",
+                   out / PACKAGE / "test",
                    out / PACKAGE / "test" / "nvidia"):
         init = folder / "__init__.py"
         if folder.is_dir() and not init.exists():

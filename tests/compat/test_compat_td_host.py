@@ -239,3 +239,21 @@ def test_bitcode_and_tmap_scratch_helpers(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="num_ctas .0. and num_descs_per_cta .1. must be positive"):
         td.create_tmap_scratch(0)
     assert td.TENSORMAP_SIZE_BYTES == 128
+
+
+def test_set_device_past_the_visible_gpus_takes_rshmems_gpu_where_shared(monkeypatch):
+    import rshmem.torch as rt
+    from rshmem.compat._td_utils import _shared_set_device
+
+    chosen = []
+    set_device = _shared_set_device(chosen.append)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(rt, "device", lambda: torch.device("cuda", 0))
+    monkeypatch.setattr(rt, "gpu_shared", lambda: True)
+    set_device(1)  # LOCAL_RANK 1 of 2 PEs sharing GPU 0
+    set_device("cuda:1")
+    set_device(0)
+    assert chosen == [torch.device("cuda", 0), torch.device("cuda", 0), 0]
+    monkeypatch.setattr(rt, "gpu_shared", lambda: False)  # a GPU per PE: unchanged (torch's own error)
+    set_device(1)
+    assert chosen[-1] == 1

@@ -401,6 +401,20 @@ def _gloo_groups(name: str, plain):
     return call
 
 
+def _shared_set_device(plain):
+    import rshmem.torch as rt  # noqa: PLC0415
+
+    @functools.wraps(plain)
+    def set_device(device):
+        index = device if isinstance(device, int) else getattr(torch.device(device), "index", None)
+        if index is not None and index >= torch.cuda.device_count() and rt.gpu_shared():
+            device = rt.device()  # the GPU rshmem gives this PE (round-robin over the visible ones)
+        return plain(device)
+
+    set_device.__rshmem_staged__ = plain
+    return set_device
+
+
 def stage_cuda_collectives_through_cpu() -> None:
     """Lets Triton-distributed's torch.distributed calls run where PEs share one GPU.
 
@@ -413,7 +427,10 @@ def stage_cuda_collectives_through_cpu() -> None:
       backends, on CPU tensors, or with ``async_op=True`` are unchanged);
     - where ``rshmem.torch.dist_backend()`` is gloo (a shared GPU, or none),
       ``init_process_group`` and ``new_group`` given a backend that names NCCL (``"nccl"``,
-      ``"cpu:gloo,cuda:nccl"``) create gloo groups instead; with a GPU per PE they are unchanged.
+      ``"cpu:gloo,cuda:nccl"``) create gloo groups instead; with a GPU per PE they are unchanged;
+    - where PEs share a GPU, ``torch.cuda.set_device(LOCAL_RANK)`` with an ordinal past the
+      visible GPUs selects the GPU rshmem gives this PE (``rshmem.torch.device()``) instead of
+      failing with "invalid device ordinal".
 
     ``initialize_distributed`` calls it when it chooses gloo on a GPU. Idempotent."""
     import torch.distributed as dist  # noqa: PLC0415
@@ -426,6 +443,8 @@ def stage_cuda_collectives_through_cpu() -> None:
         plain = getattr(dist, name)
         if not hasattr(plain, "__rshmem_staged__"):
             setattr(dist, name, _gloo_groups(name, plain))
+    if not hasattr(torch.cuda.set_device, "__rshmem_staged__"):
+        torch.cuda.set_device = _shared_set_device(torch.cuda.set_device)
 
 
 # ---------------------------------------------------------------- triton_dist.tune
