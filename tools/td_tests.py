@@ -64,7 +64,8 @@ RUNS = [
     ("test_common_ops.py", [], None),
     ("test_reduce_scatter.py", ["--M", "512", "--N", "1024", "--iters", "2", "--warmup", "1"], None),
     ("test_all_to_all.py", ["-M", "8", "-N", "1024", "-G", "16", "--topk", "2"], None),
-    ("test_pp.py", ["--max_tokens", "256", "--hidden_size", "1024", "--iters", "2", "--warmup_iters", "1"], None),
+    ("test_pp.py", ["--max_tokens", "256", "--hidden_size", "1024", "--num_pp_groups", "1", "--iters", "2",
+                     "--warmup_iters", "1"], None),
 ]
 
 SCRIPTS = sorted({r[0] for r in RUNS} | {"ep_a2a_utils.py"})

@@ -17,7 +17,8 @@ import triton.language as tl  # noqa: E402
 import rshmem.triton as rt  # noqa: E402
 from rshmem.triton import _link, libshmem_device  # noqa: E402
 from rshmem.triton.language import (cp_async_bulk_commit_group, fence_async_shared, fence_proxy_async,  # noqa: E402
-                                    named_barrier_sync, prefetch_tensor_2d_l2, prefetch_tensormap, tid, warp_idx)
+                                    named_barrier_sync, prefetch_tensor_2d_l2, prefetch_tensormap, tid, warp_idx,
+                                    ld, st, atomic_add)
 
 pytestmark = pytest.mark.single
 
@@ -136,3 +137,20 @@ def test_named_barrier_needs_whole_warps():
     with pytest.raises(CompilationError) as info:
         _compile(bad_named_barrier_kernel, {"out": "*i32"}, {})
     assert "multiple of 32" in str(info.value) + str(info.value.__cause__)
+
+
+@triton.jit
+def ld_st_atomic_kernel(inp, out, SCOPE: tl.constexpr, LD_SEM: tl.constexpr, ST_SEM: tl.constexpr):
+    # Triton-distributed's language_extra in its own tests' form: ld, st and atomic_add per thread.
+    from_peer = ld(inp + tid(0), scope=SCOPE, semantic=LD_SEM)
+    old = atomic_add(inp + tid(0), 1, scope=SCOPE, semantic="acq_rel")
+    st(out + tid(0), from_peer + old, scope=SCOPE, semantic=ST_SEM)
+
+
+@pytest.mark.parametrize("dtype,bits,sign", [("i32", 32, "s"), ("u32", 32, "u"), ("u64", 64, "u"), ("i64", 64, "u")])
+@pytest.mark.parametrize("scope", ["gpu", "sys"])
+def test_st_is_untyped_and_atomic_add_is_signed_like_its_pointee(dtype, bits, sign, scope):
+    ptx = _compile(ld_st_atomic_kernel, {"inp": f"*{dtype}", "out": f"*{dtype}"},
+                   {"SCOPE": scope, "LD_SEM": "acquire", "ST_SEM": "release"}, num_warps=2).asm["ptx"]
+    assert f"st.global.release.{scope}.b{bits}" in ptx  # the text Triton-distributed's own test looks for
+    assert f"atom.acq_rel.{scope}.global.add.{sign}{bits}" in ptx
