@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
-"""Ports Triton-distributed's tutorials and NVIDIA kernels to rshmem by rewriting imports only,
-then compiles every device kernel for sm_90 against rshmem and prints one line per kernel.
+"""Ports Triton-distributed's tutorials, NVIDIA kernels, layers and test scripts to rshmem by
+rewriting imports only, then compiles every device kernel for sm_90 against rshmem and prints one
+line per kernel; or, with --tests, runs the ported test scripts with 2 PEs each.
 
     python tools/port_triton_dist.py SRC [--out DIR] [--no-compile] [--only SUBSTRING]
+    python tools/port_triton_dist.py SRC --tests [--jobs N] [--base-port P] [--timeout S] [--only SUBSTRING]
 
 SRC is a checkout of ByteDance-Seed/Triton-distributed. The ported files go to DIR (default
 .gpu/td): DIR/tutorials/NN-*.py (tutorials 01-08, the CUDA ones), DIR/td_port/kernels/ (every
-file of python/triton_dist/kernels/ and kernels/nvidia/) and DIR/td_port/tools/profiler/ (the
-in-kernel profiler those kernels take as an argument), plus DIR/run_tutorial.py, which runs a
-ported tutorial under torchrun (see its docstring). Only import statements change, and a
+file of python/triton_dist/kernels/ and kernels/nvidia/), DIR/td_port/layers/nvidia/,
+DIR/td_port/test/ (test/utils.py and the NVIDIA test scripts' helpers) and DIR/tests/ (the test
+scripts tools/td_tests.py runs), plus DIR/run_tutorial.py, which runs a ported tutorial or test
+script under torchrun (see its docstring). --tests runs them: one line per run (PASS / FAIL /
+TIMEOUT / MCAST, the flags, the seconds, and how many distinct kernels it launched and how many of
+those have the device library linked in). Only import statements change, and a
 statement that spans several lines keeps its lines (blank ones pad it), so line numbers in
 errors match the original. The mapping:
 
@@ -19,8 +24,9 @@ errors match the original. The mapping:
                                                  -> from rshmem.triton import libshmem_device
     triton_dist.utils, .profiler_utils, .tools, .nv_utils, .tune
                                                  -> rshmem.compat.triton_dist
-    triton_dist.kernels.X, triton_dist.tools.profiler
-                                                 -> td_port.kernels.X, td_port.tools.profiler (ported copies)
+    triton_dist.kernels.X, .layers.X, .test.X    -> td_port.kernels.X, ... (ported copies)
+    triton_dist.tools.profiler                   -> rshmem.compat.td_profiler (rshmem's own)
+    triton_dist.autotuner, .tma_utils            -> rshmem.compat.triton_dist
     nvshmem.core, nvshmem.bindings.nvshmem       -> rshmem.compat.nvshmem[...]
     from cuda import cuda, cudart                -> from cuda.bindings import driver as cuda, runtime as cudart
 
@@ -43,6 +49,8 @@ import shutil
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # td_kernels, td_tests
+
 PACKAGE = "td_port"
 # (Triton-distributed module, rshmem module). Longest prefix wins; submodules of the left side
 # not listed map to the same right side.
@@ -59,10 +67,15 @@ MODULES = [
     ("triton_dist.language.distributed_ops", "rshmem.triton.language"),
     ("triton_dist.language", "rshmem.triton.language"),
     ("triton_dist.kernels", "td_port.kernels"),
+    ("triton_dist.layers", "td_port.layers"),
+    ("triton_dist.function", "td_port.function"),
+    ("triton_dist.test", "td_port.test"),
+    ("triton_dist.tools.profiler", "rshmem.compat.td_profiler"),
+    ("triton_dist.autotuner", "rshmem.compat.triton_dist"),
+    ("triton_dist.tma_utils", "rshmem.compat.triton_dist"),
     ("triton_dist.utils", "rshmem.compat.triton_dist"),
     ("triton_dist.profiler_utils", "rshmem.compat.triton_dist"),
     ("triton_dist.nv_utils", "rshmem.compat.triton_dist"),
-    ("triton_dist.tools.profiler", "td_port.tools.profiler"),
     ("triton_dist.tools", "rshmem.compat.triton_dist"),
     ("triton_dist.tune", "rshmem.compat.triton_dist"),
     ("triton_dist.jit", "rshmem.triton"),
@@ -177,9 +190,19 @@ def port(src_root: Path, out: Path) -> list[Path]:
         for f in sorted((kernels / sub).iterdir()):
             if f.is_file():
                 jobs.append((f, out / PACKAGE / "kernels" / sub / f.name))
-    # Triton-distributed's in-kernel profiler (plain Triton); kernels take it as an argument.
-    for f in sorted((src_root / "python" / "triton_dist" / "tools" / "profiler").glob("*.py")):
-        jobs.append((f, out / PACKAGE / "tools" / "profiler" / f.name))
+    pkg = src_root / "python" / "triton_dist"
+    for sub in ("layers", "function"):
+        for f in sorted((pkg / sub / "nvidia").glob("*.py")):
+            jobs.append((f, out / PACKAGE / sub / "nvidia" / f.name))
+    if (pkg / "test" / "utils.py").is_file():
+        jobs.append((pkg / "test" / "utils.py", out / PACKAGE / "test" / "utils.py"))
+    from td_tests import SCRIPTS  # noqa: PLC0415 (beside this file)
+
+    for name in SCRIPTS:
+        f = pkg / "test" / "nvidia" / name
+        if f.is_file():
+            jobs.append((f, out / "tests" / name))
+            jobs.append((f, out / PACKAGE / "test" / "nvidia" / name))  # importable as td_port.test.nvidia.X
     written = []
     for src, dst in jobs:
         dst.parent.mkdir(parents=True, exist_ok=True)
@@ -191,20 +214,28 @@ def port(src_root: Path, out: Path) -> list[Path]:
         written.append(dst)
         for n in notes:
             print(f"note  {dst.relative_to(out)}: {n}")
-    for pkg in (out / PACKAGE, out / PACKAGE / "kernels", out / PACKAGE / "tools"):
-        init = pkg / "__init__.py"
-        if not init.exists():
+    for folder in (out / PACKAGE, out / PACKAGE / "kernels", out / PACKAGE / "layers", out / PACKAGE / "function",
+                   out / PACKAGE / "test",
+                   out / PACKAGE / "test" / "nvidia"):
+        init = folder / "__init__.py"
+        if folder.is_dir() and not init.exists():
             init.write_text("")
     (out / "run_tutorial.py").write_text(RUNNER)
     return written
 
 
-RUNNER = '''"""Runs a ported Triton-distributed tutorial as __main__ (under torchrun), with this folder on
-sys.path (for td_port) and torch.distributed's reference collectives able to take CUDA tensors on
-gloo, the group PEs sharing one GPU use (rshmem.compat.triton_dist.stage_cuda_collectives_through_cpu).
+RUNNER = '''"""Runs a ported Triton-distributed tutorial or test script as __main__ (under torchrun), with
+this folder on sys.path (for td_port) and torch.distributed usable where PEs share one GPU
+(rshmem.compat.triton_dist.stage_cuda_collectives_through_cpu: reference collectives on CUDA
+tensors, and explicit NCCL groups, go through gloo).
 
     RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 run_tutorial.py tutorials/02-intra-node-allgather.py
+
+With RSHMEM_PORT_LAUNCHES=DIR, each rank writes DIR/rankR.json at exit: the names of the kernels
+it launched and of those linked with rshmem's device library.
 """
+import atexit
+import json
 import os
 import runpy
 import sys
@@ -213,10 +244,27 @@ from rshmem.compat.triton_dist import stage_cuda_collectives_through_cpu
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 stage_cuda_collectives_through_cpu()
+if os.environ.get("RSHMEM_PORT_LAUNCHES"):
+    from triton import knobs
+
+    from rshmem.triton import _link
+
+    launched = set()
+
+    def _count(metadata):
+        launched.add(metadata.get()["name"])
+
+    knobs.runtime.launch_enter_hook.add(_count)
+
+    def _write():
+        path = os.path.join(os.environ["RSHMEM_PORT_LAUNCHES"], f"rank{os.environ.get('RANK', '0')}.json")
+        with open(path, "w") as f:
+            json.dump({"launched": sorted(launched), "linked": sorted(launched & _link.LINKED)}, f)
+
+    atexit.register(_write)
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 '''
-
 
 
 def main(argv=None) -> int:
@@ -226,11 +274,19 @@ def main(argv=None) -> int:
     ap.add_argument("--no-compile", action="store_true", help="only write the ported files")
     ap.add_argument("--only", default="", help="compile only kernels whose 'file::name' contains this")
     ap.add_argument("--verbose", action="store_true", help="print the signature tried for a failing kernel")
+    ap.add_argument("--tests", action="store_true", help="run the ported test scripts with 2 PEs each (needs a GPU)")
+    ap.add_argument("--jobs", type=int, default=1, help="--tests: runs at once (each its own port)")
+    ap.add_argument("--base-port", type=int, default=36000, help="--tests: run i uses port BASE + i")
+    ap.add_argument("--timeout", type=int, default=300, help="--tests: seconds per run")
     args = ap.parse_args(argv)
     if args.out.exists():
         shutil.rmtree(args.out)
     files = port(args.src.resolve(), args.out)
     print(f"ported {len(files)} Python files into {args.out}")
+    if args.tests:
+        import td_tests  # noqa: PLC0415
+
+        return td_tests.run_all(args.out.resolve(), args.only, args.jobs, args.base_port, args.timeout)
     if args.no_compile:
         return 0
     os.environ["TRITON_ALWAYS_COMPILE"] = "1"

@@ -62,7 +62,7 @@ def test_rewrite_maps_every_import_and_keeps_lines():
         13: "import rshmem.compat.nvshmem.bindings.nvshmem as pynvshmem",
         14: "from cuda.bindings import driver as cuda, runtime as cudart",
         15: "from .sibling import thing",
-        19: "    from td_port.tools.profiler import Profiler",
+        19: "    from rshmem.compat.td_profiler import Profiler",
     }
     for n, text in expected.items():
         assert lines[n - 1] == text, (n, lines[n - 1])

@@ -231,8 +231,8 @@ def test_vectors_and_shuffles(sig, vec, loads):
         assert needle in ptx, needle
 
 
-EXTRA_PTX = ("ld.acquire.gpu.global.u32", "ld.relaxed.sys.global.u64", "st.release.sys.global.u32",
-             "st.relaxed.gpu.global.u8", "st.relaxed.gpu.global.u16", "ld.acquire.gpu.global.v4.b32",
+EXTRA_PTX = ("ld.acquire.gpu.global.u32", "ld.relaxed.sys.global.u64", "st.global.release.sys.b32",
+             "st.global.relaxed.gpu.b8", "st.global.relaxed.gpu.b16", "ld.acquire.gpu.global.v4.b32",
              "ld.global.v4.u32", "ld.volatile.global.v2.b64", "st.release.gpu.global.v4.b32",
              "st.volatile.global.v2.b32", "membar.gl", "fence.acq_rel.sys", "fence.sc.gpu",
              "red.release.gpu.global.add.s32", "shfl.sync.bfly.b32", "elect.sync", "cp.async.bulk.wait_group 0",

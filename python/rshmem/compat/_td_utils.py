@@ -93,8 +93,11 @@ def is_ascend() -> bool:
 
 
 def launch_cooperative_grid_options() -> dict:
-    """Launch options that make Triton launch a grid cooperatively (all programs resident)."""
-    return {"launch_cooperative_grid": True}
+    """Launch options that make Triton launch a grid cooperatively (all programs resident):
+    ``{"launch_cooperative_grid": True}`` where Triton supports it (3.3 and later), else {}."""
+    from rshmem.compat._td_host import support_launch_cooperative_grid  # noqa: PLC0415
+
+    return {"launch_cooperative_grid": True} if support_launch_cooperative_grid() else {}
 
 
 def aot_compile_spaces(spaces: dict):
@@ -264,8 +267,11 @@ def is_nvshmem_multimem_supported() -> bool:
 
 
 def get_group_numa_world_size(pg) -> int:
-    """PEs per NUMA domain in ``pg``: rshmem does not split the node by NUMA, so the group size."""
-    return pg.size()
+    """Collective over ``pg``: its size divided by ``get_numa_node_count_in_group(pg)`` (the
+    PEs per NUMA domain where the group splits evenly over two, else the group size)."""
+    from rshmem.compat._td_host import get_numa_node_count_in_group  # noqa: PLC0415
+
+    return pg.size() // get_numa_node_count_in_group(pg)
 
 
 def get_triton_dist_world():
@@ -370,20 +376,75 @@ def _staged(name: str, plain):
     return call
 
 
+def _gloo_for_nccl(backend):
+    """"gloo" for a backend that names NCCL ("nccl", "cpu:gloo,cuda:nccl"); others unchanged."""
+    if isinstance(backend, str) and "nccl" in backend.lower():
+        return "gloo"
+    return backend
+
+
+def _gloo_groups(name: str, plain):
+    import rshmem.torch as rt  # noqa: PLC0415
+
+    @functools.wraps(plain)
+    def call(*args, **kwargs):
+        if rt.dist_backend() == "gloo":
+            if "backend" in kwargs:
+                kwargs["backend"] = _gloo_for_nccl(kwargs["backend"])
+            elif name == "init_process_group" and args:
+                args = (_gloo_for_nccl(args[0]),) + args[1:]
+            if name == "init_process_group":
+                kwargs.pop("device_id", None)  # binds NCCL to a GPU; gloo takes none
+        return plain(*args, **kwargs)
+
+    call.__rshmem_staged__ = plain
+    return call
+
+
+def _shared_set_device(plain):
+    import rshmem.torch as rt  # noqa: PLC0415
+
+    @functools.wraps(plain)
+    def set_device(device):
+        index = device if isinstance(device, int) else getattr(torch.device(device), "index", None)
+        if index is not None and index >= torch.cuda.device_count() and rt.gpu_shared():
+            device = rt.device()  # the GPU rshmem gives this PE (round-robin over the visible ones)
+        return plain(device)
+
+    set_device.__rshmem_staged__ = plain
+    return set_device
+
+
 def stage_cuda_collectives_through_cpu() -> None:
-    """Lets ``torch.distributed``'s all_gather, all_gather_into_tensor, reduce_scatter_tensor and
-    all_to_all_single take CUDA tensors on a gloo group, by copying them through host memory.
+    """Lets Triton-distributed's torch.distributed calls run where PEs share one GPU.
 
     PEs sharing one GPU run torch.distributed on gloo (NCCL refuses two ranks on one GPU), and
-    gloo refuses CUDA tensors for these collectives; Triton-distributed's tutorials call them
-    on CUDA tensors for their reference results. Calls on other backends, on CPU tensors, or
-    with ``async_op=True`` are unchanged. Idempotent."""
+    gloo refuses CUDA tensors for all_gather, all_gather_into_tensor, reduce_scatter_tensor and
+    all_to_all_single; Triton-distributed calls them on CUDA tensors for its reference results.
+    After this call:
+
+    - those four take CUDA tensors on a gloo group, through host copies (calls on other
+      backends, on CPU tensors, or with ``async_op=True`` are unchanged);
+    - where ``rshmem.torch.dist_backend()`` is gloo (a shared GPU, or none),
+      ``init_process_group`` and ``new_group`` given a backend that names NCCL (``"nccl"``,
+      ``"cpu:gloo,cuda:nccl"``) create gloo groups instead; with a GPU per PE they are unchanged;
+    - where PEs share a GPU, ``torch.cuda.set_device(LOCAL_RANK)`` with an ordinal past the
+      visible GPUs selects the GPU rshmem gives this PE (``rshmem.torch.device()``) instead of
+      failing with "invalid device ordinal".
+
+    ``initialize_distributed`` calls it when it chooses gloo on a GPU. Idempotent."""
     import torch.distributed as dist  # noqa: PLC0415
 
     for name in _STAGED:
         plain = getattr(dist, name)
         if not hasattr(plain, "__rshmem_staged__"):
             setattr(dist, name, _staged(name, plain))
+    for name in ("init_process_group", "new_group"):
+        plain = getattr(dist, name)
+        if not hasattr(plain, "__rshmem_staged__"):
+            setattr(dist, name, _gloo_groups(name, plain))
+    if not hasattr(torch.cuda.set_device, "__rshmem_staged__"):
+        torch.cuda.set_device = _shared_set_device(torch.cuda.set_device)
 
 
 # ---------------------------------------------------------------- triton_dist.tune
@@ -417,7 +478,8 @@ class _Tune:
                 chosen = {k: v for k, v in space[0].items() if k not in kwargs}
                 return fn(*args, **chosen, **kwargs)
 
-            run.config_space = config_space
+            run.fn = fn  # Triton-distributed's AutoTuner.fn: the function itself, no configuration chosen
+            run.config_space, run.key_fn, run.prune_fn = config_space, key_fn, prune_fn
             return run
 
         return decorate

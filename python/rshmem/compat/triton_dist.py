@@ -24,23 +24,51 @@ NVSHMEM_SIGNAL_DTYPE = rtorch.SIGNAL_DTYPE
 _owns_process_group = False
 
 
-def initialize_distributed(seed=None):
-    """Initializes torch.distributed from the torchrun environment, seeds the random generators,
-    then starts rshmem on that group. Returns the process group (the WORLD group).
+def init_seed(seed: int = 0) -> None:
+    """Triton-distributed's seeding and numerics: Python, torch and numpy generators seeded from
+    ``seed``; deterministic algorithms where torch has them (warning otherwise); no TF32 and no
+    reduced-precision reductions in matmuls, so reference results are exact enough to compare."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":16:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.manual_seed(3 + seed)
+    torch.cuda.manual_seed_all(3 + seed)
+    random.seed(3 + seed)
+    try:
+        import numpy as np  # noqa: PLC0415 (optional)
+
+        np.random.seed(3 + seed)
+    except ImportError:
+        pass
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+
+
+def initialize_distributed(seed=None, initialize_shmem: bool = True):
+    """Initializes torch.distributed from the torchrun environment, seeds as Triton-distributed
+    does (``init_seed(seed)``: the same data on every rank when ``seed`` is given, ``init_seed(RANK)``
+    otherwise), then starts rshmem on that group unless ``initialize_shmem`` is False. Returns the
+    process group (the WORLD group).
 
     The GPU is rshmem's choice for this PE (`rshmem.torch.device()`): one per PE, or shared
     round-robin under `RSHMEM_ALLOW_SHARED_GPU=1`; torch.distributed uses NCCL with a GPU per
-    PE, gloo on a shared GPU or without one (`rshmem.torch.dist_backend()`)."""
+    PE, gloo on a shared GPU or without one (`rshmem.torch.dist_backend()`). On a shared GPU it
+    also calls `stage_cuda_collectives_through_cpu()`, so that reference collectives on CUDA
+    tensors and groups created with an explicit NCCL backend work there."""
     global _owns_process_group
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     device = rtorch.device()
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    backend = rtorch.dist_backend()
+    if backend == "gloo" and device.type == "cuda":
+        stage_cuda_collectives_through_cpu()
     if not dist.is_initialized():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29500")
-        backend = rtorch.dist_backend()
         dist.init_process_group(
             backend=backend,
             rank=rank,
@@ -48,10 +76,8 @@ def initialize_distributed(seed=None):
             device_id=device if backend == "nccl" else None,
         )
         _owns_process_group = True
-    if seed is not None:
-        random.seed(seed + rank)
-        torch.manual_seed(seed + rank)
-    if not rshmem.is_initialized():
+    init_seed(seed if seed is not None else rank)
+    if initialize_shmem and not rshmem.is_initialized():
         rshmem.init(dist.group.WORLD)
     return dist.group.WORLD
 
@@ -115,12 +141,18 @@ def finalize_distributed() -> None:
         _owns_process_group = False
 
 
-# The rest of triton_dist.utils (and of triton_dist.profiler_utils, .tools, .tune and
-# kernels.common_ops's host side), and what `import triton_dist` gives: jit, language, tune.
+# The rest of triton_dist.utils (and of triton_dist.profiler_utils, .nv_utils, .autotuner,
+# .tma_utils, .tools, .tune and kernels.common_ops's host side), and what `import triton_dist`
+# gives: jit, language, tune.
 from rshmem.compat._td_utils import *  # noqa: E402,F401,F403 (re-exported names, listed in its __all__)
 from rshmem.compat._td_utils import __all__ as _utils_all  # noqa: E402
+from rshmem.compat._td_utils import stage_cuda_collectives_through_cpu  # noqa: E402
+from rshmem.compat._td_host import *  # noqa: E402,F401,F403
+from rshmem.compat._td_host import __all__ as _host_all  # noqa: E402
+from rshmem.compat._td_profile import *  # noqa: E402,F401,F403
+from rshmem.compat._td_profile import __all__ as _profile_all  # noqa: E402
 from rshmem.triton import jit, language  # noqa: E402,F401
 
 __all__ = ["NVSHMEM_SIGNAL_DTYPE", "initialize_distributed", "nvshmem_create_tensor", "nvshmem_create_tensors",
            "nvshmem_free_tensor_sync", "nvshmem_barrier_all_on_stream", "dist_print", "finalize_distributed", "jit",
-           "language", *_utils_all]
+           "language", "init_seed", *_utils_all, *_host_all, *_profile_all]

@@ -4,9 +4,11 @@
   a drop-in for Triton-distributed's module of the same name.
 - ``language``: thread geometry and memory-ordering helpers (tid, ld_acquire, wait, notify, ...).
 - ``jit``: ``triton.jit`` that links the device library and makes sure every loaded module gets
-  its device state. Kernels written with plain ``triton.jit`` work too when launched with
-  ``extern_libs=rshmem.triton.extern_libs()`` after ``install_load_hook()`` (``rshmem.init``
-  installs it as well).
+  its device state, plus the source adaptations Triton-distributed's kernels need.
+- Plain ``@triton.jit`` kernels work as well: importing this package installs the link hook
+  (``_link.install_link_hook``: a kernel whose module calls one of our symbols gets the library
+  linked; other kernels compile exactly as on stock Triton) and the module-load hook.
+  ``RSHMEM_TRITON_LINK=0`` turns both off; then launch with ``extern_libs=extern_libs()``.
 
 The bitcode is built by ``triton-lib/build.py`` into ``rshmem/triton/lib/libshmem_device.bc``;
 ``RSHMEM_DEVICE_BC`` overrides the path. With ``RSHMEM_CHECK=1`` the check-mode variant
@@ -23,9 +25,10 @@ from pathlib import Path
 
 from rshmem.triton import language, libshmem_device
 from rshmem.triton._lang_simt import rewrite_simt_regions
+from rshmem.triton._link import install_link_hook, references_device_library
 
 __all__ = ["libshmem_device", "language", "jit", "extern_libs", "bitcode_path", "check_mode", "install_load_hook",
-           "LIBRARY_NAME"]
+           "install_link_hook", "references_device_library", "LIBRARY_NAME"]
 
 #: The key of the library in Triton's ``extern_libs``.
 LIBRARY_NAME = "libshmem_device"
@@ -152,3 +155,7 @@ def jit(fn=None, **jit_kwargs):
         return kernel
 
     return decorate if fn is None else decorate(fn)
+
+
+if install_link_hook():
+    install_load_hook()

@@ -134,7 +134,9 @@ def st(ptr, val, scope="gpu", semantic="relaxed", _semantic=None):
     v = tl.cast(v, core.get_int_dtype(bits, False), bitcast=True, _semantic=_semantic)
     if bits == 8:
         v = tl.cast(v, tl.uint16, _semantic=_semantic)
-    return _ret0(f"st{q}.global.u{bits} [$1], $2;", f"l,{_REG[bits]}", [uptr, v], _semantic)
+    # Spelled as Triton-distributed's `st` writes it (its tests look for this text): state space
+    # first, then .sem.scope, and an untyped .b (the same bits as .u); ptxas takes either order.
+    return _ret0(f"st.global{q}.b{bits} [$1], $2;", f"l,{_REG[bits]}", [uptr, v], _semantic)
 
 
 @core.extern
@@ -472,6 +474,67 @@ def elect_one_sync(_semantic=None):
     """1 in one elected lane of the warp, 0 elsewhere (``elect.sync``); every lane calls it."""
     return tl.inline_asm_elementwise("{ .reg .pred p; elect.sync _|p, 0xFFFFFFFF; selp.u32 $0, 1, 0, p; }", "=r", [],
                                      dtype=tl.int32, is_pure=False, pack=1, _semantic=_semantic)
+
+
+@core.extern
+def cp_async_bulk_commit_group(_semantic=None):
+    """``cp.async.bulk.commit_group``: the bulk copies issued so far form one group."""
+    return _ret0("cp.async.bulk.commit_group;", "", [], _semantic)
+
+
+@core.extern
+def fence_async_shared(_semantic=None):
+    """``fence.proxy.async.shared::cta``: orders generic and async-proxy (TMA) accesses to shared
+    memory."""
+    return _ret0("fence.proxy.async.shared::cta;", "", [], _semantic)
+
+
+@core.extern
+def fence_proxy_async(_semantic=None):
+    """``fence.proxy.async``: orders generic and async-proxy accesses to all state spaces."""
+    return _ret0("fence.proxy.async;", "", [], _semantic)
+
+
+@core.extern
+def named_barrier_sync(barrier_id, num_threads, _semantic=None):
+    """``bar.sync barrier_id, num_threads`` (constexprs; ``num_threads`` a multiple of 32)."""
+    bid, n = _c(barrier_id), _c(num_threads)
+    if not (isinstance(bid, int) and 0 <= bid < 16 and isinstance(n, int) and n > 0 and n % 32 == 0):
+        raise ValueError(f"rshmem.triton.language.named_barrier_sync: barrier_id must be a constexpr in [0, 16) and "
+                         f"num_threads a positive constexpr multiple of 32, got {bid!r}, {n!r}")
+    return _ret0(f"bar.sync {bid}, {n};", "", [], _semantic)
+
+
+@core.extern
+def warp_idx(_semantic=None):
+    """The warp's index in the program (``%tid.x / 32``; Triton programs are one-dimensional)."""
+    return tl.inline_asm_elementwise("{ .reg .u32 t; mov.u32 t, %tid.x; shr.u32 $0, t, 5; }", "=r", [],
+                                     dtype=tl.int32, is_pure=True, pack=1, _semantic=_semantic)
+
+
+def _descriptor_address(desc, fn: str, _semantic):
+    desc = _c(desc)
+    if not isinstance(desc, core.tensor) or not desc.dtype.is_ptr():
+        raise _fail(fn, f"`tmap_global_ptr` must be a pointer to a TMA descriptor in global memory, got {desc!r}")
+    return desc
+
+
+@core.extern
+def prefetch_tensor_2d_l2(tmap_global_ptr, coord_0, coord_1, _semantic=None):
+    """``cp.async.bulk.prefetch.tensor.2d.L2.global``: the box at (coord_0, coord_1) of the TMA
+    descriptor at ``tmap_global_ptr`` into L2."""
+    addr = _descriptor_address(tmap_global_ptr, "prefetch_tensor_2d_l2", _semantic)
+    c0 = tl.cast(coord_0, tl.int32, _semantic=_semantic)
+    c1 = tl.cast(coord_1, tl.int32, _semantic=_semantic)
+    return _ret0("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [$1, {$2, $3}];", "l,r,r", [addr, c0, c1],
+                 _semantic)
+
+
+@core.extern
+def prefetch_tensormap(tmap_global_ptr, _semantic=None):
+    """The box at (0, 0) of the TMA descriptor at ``tmap_global_ptr`` into L2 (what
+    Triton-distributed's ``prefetch_tensormap`` does)."""
+    return prefetch_tensor_2d_l2(tmap_global_ptr, 0, 0, _semantic=_semantic)
 
 
 # ---------------------------------------------------------------- NVLink multicast: not offered

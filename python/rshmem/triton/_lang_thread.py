@@ -104,7 +104,9 @@ def atomic_add(ptr, value, scope="gpu", semantic="relaxed", _semantic=None):
     t = _pointee(ptr, "atomic_add")
     bits, c = _int_suffix(t, "atomic_add")
     value = tl.cast(value, t, _semantic=_semantic)
-    return tl.inline_asm_elementwise(f"atom.{sem}.{scope}.global.add.u{bits} $0, [$1], $2;",
+    # The same bits either way; .s32 for int32 is Triton-distributed's spelling (PTX has no .s64 add).
+    sign = "s" if t.is_int_signed() and bits == "32" else "u"
+    return tl.inline_asm_elementwise(f"atom.{sem}.{scope}.global.add.{sign}{bits} $0, [$1], $2;",
                                      f"={c},l,{c},~{{memory}}", [ptr, value], dtype=t, is_pure=False, pack=1,
                                      _semantic=_semantic)
 

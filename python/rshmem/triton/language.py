@@ -48,7 +48,9 @@ from rshmem.triton._lang_extra import (__ballot_sync, __fence, __shfl_down_sync_
                                        multimem_ld_reduce_v4, multimem_st_b32, multimem_st_b64, multimem_st_p_b32,
                                        multimem_st_v2, multimem_st_v4, num_threads, num_warps, pack, pack_b32_v2,
                                        red_release, smid, st, st_b32, st_v2_u32, st_v4_b32, st_v4_u32, st_vector,
-                                       threads_per_warp, tma_sync, unpack, wait_eq)
+                                       threads_per_warp, tma_sync, unpack, wait_eq, cp_async_bulk_commit_group,
+                                       fence_async_shared, fence_proxy_async, named_barrier_sync, warp_idx,
+                                       prefetch_tensor_2d_l2, prefetch_tensormap)
 from rshmem.triton._lang_simt import extract, insert, make_vector, simt_exec_region, vector, zeros_vector
 from rshmem.triton._lang_thread import (atomic_add, atomic_cas, globaltimer, laneid, ld_acquire, ntid, st_release,
                                         syncthreads, tid)
@@ -74,7 +76,8 @@ __all__ = [
     "__shfl_sync_i32", "__shfl_up_sync_i32", "__shfl_down_sync_i32", "__shfl_xor_sync_i32", "__ballot_sync",
     "atomic_add_per_warp", "wait_eq", "red_release", "arrive_inc", "arrive_inc_asm", "globaltimer_lo",
     "globaltimer_hi", "smid", "threads_per_warp", "num_threads", "num_warps", "tma_sync", "cp_async_bulk_wait_group",
-    "elect_one_sync",
+    "elect_one_sync", "cp_async_bulk_commit_group", "fence_async_shared", "fence_proxy_async", "named_barrier_sync",
+    "warp_idx", "prefetch_tensor_2d_l2", "prefetch_tensormap",
     # NVLink multicast: present so ported kernels import, failing with a clear message when compiled
     "multimem_st_b32", "multimem_st_b64", "multimem_st_v2", "multimem_st_v4", "multimem_st_p_b32",
     "multimem_ld_reduce_v4", "multimem_ld_reduce_p_v4",
