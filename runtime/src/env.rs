@@ -130,6 +130,12 @@ pub const VARIABLES: &[Variable] = &[
         default: "0",
         meaning: "check mode: `rshmem.triton` links `libshmem_device.check.bc`, whose puts, gets, signals and atomics stop the kernel with an error naming the address, PE and operation when the range is not program memory (the runtime's own words, or past the heap bound) instead of writing it; the default library has no such check",
     },
+    Variable {
+        name: "RSHMEM_TRITON_LINK",
+        kind: "bool",
+        default: "1",
+        meaning: "importing `rshmem.triton` links the device library into plain `@triton.jit` kernels that call it (and only those) and installs the module-load hook; 0 leaves Triton alone (docs/porting-from-triton-distributed.md, \"Plain `@triton.jit` kernels\")",
+    },
 ];
 
 /// Where this PE sits among the PEs of its host, as its launcher describes it.
