@@ -142,7 +142,9 @@ run sum_on_stream torchrun "$E/sum_on_stream"
 run fcollect_block torchrun "$E/fcollect_block"
 run fcollect_thread torchrun "$E/fcollect_block" thread
 run jacobi torchrun "$E/jacobi" -nx 1024 -ny 1024 -niter 200
+run strided_launch torchrun "$E/strided_launch"
 run shift_host torchrun "$E/shift_host"
+run matrix_teams torchrun "$E/matrix_teams"
 if [ -x "$E/shift_host_mpi" ]; then run shift_host_mpi mpirun "$E/shift_host_mpi"; else report SKIP shift_host_mpi "no mpicc"; fi
 if [ -n "$COMPAT" ]; then run nvshmem_compat mpirun "$COMPAT"; else report SKIP nvshmem_compat "no mpicc"; fi
 [ -n "$HALF_BYTES" ] && run nvshmem_half_bytes torchrun "$HALF_BYTES"
