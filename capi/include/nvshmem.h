@@ -285,6 +285,23 @@ static inline int nvshmemx_cumodule_finalize(void *module) {
   return rshmem_host_device_forget_module(module, &known);
 }
 
+/* NVSHMEM's host-library-only start and stop: the same here (rshmem's host library is the one). */
+static inline int nvshmemx_hostlib_init_attr(unsigned int flags, nvshmemx_init_attr_t *attr) {
+  return nvshmemx_init_attr(flags, attr);
+}
+static inline void nvshmemx_hostlib_finalize(void) { nvshmem_finalize(); }
+/* NVSHMEM registers a local buffer with the network transports, so that puts and gets can take
+   it as their local side without staging. rshmem's calls take any local buffer as it is (the
+   transport stages or registers what it needs), so registering succeeds with nothing to do;
+   NULL or an empty range is NVSHMEMX_ERROR_INVALID_VALUE, as in NVSHMEM. */
+static inline int nvshmemx_buffer_register(void *addr, size_t length) {
+  return addr != NULL && length > 0 ? NVSHMEMX_SUCCESS : NVSHMEMX_ERROR_INVALID_VALUE;
+}
+static inline int nvshmemx_buffer_unregister(void *addr) {
+  return addr != NULL ? NVSHMEMX_SUCCESS : NVSHMEMX_ERROR_INVALID_VALUE;
+}
+static inline void nvshmemx_buffer_unregister_all(void) {}
+
 /* ------------------------------------------------------------------ queries (host and device) */
 RSHMEMI_COMPAT_HD int nvshmem_my_pe(void) {
 #if defined(__CUDA_ARCH__)
@@ -644,6 +661,114 @@ static inline void nvshmemx_signal_wait_until_on_stream(uint64_t *sig, int cmp, 
   RSHMEMI_COMPAT_CHECK("nvshmemx_signal_wait_until_on_stream",
                        rshmem_host_signal_wait_until_on_stream(sig, cmp, value, RSHMEMI_COMPAT_STREAM(s)));
 }
+
+/* The nbi forms on a stream are the same queued copies: ordered on the stream either way. */
+static inline void nvshmemx_putmem_nbi_on_stream(void *dest, const void *src, size_t nbytes, int pe, cudaStream_t s) {
+  nvshmemx_putmem_on_stream(dest, src, nbytes, pe, s);
+}
+static inline void nvshmemx_getmem_nbi_on_stream(void *dest, const void *src, size_t nbytes, int pe, cudaStream_t s) {
+  nvshmemx_getmem_on_stream(dest, src, nbytes, pe, s);
+}
+static inline void nvshmemx_putmem_signal_nbi_on_stream(void *dest, const void *src, size_t nbytes, uint64_t *sig,
+                                                        uint64_t signal, int sig_op, int pe, cudaStream_t s) {
+  nvshmemx_putmem_signal_on_stream(dest, src, nbytes, sig, signal, sig_op, pe, s);
+}
+/* Strided copies on a stream: one queued copy per element (rshmem has no strided stream
+   operation), in order on the stream. */
+static inline void rshmemi_compat_strided_on_stream(const char *call, int put, void *dest, const void *source,
+                                                    ptrdiff_t dst, ptrdiff_t sst, size_t nelems, size_t bytes, int pe,
+                                                    cudaStream_t s) {
+  for (size_t i = 0; i < nelems; i++) {
+    char *d = (char *)dest + (ptrdiff_t)i * dst * (ptrdiff_t)bytes;
+    const char *src = (const char *)source + (ptrdiff_t)i * sst * (ptrdiff_t)bytes;
+    RSHMEMI_COMPAT_CHECK(call, put ? rshmem_host_putmem_on_stream(d, src, bytes, pe, RSHMEMI_COMPAT_STREAM(s))
+                                   : rshmem_host_getmem_on_stream(d, src, bytes, pe, RSHMEMI_COMPAT_STREAM(s)));
+  }
+}
+/* Typed RMA on a stream. p and g wait for the stream's earlier work, then move the element
+   from the host, so they are ordered after that work and complete before anything queued later
+   (rshmem queues no single-element kernels). */
+#define RSHMEMI_COMPAT_STREAM_RMA(NAME, T, R)                                                                      \
+  static inline void nvshmemx_##NAME##_put_on_stream(T *d, const T *src, size_t n, int pe, cudaStream_t s) {        \
+    nvshmemx_putmem_on_stream(d, src, n * sizeof(T), pe, s);                                                        \
+  }                                                                                                                 \
+  static inline void nvshmemx_##NAME##_put_nbi_on_stream(T *d, const T *src, size_t n, int pe, cudaStream_t s) {    \
+    nvshmemx_putmem_on_stream(d, src, n * sizeof(T), pe, s);                                                        \
+  }                                                                                                                 \
+  static inline void nvshmemx_##NAME##_get_on_stream(T *d, const T *src, size_t n, int pe, cudaStream_t s) {        \
+    nvshmemx_getmem_on_stream(d, src, n * sizeof(T), pe, s);                                                        \
+  }                                                                                                                 \
+  static inline void nvshmemx_##NAME##_get_nbi_on_stream(T *d, const T *src, size_t n, int pe, cudaStream_t s) {    \
+    nvshmemx_getmem_on_stream(d, src, n * sizeof(T), pe, s);                                                        \
+  }                                                                                                                 \
+  static inline void nvshmemx_##NAME##_put_signal_on_stream(T *d, const T *src, size_t n, uint64_t *sig,            \
+                                                            uint64_t signal, int sig_op, int pe, cudaStream_t s) {  \
+    nvshmemx_putmem_signal_on_stream(d, src, n * sizeof(T), sig, signal, sig_op, pe, s);                            \
+  }                                                                                                                 \
+  static inline void nvshmemx_##NAME##_put_signal_nbi_on_stream(T *d, const T *src, size_t n, uint64_t *sig,        \
+                                                                uint64_t signal, int sig_op, int pe,                \
+                                                                cudaStream_t s) {                                   \
+    nvshmemx_putmem_signal_on_stream(d, src, n * sizeof(T), sig, signal, sig_op, pe, s);                            \
+  }                                                                                                                 \
+  static inline void nvshmemx_##NAME##_iput_on_stream(T *d, const T *src, ptrdiff_t dst, ptrdiff_t sst, size_t n,   \
+                                                      int pe, cudaStream_t s) {                                     \
+    rshmemi_compat_strided_on_stream("nvshmemx_" #NAME "_iput_on_stream", 1, d, src, dst, sst, n, sizeof(T), pe, s); \
+  }                                                                                                                 \
+  static inline void nvshmemx_##NAME##_iget_on_stream(T *d, const T *src, ptrdiff_t dst, ptrdiff_t sst, size_t n,   \
+                                                      int pe, cudaStream_t s) {                                     \
+    rshmemi_compat_strided_on_stream("nvshmemx_" #NAME "_iget_on_stream", 0, d, src, dst, sst, n, sizeof(T), pe, s); \
+  }                                                                                                                 \
+  static inline void nvshmemx_##NAME##_p_on_stream(T *d, const T value, int pe, cudaStream_t s) {                   \
+    if (cudaStreamSynchronize(s) != cudaSuccess) rshmemi_compat_cuda_fail("nvshmemx_" #NAME "_p_on_stream");        \
+    nvshmem_##NAME##_p(d, value, pe);                                                                               \
+  }                                                                                                                 \
+  static inline T nvshmemx_##NAME##_g_on_stream(const T *src, int pe, cudaStream_t s) {                             \
+    if (cudaStreamSynchronize(s) != cudaSuccess) rshmemi_compat_cuda_fail("nvshmemx_" #NAME "_g_on_stream");        \
+    return nvshmem_##NAME##_g(src, pe);                                                                             \
+  }
+static inline void rshmemi_compat_cuda_fail(const char *call) {
+  fprintf(stderr, "%s (rshmem): %s\n", call, cudaGetErrorString(cudaGetLastError()));
+  exit(EXIT_FAILURE);
+}
+RSHMEMI_COMPAT_TYPES(RSHMEMI_COMPAT_STREAM_RMA)
+/* Sized RMA on a stream (nvshmemx_put32_on_stream, ...). */
+#define RSHMEMI_COMPAT_STREAM_SIZED(BITS)                                                                          \
+  static inline void nvshmemx_put##BITS##_on_stream(void *d, const void *src, size_t n, int pe, cudaStream_t s) {   \
+    nvshmemx_putmem_on_stream(d, src, n * (BITS / 8), pe, s);                                                       \
+  }                                                                                                                 \
+  static inline void nvshmemx_put##BITS##_nbi_on_stream(void *d, const void *src, size_t n, int pe,                 \
+                                                        cudaStream_t s) {                                           \
+    nvshmemx_putmem_on_stream(d, src, n * (BITS / 8), pe, s);                                                       \
+  }                                                                                                                 \
+  static inline void nvshmemx_get##BITS##_on_stream(void *d, const void *src, size_t n, int pe, cudaStream_t s) {   \
+    nvshmemx_getmem_on_stream(d, src, n * (BITS / 8), pe, s);                                                       \
+  }                                                                                                                 \
+  static inline void nvshmemx_get##BITS##_nbi_on_stream(void *d, const void *src, size_t n, int pe,                 \
+                                                        cudaStream_t s) {                                           \
+    nvshmemx_getmem_on_stream(d, src, n * (BITS / 8), pe, s);                                                       \
+  }                                                                                                                 \
+  static inline void nvshmemx_put##BITS##_signal_on_stream(void *d, const void *src, size_t n, uint64_t *sig,       \
+                                                           uint64_t signal, int sig_op, int pe, cudaStream_t s) {   \
+    nvshmemx_putmem_signal_on_stream(d, src, n * (BITS / 8), sig, signal, sig_op, pe, s);                           \
+  }                                                                                                                 \
+  static inline void nvshmemx_put##BITS##_signal_nbi_on_stream(void *d, const void *src, size_t n, uint64_t *sig,   \
+                                                               uint64_t signal, int sig_op, int pe,                 \
+                                                               cudaStream_t s) {                                    \
+    nvshmemx_putmem_signal_on_stream(d, src, n * (BITS / 8), sig, signal, sig_op, pe, s);                           \
+  }                                                                                                                 \
+  static inline void nvshmemx_iput##BITS##_on_stream(void *d, const void *src, ptrdiff_t dst, ptrdiff_t sst,        \
+                                                     size_t n, int pe, cudaStream_t s) {                            \
+    rshmemi_compat_strided_on_stream("nvshmemx_iput" #BITS "_on_stream", 1, d, src, dst, sst, n, BITS / 8, pe, s);  \
+  }                                                                                                                 \
+  static inline void nvshmemx_iget##BITS##_on_stream(void *d, const void *src, ptrdiff_t dst, ptrdiff_t sst,        \
+                                                     size_t n, int pe, cudaStream_t s) {                            \
+    rshmemi_compat_strided_on_stream("nvshmemx_iget" #BITS "_on_stream", 0, d, src, dst, sst, n, BITS / 8, pe, s);  \
+  }
+RSHMEMI_COMPAT_STREAM_SIZED(8)
+RSHMEMI_COMPAT_STREAM_SIZED(16)
+RSHMEMI_COMPAT_STREAM_SIZED(32)
+RSHMEMI_COMPAT_STREAM_SIZED(64)
+RSHMEMI_COMPAT_STREAM_SIZED(128)
 
 /* The team of NVSHMEM 1.0's active set (PE_start, 2^logPE_stride, PE_size): the world, the one set
    rshmem maps (docs/c.md). */

@@ -19,6 +19,21 @@
 #endif
 #endif
 
+/* A CUDA 12 library (cuLibraryLoad*): its module gets the device state, as nvshmemx_cumodule_init
+   does for a module. */
+#if defined(CUDA_VERSION) && CUDA_VERSION >= 12000
+static inline int nvshmemx_culibrary_init(CUlibrary library) {
+  CUmodule module;
+  if (cuLibraryGetModule(&module, library) != CUDA_SUCCESS) return NVSHMEMX_ERROR_INTERNAL;
+  return nvshmemx_cumodule_init(module);
+}
+static inline int nvshmemx_culibrary_finalize(CUlibrary library) {
+  CUmodule module;
+  if (cuLibraryGetModule(&module, library) != CUDA_SUCCESS) return NVSHMEMX_ERROR_INTERNAL;
+  return nvshmemx_cumodule_finalize(module);
+}
+#endif
+
 /* ---- a buffer the program allocated, made symmetric (host) */
 /* rshmem's symmetric memory is its heap, which it reserves and maps itself on every PE so that
    the same offset is valid everywhere; it does not adopt memory mapped by the program. Both

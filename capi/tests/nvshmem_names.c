@@ -13,7 +13,8 @@
      grid NVSHMEM makes, nvshmem_team_config_t;
    - rshmem_host_test_any / wait_until_any rotating their start (NVSHMEM's test_any is device
      code), so a word that stays ready cannot hide the others;
-   - nvshmemx_buffer_register_symmetric refusing with NULL.
+   - nvshmemx_buffer_register_symmetric refusing with NULL, nvshmemx_buffer_register (nothing to
+     register in rshmem) accepting a buffer and refusing NULL.
    Prints "PE i: N checks of NVSHMEM's names correct" and exits 0, or names the first wrong value
    and exits 1. */
 #include <nvshmem.h>
@@ -287,6 +288,11 @@ int main(void) {
   CHECK(nvshmemx_buffer_register_symmetric(&provided, sizeof provided, 0) == NULL, "register_symmetric refused");
   CHECK(nvshmemx_buffer_unregister_symmetric(&provided, sizeof provided) == NVSHMEMX_ERROR_NOT_SUPPORTED,
         "unregister_symmetric refused");
+  /* Registering a local buffer for the transports: nothing to do in rshmem, NULL refused. */
+  CHECK(nvshmemx_buffer_register(&provided, sizeof provided) == NVSHMEMX_SUCCESS, "buffer_register");
+  CHECK(nvshmemx_buffer_register(NULL, 4) == NVSHMEMX_ERROR_INVALID_VALUE, "buffer_register(NULL)");
+  CHECK(nvshmemx_buffer_unregister(&provided) == NVSHMEMX_SUCCESS, "buffer_unregister");
+  nvshmemx_buffer_unregister_all();
   nvshmem_barrier_all();
   printf("PE %d: %d checks of NVSHMEM's names correct\n", me, checks);
   nvshmem_finalize();

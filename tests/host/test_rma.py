@@ -189,6 +189,11 @@ def test_wait_and_test_family(sym, me, npes, peer):
     assert rshmem.test_any(flags, rshmem.CMP_GT, 4) in (1, 3)
     assert sorted(rshmem.test_some(flags, rshmem.CMP_GT, 4)) == [1, 3]
     assert rshmem.test_some(flags, rshmem.CMP_GT, 4, status=[0, 1, 0, 1]) == []
+    # Fair, as NVSHMEM's: each scan starts one word further, so words 1 and 3, both ready, are
+    # each returned within a few calls (the spec's example clears the word it got and polls on).
+    assert {rshmem.test_any(flags, rshmem.CMP_EQ, 5) for _ in range(8)} == {1, 3}
+    assert {rshmem.wait_until_any(flags, rshmem.CMP_EQ, 5) for _ in range(8)} == {1, 3}
+    assert {rshmem.test_any(flags, rshmem.CMP_EQ, 5, status=[0, 1, 0, 0]) for _ in range(4)} == {3}
     with pytest.raises(rshmem.InvalidArgumentError, match="status"):
         rshmem.test_all(flags, rshmem.CMP_EQ, 5, status=[0])
     rshmem.barrier_all()
