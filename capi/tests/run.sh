@@ -96,10 +96,10 @@ make -s -C examples c mpi OUT="$PREFIX/examples" MPICC="$MPICC"
 timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
     --master-port "$((PORT + 30))" --no-python "$PREFIX/examples/shift_host"
 timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/shift_host_mpi"
-echo "== examples/c/matrix_teams (NVSHMEM's names): 3 PEs under torchrun; its unique-id MPI form under mpirun"
+echo "== examples/c/matrix_teams (NVSHMEM's names): 3 PEs under torchrun; its unique-id MPI form as 2 under mpirun"
 timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 3 --master-addr 127.0.0.1 \
     --master-port "$((PORT + 34))" --no-python "$PREFIX/examples/matrix_teams"
-timeout 120 "$MPIRUN" -np 3 -x RSHMEM_BACKEND "$PREFIX/examples/matrix_teams_mpi"
+timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/matrix_teams_mpi"
 echo "== a launcher-env program under mpirun without MASTER_ADDR: an error naming it, not 2 jobs of 1 PE"
 if out="$(env -u MASTER_ADDR timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/shift_host" 2>&1)"; then
     echo "$out"; echo "run.sh: shift_host ran under mpirun without MASTER_ADDR" >&2; exit 1
