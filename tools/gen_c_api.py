@@ -61,6 +61,7 @@ ARG_KINDS = {
     "u64": ("uint64_t", "u64", None),
     "i128": ("int64_t", "i64", "let {n} = ffi::value({n}, {dt});"),
     "i32": ("int32_t", "i32", None),
+    "i64": ("int64_t", "i64", None),
     "pe": ("int", "c_int", "let {n} = ffi::pe(&rt, {n})?;"),
     "team": ("rshmem_team_t", "i32", "let {n} = Team({n});"),
     "dtype": ("rshmem_dtype_t", "c_int", "let {n} = ffi::dtype({n})?;"),
@@ -90,13 +91,14 @@ RET_KINDS = {
     "opt_usize": (["size_t *"], ["*mut usize"], "r.unwrap_or(usize::MAX)"),
     "vec_usize": (["size_t *", "size_t *"], ["*mut usize", "*mut usize"], None),
     "opt_team": (["rshmem_team_t *"], ["*mut i32"], "r.map_or(rshmem::consts::TEAM_INVALID, |t| t.0)"),
+    "team_pair": (["rshmem_team_t *", "rshmem_team_t *"], ["*mut i32", "*mut i32"], None),
     "sym": (["void **"], ["*mut *mut c_void"], None),
     "opt_addr": (["void **"], ["*mut *mut c_void"], None),
     "str": (["const char **"], ["*mut *const c_char"], None),
     "uid": (["rshmem_uniqueid_t *"], ["*mut UniqueIdBytes"], None),
     "elem": (["{T} *"], ["*mut {R}"], None),
 }
-RET_NAMES = {"vec_usize": ["indices", "count"]}
+RET_NAMES = {"vec_usize": ["indices", "count"], "team_pair": ["xaxis", "yaxis"]}
 # The functions of the C layer that are no row of the host API (capi/src/hand.rs): declaration, doc.
 C_ONLY = [
     ("const char *rshmem_host_last_error(void)",
@@ -383,6 +385,12 @@ def rust_body(f: CFn) -> list[str]:
     elif f.ret == "vec_usize":
         lines.append(f"let r = {call}?;")
         lines.append("Ok(unsafe { ffi::write_indices(&rt, indices, count, &r) }?)")
+    elif f.ret == "team_pair":
+        lines.append(f"let (x, y) = {call}?;")
+        lines.append("let id = |t: Option<Team>| t.map_or(rshmem::consts::TEAM_INVALID, |t| t.0);")
+        lines.append("unsafe { xaxis.write(id(x)) };")
+        lines.append("unsafe { yaxis.write(id(y)) };")
+        lines.append("Ok(())")
     else:
         write = RET_KINDS[f.ret][2]
         lines.append(f"let r = {call}?;")

@@ -59,6 +59,7 @@ KINDS = {
     "u64": ("u64", "int", None),
     "i128": ("i128", "int", None),
     "i32": ("i32", "int", None),
+    "i64": ("i64", "int", None),
     "pe": ("i64", "int", "let {n} = pe_arg(&rt, {n})?;"),
     "team": ("i32", "int", "let {n} = Team({n});"),
     "dtype": ("&str", "str", "let {n} = crate::dtype::dtype({n})?;"),
@@ -80,6 +81,8 @@ RETS = {
     "opt_usize": ("Option<usize>", "int | None", None),
     "vec_usize": ("Vec<usize>", "list[int]", None),
     "opt_team": ("Option<i32>", "int | None", ".map(|made| made.map(|t| t.0))"),
+    "team_pair": ("(Option<i32>, Option<i32>)", "tuple[int | None, int | None]",
+                  ".map(|(x, y)| (x.map(|t| t.0), y.map(|t| t.0)))"),
 }
 GROUP_TITLES = {
     "init": "Setup and queries", "memory": "Symmetric memory", "dlpack": "Tensors over the heap",
@@ -303,13 +306,16 @@ def gen_stub(rows: list[Row]) -> str:
 # ------------------------------------------------------------------------------ public wrappers
 # kind -> (type hint, expression converting the argument `{n}`, default spelled in Python)
 PUBLIC_KINDS = {
-    "team": ("Team | int", "int({n})"),
+    # None is Team.INVALID: what team_split_strided gives the PEs it leaves out.
+    "team": ("Team | int | None", "_team_id({n})"),
     "i32": ("int", "int({n})"),
     "usize": ("int", "int({n})"),
     "pe": ("int", "{n}"),
 }
 PUBLIC_RETS = {"none": ("None", "{call}"), "i32": ("int", "return {call}"), "bool": ("bool", "return {call}"),
-               "opt_team": ("Team | None", "made = {call}\n    return None if made is None else Team(made)")}
+               "opt_team": ("Team | None", "made = {call}\n    return None if made is None else Team(made)"),
+               "team_pair": ("tuple[Team | None, Team | None]",
+                             "x, y = {call}\n    return (None if x is None else Team(x), None if y is None else Team(y))")}
 
 
 def gen_api(rows: list[Row]) -> str:
@@ -322,7 +328,7 @@ def gen_api(rows: list[Row]) -> str:
            "from __future__ import annotations",
            "",
            "from . import _native",
-           "from ._core import Team",
+           "from ._core import Team, _team_id",
            "from ._errors import api",
            "",
            "__all__ = ["]

@@ -5,7 +5,55 @@
 #ifndef RSHMEM_NVSHMEMX_H
 #define RSHMEM_NVSHMEMX_H
 
+#include <assert.h>
+
 #include "nvshmem.h"
+
+/* NVSHMEM's nvshmemx.h brings the driver API's cuda.h (CUmodule, cuMemCreate, ...): here too,
+   wherever it is found. */
+#if defined(__CUDACC__)
+#include <cuda.h>
+#elif defined(__has_include)
+#if __has_include(<cuda.h>)
+#include <cuda.h>
+#endif
+#endif
+
+/* A CUDA 12 library (cuLibraryLoad*): its module gets the device state, as nvshmemx_cumodule_init
+   does for a module. */
+#if defined(CUDA_VERSION) && CUDA_VERSION >= 12000
+static inline int nvshmemx_culibrary_init(CUlibrary library) {
+  CUmodule module;
+  if (cuLibraryGetModule(&module, library) != CUDA_SUCCESS) return NVSHMEMX_ERROR_INTERNAL;
+  return nvshmemx_cumodule_init(module);
+}
+static inline int nvshmemx_culibrary_finalize(CUlibrary library) {
+  CUmodule module;
+  if (cuLibraryGetModule(&module, library) != CUDA_SUCCESS) return NVSHMEMX_ERROR_INTERNAL;
+  return nvshmemx_cumodule_finalize(module);
+}
+#endif
+
+/* ---- a buffer the program allocated, made symmetric (host) */
+/* rshmem's symmetric memory is its heap, which it reserves and maps itself on every PE so that
+   the same offset is valid everywhere; it does not adopt memory mapped by the program. Both
+   calls refuse with a message (NULL / NVSHMEMX_ERROR_NOT_SUPPORTED) on every backend; allocate
+   the buffer with nvshmem_malloc / nvshmem_align instead (docs/c.md). */
+static inline void *nvshmemx_buffer_register_symmetric(void *buf_ptr, size_t size, int flags) {
+  (void)flags;
+  fprintf(stderr,
+          "nvshmemx_buffer_register_symmetric (rshmem): cannot make the program's buffer %p (%zu bytes) symmetric: "
+          "rshmem's symmetric memory is the heap it maps itself; allocate it with nvshmem_malloc or nvshmem_align\n",
+          buf_ptr, size);
+  return NULL;
+}
+static inline int nvshmemx_buffer_unregister_symmetric(void *mmap_ptr, size_t size) {
+  fprintf(stderr,
+          "nvshmemx_buffer_unregister_symmetric (rshmem): %p (%zu bytes) was not registered: "
+          "nvshmemx_buffer_register_symmetric registers nothing in rshmem\n",
+          mmap_ptr, size);
+  return NVSHMEMX_ERROR_NOT_SUPPORTED;
+}
 
 #if defined(__CUDACC__)
 

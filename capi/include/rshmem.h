@@ -244,6 +244,8 @@ rshmem_status_t rshmem_host_get_unique_id(rshmem_uniqueid_t *out);
 rshmem_status_t rshmem_host_init(const rshmem_init_attr_t *attr);
 /* Collective: frees everything and stops the runtime (`nvshmem_finalize`). Does nothing when the runtime is not running, so it can be called twice. */
 rshmem_status_t rshmem_host_finalize(void);
+/* Ends the job at once: every PE's process exits with `status`, this one included, whatever the others are doing; nothing is finalized and the call never returns (`nvshmem_global_exit`). `rshmem.global_exit` flushes Python's stdout and stderr first. */
+rshmem_status_t rshmem_host_global_exit(int32_t status);
 /* Whether `init` has run and `finalize` has not. */
 rshmem_status_t rshmem_host_is_initialized(int *out);
 /* This PE's number in the job (`nvshmem_my_pe`). */
@@ -274,6 +276,10 @@ rshmem_status_t rshmem_host_heap_mapped(size_t *out);
 rshmem_status_t rshmem_host_putmem(void *dst, const void *src, size_t nbytes, int pe);
 /* Copies `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`); `dst` is checked as `putmem` checks its source. */
 rshmem_status_t rshmem_host_getmem(void *dst, const void *src, size_t nbytes, int pe);
+/* Copies `nelems` elements of `elem_size` bytes (1, 2, 4, 8 or 16) from local `src`, every `src_stride`-th, to symmetric `dst` on `pe`, every `dst_stride`-th (strides in elements; both spans are checked before anything is copied) (`nvshmem_<type>_iput`, `nvshmem_iput<bits>`). */
+rshmem_status_t rshmem_host_iput(void *dst, const void *src, int64_t dst_stride, int64_t src_stride, size_t nelems, size_t elem_size, int pe);
+/* Copies `nelems` elements of `elem_size` bytes from symmetric `src` on `pe`, every `src_stride`-th, to local `dst`, every `dst_stride`-th (`nvshmem_<type>_iget`, `nvshmem_iget<bits>`). */
+rshmem_status_t rshmem_host_iget(void *dst, const void *src, int64_t dst_stride, int64_t src_stride, size_t nelems, size_t elem_size, int pe);
 /* For each element type <T>: Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`). */
 rshmem_status_t rshmem_host_int8_p(int8_t *dst, int8_t value, int pe);
 rshmem_status_t rshmem_host_int16_p(int16_t *dst, int16_t value, int pe);
@@ -346,16 +352,18 @@ rshmem_status_t rshmem_host_barrier(rshmem_team_t team);
 rshmem_status_t rshmem_host_sync(rshmem_team_t team);
 
 /* ---- teams ---- */
-/* This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`). */
+/* This PE's number in `team`; -1 for `TEAM_INVALID` / None, what a split gives the PEs it leaves out (`nvshmem_team_my_pe`). */
 rshmem_status_t rshmem_host_team_my_pe(rshmem_team_t team, int32_t *out);
-/* How many PEs `team` has (`nvshmem_team_n_pes`). */
+/* How many PEs `team` has; -1 for `TEAM_INVALID` / None (`nvshmem_team_n_pes`). */
 rshmem_status_t rshmem_host_team_n_pes(rshmem_team_t team, int32_t *out);
-/* PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there (`nvshmem_team_translate_pe`). */
+/* PE `pe` of `src_team` as numbered in `dest_team`; -1 when not there or when either team is `TEAM_INVALID` / None (`nvshmem_team_translate_pe`). */
 rshmem_status_t rshmem_host_team_translate_pe(rshmem_team_t src_team, int32_t pe, rshmem_team_t dest_team, int32_t *out);
-/* Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None elsewhere (`nvshmem_team_split_strided`). */
+/* Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None (`TEAM_INVALID` in C) elsewhere; a `TEAM_INVALID` / None parent gives None at once (`nvshmem_team_split_strided`). */
 rshmem_status_t rshmem_host_team_split_strided(rshmem_team_t parent, int32_t start, int32_t stride, int32_t size, rshmem_team_t *out);
-/* Collective over `team`: releases a team made by `team_split_strided` (`nvshmem_team_destroy`). */
+/* Collective over `team`: releases a team made by `team_split_strided`; `TEAM_INVALID` / None does nothing, so every PE of the parent may call it (`nvshmem_team_destroy`). */
 rshmem_status_t rshmem_host_team_destroy(rshmem_team_t team);
+/* Collective over `parent`: splits it into rows of `xrange` consecutive PEs (the x-axis teams) and the columns across them (the y-axis teams); returns this PE's (x-axis, y-axis) teams, None (`TEAM_INVALID` in C) for both when `parent` is `TEAM_INVALID` / None (`nvshmem_team_split_2d`). */
+rshmem_status_t rshmem_host_team_split_2d(rshmem_team_t parent, int32_t xrange, rshmem_team_t *xaxis, rshmem_team_t *yaxis);
 
 /* ---- collectives ---- */
 /* Copies `nelems` elements of `src` on `root` (team numbering) into `dst` on every PE of the team (`nvshmem_<type>_broadcast`). */

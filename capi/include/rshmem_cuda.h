@@ -74,31 +74,33 @@ static inline rshmem_status_t rshmemx_cuda_init_attr(const rshmem_init_attr_t *a
   return s != RSHMEM_SUCCESS ? s : rshmemx_cuda_init_state();
 }
 
-/* Launches `func` so that all its blocks run at once (cudaLaunchCooperativeKernel), as a kernel
-   that calls rshmem's barriers or collectives from several blocks needs (nvshmemx_collective_launch).
-   RSHMEM_ERROR_INVALID_ARGUMENT when the grid cannot be co-resident on this GPU. */
-static inline rshmem_status_t rshmemx_collective_launch(const void *func, dim3 grid, dim3 block, void **args,
-                                                        size_t shared_mem, cudaStream_t stream) {
-  int device = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return RSHMEM_ERROR_DRIVER;
-  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return RSHMEM_ERROR_DRIVER;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, (int)(block.x * block.y * block.z), shared_mem) !=
-      cudaSuccess)
-    return RSHMEM_ERROR_DRIVER;
-  if ((long long)grid.x * grid.y * grid.z > (long long)per_sm * sms) return RSHMEM_ERROR_INVALID_ARGUMENT;
-  return cudaLaunchCooperativeKernel(func, grid, block, args, shared_mem, stream) == cudaSuccess ? RSHMEM_SUCCESS
-                                                                                                 : RSHMEM_ERROR_DRIVER;
-}
-
-/* The largest grid rshmemx_collective_launch accepts for `func` with this block size (0 on error). */
+/* The largest grid rshmemx_collective_launch accepts for `func` with this block size, as NVSHMEM
+   computes it: the blocks per SM the occupancy calculator allows times the SMs. 0 when not one
+   block of this size fits (too many registers or too much shared memory per block), -1 when a
+   CUDA call fails (cudaGetLastError says which). */
 static inline int rshmemx_collective_launch_query_gridsize(const void *func, dim3 block, size_t shared_mem) {
   int device = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, func, (int)(block.x * block.y * block.z), shared_mem) !=
           cudaSuccess)
-    return 0;
+    return -1;
   return per_sm * sms;
+}
+
+/* Launches `func` so that all its blocks run at once (cudaLaunchCooperativeKernel), as a kernel
+   that calls rshmem's barriers or collectives from several blocks needs (nvshmemx_collective_launch).
+   A grid of 0 x 0 x 0 is the largest that fits (as NVSHMEM). RSHMEM_ERROR_INVALID_ARGUMENT when
+   the grid cannot be co-resident on this GPU, or not one block of this size fits. */
+static inline rshmem_status_t rshmemx_collective_launch(const void *func, dim3 grid, dim3 block, void **args,
+                                                        size_t shared_mem, cudaStream_t stream) {
+  int most = rshmemx_collective_launch_query_gridsize(func, block, shared_mem);
+  if (most < 0) return RSHMEM_ERROR_DRIVER;
+  if (grid.x == 0 && grid.y == 0 && grid.z == 0) grid = dim3((unsigned)most, 1, 1);
+  long long blocks = (long long)grid.x * grid.y * grid.z;
+  if (most == 0 || blocks == 0 || blocks > most) return RSHMEM_ERROR_INVALID_ARGUMENT;
+  return cudaLaunchCooperativeKernel(func, grid, block, args, shared_mem, stream) == cudaSuccess ? RSHMEM_SUCCESS
+                                                                                                 : RSHMEM_ERROR_DRIVER;
 }
 
 #endif /* RSHMEM_CUDA_H */

@@ -90,6 +90,42 @@ pub unsafe extern "C" fn rshmem_host_reducescatter(team: i32, op: c_int, dst: *m
     })
 }
 
+/// Ends the job at once: every PE's process exits with `status`, this one included, whatever the others are doing; nothing is finalized and the call never returns (`nvshmem_global_exit`). `rshmem.global_exit` flushes Python's stdout and stderr first.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_global_exit(status: i32) -> c_int {
+    const NAME: &str = "rshmem_host_global_exit()";
+    ffi::call(NAME, || {
+        let rt = ffi::runtime(NAME)?;
+        Ok(rt.global_exit(status)?)
+    })
+}
+
+/// Copies `nelems` elements of `elem_size` bytes (1, 2, 4, 8 or 16) from local `src`, every `src_stride`-th, to symmetric `dst` on `pe`, every `dst_stride`-th (strides in elements; both spans are checked before anything is copied) (`nvshmem_<type>_iput`, `nvshmem_iput<bits>`).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_iput(dst: *mut c_void, src: *const c_void, dst_stride: i64, src_stride: i64, nelems: usize, elem_size: usize, pe: c_int) -> c_int {
+    const NAME: &str = "rshmem_host_iput()";
+    ffi::call(NAME, || {
+        let rt = ffi::runtime(NAME)?;
+        let dst = SymAddr::new(dst as usize);
+        let src = src as usize;
+        let pe = ffi::pe(&rt, pe)?;
+        Ok(unsafe { rt.iput(dst, src, dst_stride, src_stride, nelems, elem_size, pe) }?)
+    })
+}
+
+/// Copies `nelems` elements of `elem_size` bytes from symmetric `src` on `pe`, every `src_stride`-th, to local `dst`, every `dst_stride`-th (`nvshmem_<type>_iget`, `nvshmem_iget<bits>`).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_iget(dst: *mut c_void, src: *const c_void, dst_stride: i64, src_stride: i64, nelems: usize, elem_size: usize, pe: c_int) -> c_int {
+    const NAME: &str = "rshmem_host_iget()";
+    ffi::call(NAME, || {
+        let rt = ffi::runtime(NAME)?;
+        let dst = dst as usize;
+        let src = SymAddr::new(src as usize);
+        let pe = ffi::pe(&rt, pe)?;
+        Ok(unsafe { rt.iget(dst, src, dst_stride, src_stride, nelems, elem_size, pe) }?)
+    })
+}
+
 /// Stores one element of `dtype` at symmetric `dst` on `pe` (`nvshmem_<type>_p`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_int8_p(dst: *mut i8, value: i8, pe: c_int) -> c_int {
@@ -832,7 +868,7 @@ pub unsafe extern "C" fn rshmem_host_sync(team: i32) -> c_int {
     })
 }
 
-/// This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`).
+/// This PE's number in `team`; -1 for `TEAM_INVALID` / None, what a split gives the PEs it leaves out (`nvshmem_team_my_pe`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_team_my_pe(team: i32, out: *mut i32) -> c_int {
     const NAME: &str = "rshmem_host_team_my_pe()";
@@ -846,7 +882,7 @@ pub unsafe extern "C" fn rshmem_host_team_my_pe(team: i32, out: *mut i32) -> c_i
     })
 }
 
-/// How many PEs `team` has (`nvshmem_team_n_pes`).
+/// How many PEs `team` has; -1 for `TEAM_INVALID` / None (`nvshmem_team_n_pes`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_team_n_pes(team: i32, out: *mut i32) -> c_int {
     const NAME: &str = "rshmem_host_team_n_pes()";
@@ -860,7 +896,7 @@ pub unsafe extern "C" fn rshmem_host_team_n_pes(team: i32, out: *mut i32) -> c_i
     })
 }
 
-/// PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there (`nvshmem_team_translate_pe`).
+/// PE `pe` of `src_team` as numbered in `dest_team`; -1 when not there or when either team is `TEAM_INVALID` / None (`nvshmem_team_translate_pe`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_team_translate_pe(src_team: i32, pe: i32, dest_team: i32, out: *mut i32) -> c_int {
     const NAME: &str = "rshmem_host_team_translate_pe()";
@@ -875,7 +911,7 @@ pub unsafe extern "C" fn rshmem_host_team_translate_pe(src_team: i32, pe: i32, d
     })
 }
 
-/// Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None elsewhere (`nvshmem_team_split_strided`).
+/// Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None (`TEAM_INVALID` in C) elsewhere; a `TEAM_INVALID` / None parent gives None at once (`nvshmem_team_split_strided`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_team_split_strided(parent: i32, start: i32, stride: i32, size: i32, out: *mut i32) -> c_int {
     const NAME: &str = "rshmem_host_team_split_strided()";
@@ -889,7 +925,7 @@ pub unsafe extern "C" fn rshmem_host_team_split_strided(parent: i32, start: i32,
     })
 }
 
-/// Collective over `team`: releases a team made by `team_split_strided` (`nvshmem_team_destroy`).
+/// Collective over `team`: releases a team made by `team_split_strided`; `TEAM_INVALID` / None does nothing, so every PE of the parent may call it (`nvshmem_team_destroy`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_team_destroy(team: i32) -> c_int {
     const NAME: &str = "rshmem_host_team_destroy()";
@@ -897,6 +933,23 @@ pub unsafe extern "C" fn rshmem_host_team_destroy(team: i32) -> c_int {
         let rt = ffi::runtime(NAME)?;
         let team = Team(team);
         Ok(rt.team_destroy(team)?)
+    })
+}
+
+/// Collective over `parent`: splits it into rows of `xrange` consecutive PEs (the x-axis teams) and the columns across them (the y-axis teams); returns this PE's (x-axis, y-axis) teams, None (`TEAM_INVALID` in C) for both when `parent` is `TEAM_INVALID` / None (`nvshmem_team_split_2d`).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_team_split_2d(parent: i32, xrange: i32, xaxis: *mut i32, yaxis: *mut i32) -> c_int {
+    const NAME: &str = "rshmem_host_team_split_2d()";
+    ffi::call(NAME, || {
+        let rt = ffi::runtime(NAME)?;
+        ffi::check_out(xaxis, "xaxis", NAME)?;
+        ffi::check_out(yaxis, "yaxis", NAME)?;
+        let parent = Team(parent);
+        let (x, y) = rt.team_split_2d(parent, xrange)?;
+        let id = |t: Option<Team>| t.map_or(rshmem::consts::TEAM_INVALID, |t| t.0);
+        unsafe { xaxis.write(id(x)) };
+        unsafe { yaxis.write(id(y)) };
+        Ok(())
     })
 }
 

@@ -131,6 +131,14 @@ else
     report FAIL nvshmem_half_bytes "does not build: log $WORK/half-bytes-build.log"
     FAILED=$((FAILED + 1))
 fi
+STREAM_RMA=""
+if "$NVCC" -std=c++17 -arch="$CUDA_ARCH" -I"$PREFIX/include" capi/tests/nvshmem_stream_rma.cu -o "$WORK/nvshmem_stream_rma" \
+        ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem -Xlinker -rpath -Xlinker "$PREFIX/lib" >"$WORK/stream-rma-build.log" 2>&1; then
+    STREAM_RMA="$WORK/nvshmem_stream_rma"
+else
+    report FAIL nvshmem_stream_rma "does not build: log $WORK/stream-rma-build.log"
+    FAILED=$((FAILED + 1))
+fi
 report BUILT examples "$(ls "$WORK/examples" | tr '\n' ' ')"
 
 echo "== the examples as 2 PEs"
@@ -142,10 +150,13 @@ run sum_on_stream torchrun "$E/sum_on_stream"
 run fcollect_block torchrun "$E/fcollect_block"
 run fcollect_thread torchrun "$E/fcollect_block" thread
 run jacobi torchrun "$E/jacobi" -nx 1024 -ny 1024 -niter 200
+run strided_launch torchrun "$E/strided_launch"
 run shift_host torchrun "$E/shift_host"
+run matrix_teams torchrun "$E/matrix_teams"
 if [ -x "$E/shift_host_mpi" ]; then run shift_host_mpi mpirun "$E/shift_host_mpi"; else report SKIP shift_host_mpi "no mpicc"; fi
 if [ -n "$COMPAT" ]; then run nvshmem_compat mpirun "$COMPAT"; else report SKIP nvshmem_compat "no mpicc"; fi
 [ -n "$HALF_BYTES" ] && run nvshmem_half_bytes torchrun "$HALF_BYTES"
+[ -n "$STREAM_RMA" ] && run nvshmem_stream_rma torchrun "$STREAM_RMA"
 for ex in "$BUNDLE"/examples/*; do
     [ -x "$ex" ] && run "rust_$(basename "$ex")" torchrun "$ex"
 done

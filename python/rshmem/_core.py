@@ -54,7 +54,10 @@ class LiveTensorsWarning(RuntimeWarning):
 
 class Team(int):
     """A team of PEs, as its integer id. `Team.WORLD`, `Team.SHARED`, `Team.NODE` and
-    `Team.SAME_MYPE_NODE` always exist; `team_split_strided` makes more."""
+    `Team.SAME_MYPE_NODE` always exist; `team_split_strided` makes more. `Team.INVALID` (or
+    `None`, what a split returns on the PEs it leaves out) is no team: as in NVSHMEM,
+    `team_my_pe` / `team_n_pes` / `team_translate_pe` give -1 for it, `team_destroy` does
+    nothing, a split of it gives None, and other calls raise `InvalidArgumentError`."""
 
     WORLD: "Team"
     SHARED: "Team"
@@ -72,6 +75,23 @@ Team.SHARED = Team(_native.TEAM_SHARED)
 Team.NODE = Team(_native.TEAM_NODE)
 Team.SAME_MYPE_NODE = Team(_native.TEAM_SAME_MYPE_NODE)
 Team.INVALID = Team(_native.TEAM_INVALID)
+
+
+def _team_id(team) -> int:
+    """The id of a team argument: None is Team.INVALID."""
+    return _native.TEAM_INVALID if team is None else int(team)
+
+
+def global_exit(status: int) -> None:
+    """Ends the job at once: every PE's process exits with `status`, this one included, whatever
+    the others are doing (`nvshmem_global_exit`). Nothing is finalized and the call never
+    returns; Python's stdout and stderr are flushed first, as the process ends without Python's
+    own shutdown."""
+    status = int(status)
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    _native.global_exit(status)
 
 
 def get_unique_id() -> bytes:

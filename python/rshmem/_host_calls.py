@@ -7,12 +7,14 @@ from __future__ import annotations
 from . import _native  # noqa: F401 - the calls name it
 from ._core import Team  # noqa: F401 - team defaults
 from ._signature import public
-from .host import InvalidArgumentError, _addr, _amo, _atomic_dtype, _count, _dtype, _elems, _is_addr, _nbytes, _one, _sig, _u64, _vector, _wrap, team_n_pes
+from .host import InvalidArgumentError, _addr, _amo, _atomic_dtype, _count, _dtype, _elems, _is_addr, _nbytes, _one, _sig, _strided_fits, _u64, _vector, _wrap, itemsize, team_n_pes
 
 __all__ = [
     "putmem",
     "getmem",
     "put",
+    "iput",
+    "iget",
     "get",
     "p",
     "g",
@@ -74,6 +76,27 @@ def put(dst, src, pe: int) -> None:
     if a is None or b is None or a != b:
         raise InvalidArgumentError(f"put() takes two tensors of the same size; dst holds {a} bytes, src {b}")
     _native.putmem(_addr(dst, "dst"), _addr(src, "src"), b, pe, False)
+
+
+@public
+def iput(dst, src, dst_stride: int, src_stride: int, nelems: int, pe: int, *, dtype=None) -> None:
+    """Copies `nelems` elements of `src`, every `src_stride`-th, into symmetric `dst` on `pe`, every
+    `dst_stride`-th (`nvshmem_<type>_iput`; strides count elements). With tensors the strided
+    range must lie inside each; both sides are checked before anything is copied."""
+    size = itemsize(_dtype(dtype, dst, src))
+    _strided_fits(dst, dst_stride, nelems, size, "dst")
+    _strided_fits(src, src_stride, nelems, size, "src")
+    _native.iput(_addr(dst, "dst"), _addr(src, "src"), dst_stride, src_stride, nelems, size, pe)
+
+
+@public
+def iget(dst, src, dst_stride: int, src_stride: int, nelems: int, pe: int, *, dtype=None) -> None:
+    """Copies `nelems` elements of symmetric `src` on `pe`, every `src_stride`-th, into `dst`, every
+    `dst_stride`-th (`nvshmem_<type>_iget`; strides count elements)."""
+    size = itemsize(_dtype(dtype, dst, src))
+    _strided_fits(dst, dst_stride, nelems, size, "dst")
+    _strided_fits(src, src_stride, nelems, size, "src")
+    _native.iget(_addr(dst, "dst"), _addr(src, "src"), dst_stride, src_stride, nelems, size, pe)
 
 
 @public

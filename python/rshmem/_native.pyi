@@ -149,6 +149,10 @@ def finalize() -> None:
     """Collective: frees everything and stops the runtime (`nvshmem_finalize`). Does nothing when the runtime is not running, so it can be called twice."""
     ...
 
+def global_exit(status: int) -> None:
+    """Ends the job at once: every PE's process exits with `status`, this one included, whatever the others are doing; nothing is finalized and the call never returns (`nvshmem_global_exit`). `rshmem.global_exit` flushes Python's stdout and stderr first."""
+    ...
+
 def is_initialized() -> bool:
     """Whether `init` has run and `finalize` has not."""
     ...
@@ -219,6 +223,14 @@ def putmem(dst: int, src: int, nbytes: int, pe: int, check_local: bool = True) -
 
 def getmem(dst: int, src: int, nbytes: int, pe: int, check_local: bool = True) -> None:
     """Copies `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`); `dst` is checked as `putmem` checks its source."""
+    ...
+
+def iput(dst: int, src: int, dst_stride: int, src_stride: int, nelems: int, elem_size: int, pe: int) -> None:
+    """Copies `nelems` elements of `elem_size` bytes (1, 2, 4, 8 or 16) from local `src`, every `src_stride`-th, to symmetric `dst` on `pe`, every `dst_stride`-th (strides in elements; both spans are checked before anything is copied) (`nvshmem_<type>_iput`, `nvshmem_iput<bits>`)."""
+    ...
+
+def iget(dst: int, src: int, dst_stride: int, src_stride: int, nelems: int, elem_size: int, pe: int) -> None:
+    """Copies `nelems` elements of `elem_size` bytes from symmetric `src` on `pe`, every `src_stride`-th, to local `dst`, every `dst_stride`-th (`nvshmem_<type>_iget`, `nvshmem_iget<bits>`)."""
     ...
 
 def p(dst: int, value: int | float, pe: int, dtype: str) -> None:
@@ -354,21 +366,25 @@ def sync(team: int = 0) -> None:
     ...
 
 def team_my_pe(team: int = 0) -> int:
-    """This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`)."""
+    """This PE's number in `team`; -1 for `TEAM_INVALID` / None, what a split gives the PEs it leaves out (`nvshmem_team_my_pe`)."""
     ...
 
 def team_n_pes(team: int = 0) -> int:
-    """How many PEs `team` has (`nvshmem_team_n_pes`)."""
+    """How many PEs `team` has; -1 for `TEAM_INVALID` / None (`nvshmem_team_n_pes`)."""
     ...
 
 def team_translate_pe(src_team: int, pe: int, dest_team: int) -> int:
-    """PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there (`nvshmem_team_translate_pe`)."""
+    """PE `pe` of `src_team` as numbered in `dest_team`; -1 when not there or when either team is `TEAM_INVALID` / None (`nvshmem_team_translate_pe`)."""
     ...
 
 def team_split_strided(parent: int, start: int, stride: int, size: int) -> int | None:
-    """Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None elsewhere (`nvshmem_team_split_strided`)."""
+    """Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None (`TEAM_INVALID` in C) elsewhere; a `TEAM_INVALID` / None parent gives None at once (`nvshmem_team_split_strided`)."""
     ...
 
 def team_destroy(team: int) -> None:
-    """Collective over `team`: releases a team made by `team_split_strided` (`nvshmem_team_destroy`)."""
+    """Collective over `team`: releases a team made by `team_split_strided`; `TEAM_INVALID` / None does nothing, so every PE of the parent may call it (`nvshmem_team_destroy`)."""
+    ...
+
+def team_split_2d(parent: int, xrange: int) -> tuple[int | None, int | None]:
+    """Collective over `parent`: splits it into rows of `xrange` consecutive PEs (the x-axis teams) and the columns across them (the y-axis teams); returns this PE's (x-axis, y-axis) teams, None (`TEAM_INVALID` in C) for both when `parent` is `TEAM_INVALID` / None (`nvshmem_team_split_2d`)."""
     ...

@@ -26,6 +26,18 @@ SIGNATURES = {
         {'dest': 'dst', 'source': 'src'},
         'after_stream',
     ),
+    "rshmem.iput": (
+        (('dst', None, None, False), ('src', None, None, False), ('dst_stride', None, None, False), ('src_stride', None, None, False), ('nelems', None, None, False), ('pe', None, None, False), ('dtype', None, 'None', True), ),
+        None,
+        {},
+        'after_stream',
+    ),
+    "rshmem.iget": (
+        (('dst', None, None, False), ('src', None, None, False), ('dst_stride', None, None, False), ('src_stride', None, None, False), ('nelems', None, None, False), ('pe', None, None, False), ('dtype', None, 'None', True), ),
+        None,
+        {},
+        'after_stream',
+    ),
     "rshmem.get": (
         (('dst', None, None, False), ('src', None, None, False), ('pe', None, None, False), ),
         (('dest', None, None, False), ('source', None, None, False), ('pe', None, None, False), ),

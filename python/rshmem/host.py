@@ -101,6 +101,21 @@ def _elems(x, name: str, what: str):
     return None if n is None else n // itemsize(name)
 
 
+def _strided_fits(x, stride: int, nelems: int, size: int, what: str) -> None:
+    """With a tensor / array, the elements 0, stride, ..., (nelems - 1) * stride must lie inside
+    it (a raw address is checked by the runtime alone)."""
+    nbytes = _nbytes(x, what)
+    if nbytes is None or nelems <= 0:
+        return
+    if stride < 0:
+        raise InvalidArgumentError(f"{what}: a negative stride ({stride}) would run before the tensor's first element")
+    need = ((nelems - 1) * stride + 1) * size
+    if need > nbytes:
+        raise InvalidArgumentError(
+            f"{what}: {nelems} elements at stride {stride} need {need} bytes, but the tensor holds {nbytes}"
+        )
+
+
 def _count(given, *have, what: str) -> int:
     """`given` elements (or bytes) if not None, else the first known size; checked against every
     known size so no copy runs past a tensor."""

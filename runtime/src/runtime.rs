@@ -43,6 +43,7 @@ mod rma;
 mod signal;
 mod stream;
 mod stream_collective;
+mod strided;
 mod sync;
 mod team;
 mod wait;
@@ -163,6 +164,18 @@ impl Runtime {
     #[doc(alias = "nvshmem_n_pes")]
     pub fn n_pes(&self) -> usize {
         self.boot.nranks()
+    }
+
+    /// Ends the job at once: every PE's process exits with `status`, this one included, whatever
+    /// the others are doing (waiting in a barrier, computing, or in no rshmem call); nothing is
+    /// finalized. Never returns (the `Result` lets the host API tables call it like the others).
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/setup.html>
+    #[doc(alias = "nvshmem_global_exit")]
+    pub fn global_exit(&self, status: i32) -> Result<()> {
+        tracing::debug!(pe = self.my_pe(), status, "global_exit");
+        self.boot.global_exit(status)
     }
 
     /// The memory backend of the symmetric heap.

@@ -265,3 +265,24 @@ fn issue_12_mismatched_collectives_fail_everywhere() {
         rt.finalize().unwrap();
     });
 }
+
+#[test]
+fn global_exit_ends_every_pe_with_the_status() {
+    // PE 2 calls global_exit(7) while PEs 0 and 1 wait in a barrier it never joins: the relay
+    // through PE 0 and PE 0 itself must both end with 7, not hang or report a dead peer.
+    let mut pes = Pes::new("global_exit_ends_every_pe_with_the_status", 3).deadline(Duration::from_secs(60));
+    for pe in 0..3 {
+        pes = pes.exit(pe, Exit::Code(7));
+    }
+    pes.run(|pe, _| {
+        let rt = init();
+        rt.barrier_all().unwrap();
+        if pe == 2 {
+            std::thread::sleep(Duration::from_millis(200));
+            let _ = rt.global_exit(7);
+            unreachable!("global_exit returned");
+        }
+        let r = rt.barrier_all();
+        panic!("the barrier ended without PE 2: {r:?}");
+    });
+}

@@ -7,7 +7,7 @@ use common::rng::Rng;
 use common::Pes;
 use half::{bf16, f16};
 use rshmem::backend::{AmoOp, Width};
-use rshmem::SymAddr;
+use rshmem::{Error, SymAddr};
 use rshmem::consts::{Cmp, SignalOp};
 use rshmem::dtype::{DType, Element};
 use rshmem::runtime::{InitOptions, Runtime};
@@ -148,6 +148,45 @@ fn putmem_getmem_sizes() {
         assert!(matches!(unsafe { rt.putmem_nbi(inbox, word.as_ptr() as usize, 8, n) }, Err(rshmem::Error::PeOutOfRange { .. })));
         assert!(unsafe { rt.putmem_nbi(inbox + MAX - 4, word.as_ptr() as usize, 8, next) }.is_err(), "across the end of the allocation");
         rt.barrier_all().unwrap();
+        rt.finalize().unwrap();
+    });
+}
+
+#[test]
+fn strided_iput_iget() {
+    Pes::new("strided_iput_iget", 2).run(|pe, n| {
+        let rt = init();
+        let (next, prev) = ((pe + 1) % n, (pe + n - 1) % n);
+        let sym = rt.calloc(32, 8).unwrap();
+        let src: Vec<u64> = (0..16).map(|i| 100 * pe as u64 + i).collect();
+        rt.barrier_all().unwrap();
+        // sym[3i] on next = src[2i], 5 elements of 8 bytes.
+        unsafe { rt.iput(sym, src.as_ptr() as usize, 3, 2, 5, 8, next) }.unwrap();
+        rt.barrier_all().unwrap();
+        let mut back = [0u64; 5];
+        unsafe { rt.iget(back.as_mut_ptr() as usize, sym, 1, 3, 5, 8, pe) }.unwrap();
+        assert_eq!(back, [0, 2, 4, 6, 8].map(|i| 100 * prev as u64 + i));
+        // A negative source stride walks backwards; a zero one repeats an element.
+        let mut rev = [0u64; 4];
+        let last = SymAddr::new(sym.get() + 9 * 8);
+        unsafe { rt.iget(rev.as_mut_ptr() as usize, last, 1, -3, 4, 8, pe) }.unwrap();
+        assert_eq!(rev, [6, 4, 2, 0].map(|i| 100 * prev as u64 + i));
+        unsafe { rt.iget(rev.as_mut_ptr() as usize, sym, 1, 0, 4, 8, pe) }.unwrap();
+        assert_eq!(rev, [100 * prev as u64; 4]);
+        rt.barrier_all().unwrap();
+        // Refused before anything moves: a span past the allocation, a bad element size, a zero
+        // destination stride, an unreadable source.
+        let before = local_bytes(&rt, sym, 256);
+        let err = unsafe { rt.iput(sym, src.as_ptr() as usize, 16, 1, 3, 8, next) }.unwrap_err();
+        assert!(matches!(err, Error::NotSymmetric { .. } | Error::NotAllocated { .. }), "{err}");
+        let err = unsafe { rt.iput(sym, src.as_ptr() as usize, 1, 1, 3, 3, next) }.unwrap_err().to_string();
+        assert!(err.contains("element size 3"), "{err}");
+        let err = unsafe { rt.iput(sym, src.as_ptr() as usize, 0, 1, 3, 8, next) }.unwrap_err().to_string();
+        assert!(err.contains("stride is 0"), "{err}");
+        let err = unsafe { rt.iput(sym, 8, 1, 1, 3, 8, next) }.unwrap_err().to_string();
+        assert!(err.contains("not readable"), "{err}");
+        rt.barrier_all().unwrap();
+        assert_eq!(local_bytes(&rt, sym, 256), before);
         rt.finalize().unwrap();
     });
 }
@@ -419,7 +458,13 @@ fn wait_until_and_test_families() {
                 assert_eq!(rt.test_some(arr, 8, Some(&skip3), dtype, Cmp::Ge, 5).unwrap(), [1, 6]);
                 assert_eq!(rt.test_some(arr, 8, None, dtype, Cmp::Gt, 0).unwrap(), [1, 3, 6]);
                 assert!(rt.test_all(arr, 8, Some(&only_1_6), dtype, Cmp::Eq, 5).unwrap());
-                assert_eq!(rt.wait_until_any(arr, 8, Some(&skip3), dtype, Cmp::Gt, 4).unwrap(), Some(1));
+                // Rotating scans (NVSHMEM's fairness): both ready words come back within 8 calls.
+                let seen: std::collections::BTreeSet<_> =
+                    (0..8).map(|_| rt.wait_until_any(arr, 8, Some(&skip3), dtype, Cmp::Gt, 4).unwrap()).collect();
+                assert_eq!(seen.into_iter().collect::<Vec<_>>(), [Some(1), Some(6)]);
+                let seen: std::collections::BTreeSet<_> =
+                    (0..8).map(|_| rt.test_any(arr, 8, None, dtype, Cmp::Eq, 5).unwrap()).collect();
+                assert_eq!(seen.into_iter().collect::<Vec<_>>(), [Some(1), Some(3), Some(6)]);
                 assert!(!rt.test_all(arr, 8, Some(&skip3), dtype, Cmp::Eq, 5).unwrap());
             }
             rt.barrier_all().unwrap();

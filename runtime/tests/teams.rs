@@ -33,8 +33,18 @@ fn predefined_teams_on_one_host() {
         let err = rt.team_translate_pe(Team::WORLD, n_i, Team::NODE).unwrap_err();
         assert!(matches!(err, Error::PeOutOfRange { .. }), "{err}");
         assert!(err.to_string().contains("team WORLD"), "{err}");
-        let err = rt.team_n_pes(Team::INVALID).unwrap_err().to_string();
+        // NVSHMEM_TEAM_INVALID, as NVSHMEM: -1 from the queries, destroy a no-op, no split.
+        assert_eq!(rt.team_n_pes(Team::INVALID).unwrap(), -1);
+        assert_eq!(rt.team_my_pe(Team::INVALID).unwrap(), -1);
+        assert_eq!(rt.team_translate_pe(Team::INVALID, 0, Team::WORLD).unwrap(), -1);
+        assert_eq!(rt.team_translate_pe(Team::WORLD, 0, Team::INVALID).unwrap(), -1);
+        rt.team_destroy(Team::INVALID).unwrap();
+        assert_eq!(rt.team_split_strided(Team::INVALID, 0, 1, 1).unwrap(), None);
+        assert_eq!(rt.team_split_2d(Team::INVALID, 2).unwrap(), (None, None));
+        let err = rt.barrier(Team::INVALID).unwrap_err().to_string();
         assert!(err.contains("team -1"), "{err}");
+        let err = rt.team_n_pes(Team(17)).unwrap_err().to_string();
+        assert!(err.contains("team 17"), "{err}");
         assert!(rt.team_destroy(Team::WORLD).unwrap_err().to_string().contains("predefined"));
         for team in [Team::WORLD, Team::NODE, Team::SHARED, Team::SAME_MYPE_NODE] {
             rt.barrier(team).unwrap();
@@ -127,6 +137,43 @@ fn split_translate_barrier_destroy() {
             rt.barrier(t).unwrap();
             rt.team_destroy(t).unwrap();
         }
+        rt.barrier_all().unwrap();
+        rt.finalize().unwrap();
+    });
+}
+
+#[test]
+fn split_2d_makes_nvshmems_grid_and_left_out_pes_destroy_invalid() {
+    Pes::new("split_2d_makes_nvshmems_grid_and_left_out_pes_destroy_invalid", 5).run(|pe, n| {
+        let rt = init();
+        let (x, y) = rt.team_split_2d(Team::WORLD, 2).unwrap();
+        let (x, y) = (x.expect("every PE has a row"), y.expect("every PE has a column"));
+        let row: Vec<usize> = (0..n).filter(|p| p / 2 == pe / 2).collect();
+        let col: Vec<usize> = (0..n).filter(|p| p % 2 == pe % 2).collect();
+        assert_eq!(rt.team_n_pes(x).unwrap() as usize, row.len());
+        assert_eq!(rt.team_my_pe(x).unwrap() as usize, row.iter().position(|&p| p == pe).unwrap());
+        assert_eq!(rt.team_n_pes(y).unwrap() as usize, col.len());
+        for (i, &p) in col.iter().enumerate() {
+            assert_eq!(rt.team_translate_pe(y, i as i32, Team::WORLD).unwrap() as usize, p);
+        }
+        rt.barrier(x).unwrap();
+        rt.barrier(y).unwrap();
+        rt.team_destroy(x).unwrap();
+        rt.team_destroy(y).unwrap();
+        // An xrange above the size is the size: one row, columns of one.
+        let (x, y) = rt.team_split_2d(Team::WORLD, 99).unwrap();
+        assert_eq!(rt.team_n_pes(x.unwrap()).unwrap() as usize, n);
+        assert_eq!(rt.team_n_pes(y.unwrap()).unwrap(), 1);
+        rt.team_destroy(x.unwrap()).unwrap();
+        rt.team_destroy(y.unwrap()).unwrap();
+        let err = rt.team_split_2d(Team::WORLD, 0).unwrap_err().to_string();
+        assert!(err.contains("xrange"), "{err}");
+        // The spec's pattern: a team of PE 0 alone, destroyed on every PE (INVALID elsewhere).
+        let first = rt.team_split_strided(Team::WORLD, 0, 1, 1).unwrap();
+        assert_eq!(first.is_some(), pe == 0);
+        let first = first.unwrap_or(Team::INVALID);
+        assert_eq!(rt.team_n_pes(first).unwrap(), if pe == 0 { 1 } else { -1 });
+        rt.team_destroy(first).unwrap();
         rt.barrier_all().unwrap();
         rt.finalize().unwrap();
     });

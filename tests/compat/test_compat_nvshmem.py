@@ -115,6 +115,22 @@ def test_collectives(me, npes):
         core.free_array(a)
 
 
+def test_teams_as_nvshmem4py(me, npes):
+    # A split returns None on the PEs it leaves out; None and TEAM_INVALID answer -1 and destroy
+    # does nothing, so every PE may destroy what it got.
+    first = core.team_split_strided(Teams.TEAM_WORLD, 0, 1, 1)
+    assert (first is None) == (me != 0)
+    for team in (first, Teams.TEAM_INVALID) if first is None else (Teams.TEAM_INVALID,):
+        assert core.team_my_pe(team) == core.team_n_pes(team) == -1
+        assert core.team_translate_pe(team, 0, Teams.TEAM_WORLD) == -1
+    core.team_destroy(first)
+    xteam, yteam = core.team_split_2d(Teams.TEAM_WORLD, 2, None, 0, None, 0)
+    assert core.team_my_pe(xteam) == me % 2 and core.team_my_pe(yteam) == me // 2
+    core.team_destroy(xteam)
+    core.team_destroy(yteam)
+    core.barrier_all()
+
+
 def test_mismatched_sizes_fail_at_the_host_call(peer):
     a = core.array((4,), dtype="int32")
     b = core.array((5,), dtype="int32")

@@ -97,7 +97,7 @@ def test_issue_15_one_call_rows_are_generated_and_their_calls_checked():
     finally:
         sys.path.pop(0)
     calls = [r for r in ROWS if "call" in r or "body" in r]
-    assert len(calls) == len(ROWS) == 50
+    assert len(calls) == len(ROWS) == 52
     for row in calls:
         fn = _function(row)
         want = "rshmem._host_calls" if row["module"] == "rshmem" else "rshmem._torch_calls"

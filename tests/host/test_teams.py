@@ -63,7 +63,68 @@ def test_collective_on_split_team(me, npes):
 def test_bad_team_and_pe_raise(npes):
     with pytest.raises(rshmem.RshmemError):
         rshmem.team_n_pes(Team(25))
-    with pytest.raises(rshmem.RshmemError):
-        rshmem.team_my_pe(Team.INVALID)
+    with pytest.raises(rshmem.InvalidArgumentError):
+        rshmem.barrier(Team.INVALID)
+    with pytest.raises(rshmem.InvalidArgumentError):
+        rshmem.sync(None)
     with pytest.raises(rshmem.InvalidArgumentError):
         rtorch.create_symmetric_tensors((2,), torch.float32, rshmem.my_pe(), npes + 1)
+
+
+def test_invalid_team_as_nvshmem(me, npes):
+    # None (what a split gives the PEs it leaves out) and Team.INVALID: -1 from the queries, destroy
+    # does nothing, a split of it gives None.
+    for invalid in (None, Team.INVALID):
+        assert rshmem.team_my_pe(invalid) == -1
+        assert rshmem.team_n_pes(invalid) == -1
+        assert rshmem.team_translate_pe(invalid, 0, Team.WORLD) == -1
+        assert rshmem.team_translate_pe(Team.WORLD, me, invalid) == -1
+        rshmem.team_destroy(invalid)
+        assert rshmem.team_split_strided(invalid, 0, 1, 1) is None
+        assert rshmem.team_split_2d(invalid, 2) == (None, None)
+    # The spec's pattern: a team of PE 0 alone, destroyed on every PE.
+    first = rshmem.team_split_strided(Team.WORLD, 0, 1, 1)
+    assert (first is not None) == (me == 0)
+    assert rshmem.team_n_pes(first) == (1 if me == 0 else -1)
+    rshmem.team_destroy(first)
+    rshmem.barrier_all()
+
+
+def test_split_2d(me, npes):
+    xteam, yteam = rshmem.team_split_2d(Team.WORLD, 2)
+    row = [pe for pe in range(npes) if pe // 2 == me // 2]
+    column = [pe for pe in range(npes) if pe % 2 == me % 2]
+    assert rshmem.team_n_pes(xteam) == len(row) and rshmem.team_my_pe(xteam) == row.index(me)
+    assert rshmem.team_n_pes(yteam) == len(column) and rshmem.team_my_pe(yteam) == column.index(me)
+    assert [rshmem.team_translate_pe(yteam, i, Team.WORLD) for i in range(len(column))] == column
+    rshmem.team_destroy(xteam)
+    rshmem.team_destroy(yteam)
+    with pytest.raises(rshmem.InvalidArgumentError, match="xrange"):
+        rshmem.team_split_2d(Team.WORLD, 0)
+    rshmem.barrier_all()
+
+
+_GLOBAL_EXIT = """
+import sys, time, rshmem
+rshmem.init()
+rshmem.barrier_all()
+if rshmem.my_pe() == CALLER:
+    time.sleep(0.2)  # the others are inside the barrier below
+    print("exiting", flush=False)  # global_exit flushes Python's stdout
+    rshmem.global_exit(7)
+    print("global_exit returned")
+rshmem.barrier_all()
+print("the barrier completed")
+"""
+
+
+@pytest.mark.single
+@pytest.mark.parametrize("caller", [0, 2])
+def test_global_exit_ends_every_pe_with_the_status(caller):
+    from conftest import run_pes
+
+    pes = run_pes(_GLOBAL_EXIT.replace("CALLER", str(caller)), 3, timeout=60)
+    for rank, pe in enumerate(pes):
+        assert pe.returncode == 7, f"PE {rank}: {pe.returncode}\n{pe.stdout}{pe.stderr}"
+        assert "completed" not in pe.stdout and "returned" not in pe.stdout
+    assert pes[caller].stdout.strip() == "exiting"

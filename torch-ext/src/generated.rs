@@ -94,6 +94,42 @@ pub fn reducescatter(py: Python<'_>, team: i32, op: &str, dst: usize, src: usize
     .py_err()
 }
 
+/// Ends the job at once: every PE's process exits with `status`, this one included, whatever the others are doing; nothing is finalized and the call never returns (`nvshmem_global_exit`). `rshmem.global_exit` flushes Python's stdout and stderr first.
+#[pyfunction]
+#[pyo3(signature = (status))]
+pub fn global_exit(status: i32) -> PyResult<()> {
+    let rt = runtime("rshmem.global_exit()")?;
+    rt.global_exit(status).py_err()
+}
+
+/// Copies `nelems` elements of `elem_size` bytes (1, 2, 4, 8 or 16) from local `src`, every `src_stride`-th, to symmetric `dst` on `pe`, every `dst_stride`-th (strides in elements; both spans are checked before anything is copied) (`nvshmem_<type>_iput`, `nvshmem_iput<bits>`).
+#[pyfunction]
+#[pyo3(signature = (dst, src, dst_stride, src_stride, nelems, elem_size, pe))]
+pub fn iput(py: Python<'_>, dst: usize, src: usize, dst_stride: i64, src_stride: i64, nelems: usize, elem_size: usize, pe: i64) -> PyResult<()> {
+    let rt = runtime("rshmem.iput()")?;
+    let dst = SymAddr::new(dst);
+    let pe = pe_arg(&rt, pe)?;
+    py.detach(|| {
+        // SAFETY: see the file header.
+        unsafe { rt.iput(dst, src, dst_stride, src_stride, nelems, elem_size, pe) }
+    })
+    .py_err()
+}
+
+/// Copies `nelems` elements of `elem_size` bytes from symmetric `src` on `pe`, every `src_stride`-th, to local `dst`, every `dst_stride`-th (`nvshmem_<type>_iget`, `nvshmem_iget<bits>`).
+#[pyfunction]
+#[pyo3(signature = (dst, src, dst_stride, src_stride, nelems, elem_size, pe))]
+pub fn iget(py: Python<'_>, dst: usize, src: usize, dst_stride: i64, src_stride: i64, nelems: usize, elem_size: usize, pe: i64) -> PyResult<()> {
+    let rt = runtime("rshmem.iget()")?;
+    let src = SymAddr::new(src);
+    let pe = pe_arg(&rt, pe)?;
+    py.detach(|| {
+        // SAFETY: see the file header.
+        unsafe { rt.iget(dst, src, dst_stride, src_stride, nelems, elem_size, pe) }
+    })
+    .py_err()
+}
+
 /// Copies `nbytes` to `dst` on `pe`, then applies `sig_op` with `value` to the 64-bit word `sig` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `src` is checked as `putmem` checks it.
 #[pyfunction]
 #[pyo3(signature = (dst, src, nbytes, sig, value, sig_op, pe, check_local=true))]
@@ -515,7 +551,7 @@ pub fn sync(py: Python<'_>, team: i32) -> PyResult<()> {
     .py_err()
 }
 
-/// This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`).
+/// This PE's number in `team`; -1 for `TEAM_INVALID` / None, what a split gives the PEs it leaves out (`nvshmem_team_my_pe`).
 #[pyfunction]
 #[pyo3(signature = (team=rshmem::consts::TEAM_WORLD))]
 pub fn team_my_pe(team: i32) -> PyResult<i32> {
@@ -524,7 +560,7 @@ pub fn team_my_pe(team: i32) -> PyResult<i32> {
     rt.team_my_pe(team).py_err()
 }
 
-/// How many PEs `team` has (`nvshmem_team_n_pes`).
+/// How many PEs `team` has; -1 for `TEAM_INVALID` / None (`nvshmem_team_n_pes`).
 #[pyfunction]
 #[pyo3(signature = (team=rshmem::consts::TEAM_WORLD))]
 pub fn team_n_pes(team: i32) -> PyResult<i32> {
@@ -533,7 +569,7 @@ pub fn team_n_pes(team: i32) -> PyResult<i32> {
     rt.team_n_pes(team).py_err()
 }
 
-/// PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there (`nvshmem_team_translate_pe`).
+/// PE `pe` of `src_team` as numbered in `dest_team`; -1 when not there or when either team is `TEAM_INVALID` / None (`nvshmem_team_translate_pe`).
 #[pyfunction]
 #[pyo3(signature = (src_team, pe, dest_team))]
 pub fn team_translate_pe(src_team: i32, pe: i32, dest_team: i32) -> PyResult<i32> {
@@ -543,7 +579,7 @@ pub fn team_translate_pe(src_team: i32, pe: i32, dest_team: i32) -> PyResult<i32
     rt.team_translate_pe(src_team, pe, dest_team).py_err()
 }
 
-/// Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None elsewhere (`nvshmem_team_split_strided`).
+/// Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None (`TEAM_INVALID` in C) elsewhere; a `TEAM_INVALID` / None parent gives None at once (`nvshmem_team_split_strided`).
 #[pyfunction]
 #[pyo3(signature = (parent, start, stride, size))]
 pub fn team_split_strided(py: Python<'_>, parent: i32, start: i32, stride: i32, size: i32) -> PyResult<Option<i32>> {
@@ -555,7 +591,7 @@ pub fn team_split_strided(py: Python<'_>, parent: i32, start: i32, stride: i32, 
     .py_err()
 }
 
-/// Collective over `team`: releases a team made by `team_split_strided` (`nvshmem_team_destroy`).
+/// Collective over `team`: releases a team made by `team_split_strided`; `TEAM_INVALID` / None does nothing, so every PE of the parent may call it (`nvshmem_team_destroy`).
 #[pyfunction]
 #[pyo3(signature = (team))]
 pub fn team_destroy(py: Python<'_>, team: i32) -> PyResult<()> {
@@ -567,6 +603,18 @@ pub fn team_destroy(py: Python<'_>, team: i32) -> PyResult<()> {
     .py_err()
 }
 
+/// Collective over `parent`: splits it into rows of `xrange` consecutive PEs (the x-axis teams) and the columns across them (the y-axis teams); returns this PE's (x-axis, y-axis) teams, None (`TEAM_INVALID` in C) for both when `parent` is `TEAM_INVALID` / None (`nvshmem_team_split_2d`).
+#[pyfunction]
+#[pyo3(signature = (parent, xrange))]
+pub fn team_split_2d(py: Python<'_>, parent: i32, xrange: i32) -> PyResult<(Option<i32>, Option<i32>)> {
+    let rt = runtime("rshmem.team_split_2d()")?;
+    let parent = Team(parent);
+    py.detach(|| {
+        rt.team_split_2d(parent, xrange).map(|(x, y)| (x.map(|t| t.0), y.map(|t| t.0)))
+    })
+    .py_err()
+}
+
 /// Adds every generated function.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(broadcast, m)?)?;
@@ -574,6 +622,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(alltoall, m)?)?;
     m.add_function(wrap_pyfunction!(reduce, m)?)?;
     m.add_function(wrap_pyfunction!(reducescatter, m)?)?;
+    m.add_function(wrap_pyfunction!(global_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(iput, m)?)?;
+    m.add_function(wrap_pyfunction!(iget, m)?)?;
     m.add_function(wrap_pyfunction!(putmem_signal, m)?)?;
     m.add_function(wrap_pyfunction!(signal_op, m)?)?;
     m.add_function(wrap_pyfunction!(signal_fetch, m)?)?;
@@ -610,5 +661,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(team_translate_pe, m)?)?;
     m.add_function(wrap_pyfunction!(team_split_strided, m)?)?;
     m.add_function(wrap_pyfunction!(team_destroy, m)?)?;
+    m.add_function(wrap_pyfunction!(team_split_2d, m)?)?;
     Ok(())
 }

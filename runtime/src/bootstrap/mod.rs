@@ -249,6 +249,12 @@ impl Bootstrap {
         self.star.broadcast(root, data)
     }
 
+    /// Ends the job: every PE's process exits with `status` (NVSHMEM's `global_exit`); this one
+    /// too, last.
+    pub fn global_exit(&self, status: i32) -> ! {
+        self.star.global_exit(status)
+    }
+
     /// Returns once every PE has called it. Every PE must call it.
     ///
     /// # Errors

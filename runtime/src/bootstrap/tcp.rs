@@ -7,7 +7,8 @@
 //! that follows is a clean finalize). End-of-file without goodbye means the process on the other
 //! end is gone: the kernel closes a dead process's sockets however it died. PE 0's watcher for
 //! PE k then marks k dead and relays `DEAD k` to every other PE; a non-zero PE's watcher marks
-//! PE 0 dead.
+//! PE 0 dead. `EXIT s` (a PE called `global_exit(s)`) makes the receiving process exit with
+//! status `s`, PE 0 relaying it to every other PE first.
 //!
 //! Collectives go through PE 0 (a star): fine for the small blobs bootstrap carries (handles,
 //! sizes), with two network hops of latency.
@@ -132,6 +133,23 @@ impl Star {
             links,
             closing,
         })
+    }
+
+    /// Ends the job: tells every other PE (through PE 0) to exit with `status`, then exits this
+    /// process with it. The notice is written to the sockets before this process exits, so it
+    /// arrives ahead of the end-of-file its exit causes; a PE that cannot be told (its connection
+    /// is gone) has died already.
+    pub(crate) fn global_exit(&self, status: i32) -> ! {
+        let notice = encode(&status);
+        for (pe, w) in self.writers.iter().enumerate() {
+            if let Some(w) = w {
+                if let Err(e) = write_frame(&mut *lock(w), Kind::EXIT, 0, &notice) {
+                    tracing::debug!(me = self.rank, pe, "global_exit: could not tell PE {pe}: {e}");
+                }
+            }
+        }
+        self.closing.store(true, Ordering::Release);
+        std::process::exit(status)
     }
 
     fn send(&self, pe: usize, kind: Kind, seq: u32, payload: &[u8], what: &str) -> Result<()> {
@@ -396,12 +414,34 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// PE `self.pe` called `global_exit(status)`: PE 0 passes it on to every other PE; then this
+    /// process exits with it.
+    fn exit_job(&self, status: i32) -> ! {
+        self.closing.store(true, Ordering::Release);
+        if self.me == 0 {
+            let notice = encode(&status);
+            for (other, w) in self.writers.iter().enumerate() {
+                if other != self.pe {
+                    if let Some(w) = w {
+                        let _ = write_frame(&mut *lock(w), Kind::EXIT, 0, &notice);
+                    }
+                }
+            }
+        }
+        tracing::debug!(me = self.me, pe = self.pe, status, "global_exit from PE {}", self.pe);
+        std::process::exit(status)
+    }
+
     fn run(mut self) {
         let end = loop {
             match read_frame(&mut self.stream) {
                 Ok(f) if f.kind == Kind::GOODBYE => {
                     self.said_goodbye.store(true, Ordering::Release)
                 }
+                Ok(f) if f.kind == Kind::EXIT => match decode::<i32>(&f.payload, "global exit") {
+                    Ok(status) => self.exit_job(status),
+                    Err(why) => break format!("bad global-exit notice: {why}"),
+                },
                 Ok(f) if f.kind == Kind::DEAD => match decode::<u32>(&f.payload, "peer-died notice") {
                     Ok(dead) => {
                         self.health.mark_dead(dead as usize);

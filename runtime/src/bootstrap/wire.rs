@@ -72,6 +72,9 @@ impl Kind {
     pub(crate) const DEAD: Kind = Kind(20);
     /// Either way: this side is finalizing; the end-of-file that follows is not a death.
     pub(crate) const GOODBYE: Kind = Kind(21);
+    /// Either way: the job ends now with the exit status in the payload (`i32`): a PE called
+    /// `global_exit`; PE 0 relays it to every other PE.
+    pub(crate) const EXIT: Kind = Kind(22);
 
     /// A name for messages.
     pub(crate) fn name(self) -> &'static str {
@@ -87,6 +90,7 @@ impl Kind {
             Kind::BARRIER => "barrier",
             Kind::DEAD => "peer-died notice",
             Kind::GOODBYE => "goodbye",
+            Kind::EXIT => "global exit",
             _ => "unknown message",
         }
     }

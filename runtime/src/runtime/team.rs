@@ -268,37 +268,50 @@ pub(crate) fn common_free_slot(masks: &[u64]) -> Option<usize> {
 }
 
 impl Runtime {
-    /// This PE's number in `team`.
+    /// This PE's number in `team`; -1 for [`Team::INVALID`] (what a split gives the PEs it
+    /// leaves out), as NVSHMEM.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a team this PE is not in.
+    /// [`Error::InvalidArgument`] for another team this PE is not in.
     #[doc(alias = "nvshmem_team_my_pe")]
     pub fn team_my_pe(&self, team: Team) -> Result<i32> {
+        if team == Team::INVALID {
+            return Ok(-1);
+        }
         Ok(self.teams().get(team)?.my_index as i32)
     }
 
-    /// Number of PEs in `team`.
+    /// Number of PEs in `team`; -1 for [`Team::INVALID`], as NVSHMEM.
     ///
     /// # Errors
     /// As [`Runtime::team_my_pe`].
     #[doc(alias = "nvshmem_team_n_pes")]
     pub fn team_n_pes(&self, team: Team) -> Result<i32> {
+        if team == Team::INVALID {
+            return Ok(-1);
+        }
         Ok(self.teams().get(team)?.size() as i32)
     }
 
-    /// The number in `dest` of team PE `pe` of `src`, or -1 when that PE is not in `dest`.
+    /// The number in `dest` of team PE `pe` of `src`, or -1 when that PE is not in `dest` or
+    /// either team is [`Team::INVALID`] (as NVSHMEM).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a team this PE is not in; [`Error::PeOutOfRange`] when
-    /// `pe` is not a PE of `src`.
+    /// [`Error::InvalidArgument`] for another team this PE is not in; [`Error::PeOutOfRange`]
+    /// when `pe` is not a PE of `src`.
     #[doc(alias = "nvshmem_team_translate_pe")]
     pub fn team_translate_pe(&self, src: Team, pe: i32, dest: Team) -> Result<i32> {
+        if src == Team::INVALID || dest == Team::INVALID {
+            return Ok(-1);
+        }
         self.teams().translate(src, pe, dest)
     }
 
     /// Makes a team of the parent's PEs `start, start + stride, ...` (`size` of them).
     /// Collective over `parent`: every parent PE calls it with the same arguments; members get
-    /// the new team, the others `None`.
+    /// the new team, the others `None` ([`Team::INVALID`] in C). A PE whose `parent` is
+    /// [`Team::INVALID`] (left out of an earlier split) takes no part and gets `None`, as in
+    /// NVSHMEM.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the values for a selection outside the parent, a
@@ -309,6 +322,9 @@ impl Runtime {
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/team.html>
     #[doc(alias = "nvshmem_team_split_strided")]
     pub fn team_split_strided(&self, parent: Team, start: i32, stride: i32, size: i32) -> Result<Option<Team>> {
+        if parent == Team::INVALID {
+            return Ok(None);
+        }
         let (pinfo, mask) = {
             let t = self.teams();
             (t.get(parent)?.clone(), t.free_mask())
@@ -375,11 +391,17 @@ impl Runtime {
     /// barrier words and workspace are reused). Kernels of the caller that use the team must
     /// have finished (synchronize their streams).
     ///
+    /// [`Team::INVALID`] is a no-op, as in NVSHMEM: the PEs a split left out may destroy "the
+    /// team" with everyone else.
+    ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a predefined team or one this PE is not in;
     /// [`Error::PeerDied`] / [`Error::WaitTimeout`] while waiting for queued work.
     #[doc(alias = "nvshmem_team_destroy")]
     pub fn team_destroy(&self, team: Team) -> Result<()> {
+        if team == Team::INVALID {
+            return Ok(());
+        }
         self.quiet()?;
         self.teams().get(team)?;
         if !team.is_predefined() {
@@ -387,6 +409,52 @@ impl Runtime {
         }
         self.teams().destroy(team)?;
         self.write_team_desc(team.0 as usize)
+    }
+
+    /// Splits `parent` into a 2D grid of `xrange` columns: the x-axis teams are the rows
+    /// (consecutive parent PEs, `xrange` of them, the last row shorter when `xrange` does not
+    /// divide the parent's size) and the y-axis teams the columns (parent PEs `j, j + xrange,
+    /// ...`). Returns this PE's (x-axis, y-axis) teams. Collective over `parent`, made of
+    /// [`Runtime::team_split_strided`] calls in NVSHMEM's order (rows, then columns), so it
+    /// takes `ceil(size / xrange) + xrange` team slots across the parent; an `xrange` above the
+    /// parent's size is clamped to it. A PE whose `parent` is [`Team::INVALID`] gets
+    /// `(None, None)`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `xrange < 1` or when the team slots run out; as
+    /// [`Runtime::team_split_strided`] otherwise.
+    ///
+    /// # References
+    /// <https://docs.nvidia.com/nvshmem/api/gen/api/team.html>
+    #[doc(alias = "nvshmem_team_split_2d")]
+    pub fn team_split_2d(&self, parent: Team, xrange: i32) -> Result<(Option<Team>, Option<Team>)> {
+        if parent == Team::INVALID {
+            return Ok((None, None));
+        }
+        let size = self.team_n_pes(parent)?;
+        if xrange < 1 {
+            return Err(Error::InvalidArgument(format!(
+                "team_split_2d over team {}: xrange must be at least 1, got {xrange}",
+                parent.0
+            )));
+        }
+        let xrange = xrange.min(size);
+        let (rows, rest) = (size / xrange, size % xrange);
+        let mut x = None;
+        for row in 0..rows + i32::from(rest > 0) {
+            let len = if row == rows { rest } else { xrange };
+            if let Some(t) = self.team_split_strided(parent, row * xrange, 1, len)? {
+                x = Some(t);
+            }
+        }
+        let mut y = None;
+        for col in 0..xrange {
+            let len = rows + i32::from(col < rest);
+            if let Some(t) = self.team_split_strided(parent, col, xrange, len)? {
+                y = Some(t);
+            }
+        }
+        Ok((x, y))
     }
 
     /// Writes this PE's device team-table entry of `slot` from the team table.

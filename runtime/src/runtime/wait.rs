@@ -16,7 +16,23 @@ use crate::dtype::{DType, SYNC_DTYPES};
 use crate::heap::SymAddr;
 use crate::error::{Error, Result};
 use crate::watchdog::{check_interrupt, Stall, INTERRUPT_EVERY};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+/// Where the next `test_any` / `wait_until_any` scan starts (modulo its length): each scan
+/// starts one further, as NVSHMEM's do, so a word that stays ready cannot hide the others from
+/// a caller that polls and clears one word at a time.
+static ANY_START: AtomicUsize = AtomicUsize::new(0);
+
+/// The first index of `met` at or after `start` in rotation (`met` is ascending).
+fn rotated_first(met: &[usize], start: usize) -> Option<usize> {
+    met.iter().copied().find(|&i| i >= start).or_else(|| met.first().copied())
+}
+
+/// The start of the next rotating scan over `nelems` words.
+fn next_any_start(nelems: usize) -> usize {
+    ANY_START.fetch_add(1, Ordering::Relaxed) % nelems.max(1)
+}
 
 /// Polls that only spin before the loop starts yielding.
 const SPIN_POLLS: u32 = 128;
@@ -288,8 +304,10 @@ impl Runtime {
         })
     }
 
-    /// Waits until some word not skipped meets the condition; returns the lowest such index,
-    /// or `None` at once when all words are skipped or `nelems == 0`.
+    /// Waits until some word not skipped meets the condition; returns its index, or `None` at
+    /// once when all words are skipped or `nelems == 0`. Each scan starts one word further
+    /// (rotating, as NVSHMEM's), so among several ready words successive calls return each in
+    /// turn.
     ///
     /// # Errors
     /// As [`Runtime::wait_until_all`].
@@ -305,9 +323,10 @@ impl Runtime {
     ) -> Result<Option<usize>> {
         self.check_array("wait_until_any", addr, nelems, status, dtype, value)?;
         self.poll("wait_until_any", || {
+            let start = next_any_start(nelems);
             let (met, unmet) = self.scan(addr, nelems, status, dtype, cmp, value)?;
-            match (met.first(), unmet) {
-                (Some(&i), _) => Ok(Ok(Some(i))),
+            match (rotated_first(&met, start), unmet) {
+                (Some(i), _) => Ok(Ok(Some(i))),
                 (None, None) => Ok(Ok(None)),
                 (None, Some(u)) => Ok(Err(u)),
             }
@@ -357,7 +376,8 @@ impl Runtime {
         Ok(self.scan(addr, nelems, status, dtype, cmp, value)?.1.is_none())
     }
 
-    /// The lowest index of a word not skipped that meets the condition now.
+    /// The index of a word not skipped that meets the condition now, found by a scan that
+    /// starts one word further on each call (rotating, as NVSHMEM's `test_any`).
     ///
     /// # Errors
     /// As [`Runtime::test_all`].
@@ -372,10 +392,12 @@ impl Runtime {
         value: i128,
     ) -> Result<Option<usize>> {
         self.check_array("test_any", addr, nelems, status, dtype, value)?;
-        Ok(self.scan(addr, nelems, status, dtype, cmp, value)?.0.first().copied())
+        let start = next_any_start(nelems);
+        Ok(rotated_first(&self.scan(addr, nelems, status, dtype, cmp, value)?.0, start))
     }
 
-    /// The indices of all words not skipped that meet the condition now.
+    /// The indices of all words not skipped that meet the condition now, ascending (every
+    /// ready word is returned, so no rotation is needed for fairness).
     ///
     /// # Errors
     /// As [`Runtime::test_all`].
@@ -391,5 +413,29 @@ impl Runtime {
     ) -> Result<Vec<usize>> {
         self.check_array("test_some", addr, nelems, status, dtype, value)?;
         Ok(self.scan(addr, nelems, status, dtype, cmp, value)?.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{next_any_start, rotated_first};
+
+    #[test]
+    fn rotation_wraps_to_the_first_ready_word() {
+        assert_eq!(rotated_first(&[1, 3], 0), Some(1));
+        assert_eq!(rotated_first(&[1, 3], 2), Some(3));
+        assert_eq!(rotated_first(&[1, 3], 4), Some(1));
+        assert_eq!(rotated_first(&[], 2), None);
+    }
+
+    #[test]
+    fn successive_scans_visit_every_ready_word() {
+        let met = [0, 2, 3];
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..8 {
+            seen.insert(rotated_first(&met, next_any_start(4)).unwrap());
+        }
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), met);
+        assert_eq!(next_any_start(0), 0);
     }
 }

@@ -16,7 +16,7 @@ for its Numba device API). Every function here is a thin wrapper: initialization
 Not covered (raise ``NvshmemInvalid`` / ``rshmem.UnsupportedError`` or are absent): ``buffer`` /
 ``free`` / ``get_peer_buffer`` (cuda.core Buffers: use ``array``), multicast
 (``get_multicast_array`` / ``_tensor`` / ``_buffer``), ``register_external_*``,
-``team_split_2d`` / ``team_init`` / ``get_team_unique_id`` / ``TeamConfig``,
+``team_init`` / ``get_team_unique_id`` / ``TeamConfig``,
 ``collective_on_buffer``, and the MPI communicator inside a ``"mpi"`` init is used to hand the
 unique id around (rshmem's own bootstrap connects the PEs), not as NVSHMEM's transport.
 """
@@ -44,7 +44,8 @@ __all__ = [
     "init", "finalize", "get_unique_id", "get_version", "init_status", "module_init", "module_finalize",
     "library_init", "library_finalize",
     # queries and teams
-    "my_pe", "n_pes", "team_my_pe", "team_n_pes", "team_translate_pe", "team_split_strided", "team_destroy",
+    "my_pe", "n_pes", "team_my_pe", "team_n_pes", "team_translate_pe", "team_split_strided", "team_split_2d",
+    "team_destroy",
     # memory
     "array", "free_array", "get_peer_array", "tensor", "free_tensor", "get_peer_tensor", "array_get_buffer",
     # RMA and signals on a stream
@@ -206,33 +207,48 @@ def n_pes() -> int:
     return rshmem.n_pes()
 
 
+def _team(team):
+    # None (what a split gives the PEs it leaves out) stays None: rshmem's calls take it as
+    # TEAM_INVALID.
+    return None if team is None else int(team)
+
+
 def team_my_pe(team) -> int:
-    """This PE's index in `team`."""
-    return rshmem.team_my_pe(int(team))
+    """This PE's index in `team`; -1 for None / `Teams.TEAM_INVALID`, as NVSHMEM."""
+    return rshmem.team_my_pe(_team(team))
 
 
 def team_n_pes(team) -> int:
-    """Number of PEs in `team`."""
-    return rshmem.team_n_pes(int(team))
+    """Number of PEs in `team`; -1 for None / `Teams.TEAM_INVALID`."""
+    return rshmem.team_n_pes(_team(team))
 
 
 def team_translate_pe(src_team, src_pe: int, dest_team) -> int:
-    """PE `src_pe` of `src_team` as numbered in `dest_team` (-1 if absent)."""
-    return rshmem.team_translate_pe(int(src_team), int(src_pe), int(dest_team))
+    """PE `src_pe` of `src_team` as numbered in `dest_team` (-1 if absent or either team is None
+    / `Teams.TEAM_INVALID`)."""
+    return rshmem.team_translate_pe(_team(src_team), int(src_pe), _team(dest_team))
 
 
 def team_split_strided(parent_team, start: int, stride: int, size: int, config=None, config_mask: int = 0,
                        new_team_name=None):
     """Collective over `parent_team`: the team of PEs start, start+stride, ... (`size` of
-    them); an `rshmem.Team` on its members, `Teams.TEAM_INVALID` elsewhere. `config` is
+    them); an `rshmem.Team` on its members, None elsewhere (as nvshmem4py). `config` is
     accepted and ignored (rshmem teams need none)."""
-    made = rshmem.team_split_strided(int(parent_team), int(start), int(stride), int(size))
-    return Teams.TEAM_INVALID if made is None else made
+    return rshmem.team_split_strided(_team(parent_team), int(start), int(stride), int(size))
+
+
+def team_split_2d(parent_team, xrange: int, xaxis_config=None, xaxis_mask: int = 0, yaxis_config=None,
+                  yaxis_mask: int = 0, new_team_name=None):
+    """Collective over `parent_team`: (this PE's x-axis team, its y-axis team) of the grid with
+    `xrange` columns (`nvshmem_team_split_2d`); None for a team this PE is not in. The configs
+    are accepted and ignored."""
+    return rshmem.team_split_2d(_team(parent_team), int(xrange))
 
 
 def team_destroy(team) -> None:
-    """Collective over `team`: releases a team of `team_split_strided`."""
-    rshmem.team_destroy(int(team))
+    """Collective over `team`: releases a team of `team_split_strided`; None /
+    `Teams.TEAM_INVALID` does nothing."""
+    rshmem.team_destroy(_team(team))
 
 
 # ------------------------------------------------------------------------------------ memory
