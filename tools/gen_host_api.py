@@ -224,7 +224,11 @@ def gen_rust(rows: list[Row]) -> str:
         if r.local:
             buf, access = r.local
             nbytes = "nbytes"
-            body.append(f"if check_local {{ rt.check_local_buffer({buf}, {nbytes}, Access::{access.capitalize()})?; }}")
+            check = f"if check_local {{ rt.check_local_buffer({buf}, {nbytes}, Access::{access.capitalize()})?; }}"
+            if access == "write":
+                # A live tensor's destination may still lie over a read-only mapping.
+                check += f" else {{ rt.check_writable({buf}, {nbytes})?; }}"
+            body.append(check)
         if r.unsafe:
             body.append("// SAFETY: see the file header.")
         body.append(call + (ret_map or ""))
@@ -303,9 +307,9 @@ def gen_stub(rows: list[Row]) -> str:
 # ------------------------------------------------------------------------------ public wrappers
 # kind -> (type hint, expression converting the argument `{n}`, default spelled in Python)
 PUBLIC_KINDS = {
-    "team": ("Team | int", "int({n})"),
-    "i32": ("int", "int({n})"),
-    "usize": ("int", "int({n})"),
+    "team": ("Team | int", "_int_arg({n}, \"rshmem.{fn}(): {n}\", team=True)"),
+    "i32": ("int", "_int_arg({n}, \"rshmem.{fn}(): {n}\")"),
+    "usize": ("int", "_int_arg({n}, \"rshmem.{fn}(): {n}\")"),
     "pe": ("int", "{n}"),
 }
 PUBLIC_RETS = {"none": ("None", "{call}"), "i32": ("int", "return {call}"), "bool": ("bool", "return {call}"),
@@ -322,7 +326,7 @@ def gen_api(rows: list[Row]) -> str:
            "from __future__ import annotations",
            "",
            "from . import _native",
-           "from ._core import Team",
+           "from ._core import Team, _int_arg",
            "from ._errors import api",
            "",
            "__all__ = ["]
@@ -337,7 +341,7 @@ def gen_api(rows: list[Row]) -> str:
             default = " = Team.WORLD" if a.default == "WORLD" else (f" = {a.default}" if a.default else "")
             params.append(f"{a.name}: {hint}{default}")
         ret_hint, body = PUBLIC_RETS[r.ret]
-        call = f"_native.{r.name}({', '.join(PUBLIC_KINDS[a.kind][1].format(n=a.name) for a in r.args)})"
+        call = f"_native.{r.name}({', '.join(PUBLIC_KINDS[a.kind][1].format(n=a.name, fn=r.name) for a in r.args)})"
         out += ["", "", "@api", f"def {r.name}({', '.join(params)}) -> {ret_hint}:", f'    """{r.doc}"""',
                 "    " + body.format(call=call)]
     out.append("")

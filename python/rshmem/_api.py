@@ -6,7 +6,7 @@ tensors, arrays or raw addresses are in `_host_calls.py` (generated too), `host.
 from __future__ import annotations
 
 from . import _native
-from ._core import Team
+from ._core import Team, _int_arg
 from ._errors import api
 
 __all__ = [
@@ -51,41 +51,41 @@ def sync_all() -> None:
 @api
 def barrier(team: Team | int = Team.WORLD) -> None:
     """Collective over `team`: quiet, then wait for the team (`nvshmem_barrier`)."""
-    _native.barrier(int(team))
+    _native.barrier(_int_arg(team, "rshmem.barrier(): team", team=True))
 
 
 @api
 def sync(team: Team | int = Team.WORLD) -> None:
     """Collective over `team`: wait for the team (`nvshmem_team_sync`)."""
-    _native.sync(int(team))
+    _native.sync(_int_arg(team, "rshmem.sync(): team", team=True))
 
 
 @api
 def team_my_pe(team: Team | int = Team.WORLD) -> int:
     """This PE's number in `team`, -1 when not a member (`nvshmem_team_my_pe`)."""
-    return _native.team_my_pe(int(team))
+    return _native.team_my_pe(_int_arg(team, "rshmem.team_my_pe(): team", team=True))
 
 
 @api
 def team_n_pes(team: Team | int = Team.WORLD) -> int:
     """How many PEs `team` has (`nvshmem_team_n_pes`)."""
-    return _native.team_n_pes(int(team))
+    return _native.team_n_pes(_int_arg(team, "rshmem.team_n_pes(): team", team=True))
 
 
 @api
 def team_translate_pe(src_team: Team | int, pe: int, dest_team: Team | int) -> int:
     """PE `pe` of `src_team` as numbered in `dest_team`, -1 when not there (`nvshmem_team_translate_pe`)."""
-    return _native.team_translate_pe(int(src_team), int(pe), int(dest_team))
+    return _native.team_translate_pe(_int_arg(src_team, "rshmem.team_translate_pe(): src_team", team=True), _int_arg(pe, "rshmem.team_translate_pe(): pe"), _int_arg(dest_team, "rshmem.team_translate_pe(): dest_team", team=True))
 
 
 @api
 def team_split_strided(parent: Team | int, start: int, stride: int, size: int) -> Team | None:
     """Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None elsewhere (`nvshmem_team_split_strided`)."""
-    made = _native.team_split_strided(int(parent), int(start), int(stride), int(size))
+    made = _native.team_split_strided(_int_arg(parent, "rshmem.team_split_strided(): parent", team=True), _int_arg(start, "rshmem.team_split_strided(): start"), _int_arg(stride, "rshmem.team_split_strided(): stride"), _int_arg(size, "rshmem.team_split_strided(): size"))
     return None if made is None else Team(made)
 
 
 @api
 def team_destroy(team: Team | int) -> None:
     """Collective over `team`: releases a team made by `team_split_strided` (`nvshmem_team_destroy`)."""
-    _native.team_destroy(int(team))
+    _native.team_destroy(_int_arg(team, "rshmem.team_destroy(): team", team=True))

@@ -57,6 +57,30 @@ def _addr(x, what: str) -> int:
     raise InvalidArgumentError(f"{what} must be a tensor, a numpy array or an address (int), not {type(x).__name__}")
 
 
+def _out(x, what: str) -> int:
+    """The first byte of local destination `x`, refused when `x` says it is read-only (a numpy
+    array with `writeable` off: a read-only memmap, `np.frombuffer` over `bytes`). The runtime
+    also checks that the memory may be written (a tensor over a read-only mapping)."""
+    interface = getattr(x, "__array_interface__", None) if not _is_addr(x) else None
+    if interface is not None and interface["data"][1]:
+        raise InvalidArgumentError(
+            f"{what} is a read-only array (its writeable flag is off: a memmap opened with mode='r', or a view of "
+            "immutable bytes); pass a writable array (e.g. a copy: np.array(x))"
+        )
+    return _addr(x, what)
+
+
+def _same_dtype(dst, src, what: str) -> None:
+    """Typed copies move elements: `dst` and `src` hold one dtype (the rule of the collectives;
+    putmem / getmem copy bytes whatever the dtypes)."""
+    a, b = (runtime_name(x.dtype) if hasattr(x, "dtype") else None for x in (dst, src))
+    if a is not None and b is not None and a != b:
+        raise DTypeError(
+            f"{what}() copies elements of one dtype, but dst is {a} and src is {b}; pass tensors of one dtype "
+            f"(e.g. src.view(dst.dtype) to reinterpret the bits), or {what}mem() to copy bytes"
+        )
+
+
 def _one(x, what: str) -> int:
     """The address of a single element: an int, or a tensor / array of exactly one element (a
     larger one would silently stand for its first element)."""
@@ -75,11 +99,17 @@ def _nbytes(x, what: str):
         return None
     if hasattr(x, "data_ptr"):
         if not x.is_contiguous():
-            raise InvalidArgumentError(f"{what} must be contiguous (call .contiguous() first)")
+            raise InvalidArgumentError(
+                f"{what} must be contiguous, but its shape {tuple(x.shape)} has strides {tuple(x.stride())} "
+                "(call .contiguous() first)"
+            )
         return x.numel() * x.element_size()
     if hasattr(x, "__array_interface__"):
         if not x.flags["C_CONTIGUOUS"]:
-            raise InvalidArgumentError(f"{what} must be C-contiguous")
+            raise InvalidArgumentError(
+                f"{what} must be C-contiguous, but its shape {x.shape} has strides {x.strides} (in bytes; "
+                "call np.ascontiguousarray first)"
+            )
         return x.nbytes
     raise InvalidArgumentError(f"{what} must be a tensor, a numpy array or an address (int), not {type(x).__name__}")
 

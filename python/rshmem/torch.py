@@ -204,7 +204,13 @@ def create_symmetric_tensors(shape, dtype, rank: int, local_world_size: int) -> 
 def free_tensor(t: torch.Tensor) -> None:
     """Collective: frees a tensor made by `create_symmetric_tensor` (`nvshmem_free`). Every PE
     frees its own tensor of that allocation; the tensor must not be used afterwards. Work queued
-    on this PE's device completes first (the runtime's `free` synchronizes it)."""
+    on this PE's device completes first (the runtime's `free` synchronizes it).
+
+    On the host backend no tensor keeps aliasing the freed memory, which the next allocation
+    reuses: the storage that `t` and every view of it share is moved off the heap (onto a private
+    copy of its bytes), so a later torch write into any of them changes nothing of the heap, and
+    rshmem calls on them raise `NotSymmetricError`. On the cuda backend torch offers no way to
+    move a storage, so views of a freed CUDA tensor still alias the heap: drop them."""
     if not isinstance(t, torch.Tensor):
         raise InvalidArgumentError(f"free_tensor takes a tensor, not {type(t).__name__}")
     stamped = getattr(t, "_rshmem_id", None)
@@ -220,6 +226,18 @@ def free_tensor(t: torch.Tensor) -> None:
             "(not a view, a peer tensor, or an already freed tensor)"
         )
     _native.free(info["base"])
+    _detach_storage(t)
+
+
+def _detach_storage(t: torch.Tensor) -> None:
+    """Points the storage of `t` (which its views share) at a private copy of its bytes, away from
+    the heap: torch's move into shared memory swaps the storage's memory in place for every tensor
+    over it, and drops the heap's DLPack capsule (its pin)."""
+    if t.device.type != "cpu":
+        return
+    storage = t.untyped_storage()
+    if storage.nbytes():
+        storage._share_fd_cpu_()
 
 
 # ------------------------------------------------------------------------- on-stream forms

@@ -86,7 +86,7 @@ pub fn new_err(name: &str, message: impl Into<String>) -> PyErr {
 /// The class name for a runtime error.
 fn class_name(err: &Error) -> &'static str {
     match err {
-        Error::NotInitialized { .. } => "NotInitializedError",
+        Error::NotInitialized { .. } | Error::ForkedChild { .. } => "NotInitializedError",
         Error::AlreadyInitialized => "AlreadyInitializedError",
         Error::PeOutOfRange { .. } => "PeOutOfRangeError",
         Error::NotSymmetric { .. } | Error::NotAllocated { .. } => "NotSymmetricError",
