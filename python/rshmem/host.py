@@ -21,7 +21,7 @@ from __future__ import annotations
 from . import _native
 from ._core import team_n_pes  # noqa: F401 - the collectives' bodies use it
 from ._dtypes import ATOMIC_DTYPES, itemsize, runtime_name
-from ._native import DTypeError, InvalidArgumentError  # noqa: F401 - put/get's bodies raise it
+from ._native import DTypeError, InvalidArgumentError, NotSymmetricError  # noqa: F401 - put/get's bodies raise it
 from ._signature import REDUCE_OPS, ReduceOp  # noqa: F401 - re-exported by rshmem
 
 CMP_EQ, CMP_NE, CMP_GT = _native.CMP_EQ, _native.CMP_NE, _native.CMP_GT
@@ -50,7 +50,11 @@ def _addr(x, what: str) -> int:
                 f"{what} is a tensor on {device}, but rshmem runs on the host backend: pass CPU tensors "
                 "(or init rshmem with backend='cuda' on a GPU machine)"
             )
-        return data_ptr()
+        try:
+            return data_ptr()
+        except RuntimeError as e:  # a storage free_tensor released
+            error = NotSymmetricError if "free_tensor" in str(e) else InvalidArgumentError
+            raise error(f"{what}: {e}") from None
     interface = getattr(x, "__array_interface__", None)
     if interface is not None:
         return interface["data"][0]

@@ -129,9 +129,12 @@ def _addr(t: torch.Tensor) -> int:
     """Where `t` starts. torch answers 0 for the `data_ptr()` of an empty tensor, so an empty one
     is located through its storage (an empty tensor made here is a zero-length view at the start
     of a one-byte heap view)."""
-    if t.numel():
-        return t.data_ptr()
-    return t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()
+    try:
+        if t.numel():
+            return t.data_ptr()
+        return t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()
+    except RuntimeError as e:  # a storage free_tensor released (or one torch itself released)
+        raise NotSymmetricError(str(e)) from None
 
 
 def _span(t: torch.Tensor) -> int:
@@ -206,11 +209,11 @@ def free_tensor(t: torch.Tensor) -> None:
     frees its own tensor of that allocation; the tensor must not be used afterwards. Work queued
     on this PE's device completes first (the runtime's `free` synchronizes it).
 
-    On the host backend no tensor keeps aliasing the freed memory, which the next allocation
-    reuses: the storage that `t` and every view of it share is moved off the heap (onto a private
-    copy of its bytes), so a later torch write into any of them changes nothing of the heap, and
-    rshmem calls on them raise `NotSymmetricError`. On the cuda backend torch offers no way to
-    move a storage, so views of a freed CUDA tensor still alias the heap: drop them."""
+    No tensor keeps aliasing the freed memory, which the next allocation reuses: the storage
+    that `t` and every view of it share is released, so reading or writing any of them with torch
+    raises `RuntimeError` ("... was freed by rshmem.torch.free_tensor() ..."), and rshmem calls on
+    them raise `NotSymmetricError`. (Peer views made by `peer_tensor` have storages of their own
+    and are not reached.)"""
     if not isinstance(t, torch.Tensor):
         raise InvalidArgumentError(f"free_tensor takes a tensor, not {type(t).__name__}")
     stamped = getattr(t, "_rshmem_id", None)
@@ -229,14 +232,22 @@ def free_tensor(t: torch.Tensor) -> None:
     _detach_storage(t)
 
 
+FREED = (
+    "this symmetric tensor was freed by rshmem.torch.free_tensor(): its memory belongs to the heap's next "
+    "allocations, so it may not be read or written (allocate a new tensor)"
+)
+
+
 def _detach_storage(t: torch.Tensor) -> None:
-    """Points the storage of `t` (which its views share) at a private copy of its bytes, away from
-    the heap: torch's move into shared memory swaps the storage's memory in place for every tensor
-    over it, and drops the heap's DLPack capsule (its pin)."""
-    if t.device.type != "cpu":
-        return
+    """Releases the storage of `t`, which its views share: torch then raises `FREED` on every
+    access to its memory through any of them (the mechanism torch uses for storages it releases
+    itself). A torch without it moves a CPU storage onto a private copy of its bytes instead (its
+    move into shared memory swaps the memory under every tensor over the storage)."""
     storage = t.untyped_storage()
-    if storage.nbytes():
+    release = getattr(torch._C, "_set_storage_data_ptr_access_error_msg", None)
+    if release is not None:
+        release(storage._cdata, FREED)
+    elif t.device.type == "cpu" and storage.nbytes():
         storage._share_fd_cpu_()
 
 
@@ -269,9 +280,15 @@ def _local(t, what: str, index: int | None) -> int:
             f"pass tensors on {here} (e.g. {what}.to('{here}'))"
         )
     if not t.is_contiguous():
-        raise InvalidArgumentError(f"{what} must be contiguous (call .contiguous() first)")
+        raise InvalidArgumentError(
+            f"{what} must be contiguous, but its shape {tuple(t.shape)} has strides {tuple(t.stride())} "
+            "(call .contiguous() first)"
+        )
     _check_live(t, what)
-    return t.data_ptr()
+    try:
+        return t.data_ptr()
+    except RuntimeError as e:  # a view of a tensor free_tensor released
+        raise NotSymmetricError(f"{what}: {e}") from None
 
 
 def _nbytes(t: torch.Tensor) -> int:
