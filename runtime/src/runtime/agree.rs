@@ -1,8 +1,9 @@
 //! Collective argument agreement: every member of a host collective checks that all members
 //! called the same collective with the same operator, dtype, element count and root, on the same
-//! symmetric buffers (the heap offsets of `dest` and `source`, which the contract says every member
-//! passes alike: each member reads its peers' `source` at its own offset), as part of the barrier
-//! the collective makes anyway.
+//! symmetric buffers, as part of the barrier the collective makes anyway. The buffers are the heap
+//! offsets of `source`, which every member reads at its own offset on its peers, and of `dest`
+//! where a peer reads or writes it too (all but the reduce-scatter, whose `dest` only this member
+//! writes: its in-place form passes each member's own block of `source`).
 //!
 //! Before that first barrier each member writes its [`Signature`] and its [`Buffers`] (five
 //! words) into its own
@@ -245,7 +246,7 @@ impl Runtime {
         team: Team,
         info: &TeamInfo,
         mut sig: Signature,
-        dest: SymAddr,
+        dest: Option<SymAddr>,
         source: SymAddr,
         local: Result<()>,
     ) -> Result<()> {
@@ -253,7 +254,8 @@ impl Runtime {
         let words = self.agree_words(team);
         let me = self.my_pe();
         let base = self.heap().my_base();
-        let bufs = Buffers { dest: dest.get().wrapping_sub(base) as u64, source: source.get().wrapping_sub(base) as u64 };
+        let offset = |a: SymAddr| a.get().wrapping_sub(base) as u64;
+        let bufs = Buffers { dest: dest.map_or(u64::MAX, offset), source: offset(source) };
         self.write_heap(words, me, &sig.encode(bufs))?;
         self.barrier(team)?;
         let mut problem = None;
