@@ -12,8 +12,9 @@ included. The capsule pins the heap, so a tensor's memory stays mapped while the
 
 The allocation records are the runtime's (`rshmem._native.allocation_of`); a tensor made here
 carries the id of its allocation, so using it after `free_tensor(t)` or `rshmem.finalize()`
-raises `NotSymmetricError` even where a later allocation took over its memory (views of it made
-by slicing are checked by address only). After `finalize` its memory stays mapped until the
+raises `NotSymmetricError` even where a later allocation took over its memory. `free_tensor` also
+releases the storage that the tensor and its views share, so torch itself raises on any later
+access to them instead of reaching the next allocation. After `finalize` its memory stays mapped until the
 tensor dies, so using it is safe but no longer shared with the peers.
 
 The `*_on_stream` calls are queued on a torch CUDA stream on the cuda backend (`stream=None`: the
