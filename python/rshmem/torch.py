@@ -212,7 +212,7 @@ def free_tensor(t: torch.Tensor) -> None:
 
     No tensor keeps aliasing the freed memory, which the next allocation reuses: the storage
     that `t` and every view of it share is released, so reading or writing any of them with torch
-    raises `RuntimeError` ("... was freed by rshmem.torch.free_tensor() ..."), and rshmem calls on
+    raises `RuntimeError` ("... was freed already by rshmem.torch.free_tensor() ..."), and rshmem calls on
     them raise `NotSymmetricError`. (Peer views made by `peer_tensor` have storages of their own
     and are not reached.)"""
     if not isinstance(t, torch.Tensor):
@@ -234,8 +234,9 @@ def free_tensor(t: torch.Tensor) -> None:
 
 
 FREED = (
-    "this symmetric tensor was freed by rshmem.torch.free_tensor(): its memory belongs to the heap's next "
-    "allocations, so it may not be read or written (allocate a new tensor)"
+    "this symmetric tensor was freed already by rshmem.torch.free_tensor() (an already freed tensor, or a view "
+    "of one): its memory belongs to the heap's next allocations, so it may not be read or written (allocate a "
+    "new tensor)"
 )
 
 
