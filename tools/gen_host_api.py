@@ -227,7 +227,11 @@ def gen_rust(rows: list[Row]) -> str:
         if r.local:
             buf, access = r.local
             nbytes = "nbytes"
-            body.append(f"if check_local {{ rt.check_local_buffer({buf}, {nbytes}, Access::{access.capitalize()})?; }}")
+            check = f"if check_local {{ rt.check_local_buffer({buf}, {nbytes}, Access::{access.capitalize()})?; }}"
+            if access == "write":
+                # A live tensor's destination may still lie over a read-only mapping.
+                check += f" else {{ rt.check_writable({buf}, {nbytes})?; }}"
+            body.append(check)
         if r.unsafe:
             body.append("// SAFETY: see the file header.")
         body.append(call + (ret_map or ""))
@@ -307,9 +311,9 @@ def gen_stub(rows: list[Row]) -> str:
 # kind -> (type hint, expression converting the argument `{n}`, default spelled in Python)
 PUBLIC_KINDS = {
     # None is Team.INVALID: what team_split_strided gives the PEs it leaves out.
-    "team": ("Team | int | None", "_team_id({n})"),
-    "i32": ("int", "int({n})"),
-    "usize": ("int", "int({n})"),
+    "team": ("Team | int | None", "_int_arg({n}, \"rshmem.{fn}(): {n}\", team=True)"),
+    "i32": ("int", "_int_arg({n}, \"rshmem.{fn}(): {n}\")"),
+    "usize": ("int", "_int_arg({n}, \"rshmem.{fn}(): {n}\")"),
     "pe": ("int", "{n}"),
 }
 PUBLIC_RETS = {"none": ("None", "{call}"), "i32": ("int", "return {call}"), "bool": ("bool", "return {call}"),
@@ -328,7 +332,7 @@ def gen_api(rows: list[Row]) -> str:
            "from __future__ import annotations",
            "",
            "from . import _native",
-           "from ._core import Team, _team_id",
+           "from ._core import Team, _int_arg",
            "from ._errors import api",
            "",
            "__all__ = ["]
@@ -343,7 +347,7 @@ def gen_api(rows: list[Row]) -> str:
             default = " = Team.WORLD" if a.default == "WORLD" else (f" = {a.default}" if a.default else "")
             params.append(f"{a.name}: {hint}{default}")
         ret_hint, body = PUBLIC_RETS[r.ret]
-        call = f"_native.{r.name}({', '.join(PUBLIC_KINDS[a.kind][1].format(n=a.name) for a in r.args)})"
+        call = f"_native.{r.name}({', '.join(PUBLIC_KINDS[a.kind][1].format(n=a.name, fn=r.name) for a in r.args)})"
         out += ["", "", "@api", f"def {r.name}({', '.join(params)}) -> {ret_hint}:", f'    """{r.doc}"""',
                 "    " + body.format(call=call)]
     out.append("")

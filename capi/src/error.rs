@@ -50,7 +50,7 @@ pub fn code(name: &str) -> c_int {
 /// The status code of a runtime error.
 pub fn code_of(err: &Error) -> c_int {
     code(match err {
-        Error::NotInitialized { .. } => "RSHMEM_ERROR_NOT_INITIALIZED",
+        Error::NotInitialized { .. } | Error::ForkedChild { .. } => "RSHMEM_ERROR_NOT_INITIALIZED",
         Error::AlreadyInitialized => "RSHMEM_ERROR_ALREADY_INITIALIZED",
         Error::PeOutOfRange { .. } => "RSHMEM_ERROR_PE_OUT_OF_RANGE",
         Error::NotSymmetric { .. } | Error::NotAllocated { .. } => "RSHMEM_ERROR_NOT_SYMMETRIC",

@@ -26,6 +26,7 @@ pub static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 
 /// The runtime, or [`Error::NotInitialized`] naming `call`.
 pub fn runtime(call: &'static str) -> Result<Arc<Runtime>> {
+    rshmem::fork::check(call)?;
     let guard = RUNTIME.read().unwrap_or_else(|e| e.into_inner());
     guard.clone().ok_or(Error::NotInitialized { call })
 }

@@ -31,11 +31,15 @@ pub unsafe extern "C" fn rshmem_host_init(attr: *const InitAttr) -> c_int {
         // SAFETY: NULL or a pointer to the caller's attributes, whose `size` is checked before
         // any other field is read.
         let opts = if attr.is_null() { InitOptions::default() } else { unsafe { options(&*attr)? } };
+        rshmem::fork::check("rshmem_host_init()")?;
         let mut slot = RUNTIME.write().unwrap_or_else(|e| e.into_inner());
         if slot.is_some() {
             return Err(Error::AlreadyInitialized.into());
         }
-        *slot = Some(Arc::new(Runtime::init(opts)?));
+        let rt = Runtime::init(opts)?;
+        // From now on a forked child is told apart (pthread_atfork) and refused.
+        rshmem::fork::arm(rt.my_pe());
+        *slot = Some(Arc::new(rt));
         Ok(())
     })
 }
@@ -104,6 +108,8 @@ pub unsafe extern "C" fn rshmem_host_get_unique_id(out: *mut UniqueIdBytes) -> c
 pub unsafe extern "C" fn rshmem_host_finalize() -> c_int {
     const NAME: &str = "rshmem_host_finalize()";
     ffi::call(NAME, || {
+        // A forked child holds a copy of its parent's runtime: finalizing it would end the parent's job.
+        rshmem::fork::check(NAME)?;
         let taken = {
             let mut slot = RUNTIME.write().unwrap_or_else(|e| e.into_inner());
             match slot.take() {
@@ -120,6 +126,7 @@ pub unsafe extern "C" fn rshmem_host_finalize() -> c_int {
                 },
             }
         };
+        rshmem::fork::disarm();
         Ok(taken.finalize()?)
     })
 }
@@ -130,7 +137,7 @@ pub unsafe extern "C" fn rshmem_host_is_initialized(out: *mut c_int) -> c_int {
     const NAME: &str = "rshmem_host_is_initialized()";
     ffi::call(NAME, || {
         check_out(out, "out", NAME)?;
-        let up = RUNTIME.read().unwrap_or_else(|e| e.into_inner()).is_some();
+        let up = !rshmem::fork::forked_child() && RUNTIME.read().unwrap_or_else(|e| e.into_inner()).is_some();
         // SAFETY: non-null; the header asks for a writable int.
         unsafe { out.write(c_int::from(up)) };
         Ok(())

@@ -2,12 +2,15 @@
    under mpirun): each call's result, and each kind of bad input returning its status code with a
    message instead of crashing. Prints "PE i: N checks passed" and exits 0, or names the first
    failed check and exits 1. */
+#define _POSIX_C_SOURCE 200809L /* fork, waitpid */
 #include <rshmem.h>
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int checks = 0;
 static int me = -1;
@@ -63,6 +66,28 @@ static void before_init(void) {
   EXPECT(RSHMEM_ERROR_INVALID_ARGUMENT, rshmem_host_get_unique_id(NULL));
   CHECK(strcmp(rshmem_host_status_name(RSHMEM_ERROR_PE_OUT_OF_RANGE), "RSHMEM_ERROR_PE_OUT_OF_RANGE") == 0);
   CHECK(strcmp(rshmem_host_status_name(12345), "unknown") == 0);
+}
+
+/* A child forked from a PE is not a PE (the library's pthread_atfork handler): its calls are
+   refused naming the parent's PE, finalize too, is_initialized says 0, and the job goes on. */
+static void forked_child(void) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) FAIL("fork failed");
+  if (pid == 0) {
+    int v = 1;
+    int refused = rshmem_host_my_pe(&v) == RSHMEM_ERROR_NOT_INITIALIZED &&
+                  strstr(rshmem_host_last_error(), "forked from PE") != NULL;
+    int no_finalize = rshmem_host_finalize() == RSHMEM_ERROR_NOT_INITIALIZED;
+    int down = rshmem_host_is_initialized(&v) == RSHMEM_SUCCESS && v == 0;
+    _exit(refused && no_finalize && down ? 0 : 10 + refused + 2 * no_finalize + 4 * down);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    FAIL("the forked child was not refused (exit status %d)", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  checks++;
+  OK(rshmem_host_barrier_all()); /* the parent's job is untouched */
 }
 
 int main(void) {
@@ -240,6 +265,7 @@ int main(void) {
   OK(rshmem_host_free(in));
   OK(rshmem_host_free(out));
 
+  forked_child();
   OK(rshmem_host_finalize());
   EXPECT(RSHMEM_ERROR_NOT_INITIALIZED, rshmem_host_barrier_all());
   EXPECT(RSHMEM_ERROR_NOT_INITIALIZED, rshmem_host_int32_p(dest, 1, 0));

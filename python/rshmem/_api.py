@@ -6,7 +6,7 @@ tensors, arrays or raw addresses are in `_host_calls.py` (generated too), `host.
 from __future__ import annotations
 
 from . import _native
-from ._core import Team, _team_id
+from ._core import Team, _int_arg
 from ._errors import api
 
 __all__ = [
@@ -52,48 +52,48 @@ def sync_all() -> None:
 @api
 def barrier(team: Team | int | None = Team.WORLD) -> None:
     """Collective over `team`: quiet, then wait for the team (`nvshmem_barrier`)."""
-    _native.barrier(_team_id(team))
+    _native.barrier(_int_arg(team, "rshmem.barrier(): team", team=True))
 
 
 @api
 def sync(team: Team | int | None = Team.WORLD) -> None:
     """Collective over `team`: wait for the team (`nvshmem_team_sync`)."""
-    _native.sync(_team_id(team))
+    _native.sync(_int_arg(team, "rshmem.sync(): team", team=True))
 
 
 @api
 def team_my_pe(team: Team | int | None = Team.WORLD) -> int:
     """This PE's number in `team`; -1 for `TEAM_INVALID` / None, what a split gives the PEs it leaves out (`nvshmem_team_my_pe`)."""
-    return _native.team_my_pe(_team_id(team))
+    return _native.team_my_pe(_int_arg(team, "rshmem.team_my_pe(): team", team=True))
 
 
 @api
 def team_n_pes(team: Team | int | None = Team.WORLD) -> int:
     """How many PEs `team` has; -1 for `TEAM_INVALID` / None (`nvshmem_team_n_pes`)."""
-    return _native.team_n_pes(_team_id(team))
+    return _native.team_n_pes(_int_arg(team, "rshmem.team_n_pes(): team", team=True))
 
 
 @api
 def team_translate_pe(src_team: Team | int | None, pe: int, dest_team: Team | int | None) -> int:
     """PE `pe` of `src_team` as numbered in `dest_team`; -1 when not there or when either team is `TEAM_INVALID` / None (`nvshmem_team_translate_pe`)."""
-    return _native.team_translate_pe(_team_id(src_team), int(pe), _team_id(dest_team))
+    return _native.team_translate_pe(_int_arg(src_team, "rshmem.team_translate_pe(): src_team", team=True), _int_arg(pe, "rshmem.team_translate_pe(): pe"), _int_arg(dest_team, "rshmem.team_translate_pe(): dest_team", team=True))
 
 
 @api
 def team_split_strided(parent: Team | int | None, start: int, stride: int, size: int) -> Team | None:
     """Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None (`TEAM_INVALID` in C) elsewhere; a `TEAM_INVALID` / None parent gives None at once (`nvshmem_team_split_strided`)."""
-    made = _native.team_split_strided(_team_id(parent), int(start), int(stride), int(size))
+    made = _native.team_split_strided(_int_arg(parent, "rshmem.team_split_strided(): parent", team=True), _int_arg(start, "rshmem.team_split_strided(): start"), _int_arg(stride, "rshmem.team_split_strided(): stride"), _int_arg(size, "rshmem.team_split_strided(): size"))
     return None if made is None else Team(made)
 
 
 @api
 def team_destroy(team: Team | int | None) -> None:
     """Collective over `team`: releases a team made by `team_split_strided`; `TEAM_INVALID` / None does nothing, so every PE of the parent may call it (`nvshmem_team_destroy`)."""
-    _native.team_destroy(_team_id(team))
+    _native.team_destroy(_int_arg(team, "rshmem.team_destroy(): team", team=True))
 
 
 @api
 def team_split_2d(parent: Team | int | None, xrange: int) -> tuple[Team | None, Team | None]:
     """Collective over `parent`: splits it into rows of `xrange` consecutive PEs (the x-axis teams) and the columns across them (the y-axis teams); returns this PE's (x-axis, y-axis) teams, None (`TEAM_INVALID` in C) for both when `parent` is `TEAM_INVALID` / None (`nvshmem_team_split_2d`)."""
-    x, y = _native.team_split_2d(_team_id(parent), int(xrange))
+    x, y = _native.team_split_2d(_int_arg(parent, "rshmem.team_split_2d(): parent", team=True), _int_arg(xrange, "rshmem.team_split_2d(): xrange"))
     return (None if x is None else Team(x), None if y is None else Team(y))

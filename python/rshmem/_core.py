@@ -16,6 +16,11 @@ made on PE 0 by `get_unique_id()`, plus its rank and the PE count. Who hands the
 
 At interpreter exit a job still running is finalized (an `atexit` handler registered by `init`),
 so a program that never calls `finalize` exits cleanly; see `finalize` and `init`.
+
+A child forked from a PE (`os.fork`, multiprocessing's "fork" start method, a data-loader worker)
+is not a PE of its parent's job: `is_initialized()` is False there, every call raises
+`NotInitializedError` saying so, and its exit finalizes nothing (the runtime tells the child
+apart by `pthread_atfork`, this module by `os.register_at_fork`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,12 @@ def _count_live():
 _finalize_hooks = [_count_live]
 _log = logging.getLogger("rshmem")
 _atexit_registered = [False]
+# True in a child forked from a PE: its inherited exit handler must leave the parent's job alone.
+_forked_child = [False]
+
+
+def _after_fork_in_child() -> None:
+    _forked_child[0] = True
 
 
 class LiveTensorsWarning(RuntimeWarning):
@@ -75,11 +86,6 @@ Team.SHARED = Team(_native.TEAM_SHARED)
 Team.NODE = Team(_native.TEAM_NODE)
 Team.SAME_MYPE_NODE = Team(_native.TEAM_SAME_MYPE_NODE)
 Team.INVALID = Team(_native.TEAM_INVALID)
-
-
-def _team_id(team) -> int:
-    """The id of a team argument: None is Team.INVALID."""
-    return _native.TEAM_INVALID if team is None else int(team)
 
 
 def global_exit(status: int) -> None:
@@ -188,6 +194,7 @@ def init(group=None, *, uid=None, rank=None, nranks=None, mpi_comm=None, device=
     _native.init(bytes(uid) if uid is not None else None, rank, nranks, backend, index)
     if not _atexit_registered[0]:
         atexit.register(_finalize_at_exit)
+        os.register_at_fork(after_in_child=_after_fork_in_child)
         _atexit_registered[0] = True
     if "torch" in sys.modules and _native.backend() == "cuda":
         _cuda.use_device()  # torch's current device = this PE's GPU, where the heap lives
@@ -223,6 +230,8 @@ def finalize() -> None:
     them raise `NotSymmetricError` afterwards. Their memory stays mapped in this process until the
     last of them dies, so reading or writing them never faults, but it is no longer shared.
     """
+    if _forked_child[0]:
+        _native.finalize()  # raises: a forked child must not end its parent's job
     _finalize(warn_live=True)
 
 
@@ -248,8 +257,9 @@ def _finalize(warn_live: bool) -> None:
 def _finalize_at_exit() -> None:
     """atexit: finalizes a job the program left running. Never raises: a peer may already be gone
     (PeerDiedError, or TimeoutError after RSHMEM_BOOTSTRAP_TIMEOUT_S), and the runtime releases
-    this PE's resources whether the collective part succeeds or not."""
-    if not _native.is_initialized():
+    this PE's resources whether the collective part succeeds or not. In a forked child it does
+    nothing: the runtime there is the parent's."""
+    if _forked_child[0] or not _native.is_initialized():
         return
     _log.info("rshmem: finalizing at interpreter exit (the program did not call rshmem.finalize())")
     try:
@@ -292,6 +302,21 @@ def backend() -> str:
 
 
 _ADDRESS_SPACE = 1 << 64
+
+
+def _int_arg(value, what: str, team: bool = False) -> int:
+    """`value` as an int for argument `what` (a Team, an int, a numpy integer), else
+    ArgumentTypeError naming the argument and the value (not int()'s generic message). A team
+    argument of None is Team.INVALID: what team_split_strided gives the PEs it leaves out."""
+    if team and value is None:
+        return _native.TEAM_INVALID
+    if isinstance(value, bool) or not isinstance(value, int):
+        index = getattr(type(value), "__index__", None)
+        if index is None:
+            kind = "a Team (e.g. rshmem.Team.WORLD, or one of team_split_strided)" if team else "an int"
+            raise _native.ArgumentTypeError(f"{what} must be {kind}, not {value!r}")
+        value = index(value)
+    return int(value)
 
 
 def _size_arg(value, what: str) -> int:

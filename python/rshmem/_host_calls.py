@@ -7,7 +7,7 @@ from __future__ import annotations
 from . import _native  # noqa: F401 - the calls name it
 from ._core import Team  # noqa: F401 - team defaults
 from ._signature import public
-from .host import InvalidArgumentError, _addr, _amo, _atomic_dtype, _count, _dtype, _elems, _is_addr, _nbytes, _one, _sig, _strided_fits, _u64, _vector, _wrap, itemsize, team_n_pes
+from .host import InvalidArgumentError, _addr, _amo, _atomic_dtype, _count, _dtype, _elems, _is_addr, _nbytes, _one, _out, _same_dtype, _sig, _strided_fits, _u64, _vector, _wrap, itemsize, team_n_pes
 
 __all__ = [
     "putmem",
@@ -66,12 +66,14 @@ def getmem(dst, src, pe: int, *, nbytes: int | None = None) -> None:
     """Copies symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`): `nbytes` bytes, by
     default the size of the tensors (needed with raw addresses)."""
     n = _count(nbytes, _nbytes(dst, "dst"), _nbytes(src, "src"), what="nbytes")
-    _native.getmem(_addr(dst, "dst"), _addr(src, "src"), n, pe, _is_addr(dst))
+    _native.getmem(_out(dst, "dst"), _addr(src, "src"), n, pe, _is_addr(dst))
 
 
 @public
 def put(dst, src, pe: int) -> None:
-    """Copies tensor `src` into symmetric tensor `dst` on `pe`; both hold the same bytes."""
+    """Copies tensor `src` into symmetric tensor `dst` on `pe`; both hold the same bytes and one
+    dtype (`DTypeError` otherwise, as in the collectives; `putmem` copies bytes)."""
+    _same_dtype(dst, src, "put")
     a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
     if a is None or b is None or a != b:
         raise InvalidArgumentError(f"put() takes two tensors of the same size; dst holds {a} bytes, src {b}")
@@ -101,11 +103,13 @@ def iget(dst, src, dst_stride: int, src_stride: int, nelems: int, pe: int, *, dt
 
 @public
 def get(dst, src, pe: int) -> None:
-    """Copies symmetric tensor `src` on `pe` into local tensor `dst`; both hold the same bytes."""
+    """Copies symmetric tensor `src` on `pe` into local tensor `dst`; both hold the same bytes and one
+    dtype (`DTypeError` otherwise, as in the collectives; `getmem` copies bytes)."""
+    _same_dtype(dst, src, "get")
     a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
     if a is None or b is None or a != b:
         raise InvalidArgumentError(f"get() takes two tensors of the same size; dst holds {a} bytes, src {b}")
-    _native.getmem(_addr(dst, "dst"), _addr(src, "src"), b, pe, False)
+    _native.getmem(_out(dst, "dst"), _addr(src, "src"), b, pe, False)
 
 
 @public

@@ -23,7 +23,7 @@ class RshmemError(RuntimeError):
     """Base class of every rshmem error."""
 
 class NotInitializedError(RshmemError):
-    """A call that needs the runtime came before rshmem.init() or after rshmem.finalize()."""
+    """A call that needs the runtime came before rshmem.init(), after rshmem.finalize(), or in a process forked from a PE (a forked child is not a PE of its parent's job)."""
 
 class AlreadyInitializedError(RshmemError):
     """rshmem.init() was called twice without rshmem.finalize() in between."""
@@ -32,13 +32,13 @@ class PeOutOfRangeError(RshmemError, IndexError):
     """A PE number outside the job or the team."""
 
 class InvalidArgumentError(RshmemError, ValueError):
-    """A bad argument (size, shape, operation, ...)."""
+    """A bad argument (size, shape, operation, a read-only destination, ...)."""
 
 class NotSymmetricError(InvalidArgumentError):
     """Memory that is not inside a live allocation of the symmetric heap (outside it, freed, or the runtime's own words)."""
 
 class DTypeError(InvalidArgumentError, TypeError):
-    """A dtype the operation does not take."""
+    """A dtype the operation does not take, or tensors of two dtypes in one typed copy (put, get) or collective; putmem / getmem copy bytes whatever the dtypes."""
 
 class ConfigError(InvalidArgumentError):
     """A bad RSHMEM_* variable or init() option."""
@@ -53,7 +53,7 @@ class HeapExhaustedError(RshmemError, MemoryError):
     """The symmetric heap would grow past RSHMEM_SYMMETRIC_SIZE."""
 
 class MismatchError(RshmemError):
-    """A collective call whose arguments differ between PEs."""
+    """A collective call whose arguments differ between PEs, its symmetric buffers (dest, source) included."""
 
 class PeerDiedError(RshmemError):
     """A peer process exited or its connection broke."""
@@ -62,7 +62,7 @@ class TimeoutError(RshmemError, TimeoutError):
     """Something did not happen in time (bootstrap, or a wait under RSHMEM_DEBUG_WAIT_TIMEOUT_MS)."""
 
 class BootstrapRefusedError(RshmemError, ConnectionError):
-    """A bootstrap connection was refused (wrong secret, wrong job)."""
+    """A bootstrap connection was refused: a PE of another job (launcher job id or RSHMEM_JOB_ID), of another PE count, with a secret where PE 0 has none or none where it has one (each naming both sides), or with a wrong secret."""
 
 class UnsupportedError(RshmemError, NotImplementedError):
     """Something this build, backend or machine does not do."""

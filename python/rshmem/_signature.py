@@ -222,7 +222,7 @@ def public(fn):
         except RshmemError:
             raise
         except (OverflowError, TypeError, ValueError) as e:
-            raise convert(where, e) from e
+            raise convert(where, e, fn, args, kwargs) from e
 
     call.__rshmem_row__ = (params, old, renamed, order)
     return call

@@ -21,7 +21,7 @@ from __future__ import annotations
 from . import _native
 from ._core import team_n_pes  # noqa: F401 - the collectives' bodies use it
 from ._dtypes import ATOMIC_DTYPES, itemsize, runtime_name
-from ._native import DTypeError, InvalidArgumentError  # noqa: F401 - put/get's bodies raise it
+from ._native import DTypeError, InvalidArgumentError, NotSymmetricError  # noqa: F401 - put/get's bodies raise it
 from ._signature import REDUCE_OPS, ReduceOp  # noqa: F401 - re-exported by rshmem
 
 CMP_EQ, CMP_NE, CMP_GT = _native.CMP_EQ, _native.CMP_NE, _native.CMP_GT
@@ -50,11 +50,39 @@ def _addr(x, what: str) -> int:
                 f"{what} is a tensor on {device}, but rshmem runs on the host backend: pass CPU tensors "
                 "(or init rshmem with backend='cuda' on a GPU machine)"
             )
-        return data_ptr()
+        try:
+            return data_ptr()
+        except RuntimeError as e:  # a storage free_tensor released
+            error = NotSymmetricError if "free_tensor" in str(e) else InvalidArgumentError
+            raise error(f"{what}: {e}") from None
     interface = getattr(x, "__array_interface__", None)
     if interface is not None:
         return interface["data"][0]
     raise InvalidArgumentError(f"{what} must be a tensor, a numpy array or an address (int), not {type(x).__name__}")
+
+
+def _out(x, what: str) -> int:
+    """The first byte of local destination `x`, refused when `x` says it is read-only (a numpy
+    array with `writeable` off: a read-only memmap, `np.frombuffer` over `bytes`). The runtime
+    also checks that the memory may be written (a tensor over a read-only mapping)."""
+    interface = getattr(x, "__array_interface__", None) if not _is_addr(x) else None
+    if interface is not None and interface["data"][1]:
+        raise InvalidArgumentError(
+            f"{what} is a read-only array (its writeable flag is off: a memmap opened with mode='r', or a view of "
+            "immutable bytes); pass a writable array (e.g. a copy: np.array(x))"
+        )
+    return _addr(x, what)
+
+
+def _same_dtype(dst, src, what: str) -> None:
+    """Typed copies move elements: `dst` and `src` hold one dtype (the rule of the collectives;
+    putmem / getmem copy bytes whatever the dtypes)."""
+    a, b = (runtime_name(x.dtype) if hasattr(x, "dtype") else None for x in (dst, src))
+    if a is not None and b is not None and a != b:
+        raise DTypeError(
+            f"{what}() copies elements of one dtype, but dst is {a} and src is {b}; pass tensors of one dtype "
+            f"(e.g. src.view(dst.dtype) to reinterpret the bits), or {what}mem() to copy bytes"
+        )
 
 
 def _one(x, what: str) -> int:
@@ -75,11 +103,17 @@ def _nbytes(x, what: str):
         return None
     if hasattr(x, "data_ptr"):
         if not x.is_contiguous():
-            raise InvalidArgumentError(f"{what} must be contiguous (call .contiguous() first)")
+            raise InvalidArgumentError(
+                f"{what} must be contiguous, but its shape {tuple(x.shape)} has strides {tuple(x.stride())} "
+                "(call .contiguous() first)"
+            )
         return x.numel() * x.element_size()
     if hasattr(x, "__array_interface__"):
         if not x.flags["C_CONTIGUOUS"]:
-            raise InvalidArgumentError(f"{what} must be C-contiguous")
+            raise InvalidArgumentError(
+                f"{what} must be C-contiguous, but its shape {x.shape} has strides {x.strides} (in bytes; "
+                "call np.ascontiguousarray first)"
+            )
         return x.nbytes
     raise InvalidArgumentError(f"{what} must be a tensor, a numpy array or an address (int), not {type(x).__name__}")
 

@@ -12,8 +12,9 @@ included. The capsule pins the heap, so a tensor's memory stays mapped while the
 
 The allocation records are the runtime's (`rshmem._native.allocation_of`); a tensor made here
 carries the id of its allocation, so using it after `free_tensor(t)` or `rshmem.finalize()`
-raises `NotSymmetricError` even where a later allocation took over its memory (views of it made
-by slicing are checked by address only). After `finalize` its memory stays mapped until the
+raises `NotSymmetricError` even where a later allocation took over its memory. `free_tensor` also
+releases the storage that the tensor and its views share, so torch itself raises on any later
+access to them instead of reaching the next allocation. After `finalize` its memory stays mapped until the
 tensor dies, so using it is safe but no longer shared with the peers.
 
 The `*_on_stream` calls are queued on a torch CUDA stream on the cuda backend (`stream=None`: the
@@ -129,9 +130,12 @@ def _addr(t: torch.Tensor) -> int:
     """Where `t` starts. torch answers 0 for the `data_ptr()` of an empty tensor, so an empty one
     is located through its storage (an empty tensor made here is a zero-length view at the start
     of a one-byte heap view)."""
-    if t.numel():
-        return t.data_ptr()
-    return t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()
+    try:
+        if t.numel():
+            return t.data_ptr()
+        return t.untyped_storage().data_ptr() + t.storage_offset() * t.element_size()
+    except RuntimeError as e:  # a storage free_tensor released (or one torch itself released)
+        raise NotSymmetricError(str(e)) from None
 
 
 def _span(t: torch.Tensor) -> int:
@@ -204,7 +208,13 @@ def create_symmetric_tensors(shape, dtype, rank: int, local_world_size: int) -> 
 def free_tensor(t: torch.Tensor) -> None:
     """Collective: frees a tensor made by `create_symmetric_tensor` (`nvshmem_free`). Every PE
     frees its own tensor of that allocation; the tensor must not be used afterwards. Work queued
-    on this PE's device completes first (the runtime's `free` synchronizes it)."""
+    on this PE's device completes first (the runtime's `free` synchronizes it).
+
+    No tensor keeps aliasing the freed memory, which the next allocation reuses: the storage
+    that `t` and every view of it share is released, so reading or writing any of them with torch
+    raises `RuntimeError` ("... was freed already by rshmem.torch.free_tensor() ..."), and rshmem calls on
+    them raise `NotSymmetricError`. (Peer views made by `peer_tensor` have storages of their own
+    and are not reached.)"""
     if not isinstance(t, torch.Tensor):
         raise InvalidArgumentError(f"free_tensor takes a tensor, not {type(t).__name__}")
     stamped = getattr(t, "_rshmem_id", None)
@@ -220,6 +230,27 @@ def free_tensor(t: torch.Tensor) -> None:
             "(not a view, a peer tensor, or an already freed tensor)"
         )
     _native.free(info["base"])
+    _detach_storage(t)
+
+
+FREED = (
+    "this symmetric tensor was freed already by rshmem.torch.free_tensor() (an already freed tensor, or a view "
+    "of one): its memory belongs to the heap's next allocations, so it may not be read or written (allocate a "
+    "new tensor)"
+)
+
+
+def _detach_storage(t: torch.Tensor) -> None:
+    """Releases the storage of `t`, which its views share: torch then raises `FREED` on every
+    access to its memory through any of them (the mechanism torch uses for storages it releases
+    itself). A torch without it moves a CPU storage onto a private copy of its bytes instead (its
+    move into shared memory swaps the memory under every tensor over the storage)."""
+    storage = t.untyped_storage()
+    release = getattr(torch._C, "_set_storage_data_ptr_access_error_msg", None)
+    if release is not None:
+        release(storage._cdata, FREED)
+    elif t.device.type == "cpu" and storage.nbytes():
+        storage._share_fd_cpu_()
 
 
 # ------------------------------------------------------------------------- on-stream forms
@@ -251,9 +282,15 @@ def _local(t, what: str, index: int | None) -> int:
             f"pass tensors on {here} (e.g. {what}.to('{here}'))"
         )
     if not t.is_contiguous():
-        raise InvalidArgumentError(f"{what} must be contiguous (call .contiguous() first)")
+        raise InvalidArgumentError(
+            f"{what} must be contiguous, but its shape {tuple(t.shape)} has strides {tuple(t.stride())} "
+            "(call .contiguous() first)"
+        )
     _check_live(t, what)
-    return t.data_ptr()
+    try:
+        return t.data_ptr()
+    except RuntimeError as e:  # a view of a tensor free_tensor released
+        raise NotSymmetricError(f"{what}: {e}") from None
 
 
 def _nbytes(t: torch.Tensor) -> int:

@@ -59,6 +59,12 @@ pub const VARIABLES: &[Variable] = &[
         meaning: "shared secret of an environment bootstrap (give every PE the same private value; needed across hosts); peers presenting another one are refused",
     },
     Variable {
+        name: "RSHMEM_JOB_ID",
+        kind: "string",
+        default: "unset: the launcher's job id (TORCHELASTIC_RUN_ID, Open MPI's / PMIx's / Slurm's), where it sets one",
+        meaning: "this job's identity in the bootstrap handshake: a PE whose identity differs from PE 0's is refused, naming both (give every PE of one job the same value, and each job its own, where two jobs may share an address and port)",
+    },
+    Variable {
         name: "RSHMEM_LOG",
         kind: "`error`, `warn`, `info`, `debug`, `trace`, or `EnvFilter` directives (`rshmem::bootstrap=trace,info`)",
         default: "unset: no logs",

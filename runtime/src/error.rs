@@ -19,6 +19,21 @@ pub enum Error {
         call: &'static str,
     },
 
+    /// A call in a process forked from a PE after `init` (see [`crate::fork`]).
+    #[error(
+        "{call} in a process forked from PE {pe} (pid {parent}) after rshmem.init(): a forked child is not a PE \
+         of its parent's job and may not use its connections or memory; call rshmem in the parent, or start \
+         workers with exec (multiprocessing's 'spawn' or 'forkserver') and give them a job of their own"
+    )]
+    ForkedChild {
+        /// The call made in the child.
+        call: &'static str,
+        /// The parent's PE.
+        pe: usize,
+        /// The parent's process id.
+        parent: u32,
+    },
+
     /// `init` was called twice without `finalize` in between.
     #[error("rshmem is already initialized in this process; call rshmem.finalize() before init() again")]
     AlreadyInitialized,

@@ -14,6 +14,7 @@
 //! | [`heap`] | the symmetric heap: one reserved range with a slot per node-local PE, grown on demand; the allocator |
 //! | [`dtype`] | element types (the twelve SHMEM dtypes) and reduction operators |
 //! | [`runtime`] | [`Runtime`]: init / finalize and the host API (RMA, atomics, signals, waits, barriers, teams, collectives) |
+//! | [`fork`] | a child forked from a PE is not a PE: its calls are refused, its exit touches nothing of the job |
 //! | [`watchdog`] | what every long wait does besides waiting: interrupts (Ctrl-C) and the stuck report |
 //!
 //! ## Using the crate from a Rust program
@@ -84,6 +85,7 @@ pub mod driver;
 pub mod dtype;
 pub mod env;
 pub mod error;
+pub mod fork;
 pub mod heap;
 pub mod log;
 pub mod runtime;

@@ -46,6 +46,16 @@ def _varint(n):
             return bytes(out)
 
 
+def _read_varint(b, at):
+    """The postcard varint at `b[at:]` and the offset after it."""
+    n = shift = 0
+    while True:
+        n |= (b[at] & 0x7F) << shift
+        at, shift = at + 1, shift + 7
+        if not b[at - 1] & 0x80:
+            return n, at
+
+
 def _answer(s, wait):
     s.settimeout(wait)
     try:
@@ -103,21 +113,29 @@ def _stranger(port: int, done: str, names: list) -> dict:
             report["local"].append(_answer(s, 1))
     for guess in (bytes(16), bytes(range(16))):
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        # PE 0 opens with a challenge (a 20-byte header, kind 6, a 32-byte nonce); the hello
-        # must carry HMAC(secret, nonce, ...), which a guess at the secret cannot make.
+        # PE 0 opens with a challenge (a 20-byte header, kind 6, then the preface: a 32-byte
+        # nonce, the PE count, the job's identity and the secret socket's name); the hello must
+        # carry HMAC(secret, nonce, ...), which a guess at the secret cannot make.
         s.settimeout(5)
         challenge = b""
-        while len(challenge) < 52:
-            more = s.recv(52 - len(challenge))
+        while len(challenge) < 20 or len(challenge) < 20 + struct.unpack("<Q", challenge[12:20])[0]:
+            more = s.recv(4096)
             if not more:
                 break
             challenge += more
-        report["challenge"].append(len(challenge) == 52 and challenge[4] == 6)
-        # A hello of the current protocol (version 4): version, proof, rank 1, nranks 2, pid,
-        # then hostname, boot id and Unix socket name as length-prefixed byte strings.
-        hello = _varint(4) + guess + _varint(1) + _varint(2) + _varint(os.getpid())
-        for text in (b"host", b"boot", b"name"):
+        report["challenge"].append(len(challenge) > 52 and challenge[4] == 6)
+        preface = challenge[20:]
+        _, at = _read_varint(preface, 32)  # the PE count
+        n, at = _read_varint(preface, at)
+        job = preface[at:at + n]
+        serves = _read_varint(preface, at + n)[0] > 0  # the secret socket's name is not empty
+        # A hello of the current protocol (version 5): version, proof, rank 1, nranks 2, pid,
+        # then hostname, boot id and Unix socket name as length-prefixed byte strings, the job's
+        # identity (PE 0's, which anyone connecting learns) and whether it takes PE 0's secret.
+        hello = _varint(5) + guess + _varint(1) + _varint(2) + _varint(os.getpid())
+        for text in (b"host", b"boot", b"name", job):
             hello += _varint(len(text)) + text
+        hello += bytes([serves])
         s.sendall(_frame(1, hello))
         report["hello"].append(_answer(s, 5))
     open(done, "w").write("done")

@@ -26,20 +26,20 @@ struct Class {
 /// The hierarchy, parents before children.
 const CLASSES: &[Class] = &[
     Class { name: "RshmemError", parent: None, builtin: Some("RuntimeError"), doc: "Base class of every rshmem error." },
-    Class { name: "NotInitializedError", parent: Some("RshmemError"), builtin: None, doc: "A call that needs the runtime came before rshmem.init() or after rshmem.finalize()." },
+    Class { name: "NotInitializedError", parent: Some("RshmemError"), builtin: None, doc: "A call that needs the runtime came before rshmem.init(), after rshmem.finalize(), or in a process forked from a PE (a forked child is not a PE of its parent's job)." },
     Class { name: "AlreadyInitializedError", parent: Some("RshmemError"), builtin: None, doc: "rshmem.init() was called twice without rshmem.finalize() in between." },
     Class { name: "PeOutOfRangeError", parent: Some("RshmemError"), builtin: Some("IndexError"), doc: "A PE number outside the job or the team." },
-    Class { name: "InvalidArgumentError", parent: Some("RshmemError"), builtin: Some("ValueError"), doc: "A bad argument (size, shape, operation, ...)." },
+    Class { name: "InvalidArgumentError", parent: Some("RshmemError"), builtin: Some("ValueError"), doc: "A bad argument (size, shape, operation, a read-only destination, ...)." },
     Class { name: "NotSymmetricError", parent: Some("InvalidArgumentError"), builtin: None, doc: "Memory that is not inside a live allocation of the symmetric heap (outside it, freed, or the runtime's own words)." },
-    Class { name: "DTypeError", parent: Some("InvalidArgumentError"), builtin: Some("TypeError"), doc: "A dtype the operation does not take." },
+    Class { name: "DTypeError", parent: Some("InvalidArgumentError"), builtin: Some("TypeError"), doc: "A dtype the operation does not take, or tensors of two dtypes in one typed copy (put, get) or collective; putmem / getmem copy bytes whatever the dtypes." },
     Class { name: "ConfigError", parent: Some("InvalidArgumentError"), builtin: None, doc: "A bad RSHMEM_* variable or init() option." },
     Class { name: "ArgumentTypeError", parent: Some("InvalidArgumentError"), builtin: Some("TypeError"), doc: "An argument of the wrong type (e.g. a float where a byte count goes)." },
     Class { name: "ArgumentRangeError", parent: Some("InvalidArgumentError"), builtin: Some("OverflowError"), doc: "An integer argument outside what the call takes (negative, or beyond 64 bits)." },
     Class { name: "HeapExhaustedError", parent: Some("RshmemError"), builtin: Some("MemoryError"), doc: "The symmetric heap would grow past RSHMEM_SYMMETRIC_SIZE." },
-    Class { name: "MismatchError", parent: Some("RshmemError"), builtin: None, doc: "A collective call whose arguments differ between PEs." },
+    Class { name: "MismatchError", parent: Some("RshmemError"), builtin: None, doc: "A collective call whose arguments differ between PEs, its symmetric buffers (dest, source) included." },
     Class { name: "PeerDiedError", parent: Some("RshmemError"), builtin: None, doc: "A peer process exited or its connection broke." },
     Class { name: "TimeoutError", parent: Some("RshmemError"), builtin: Some("TimeoutError"), doc: "Something did not happen in time (bootstrap, or a wait under RSHMEM_DEBUG_WAIT_TIMEOUT_MS)." },
-    Class { name: "BootstrapRefusedError", parent: Some("RshmemError"), builtin: Some("ConnectionError"), doc: "A bootstrap connection was refused (wrong secret, wrong job)." },
+    Class { name: "BootstrapRefusedError", parent: Some("RshmemError"), builtin: Some("ConnectionError"), doc: "A bootstrap connection was refused: a PE of another job (launcher job id or RSHMEM_JOB_ID), of another PE count, with a secret where PE 0 has none or none where it has one (each naming both sides), or with a wrong secret." },
     Class { name: "UnsupportedError", parent: Some("RshmemError"), builtin: Some("NotImplementedError"), doc: "Something this build, backend or machine does not do." },
     Class { name: "OsError", parent: Some("RshmemError"), builtin: Some("OSError"), doc: "An operating-system call failed." },
     Class { name: "DriverError", parent: Some("RshmemError"), builtin: None, doc: "A CUDA driver call failed." },
@@ -86,7 +86,7 @@ pub fn new_err(name: &str, message: impl Into<String>) -> PyErr {
 /// The class name for a runtime error.
 fn class_name(err: &Error) -> &'static str {
     match err {
-        Error::NotInitialized { .. } => "NotInitializedError",
+        Error::NotInitialized { .. } | Error::ForkedChild { .. } => "NotInitializedError",
         Error::AlreadyInitialized => "AlreadyInitializedError",
         Error::PeOutOfRange { .. } => "PeOutOfRangeError",
         Error::NotSymmetric { .. } | Error::NotAllocated { .. } => "NotSymmetricError",

@@ -305,7 +305,7 @@ pub fn getmem_on_stream(py: Python<'_>, dst: usize, src: usize, nbytes: usize, p
     let pe = pe_arg(&rt, pe)?;
     let stream = StreamHandle(stream);
     py.detach(|| {
-        if check_local { rt.check_local_buffer(dst, nbytes, Access::Write)?; }
+        if check_local { rt.check_local_buffer(dst, nbytes, Access::Write)?; } else { rt.check_writable(dst, nbytes)?; }
         // SAFETY: see the file header.
         unsafe { rt.getmem_on_stream(dst, src, nbytes, pe, stream) }
     })

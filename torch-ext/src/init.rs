@@ -20,6 +20,7 @@ static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 /// The runtime, or `NotInitializedError` naming `call` (e.g. `"rshmem.my_pe()"`).
 pub fn runtime(call: &'static str) -> PyResult<Arc<Runtime>> {
     // A poisoned lock only means a thread panicked while holding it; the Option is still whole.
+    rshmem::fork::check(call).map_err(crate::error::to_py)?;
     let guard = RUNTIME.read().unwrap_or_else(|e| e.into_inner());
     guard.clone().ok_or_else(|| crate::error::to_py(Error::NotInitialized { call }))
 }
@@ -54,11 +55,14 @@ fn init(
     let backend = backend.map(|b| BackendKind::parse(&b)).transpose().py_err()?;
     let opts = InitOptions { uid, rank, nranks, backend, device };
     py.detach(move || {
+        rshmem::fork::check("rshmem.init()")?;
         let mut slot = RUNTIME.write().unwrap_or_else(|e| e.into_inner());
         if slot.is_some() {
             return Err(Error::AlreadyInitialized);
         }
-        *slot = Some(Arc::new(Runtime::init(opts)?));
+        let rt = Runtime::init(opts)?;
+        rshmem::fork::arm(rt.my_pe());
+        *slot = Some(Arc::new(rt));
         Ok(())
     })
     .py_err()
@@ -68,6 +72,8 @@ fn init(
 /// the runtime is not running, so it can be called twice.
 #[pyfunction]
 fn finalize(py: Python<'_>) -> PyResult<()> {
+    // A forked child holds a copy of its parent's runtime: finalizing it would end the parent's job.
+    rshmem::fork::check("rshmem.finalize()").py_err()?;
     let taken = {
         let mut slot = RUNTIME.write().unwrap_or_else(|e| e.into_inner());
         match slot.take() {
@@ -85,13 +91,14 @@ fn finalize(py: Python<'_>) -> PyResult<()> {
             },
         }
     };
+    rshmem::fork::disarm();
     py.detach(move || taken.finalize()).py_err()
 }
 
-/// Whether `init` has run and `finalize` has not.
+/// Whether `init` has run and `finalize` has not (never in a child forked from a PE).
 #[pyfunction]
 fn is_initialized() -> bool {
-    RUNTIME.read().unwrap_or_else(|e| e.into_inner()).is_some()
+    !rshmem::fork::forked_child() && RUNTIME.read().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 
 /// This PE's number in the job (`nvshmem_my_pe`).

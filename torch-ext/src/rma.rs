@@ -7,7 +7,9 @@
 //! allocations, and by default the local side against this process's mappings
 //! (`Runtime::check_local_buffer`), so a bad integer is an error, not a fault.
 //! `rshmem.putmem` / `rshmem.getmem` skip that check only for an address they took from a live
-//! tensor or array (`data_ptr()`, `nbytes`, size checked).
+//! tensor or array (`data_ptr()`, `nbytes`, size checked); a destination is still checked for
+//! writability then (`Runtime::check_writable`, one system call), since a live tensor may lie
+//! over a read-only mapping.
 #![allow(unsafe_code)]
 
 use crate::error::IntoPy;
@@ -39,7 +41,7 @@ fn putmem(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, check_
 }
 
 /// Copies `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`); `dst`
-/// is checked as `putmem` checks its source.
+/// is checked as `putmem` checks its source, and without `check_local` still for writability.
 #[pyfunction]
 #[pyo3(signature = (dst, src, nbytes, pe, check_local=true))]
 fn getmem(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, check_local: bool) -> PyResult<()> {
@@ -48,6 +50,8 @@ fn getmem(py: Python<'_>, dst: usize, src: usize, nbytes: usize, pe: i64, check_
     py.detach(|| {
         if check_local {
             rt.check_local_buffer(dst, nbytes, Access::Write)?;
+        } else {
+            rt.check_writable(dst, nbytes)?;
         }
         // SAFETY: see the file header: `dst..dst+nbytes` was checked above, or the caller
         // took it from a live tensor; the runtime checks that `src` is a symmetric range.

@@ -19,9 +19,9 @@ fn pe_info() -> impl Strategy<Value = PeInfo> {
 /// A valid hello, as bytes on the wire (header and payload).
 fn hello_frame() -> impl Strategy<Value = Vec<u8>> {
     (any::<[u8; SECRET_LEN]>(), 0usize..1 << 20, 1usize..1 << 20, pe_info()).prop_map(|(secret, rank, n, info)| {
-        let uid = UniqueId { addr: "127.0.0.1:9".parse().unwrap(), secret, fetch_from: None };
+        let uid = UniqueId { addr: "127.0.0.1:9".parse().unwrap(), secret, secret_from_pe0: false };
         let mut out = Vec::new();
-        write_frame(&mut out, Kind::HELLO, 0, &encode_hello(&uid, &[9; super::uid::NONCE_LEN], rank, n, &info)).unwrap();
+        write_frame(&mut out, Kind::HELLO, 0, &encode_hello(&uid, &[9; super::uid::NONCE_LEN], rank, n, &info, &super::rendezvous::JobIdent::default())).unwrap();
         out
     })
 }
@@ -118,7 +118,7 @@ proptest! {
 
     #[test]
     fn unique_ids_round_trip_and_mutations_never_panic(secret in any::<[u8; SECRET_LEN]>(), port in 1u16.., ip in any::<[u8; 4]>(), flip in any::<(usize, u8)>()) {
-        let id = UniqueId { addr: (std::net::Ipv4Addr::from(ip), port).into(), secret, fetch_from: None };
+        let id = UniqueId { addr: (std::net::Ipv4Addr::from(ip), port).into(), secret, secret_from_pe0: false };
         let mut bytes = id.to_bytes();
         prop_assert_eq!(UniqueId::from_bytes(&bytes).unwrap(), id);
         let i = flip.0 % bytes.len();

@@ -47,7 +47,7 @@ pub use uid::UniqueId;
 use crate::error::{Error, Result};
 use local::LocalListener;
 use node::HostId;
-use rendezvous::PeInfo;
+use rendezvous::{JobIdent, PeInfo};
 use std::time::{Duration, Instant};
 use tcp::Star;
 
@@ -86,25 +86,20 @@ impl std::fmt::Debug for Bootstrap {
     }
 }
 
-/// `uid` with its secret: as given, or for an environment id, PE 0's random one (served by the
-/// returned server while it lives) or the one fetched from PE 0.
-fn resolve_secret(
-    uid: &UniqueId,
-    rank: usize,
-    nranks: usize,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<(UniqueId, Option<secret::SecretServer>)> {
-    let Some(name) = &uid.fetch_from else { return Ok((uid.clone(), None)) };
-    let mut resolved = UniqueId { addr: uid.addr, secret: [0; uid::SECRET_LEN], fetch_from: None };
-    if nranks == 1 {
-        return Ok((resolved, None));
+/// `uid` with its secret as PE 0 holds it: as given, or for an environment id, PE 0's random one
+/// (served by the returned server while it lives, on a socket of random name that the preface
+/// names). Another PE keeps the id as it is: it fetches the secret once PE 0's preface has named
+/// the socket (`rendezvous::join`).
+fn resolve_secret(uid: &UniqueId, rank: usize, nranks: usize) -> Result<(UniqueId, Option<secret::SecretServer>)> {
+    if !uid.secret_from_pe0 || nranks == 1 {
+        return Ok((UniqueId { secret_from_pe0: false, ..uid.clone() }, None));
     }
     if rank == 0 {
+        let mut resolved = UniqueId { addr: uid.addr, secret: [0; uid::SECRET_LEN], secret_from_pe0: false };
         getrandom::fill(&mut resolved.secret).map_err(|e| {
             Error::os("getrandom for the bootstrap secret", std::io::Error::other(e.to_string()))
         })?;
-        let server = secret::serve(name, resolved.secret)?;
+        let server = secret::serve(&secret::socket_name()?, resolved.secret)?;
         return Ok((resolved, Some(server)));
     }
     // PE 0's socket is reachable only from PE 0's host: say so at once rather than after the
@@ -121,8 +116,7 @@ fn resolve_secret(
             ),
         });
     }
-    resolved.secret = secret::fetch(name, rank, deadline, timeout)?;
-    Ok((resolved, None))
+    Ok((uid.clone(), None))
 }
 
 impl Bootstrap {
@@ -180,8 +174,9 @@ impl Bootstrap {
         let deadline = deadline_after(started, timeout);
         // An id from the bare environment has no secret yet: PE 0 makes one and serves it to its
         // user's processes until the handshake is over (`secret.rs`).
-        let (uid, _server) = resolve_secret(uid, rank, nranks, deadline, timeout)?;
+        let (uid, server) = resolve_secret(uid, rank, nranks)?;
         let uid = &uid;
+        let ident = JobIdent { job: uid::job_label(), secret_from_pe0: uid.secret_from_pe0 };
         let health = Health::new();
         let listener = LocalListener::bind()?;
         let mine = PeInfo {
@@ -189,19 +184,23 @@ impl Bootstrap {
             host: HostId::current().virtual_host(rank, nranks, virtual_hosts),
             unix_name: listener.name().to_vec(),
         };
+        let mut secret = uid.secret;
         let (streams, table) = if nranks == 1 {
             // Alone: nothing to connect; drop the id's parked listener if there is one.
             drop(uid::take_parked(uid));
             (vec![None], vec![mine])
         } else if rank == 0 {
             let tcp = rendezvous::bind_root(uid)?;
-            rendezvous::accept_all(&tcp, uid, nranks, mine, deadline, timeout)?
+            let socket = server.as_ref().map(|s| s.name().to_vec()).unwrap_or_default();
+            rendezvous::accept_all(&tcp, uid, nranks, mine, &ident.job, &socket, deadline, timeout)?
         } else {
-            let (s, table) = rendezvous::join(uid, rank, nranks, &mine, deadline, timeout)?;
+            let (s, table, fetched) = rendezvous::join(uid, rank, nranks, &mine, &ident, deadline, timeout)?;
+            secret = fetched;
             let mut streams: Vec<_> = (0..nranks).map(|_| None).collect();
             streams[0] = Some(s);
             (streams, table)
         };
+        drop(server);
         let star = Star::start(rank, nranks, streams, health.clone(), timeout)?;
         let hosts: Vec<HostId> = table.iter().map(|p| p.host.clone()).collect();
         let node = NodeInfo::from_hosts(&hosts, rank);
@@ -214,7 +213,7 @@ impl Bootstrap {
             node,
             local,
             star,
-            secret: uid.secret,
+            secret,
         })
     }
 
@@ -379,10 +378,12 @@ mod tests {
                 Ok(0) | Err(_) => break,
                 Ok(k) => got.extend_from_slice(&buf[..k]),
             }
-            assert!(got.len() <= wire::HEADER_LEN + uid::NONCE_LEN, "still open, {} bytes sent", got.len());
+                assert!(got.len() <= 256, "still open, {} bytes sent", got.len());
         }
-        assert_eq!(got.len(), wire::HEADER_LEN + uid::NONCE_LEN, "PE 0 sends its challenge first");
-        assert_eq!(got[4], wire::Kind::CHALLENGE.0);
+        assert_eq!(got[4], wire::Kind::CHALLENGE.0, "PE 0 sends its challenge first");
+        let challenge = wire::split_frame(&got).unwrap();
+        let preface: rendezvous::Preface = wire::decode(&challenge.payload, "challenge").unwrap();
+        assert_eq!(preface.nranks, 3);
         drop(silent);
     }
 

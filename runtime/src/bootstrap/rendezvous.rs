@@ -1,6 +1,13 @@
 //! The handshake: every PE connects to PE 0, proves it belongs to the job, and learns about all
 //! the others.
 //!
+//! PE 0 opens every connection with a `CHALLENGE` ([`Preface`]): the nonce the hello must answer,
+//! and what a PE of this job must agree with before it answers: the PE count, the job's identity
+//! (the launcher's run or job id, `RSHMEM_JOB_ID`; [`super::uid::job_label`]) and where the secret
+//! comes from (given to every PE, or PE 0's own random one served on the Unix socket it names). A
+//! connecting PE that disagrees fails at once, naming both sides' values, instead of waiting for
+//! a job it does not belong to; it still sends its hello, so that PE 0 logs the refusal too.
+//!
 //! A client sends `HELLO` (protocol version first, so any later version can still be told apart;
 //! then secret, rank, nranks, pid, host identity, the name of its node-local Unix socket). PE 0
 //! answers a good hello with `ACCEPTED`, a bad one with `REFUSE` and a reason, and keeps waiting
@@ -41,6 +48,63 @@ pub(crate) struct PeInfo {
     pub(crate) unix_name: Vec<u8>,
 }
 
+/// Who a PE believes its job is, beyond the secret: compared between every PE and PE 0.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct JobIdent {
+    /// [`super::uid::job_label`]: the launcher's identity of the job ("" where none).
+    pub(crate) job: String,
+    /// Whether this PE takes PE 0's random secret from its Unix socket (an environment job
+    /// without `RSHMEM_BOOTSTRAP_SECRET`) rather than holding one of its own.
+    pub(crate) secret_from_pe0: bool,
+}
+
+/// PE 0's opening message on every connection (a `CHALLENGE` frame).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Preface {
+    /// The challenge the hello's proof answers.
+    pub(crate) nonce: [u8; NONCE_LEN],
+    /// PE 0's PE count.
+    pub(crate) nranks: u32,
+    /// PE 0's [`JobIdent::job`].
+    pub(crate) job: String,
+    /// Abstract name of PE 0's secret socket when it serves its own random secret (its name is
+    /// random too, so that nobody can take it first), empty when every PE was given the secret.
+    #[serde(with = "serde_bytes")]
+    pub(crate) socket: Vec<u8>,
+}
+
+/// What a connecting PE finds wrong with PE 0's preface, as the message both sides show.
+pub(crate) fn disagreement(p: &Preface, rank: usize, nranks: usize, me: &JobIdent, at: &str) -> Option<String> {
+    let show = |job: &str| if job.is_empty() { "no launcher job id".to_string() } else { job.to_string() };
+    if p.job != me.job {
+        return Some(format!(
+            "PE 0 at {at} belongs to another job: PE 0 has {}, PE {rank} has {}; two jobs use the same address \
+             and port: give each job its own MASTER_PORT (or RSHMEM_BOOTSTRAP_PORT), or the same RSHMEM_JOB_ID to \
+             every PE of one job",
+            show(&p.job),
+            show(&me.job)
+        ));
+    }
+    if p.nranks as usize != nranks {
+        return Some(format!(
+            "PE 0 at {at} was started for {} PEs, PE {rank} for {nranks} (WORLD_SIZE or its launcher's size \
+             differs, or two jobs share the address and port); start every PE with the same WORLD_SIZE",
+            p.nranks
+        ));
+    }
+    match (p.socket.is_empty(), me.secret_from_pe0) {
+        (true, true) => Some(format!(
+            "PE 0 at {at} holds a secret (RSHMEM_BOOTSTRAP_SECRET, or a unique id), PE {rank} has none: give \
+             every PE the same RSHMEM_BOOTSTRAP_SECRET (or none of them)"
+        )),
+        (false, false) => Some(format!(
+            "PE 0 at {at} has no RSHMEM_BOOTSTRAP_SECRET (it hands a random secret to its user's processes), \
+             PE {rank} holds one: set the same RSHMEM_BOOTSTRAP_SECRET on every PE (or on none of them)"
+        )),
+        _ => None,
+    }
+}
+
 /// A client's first message to PE 0, as it travels (the version first, so that a peer of
 /// another version is named as such rather than failing somewhere in the parse).
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -51,6 +115,8 @@ struct HelloMsg {
     rank: u32,
     nranks: u32,
     info: PeInfo,
+    job: String,
+    secret_from_pe0: bool,
 }
 
 #[derive(Debug)]
@@ -59,16 +125,26 @@ pub(crate) struct Hello {
     pub(crate) rank: usize,
     pub(crate) nranks: usize,
     pub(crate) info: PeInfo,
+    pub(crate) ident: JobIdent,
 }
 
 /// The hello of PE `rank` of `nranks` that answers PE 0's challenge `nonce`.
-pub(crate) fn encode_hello(uid: &UniqueId, nonce: &[u8; NONCE_LEN], rank: usize, nranks: usize, info: &PeInfo) -> Vec<u8> {
+pub(crate) fn encode_hello(
+    uid: &UniqueId,
+    nonce: &[u8; NONCE_LEN],
+    rank: usize,
+    nranks: usize,
+    info: &PeInfo,
+    ident: &JobIdent,
+) -> Vec<u8> {
     encode(&HelloMsg {
         version: PROTOCOL_VERSION,
         proof: hello_proof(&uid.secret, nonce, rank as u32, nranks as u32),
         rank: rank as u32,
         nranks: nranks as u32,
         info: info.clone(),
+        job: ident.job.clone(),
+        secret_from_pe0: ident.secret_from_pe0,
     })
 }
 
@@ -81,7 +157,8 @@ pub(crate) fn decode_hello(payload: &[u8]) -> Result<Hello, String> {
         ));
     }
     let h: HelloMsg = decode(payload, "hello")?;
-    Ok(Hello { proof: h.proof, rank: h.rank as usize, nranks: h.nranks as usize, info: h.info })
+    let ident = JobIdent { job: h.job, secret_from_pe0: h.secret_from_pe0 };
+    Ok(Hello { proof: h.proof, rank: h.rank as usize, nranks: h.nranks as usize, info: h.info, ident })
 }
 
 pub(crate) fn encode_table(table: &[PeInfo]) -> Vec<u8> {
@@ -146,11 +223,14 @@ pub(crate) fn bind_root(uid: &UniqueId) -> Result<TcpListener> {
 /// without failing anything, and so is the oldest waiting one when [`MAX_PENDING`] wait. A
 /// complete hello with a wrong secret, rank or PE count is refused with the reason (a
 /// misconfigured PE learns what is wrong) and PE 0 keeps waiting.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn accept_all(
     listener: &TcpListener,
     uid: &UniqueId,
     nranks: usize,
     mine: PeInfo,
+    job: &str,
+    socket: &[u8],
     deadline: Instant,
     timeout: Duration,
 ) -> Result<(Vec<Option<TcpStream>>, Vec<PeInfo>)> {
@@ -189,7 +269,8 @@ pub(crate) fn accept_all(
             // buffer, so the non-blocking write does not wait); the hello must answer it.
             while let Ok((mut s, peer)) = listener.accept() {
                 let challenge = nonce()?;
-                if s.set_nonblocking(true).is_ok() && write_frame(&mut s, Kind::CHALLENGE, 0, &challenge).is_ok() {
+                let preface = Preface { nonce: challenge, nranks: nranks as u32, job: job.to_string(), socket: socket.to_vec() };
+                if s.set_nonblocking(true).is_ok() && write_frame(&mut s, Kind::CHALLENGE, 0, &encode(&preface)).is_ok() {
                     let peer = peer.to_string();
                     nonces.insert(peer.clone(), challenge);
                     pending.add(s, peer);
@@ -202,7 +283,7 @@ pub(crate) fn accept_all(
             let challenge = nonces.remove(&peer);
             let verdict = split_frame(&hello.bytes)
                 .and_then(|f| decode_hello(&f.payload))
-                .and_then(|h| judge(h, uid, challenge.as_ref(), nranks, &table, &peer));
+                .and_then(|h| judge(h, uid, challenge.as_ref(), nranks, job, !socket.is_empty(), &table, &peer));
             match verdict {
                 Ok(h) => {
                     let ack = s
@@ -244,15 +325,23 @@ pub(crate) fn accept_all(
     Ok((streams, table))
 }
 
-/// PE 0's verdict on a hello from `peer`.
+/// PE 0's verdict on a hello from `peer`. The job's identity first: a PE of another job (or
+/// one told of another PE count or secret) is named as such, with both sides' values.
+#[allow(clippy::too_many_arguments)]
 fn judge(
     h: Hello,
     uid: &UniqueId,
     challenge: Option<&[u8; NONCE_LEN]>,
     nranks: usize,
+    job: &str,
+    serves_secret: bool,
     table: &[Option<PeInfo>],
     peer: &str,
 ) -> Result<Hello, String> {
+    let preface = Preface { nonce: [0; NONCE_LEN], nranks: nranks as u32, job: job.to_string(), socket: if serves_secret { vec![0] } else { vec![] } };
+    if let Some(why) = disagreement(&preface, h.rank, h.nranks, &h.ident, "this address") {
+        return Err(format!("rank {} from {peer}: {why}", h.rank));
+    }
     let proved = challenge.is_some_and(|n| secrets_equal(&h.proof, &hello_proof(&uid.secret, n, h.rank as u32, h.nranks as u32)));
     if !proved {
         return Err(format!(
@@ -318,14 +407,20 @@ impl Refusals {
 /// A non-zero rank's side: connects to PE 0 (retrying while it is not listening yet), says
 /// hello, waits for PE 0 to accept it (connecting again if PE 0 dropped the connection unread),
 /// then for the table.
+///
+/// An environment job without a secret (`uid.fetch_from`) fetches PE 0's random one from the
+/// socket PE 0's preface names, once; the secret it used is returned with the table.
 pub(crate) fn join(
     uid: &UniqueId,
     rank: usize,
     nranks: usize,
     mine: &PeInfo,
+    ident: &JobIdent,
     deadline: Instant,
     timeout: Duration,
-) -> Result<(TcpStream, Vec<PeInfo>)> {
+) -> Result<(TcpStream, Vec<PeInfo>, [u8; SECRET_LEN])> {
+    let mut uid = uid.clone();
+    let mut fetched = !uid.secret_from_pe0;
     let text = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
     // Wait a little past our own deadline: PE 0 started its clock at another moment, and its
     // verdict (which ranks never came) says more than our own timeout could.
@@ -333,14 +428,17 @@ pub(crate) fn join(
     let verdict_by = super::deadline_after(deadline, grace);
     let mut pause = Duration::from_millis(5);
     let mut s = loop {
-        let mut s = connect(uid, rank, deadline, timeout)?;
+        let mut s = connect(&uid, rank, deadline, timeout)?;
         // PE 0's challenge first; a connection closed before it was dropped unread (retry).
         let challenge = match read_frame_until(&mut s, verdict_by) {
-            Ok(Frame { kind: Kind::CHALLENGE, payload, .. }) => match <[u8; NONCE_LEN]>::try_from(payload.as_slice()) {
-                Ok(n) => Some(n),
-                Err(_) => {
+            Ok(Frame { kind: Kind::CHALLENGE, payload, .. }) => match decode::<Preface>(&payload, "challenge") {
+                Ok(p) => Some(p),
+                Err(why) => {
                     return Err(Error::Refused {
-                        reason: format!("PE 0 at {} sent a challenge of {} bytes, not {NONCE_LEN}", uid.addr, payload.len()),
+                        reason: format!(
+                            "PE 0 at {} sent {why} (another rshmem version? run the same build on every PE)",
+                            uid.addr
+                        ),
                     })
                 }
             },
@@ -358,12 +456,22 @@ pub(crate) fn join(
                     reason: format!("{} is not an rshmem bootstrap listener ({why}); check the port", uid.addr),
                 })
             }
-            Err(ReadError::Timeout) => return Err(gather_timeout(uid, rank, timeout)),
+            Err(ReadError::Timeout) => return Err(gather_timeout(&uid, rank, timeout)),
             Err(_) => None,
         };
         let verdict = match challenge {
-            Some(n) => {
-                write_frame(&mut s, Kind::HELLO, 0, &encode_hello(uid, &n, rank, nranks, mine)).map_err(|e| {
+            Some(p) => {
+                let at = uid.addr.to_string();
+                if let Some(why) = disagreement(&p, rank, nranks, ident, &at) {
+                    // PE 0 hears of it too (it refuses the hello and logs why); this PE is done.
+                    let _ = write_frame(&mut s, Kind::HELLO, 0, &encode_hello(&uid, &p.nonce, rank, nranks, mine, ident));
+                    return Err(Error::Refused { reason: why });
+                }
+                if !fetched {
+                    uid.secret = super::secret::fetch(&p.socket, rank, deadline, timeout)?;
+                    fetched = true;
+                }
+                write_frame(&mut s, Kind::HELLO, 0, &encode_hello(&uid, &p.nonce, rank, nranks, mine, ident)).map_err(|e| {
                     Error::os(format!("PE {rank} sending its hello to PE 0 at {}", uid.addr), e)
                 })?;
                 read_frame_until(&mut s, verdict_by)
@@ -393,7 +501,7 @@ pub(crate) fn join(
                     reason: format!("{} is not an rshmem bootstrap listener ({why}); check the port", uid.addr),
                 })
             }
-            Err(ReadError::Timeout) => return Err(gather_timeout(uid, rank, timeout)),
+            Err(ReadError::Timeout) => return Err(gather_timeout(&uid, rank, timeout)),
             // Closed unread: PE 0 dropped it among strangers' connections. Connect again.
             Err(e) => {
                 tracing::debug!(rank, "bootstrap: PE 0 closed the connection before accepting the hello ({e}); retrying");
@@ -416,7 +524,7 @@ pub(crate) fn join(
             let table = decode_table(&payload, nranks).map_err(|why| Error::Refused {
                 reason: format!("PE 0 at {} sent a bad PE table: {why}", uid.addr),
             })?;
-            Ok((s, table))
+            Ok((s, table, uid.secret))
         }
         Ok(Frame { kind: Kind::ABORT, payload, .. }) => Err(Error::Timeout {
             what: format!("all PEs to join the bootstrap ({})", text(&payload)),
@@ -425,7 +533,7 @@ pub(crate) fn join(
         Ok(f) => Err(Error::Refused {
             reason: format!("PE 0 at {} sent a {} instead of the PE table", uid.addr, f.kind.name()),
         }),
-        Err(ReadError::Timeout) => Err(gather_timeout(uid, rank, timeout)),
+        Err(ReadError::Timeout) => Err(gather_timeout(&uid, rank, timeout)),
         Err(e) => Err(Error::PeerDied { pe: 0, during: format!("bootstrap connect ({e})") }),
     }
 }
@@ -481,18 +589,42 @@ mod tests {
     }
 
     #[test]
+    fn a_pe_of_another_job_count_or_secret_is_named_with_both_values() {
+        let ident = |job: &str, from0: bool| JobIdent { job: job.into(), secret_from_pe0: from0 };
+        let p = Preface { nonce: [1; NONCE_LEN], nranks: 2, job: "TORCHELASTIC_RUN_ID=a".into(), socket: vec![] };
+        assert_eq!(decode::<Preface>(&encode(&p), "challenge").unwrap(), p);
+        assert_eq!(disagreement(&p, 1, 2, &ident("TORCHELASTIC_RUN_ID=a", false), "h:1"), None);
+        let e = disagreement(&p, 1, 2, &ident("TORCHELASTIC_RUN_ID=b", false), "h:1").unwrap();
+        assert!(e.contains("PE 0 has TORCHELASTIC_RUN_ID=a") && e.contains("PE 1 has TORCHELASTIC_RUN_ID=b"), "{e}");
+        let e = disagreement(&p, 1, 2, &ident("", false), "h:1").unwrap();
+        assert!(e.contains("PE 1 has no launcher job id") && e.contains("RSHMEM_JOB_ID"), "{e}");
+        let e = disagreement(&p, 2, 3, &ident("TORCHELASTIC_RUN_ID=a", false), "h:1").unwrap();
+        assert!(e.contains("started for 2 PEs, PE 2 for 3") && e.contains("WORLD_SIZE"), "{e}");
+        let e = disagreement(&p, 1, 2, &ident("TORCHELASTIC_RUN_ID=a", true), "h:1").unwrap();
+        assert!(e.contains("PE 0 at h:1 holds a secret") && e.contains("PE 1 has none"), "{e}");
+        let served = Preface { socket: b"rshmem-secret-1-ab".to_vec(), ..p.clone() };
+        let e = disagreement(&served, 1, 2, &ident("TORCHELASTIC_RUN_ID=a", false), "h:1").unwrap();
+        assert!(e.contains("PE 0 at h:1 has no RSHMEM_BOOTSTRAP_SECRET") && e.contains("PE 1 holds one"), "{e}");
+        // PE 0 refuses such a hello the same way, before looking at its proof.
+        let uid = UniqueId { addr: "127.0.0.1:1".parse().unwrap(), secret: [3; SECRET_LEN], secret_from_pe0: false };
+        let h = decode_hello(&encode_hello(&uid, &[7; NONCE_LEN], 1, 2, &info(5), &ident("x", false))).unwrap();
+        let e = judge(h, &uid, Some(&[7; NONCE_LEN]), 2, "y", false, &[Some(info(0)), None], "peer").unwrap_err();
+        assert!(e.contains("rank 1 from peer") && e.contains("PE 0 has y, PE 1 has x"), "{e}");
+    }
+
+    #[test]
     fn hello_and_table_round_trip() {
         let uid = UniqueId {
             addr: "127.0.0.1:1".parse().unwrap(),
             secret: [3; SECRET_LEN],
-            fetch_from: None,
+            secret_from_pe0: false,
         };
-        let h = decode_hello(&encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77))).unwrap();
+        let h = decode_hello(&encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77), &JobIdent::default())).unwrap();
         let proof = hello_proof(&[3; SECRET_LEN], &[7; NONCE_LEN], 2, 5);
         assert_eq!((h.proof, h.rank, h.nranks, h.info), (proof, 2, 5, info(77)));
         // The hello carries a proof, never the secret; the proof binds the nonce, rank and count.
         assert_ne!(proof, [3; SECRET_LEN]);
-        assert!(!encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77)).windows(SECRET_LEN).any(|w| w == [3; SECRET_LEN]));
+        assert!(!encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77), &JobIdent::default()).windows(SECRET_LEN).any(|w| w == [3; SECRET_LEN]));
         for other in [
             hello_proof(&[3; SECRET_LEN], &[8; NONCE_LEN], 2, 5),
             hello_proof(&[3; SECRET_LEN], &[7; NONCE_LEN], 1, 5),
@@ -503,12 +635,12 @@ mod tests {
         }
         // The judge accepts the proof for its own challenge only.
         let table = vec![Some(info(0)), None, None, None, None];
-        assert!(judge(decode_hello(&encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77))).unwrap(), &uid, Some(&[7; NONCE_LEN]), 5, &table, "p").is_ok());
+        assert!(judge(decode_hello(&encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77), &JobIdent::default())).unwrap(), &uid, Some(&[7; NONCE_LEN]), 5, "", false, &table, "p").is_ok());
         for challenge in [Some(&[8; NONCE_LEN]), None] {
-            let h = decode_hello(&encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77))).unwrap();
-            assert!(judge(h, &uid, challenge, 5, &table, "p").unwrap_err().contains("wrong secret"));
+            let h = decode_hello(&encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77), &JobIdent::default())).unwrap();
+            assert!(judge(h, &uid, challenge, 5, "", false, &table, "p").unwrap_err().contains("wrong secret"));
         }
-        let mut wrong_version = encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77));
+        let mut wrong_version = encode_hello(&uid, &[7; NONCE_LEN], 2, 5, &info(77), &JobIdent::default());
         wrong_version[0] = 9;
         assert!(decode_hello(&wrong_version)
             .unwrap_err()

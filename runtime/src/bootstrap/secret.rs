@@ -4,7 +4,9 @@
 //! Nothing in that environment is private: any process on the host can read another's
 //! variables through `/proc` (other users included, for most of them), so a secret derived from
 //! them can be derived by anyone. Instead PE 0 draws a random secret and hands it out over an
-//! abstract Unix socket whose name is derived from the job ([`socket_name`]); both ends check
+//! abstract Unix socket of random name ([`socket_name`]), which PE 0's handshake preface tells
+//! every connecting PE (`rendezvous.rs`): nobody can bind it before PE 0 (a predictable name could
+//! be taken by another user first, keeping the job from starting). Both ends check
 //! the other's `SO_PEERCRED` and deal only with processes of their own uid. What this proves is
 //! "same user on PE 0's host", nothing more: another user is always refused (at this socket,
 //! and at the TCP handshake for want of the secret), while a process of the same user can fetch
@@ -25,12 +27,17 @@ use std::time::{Duration, Instant};
 /// How often the server looks at its stop flag.
 const POLL: Duration = Duration::from_millis(20);
 
-/// The abstract name of a job's secret socket: the uid (so that two users' jobs never meet)
-/// and a hash of what identifies the job. Guessable by design: it only has to be found by the
-/// job's own PEs.
-pub(crate) fn socket_name(job: &[u8; SECRET_LEN]) -> Vec<u8> {
-    let hex: String = job.iter().map(|b| format!("{b:02x}")).collect();
-    format!("rshmem-secret-{}-{hex}", rustix::process::getuid().as_raw()).into_bytes()
+/// A fresh abstract name for a job's secret socket: the uid (for whoever lists the sockets) and
+/// 128 random bits, so that no other process can bind it first.
+///
+/// # Errors
+/// [`Error::Os`] when the system's random source fails.
+pub(crate) fn socket_name() -> Result<Vec<u8>> {
+    let mut random = [0u8; 16];
+    getrandom::fill(&mut random)
+        .map_err(|e| Error::os("getrandom for the secret socket's name", std::io::Error::other(e.to_string())))?;
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("rshmem-secret-{}-{hex}", rustix::process::getuid().as_raw()).into_bytes())
 }
 
 fn addr(name: &[u8]) -> Result<SocketAddr> {
@@ -43,8 +50,16 @@ fn show(name: &[u8]) -> String {
 
 /// PE 0's server: hands `secret` to every process of this uid that connects, until dropped.
 pub(crate) struct SecretServer {
+    name: Vec<u8>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+}
+
+impl SecretServer {
+    /// The abstract name it listens on.
+    pub(crate) fn name(&self) -> &[u8] {
+        &self.name
+    }
 }
 
 impl Drop for SecretServer {
@@ -59,14 +74,13 @@ impl Drop for SecretServer {
 /// Binds the job's secret socket and serves `secret` on a thread.
 ///
 /// # Errors
-/// [`Error::Os`] when the name is taken (another job with the same launcher variables is
-/// running, or another process holds the name) or the thread cannot start.
+/// [`Error::Os`] when the name is taken (not by chance: it is random) or the thread cannot
+/// start.
 pub(crate) fn serve(name: &[u8], secret: [u8; SECRET_LEN]) -> Result<SecretServer> {
     let listener = UnixListener::bind_addr(&addr(name)?).map_err(|e| {
         Error::os(
             format!(
-                "PE 0 binding the job's secret socket {} (another job started with the same \
-                 MASTER_ADDR, port and WORLD_SIZE may still run; or set RSHMEM_BOOTSTRAP_SECRET)",
+                "PE 0 binding the job's secret socket {} (or set RSHMEM_BOOTSTRAP_SECRET)",
                 show(name)
             ),
             e,
@@ -104,7 +118,7 @@ pub(crate) fn serve(name: &[u8], secret: [u8; SECRET_LEN]) -> Result<SecretServe
             }
         })
         .map_err(|e| Error::os("spawn the bootstrap secret thread", e))?;
-    Ok(SecretServer { stop, thread: Some(thread) })
+    Ok(SecretServer { name: name.to_vec(), stop, thread: Some(thread) })
 }
 
 /// A non-zero PE's side: fetches the secret from PE 0's socket, retrying until `deadline`
@@ -168,8 +182,9 @@ mod tests {
 
     #[test]
     fn same_user_gets_the_secret_and_a_second_server_is_refused() {
-        let name = socket_name(&[7; SECRET_LEN]);
+        let name = socket_name().unwrap();
         assert!(String::from_utf8(name.clone()).unwrap().contains(&rustix::process::getuid().as_raw().to_string()));
+        assert_ne!(socket_name().unwrap(), name, "names are random");
         let server = serve(&name, [9; SECRET_LEN]).unwrap();
         assert!(serve(&name, [1; SECRET_LEN]).is_err(), "the name is taken");
         let deadline = Instant::now() + Duration::from_secs(5);

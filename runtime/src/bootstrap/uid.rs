@@ -28,17 +28,17 @@ const ENCODING_VERSION: u8 = 1;
 pub struct UniqueId {
     pub(crate) addr: SocketAddr,
     pub(crate) secret: [u8; SECRET_LEN],
-    /// For an id from the launcher's environment without `RSHMEM_BOOTSTRAP_SECRET`: the abstract
-    /// name of the socket where PE 0 hands out the real secret to processes of its user
+    /// For an id from the launcher's environment without `RSHMEM_BOOTSTRAP_SECRET`: PE 0 hands
+    /// out the real secret to processes of its user, on the socket its preface names
     /// (`secret.rs`); `secret` is not set until then.
-    pub(crate) fetch_from: Option<Vec<u8>>,
+    pub(crate) secret_from_pe0: bool,
 }
 
 impl std::fmt::Debug for UniqueId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UniqueId")
             .field("addr", &self.addr)
-            .field("secret", &if self.fetch_from.is_some() { "<from PE 0>" } else { "<hidden>" })
+            .field("secret", &if self.secret_from_pe0 { "<from PE 0>" } else { "<hidden>" })
             .finish()
     }
 }
@@ -83,7 +83,7 @@ impl UniqueId {
                 std::io::Error::other(e.to_string()),
             )
         })?;
-        let uid = UniqueId { addr, secret, fetch_from: None };
+        let uid = UniqueId { addr, secret, secret_from_pe0: false };
         tracing::debug!(%addr, "bootstrap: unique id made, listener parked");
         PARKED
             .lock()
@@ -156,7 +156,7 @@ impl UniqueId {
             }
         };
         let secret = b[28..].try_into().map_err(|_| bad("short secret".into()))?;
-        Ok(UniqueId { addr, secret, fetch_from: None })
+        Ok(UniqueId { addr, secret, secret_from_pe0: false })
     }
 
     /// Builds the id, rank and PE count from a torchrun or mpirun environment.
@@ -252,20 +252,43 @@ pub(crate) fn from_lookup(
         }
     };
     let addr = resolve(&master, port)?;
-    let job = || {
-        hash128(&[
-            b"rshmem-job",
-            get("TORCHELASTIC_RUN_ID").unwrap_or_default().as_bytes(),
-            master.as_bytes(),
-            port.to_string().as_bytes(),
-            size_text.trim().as_bytes(),
-        ])
-    };
     let uid = match &rshmem.bootstrap_secret {
-        Some(s) => UniqueId { addr, secret: hash128(&[b"rshmem-secret", s.as_bytes()]), fetch_from: None },
-        None => UniqueId { addr, secret: [0; SECRET_LEN], fetch_from: Some(super::secret::socket_name(&job())) },
+        Some(s) => UniqueId { addr, secret: hash128(&[b"rshmem-secret", s.as_bytes()]), secret_from_pe0: false },
+        None => UniqueId { addr, secret: [0; SECRET_LEN], secret_from_pe0: true },
     };
     Ok(Some((uid, rank, nranks)))
+}
+
+/// The variables that name a job, as launchers set them: every PE of one job sees the same
+/// values, and two jobs of one launcher see different ones. `RSHMEM_JOB_ID` is the program's
+/// own, for launches where nothing else tells two jobs apart.
+const JOB_VARIABLES: [&str; 7] = [
+    "RSHMEM_JOB_ID",
+    // torchrun: the rendezvous id (`--rdzv-id`; random under `--standalone`).
+    "TORCHELASTIC_RUN_ID",
+    // Open MPI (4.x, and before it ORTE), PMIx launchers (Open MPI 5, prrte, Slurm's PMIx).
+    "OMPI_MCA_ess_base_jobid",
+    "OMPI_MCA_orte_ess_jobid",
+    "PMIX_NAMESPACE",
+    // Slurm's srun.
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+];
+
+/// This process's job identity from its environment ("" where no launcher says one): the
+/// `name=value` of each set variable of [`JOB_VARIABLES`], which the handshake compares between
+/// every PE and PE 0.
+pub(crate) fn job_label() -> String {
+    job_label_from(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+}
+
+/// [`job_label`] over any variable lookup.
+pub(crate) fn job_label_from(get: impl Fn(&str) -> Option<String>) -> String {
+    let parts: Vec<String> = JOB_VARIABLES
+        .iter()
+        .filter_map(|&k| get(k).map(|v| format!("{k}={}", v.chars().take(128).collect::<String>())))
+        .collect();
+    parts.join(", ")
 }
 
 fn parse_num(var: &'static str, text: String) -> Result<usize> {
@@ -374,16 +397,25 @@ mod tests {
     }
 
     #[test]
+    fn job_labels_name_the_launchers_variables() {
+        let m: HashMap<&str, &str> = [("TORCHELASTIC_RUN_ID", "abc"), ("SLURM_JOB_ID", "7"), ("PATH", "/bin")].into();
+        assert_eq!(job_label_from(|k| m.get(k).map(|v| v.to_string())), "TORCHELASTIC_RUN_ID=abc, SLURM_JOB_ID=7");
+        assert_eq!(job_label_from(|_| None), "");
+        let long = "x".repeat(1000);
+        assert_eq!(job_label_from(|k| (k == "RSHMEM_JOB_ID").then(|| long.clone())).len(), "RSHMEM_JOB_ID=".len() + 128);
+    }
+
+    #[test]
     fn round_trip_v4_and_v6() {
         let a = UniqueId {
             addr: "10.1.2.3:29501".parse().unwrap(),
             secret: [7; SECRET_LEN],
-            fetch_from: None,
+            secret_from_pe0: false,
         };
         let b = UniqueId {
             addr: SocketAddr::V6(SocketAddrV6::new("fe80::1".parse().unwrap(), 4000, 0, 3)),
             secret: *b"0123456789abcdef",
-            fetch_from: None,
+            secret_from_pe0: false,
         };
         for id in [a, b] {
             let bytes = id.to_bytes();
@@ -411,7 +443,7 @@ mod tests {
         let good = UniqueId {
             addr: "127.0.0.1:5000".parse().unwrap(),
             secret: [1; SECRET_LEN],
-            fetch_from: None,
+            secret_from_pe0: false,
         }
         .to_bytes();
         let is_invalid =
@@ -453,24 +485,13 @@ mod tests {
             (id.addr, rank, n),
             ("127.0.0.1:29501".parse().unwrap(), 1, 4)
         );
-        // Issue 12: no secret is derived from the environment; every PE of the job finds the
-        // same socket to fetch it from, and another run id gives another socket.
+        // No secret is derived from the environment: PE 0 hands out its own.
         assert_eq!(id.secret, [0; SECRET_LEN]);
-        assert!(id.fetch_from.is_some());
+        assert!(id.secret_from_pe0);
         let (id0, ..) = lookup(&[base[0], base[1], ("RANK", "0"), base[3]])
             .unwrap()
             .unwrap();
         assert_eq!(id0, id);
-        let (other, ..) = lookup(&[
-            base[0],
-            base[1],
-            base[2],
-            base[3],
-            ("TORCHELASTIC_RUN_ID", "x"),
-        ])
-        .unwrap()
-        .unwrap();
-        assert_ne!(other.fetch_from, id.fetch_from);
         let (explicit, ..) = lookup(&[
             base[0],
             base[2],
@@ -482,7 +503,7 @@ mod tests {
         .unwrap();
         assert_eq!(explicit.addr.port(), 4000);
         assert_ne!(explicit.secret, id.secret);
-        assert_eq!(explicit.fetch_from, None);
+        assert!(!explicit.secret_from_pe0);
         let (mpi, rank, n) = lookup(&[
             base[0],
             base[1],

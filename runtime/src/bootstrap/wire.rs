@@ -21,8 +21,10 @@ use std::time::{Duration, Instant};
 /// Version 2 added [`Kind::ACCEPTED`]; version 3 encodes payloads with postcard (its varint of
 /// the version is the first byte of a hello, which a version-2 peer's little-endian `2` reads as
 /// too, so the mismatch is reported as one); version 4 answers PE 0's [`Kind::CHALLENGE`] with a
-/// proof of the secret in the hello instead of the secret itself.
-pub(crate) const PROTOCOL_VERSION: u32 = 4;
+/// proof of the secret in the hello instead of the secret itself; version 5 opens with a
+/// preface (the challenge, PE 0's PE count, job identity and secret socket) and adds the job
+/// identity to the hello.
+pub(crate) const PROTOCOL_VERSION: u32 = 5;
 
 /// Longest hello PE 0 reads (its fields take about 200 bytes): a longer announced length drops
 /// the connection before anything is read, so a stranger cannot make PE 0 allocate.
@@ -59,8 +61,8 @@ impl Kind {
     /// PE is there. A connection closed before this was dropped unread (PE 0 drops connections
     /// that crowd it), so the client connects again; one closed after it means PE 0 is gone.
     pub(crate) const ACCEPTED: Kind = Kind(5);
-    /// PE 0 to a connecting PE, before anything else: a fresh nonce that the hello's proof of
-    /// the secret covers (`uid::hello_proof`).
+    /// PE 0 to a connecting PE, before anything else: the preface (`rendezvous::Preface`) with a
+    /// fresh nonce that the hello's proof of the secret covers (`uid::hello_proof`).
     pub(crate) const CHALLENGE: Kind = Kind(6);
     /// Allgather contribution (to PE 0) or result (from PE 0).
     pub(crate) const ALLGATHER: Kind = Kind(10);

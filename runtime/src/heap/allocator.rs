@@ -171,7 +171,12 @@ impl Allocator {
         round_up(tail_start, align)
             .and_then(|at| at.checked_add(size))
             .map(Some)
-            .ok_or_else(|| Error::InvalidArgument(format!("allocation of {size} bytes overflows the address space")))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "allocation of {size} bytes aligned to {align} overflows the address space; pass a smaller \
+                     size or alignment"
+                ))
+            })
     }
 
     /// Adds `[capacity, new_capacity)` as free space.

@@ -334,6 +334,16 @@ impl SymmetricHeap {
                 a.capacity_needed(size, align)?.unwrap_or(a.capacity())
             };
             let mapped = self.mapped();
+            if need > self.layout.stride && align > self.layout.stride / 2 {
+                // Not a matter of free space: no offset in a slot is aligned to that.
+                return Err(Error::InvalidArgument(format!(
+                    "alignment {align} for {size} bytes: a PE's whole symmetric heap slot holds {} bytes, so no \
+                     allocation in it can start at a multiple of {align} other than 0 (which the heap's own words \
+                     take); pass an alignment of at most {} (a power of two)",
+                    self.layout.stride,
+                    self.layout.stride / 2
+                )));
+            }
             if need > self.layout.stride {
                 return Err(Error::HeapExhausted { requested: size, in_use: self.in_use(), bound: self.bound });
             }

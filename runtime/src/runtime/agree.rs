@@ -1,16 +1,21 @@
 //! Collective argument agreement: every member of a host collective checks that all members
-//! called the same collective with the same operator, dtype, element count and root, as part of
-//! the barrier the collective makes anyway.
+//! called the same collective with the same operator, dtype, element count and root, on the same
+//! symmetric buffers, as part of the barrier the collective makes anyway. The buffers are the heap
+//! offsets of `source`, which every member reads at its own offset on its peers, and of `dest`
+//! where a peer reads or writes it too (all but the reduce-scatter, whose `dest` only this member
+//! writes: its in-place form passes each member's own block of `source`).
 //!
-//! Before that first barrier each member writes its [`Signature`] (three words) into its own
+//! Before that first barrier each member writes its [`Signature`] and its [`Buffers`] (five
+//! words) into its own
 //! slot of the runtime workspace for the team; after it, each reads every member's slot
 //! (mapped in this process, as the data will be) and compares. Every member sees the same
 //! slots, so a difference is found by all of them: each makes the collective's second barrier,
 //! moves no data, and fails with [`Error::Mismatch`] naming the first member that differs and
-//! both calls. A member whose own arguments were refused (a bad pointer, a root outside the
-//! team) still takes part, marked as refused, so that the others fail too instead of waiting
-//! for it. The cost is one small write, one small read per member, and a comparison (see
-//! `examples/host_latency.rs`); no message is added.
+//! both calls (for buffers: which one, at which heap offset, in which allocation). A member whose
+//! own arguments were refused (a bad pointer, a root outside the team) still takes part, marked
+//! as refused, so that the others fail too instead of waiting for it. The cost is one small write,
+//! one small read per member, and a comparison (see `examples/host_latency.rs`); no message is
+//! added. The on-stream collectives below agree on the signature alone.
 //!
 //! The slot is never read by a member of another collective: the second barrier keeps every
 //! member from writing its next signature before all have read this one.
@@ -37,6 +42,7 @@
 
 use super::team::TeamInfo;
 use super::{workspace, Runtime, Team};
+use crate::heap::SymAddr;
 use crate::dtype::{DType, ReduceOp, ALL_DTYPES, ALL_REDUCE_OPS};
 use crate::error::{Error, Result};
 
@@ -78,22 +84,38 @@ pub(super) struct Signature {
 }
 
 /// Words of one member's slot: a tag with kind, dtype, op and the refused flag; the root; the
-/// element count.
-pub(super) const WORDS: usize = 3;
+/// element count; the heap offsets of `dest` and `source`.
+pub(super) const WORDS: usize = 5;
+
+/// Where a member's `dest` and `source` lie: their offsets from the start of its own heap slot,
+/// the same numbers on every member that passes the same symmetric buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Buffers {
+    pub dest: u64,
+    pub source: u64,
+}
 
 /// Marks a written slot (a zeroed one reads as "no collective").
 const TAG: u64 = 0x5253_4147 << 32;
 
 impl Signature {
-    fn encode(&self) -> [u8; WORDS * 8] {
+    fn encode(&self, bufs: Buffers) -> [u8; WORDS * 8] {
         let op = self.op.map_or(0, |o| ALL_REDUCE_OPS.iter().position(|x| *x == o).unwrap_or(0) as u64 + 1);
         let dtype = ALL_DTYPES.iter().position(|d| *d == self.dtype).unwrap_or(0) as u64;
         let w0 = TAG | (self.kind as u64) << 24 | dtype << 16 | op << 8 | u64::from(self.refused);
         let mut out = [0u8; WORDS * 8];
         out[..8].copy_from_slice(&w0.to_le_bytes());
         out[8..16].copy_from_slice(&(self.root as i64 as u64).to_le_bytes());
-        out[16..].copy_from_slice(&self.nelems.to_le_bytes());
+        out[16..24].copy_from_slice(&self.nelems.to_le_bytes());
+        out[24..32].copy_from_slice(&bufs.dest.to_le_bytes());
+        out[32..].copy_from_slice(&bufs.source.to_le_bytes());
         out
+    }
+
+    /// The buffers of a slot that [`Signature::decode`] read.
+    fn decode_buffers(b: &[u8; WORDS * 8]) -> Buffers {
+        let word = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+        Buffers { dest: word(3), source: word(4) }
     }
 
     /// `None` for a slot that holds no signature (never written, or another runtime's).
@@ -219,11 +241,22 @@ impl Runtime {
     /// # Errors
     /// This PE's own `local` error; [`Error::Mismatch`] when a member called with other
     /// arguments; [`Error::InvalidArgument`] when a member refused its own; barrier errors.
-    pub(super) fn agreed_barrier(&self, team: Team, info: &TeamInfo, mut sig: Signature, local: Result<()>) -> Result<()> {
+    pub(super) fn agreed_barrier(
+        &self,
+        team: Team,
+        info: &TeamInfo,
+        mut sig: Signature,
+        dest: Option<SymAddr>,
+        source: SymAddr,
+        local: Result<()>,
+    ) -> Result<()> {
         sig.refused = local.is_err();
         let words = self.agree_words(team);
         let me = self.my_pe();
-        self.write_heap(words, me, &sig.encode())?;
+        let base = self.heap().my_base();
+        let offset = |a: SymAddr| a.get().wrapping_sub(base) as u64;
+        let bufs = Buffers { dest: dest.map_or(u64::MAX, offset), source: offset(source) };
+        self.write_heap(words, me, &sig.encode(bufs))?;
         self.barrier(team)?;
         let mut problem = None;
         let mut buf = [0u8; WORDS * 8];
@@ -234,7 +267,12 @@ impl Runtime {
             self.read_heap(words, pe, &mut buf)?;
             let theirs = Signature::decode(&buf);
             if theirs == Some(sig) {
-                continue;
+                let their_bufs = Signature::decode_buffers(&buf);
+                if sig.refused || their_bufs == bufs {
+                    continue;
+                }
+                problem = Some(self.buffers_differ(&sig, info, me, pe, bufs, their_bufs));
+                break;
             }
             problem = Some(match theirs {
                 Some(t) if t.refused && Signature { refused: false, ..t } == Signature { refused: false, ..sig } => {
@@ -263,6 +301,34 @@ impl Runtime {
         }
         Ok(())
     }
+
+    /// The mismatch of a member that made the same call on other buffers: which buffer, at
+    /// which heap offsets, in which of this PE's allocations (the same on every PE).
+    fn buffers_differ(&self, sig: &Signature, info: &TeamInfo, me: usize, pe: usize, mine: Buffers, theirs: Buffers) -> Error {
+        let (name, a, b) = if mine.dest != theirs.dest { ("dest", mine.dest, theirs.dest) } else { ("source", mine.source, theirs.source) };
+        let what = if name == "dest" { "collective's dest buffer" } else { "collective's source buffer" };
+        Error::Mismatch {
+            what,
+            me,
+            pe,
+            mine: format!("{} on {} with {name} at {}", sig.show(), info.name, self.show_offset(a)),
+            theirs: format!("{name} at {}", self.show_offset(b)),
+        }
+    }
+
+    /// A heap offset as a message shows it, with the allocation that holds it.
+    fn show_offset(&self, off: u64) -> String {
+        let addr = self.heap().my_base().wrapping_add(off as usize);
+        match self.heap().allocation_of(addr) {
+            Some(a) => format!(
+                "heap offset {off:#x} (byte {} of the {}-byte allocation at heap offset {:#x})",
+                addr - a.base,
+                a.len,
+                a.offset
+            ),
+            None => format!("heap offset {off:#x} (in no live allocation)"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -274,7 +340,9 @@ mod tests {
         for dtype in ALL_DTYPES {
             for op in [None, Some(ReduceOp::Max), Some(ReduceOp::Xor)] {
                 let s = Signature { kind: Kind::Reduce, dtype, op, root: -3, nelems: 1 << 40, refused: op.is_none() };
-                assert_eq!(Signature::decode(&s.encode()), Some(s));
+                let bufs = Buffers { dest: 0x40, source: u64::MAX - 7 };
+                assert_eq!(Signature::decode(&s.encode(bufs)), Some(s));
+                assert_eq!(Signature::decode_buffers(&s.encode(bufs)), bufs);
             }
         }
         assert_eq!(Signature::decode(&[0; WORDS * 8]), None);

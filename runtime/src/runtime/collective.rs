@@ -79,7 +79,7 @@ impl Runtime {
             self.check_local(source, bytes)
         });
         let sig = Signature { kind: Kind::Broadcast, dtype, op: None, root, nelems: nelems as u64, refused: false };
-        self.agreed_barrier(team, &info, sig, local)?;
+        self.agreed_barrier(team, &info, sig, Some(dest), source, local)?;
         let root_pe = root_pe?;
         if bytes >= self.coll_hierarchy_min_bytes {
             if let Some(leader) = self.host_leader(&info) {
@@ -122,7 +122,7 @@ impl Runtime {
             self.check_local(source, bytes)
         });
         let sig = Signature { kind: Kind::Fcollect, dtype, op: None, root: 0, nelems: nelems as u64, refused: false };
-        self.agreed_barrier(team, &info, sig, local)?;
+        self.agreed_barrier(team, &info, sig, Some(dest), source, local)?;
         if let Some(leader) = self.host_leader(&info) {
             return self.fcollect_by_hosts(team, &info, leader, dest, source, bytes);
         }
@@ -181,7 +181,7 @@ impl Runtime {
             self.check_local(source, all)
         });
         let sig = Signature { kind: Kind::Alltoall, dtype, op: None, root: 0, nelems: nelems as u64, refused: false };
-        self.agreed_barrier(team, &info, sig, local)?;
+        self.agreed_barrier(team, &info, sig, Some(dest), source, local)?;
         let me = info.my_index;
         let my_pe = self.my_pe();
         for (j, &pe) in info.members.iter().enumerate() {
@@ -222,7 +222,7 @@ impl Runtime {
             self.check_local(source, bytes)
         });
         let sig = Signature { kind: Kind::Reduce, dtype, op: Some(op), root: 0, nelems: nelems as u64, refused: false };
-        self.agreed_barrier(team, &info, sig, local)?;
+        self.agreed_barrier(team, &info, sig, Some(dest), source, local)?;
         let leader = if bytes >= self.coll_hierarchy_min_bytes { self.host_leader(&info) } else { None };
         let me = self.my_pe();
         if leader.is_some_and(|l| l != me) {
@@ -274,7 +274,7 @@ impl Runtime {
             self.check_local(source, all)
         });
         let sig = Signature { kind: Kind::ReduceScatter, dtype, op: Some(op), root: 0, nelems: nelems as u64, refused: false };
-        self.agreed_barrier(team, &info, sig, local)?;
+        self.agreed_barrier(team, &info, sig, None, source, local)?;
         let acc = self.combine_members(&info.members, source + info.my_index * bytes, bytes, dtype, op)?;
         self.barrier(team)?;
         self.write_heap(dest.get(), self.my_pe(), &acc)

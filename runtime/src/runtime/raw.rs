@@ -9,9 +9,20 @@
 //! addresses they did not take from a live object of their own (a tensor's `data_ptr()`).
 //! Memory unmapped by another thread between the check and the copy is not caught; that is the
 //! caller racing with itself.
+//!
+//! A destination the front end did take from a live object is still checked for writability
+//! ([`Runtime::check_writable`]): a tensor over a read-only file mapping (a `numpy.memmap` opened
+//! with `mode="r"`, seen through `torch.from_numpy`) has a valid `data_ptr()` that faults when
+//! written. That check asks the kernel to copy one byte of every page of the range onto itself
+//! (`process_vm_writev` on this process), which fails with `EFAULT` unless every page may be
+//! written: one system call per 1024 pages, about a microsecond for a small range, and the bytes
+//! are unchanged (the caller is about to overwrite them anyway). Where that call is not allowed
+//! (a seccomp filter), the answer is remembered for the process and the maps are read instead.
+#![allow(unsafe_code)]
 
 use super::Runtime;
 use crate::error::{Error, Result};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// What the runtime will do with a local range.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,8 +47,105 @@ impl Runtime {
         if self.mem.checks_itself(addr)? {
             return Ok(());
         }
+        if access == Access::Write && probe_writable(addr, len) == Some(true) {
+            return Ok(());
+        }
         let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| Error::os("read /proc/self/maps", e))?;
         check_in_maps(&maps, addr, len, access)
+    }
+
+    /// Checks that `[addr, addr+len)`, taken from a live tensor or array, may be written: the
+    /// cheap probe of the module docs, and the maps only to explain a refusal (or where the probe
+    /// is not allowed).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the address, the length and the mapping's permissions.
+    pub fn check_writable(&self, addr: usize, len: usize) -> Result<()> {
+        if len == 0 || self.mem.checks_itself(addr)? || probe_writable(addr, len) == Some(true) {
+            return Ok(());
+        }
+        let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| Error::os("read /proc/self/maps", e))?;
+        check_in_maps(&maps, addr, len, Access::Write).and_then(|()| match probe_writable(addr, len) {
+            // Mapped writable, yet the kernel refused a write (e.g. a memory protection key).
+            Some(false) => Err(Error::InvalidArgument(format!(
+                "local address {addr:#x} (+{len} bytes) is mapped writable but the kernel refuses writes to it \
+                 (a protection key or a sealed mapping?); pass writable memory"
+            ))),
+            _ => Ok(()),
+        })
+    }
+}
+
+/// Whether the probe of the module docs is allowed here: 0 not tried yet, 1 yes, 2 no.
+static PROBE: AtomicU8 = AtomicU8::new(0);
+
+#[repr(C)]
+struct IoVec {
+    base: *mut std::ffi::c_void,
+    len: usize,
+}
+
+extern "C" {
+    fn process_vm_writev(
+        pid: i32,
+        local: *const IoVec,
+        liovcnt: std::ffi::c_ulong,
+        remote: *const IoVec,
+        riovcnt: std::ffi::c_ulong,
+        flags: std::ffi::c_ulong,
+    ) -> isize;
+}
+
+/// Most iovecs one call takes (`UIO_MAXIOV`).
+const MAX_IOV: usize = 1024;
+
+/// Whether every page of `[addr, addr+len)` may be written by this process: `Some(true)` yes,
+/// `Some(false)` no (a page is unmapped, read-only or inaccessible), `None` when the kernel does
+/// not let this process ask (the caller reads the maps instead). `len` > 0.
+fn probe_writable(addr: usize, len: usize) -> Option<bool> {
+    if PROBE.load(Ordering::Relaxed) == 2 {
+        return None;
+    }
+    let page = rustix::param::page_size();
+    let Some(last) = addr.checked_add(len - 1) else { return Some(false) };
+    let pid = rustix::process::getpid().as_raw_nonzero().get();
+    // One byte at `addr`, then one at the start of every later page up to `last`.
+    let mut at = addr;
+    let mut iov: Vec<IoVec> = Vec::with_capacity(MAX_IOV.min(len / page + 2));
+    loop {
+        iov.clear();
+        while iov.len() < MAX_IOV {
+            iov.push(IoVec { base: at as *mut std::ffi::c_void, len: 1 });
+            match (at / page + 1).checked_mul(page) {
+                Some(next) if next <= last => at = next,
+                _ => {
+                    at = usize::MAX;
+                    break;
+                }
+            }
+        }
+        // SAFETY: the kernel reads and writes the listed bytes of this process itself, checking
+        // every access (a bad one is EFAULT or a short count, never a fault here); each byte is
+        // copied onto itself, so memory that may be written keeps its contents.
+        let done = unsafe { process_vm_writev(pid, iov.as_ptr(), iov.len() as _, iov.as_ptr(), iov.len() as _, 0) };
+        if done < 0 {
+            let e = std::io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(code) if code == rustix::io::Errno::FAULT.raw_os_error() => Some(false),
+                _ => {
+                    tracing::debug!("process_vm_writev on this process is not allowed ({e}); checking writability by /proc/self/maps");
+                    PROBE.store(2, Ordering::Relaxed);
+                    None
+                }
+            };
+        }
+        PROBE.store(1, Ordering::Relaxed);
+        if done as usize != iov.len() {
+            return Some(false);
+        }
+        if at == usize::MAX {
+            return Some(true);
+        }
     }
 }
 
@@ -100,6 +208,30 @@ mod tests {
         assert!(e(0x800, 8, Access::Read).contains("0x800 is not mapped"));
         assert!(e(0x7ff8, 16, Access::Read).contains("0x8000 is not mapped"));
         assert!(e(usize::MAX - 2, 8, Access::Read).contains("wraps"));
+    }
+
+    #[test]
+    fn the_probe_tells_writable_pages_and_keeps_their_bytes() {
+        let v: Vec<u8> = (0..3 * 4096 + 5).map(|i| i as u8).collect();
+        assert_eq!(probe_writable(v.as_ptr() as usize + 3, v.len() - 3), Some(true));
+        assert!(v.iter().enumerate().all(|(i, &b)| b == i as u8), "the probe changed bytes");
+        static RO: [u8; 4] = [1, 2, 3, 4];
+        assert_eq!(probe_writable(RO.as_ptr() as usize, 4), Some(false));
+        assert_eq!(probe_writable(0x1000, 8), Some(false));
+        assert_eq!(probe_writable(usize::MAX - 2, 8), Some(false));
+        // A writable page followed by a read-only one: the second page is found.
+        let page = rustix::param::page_size();
+        // SAFETY: a fresh anonymous mapping of two pages, unmapped below.
+        let p = unsafe {
+            rustix::mm::mmap_anonymous(std::ptr::null_mut(), 2 * page, rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE, rustix::mm::MapFlags::PRIVATE)
+        }
+        .unwrap();
+        // SAFETY: the second page of the mapping above.
+        unsafe { rustix::mm::mprotect(p.cast::<u8>().add(page).cast(), page, rustix::mm::MprotectFlags::READ) }.unwrap();
+        assert_eq!(probe_writable(p as usize, page), Some(true));
+        assert_eq!(probe_writable(p as usize + page - 1, 2), Some(false));
+        // SAFETY: the mapping above, no longer used.
+        unsafe { rustix::mm::munmap(p, 2 * page) }.unwrap();
     }
 
     #[test]
