@@ -120,7 +120,7 @@ pub unsafe extern "C" fn rshmem_host_finalize() -> c_int {
                 },
             }
         };
-        Ok(taken.finalize()?)
+        Ok(taken.finalize_as(NAME)?)
     })
 }
 

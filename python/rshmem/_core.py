@@ -203,16 +203,16 @@ def finalize() -> None:
     them raise `NotSymmetricError` afterwards. Their memory stays mapped in this process until the
     last of them dies, so reading or writing them never faults, but it is no longer shared.
     """
-    _finalize(warn_live=True)
+    _finalize(warn_live=True, how="rshmem.finalize()")
 
 
-def _finalize(warn_live: bool) -> None:
+def _finalize(warn_live: bool, how: str) -> None:
     if not _native.is_initialized():
         return
     for hook in list(_finalize_hooks):
         hook()
     count, nbytes = _live_at_finalize[0]
-    _native.finalize()
+    _native.finalize(how)
     # Warned only now: with warnings turned into errors, raising before the runtime stopped would
     # leave it running with its tensors already forgotten.
     if warn_live and count:
@@ -234,10 +234,27 @@ def _finalize_at_exit() -> None:
     _log.info("rshmem: finalizing at interpreter exit (the program did not call rshmem.finalize())")
     try:
         # No LiveTensorsWarning here: every tensor dies with the interpreter anyway.
-        _finalize(warn_live=False)
+        _finalize(warn_live=False, how=_how_exiting())
     except Exception as e:  # noqa: BLE001 - an exit handler must not raise
         _log.warning("rshmem: finalize at interpreter exit failed (%s: %s); this PE left the job without "
                      "its peers agreeing", type(e).__name__, e)
+
+
+def _require_init(call: str) -> None:
+    """Raises `NotInitializedError` naming `call`, the public function the user called (before a
+    helper's own native call could name itself instead)."""
+    if not _native.is_initialized():
+        raise _native.NotInitializedError(f"rshmem is not initialized: call rshmem.init() before {call}")
+
+
+def _how_exiting() -> str:
+    """What the peers are told when this PE finalizes at exit: the uncaught exception that ended
+    the program (Python sets `sys.last_value` before the exit handlers run), or a plain exit."""
+    e = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if e is None:
+        return "its program exited without calling rshmem.finalize()"
+    text = str(e).splitlines()[0][:200] if str(e) else ""
+    return f"its program ended on an uncaught {type(e).__name__}" + (f": {text}" if text else "")
 
 
 def is_initialized() -> bool:

@@ -34,7 +34,7 @@ __all__ = ["ColumnParallelLinear", "RowParallelLinear", "allreduce_sequence_para
 
 
 def _split(total: int, what: str, group) -> tuple:
-    team = _group.team_of(group, what)
+    team = _group.team_of(group, f"nn.{what}")
     info = _group.info(team)
     if total % info.size:
         raise InvalidArgumentError(f"rshmem.nn.{what}: {total} features cannot be split evenly over {info.size} PEs")
@@ -70,7 +70,7 @@ class ColumnParallelLinear(torch.nn.Module):
         w = linear.weight
         layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group=group, device=w.device,
                     dtype=w.dtype)
-        r = _group.info(_group.team_of(group, "ColumnParallelLinear")).rank
+        r = _group.info(_group.team_of(group, "nn.ColumnParallelLinear")).rank
         rows = slice(r * layer.out_local, (r + 1) * layer.out_local)
         with torch.no_grad():
             layer.weight.copy_(w[rows])
@@ -116,7 +116,7 @@ class RowParallelLinear(torch.nn.Module):
         w = linear.weight
         layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group=group, device=w.device,
                     dtype=w.dtype)
-        r = _group.info(_group.team_of(group, "RowParallelLinear")).rank
+        r = _group.info(_group.team_of(group, "nn.RowParallelLinear")).rank
         with torch.no_grad():
             layer.weight.copy_(w[:, r * layer.in_local:(r + 1) * layer.in_local])
             if layer.bias is not None:

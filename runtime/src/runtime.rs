@@ -126,9 +126,6 @@ pub struct Runtime {
     teams: Mutex<TeamTable>,
     /// Symmetric address of the runtime workspace (see `workspace`).
     workspace: usize,
-    /// Symmetric address of the collective workspace (`workspace::COLL_WS_BYTES`, one part of
-    /// `workspace::COLL_WS_BYTES_PER_TEAM` per team slot).
-    coll_ws: usize,
     /// Symmetric address of the backend's stream workspace (`Backend::stream_workspace_bytes`);
     /// 0 where it needs none.
     staged_ws: usize,

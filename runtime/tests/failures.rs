@@ -181,8 +181,9 @@ fn debug_wait_timeout_names_the_word() {
         let word = rt.calloc(2, 8).unwrap();
         let started = Instant::now();
         match rt.wait_until(word + 4, DType::I32, Cmp::Eq, 7).unwrap_err() {
-            Error::WaitTimeout { pe: p, location, cmp, expected, seen, timeout_ms } => {
+            Error::WaitTimeout { pe: p, call, location, cmp, expected, seen, timeout_ms } => {
                 assert_eq!((p, cmp, expected, seen, timeout_ms), (pe, "==", 7, 0, 300));
+                assert_eq!(call, "wait_until");
                 assert!(location.contains("allocation of 16 bytes") && location.contains("+4"), "{location}");
             }
             other => panic!("expected WaitTimeout, got {other}"),
@@ -205,6 +206,8 @@ fn debug_wait_timeout_names_the_word() {
         } else {
             let msg = rt.barrier_all().unwrap_err().to_string();
             assert!(msg.contains("PE 0") && msg.contains(">= 4") && msg.contains("last seen 3"), "{msg}");
+            // The call, the team and the PE that has not arrived.
+            assert!(msg.contains("barrier_all timed out") && msg.contains("team WORLD") && msg.contains("yet: [1]"), "{msg}");
             rt.signal_op(flag, 1, SignalOp::Set, 1).unwrap();
         }
         rt.barrier_all().unwrap();

@@ -65,9 +65,12 @@ fn init(
 }
 
 /// Collective: frees everything and stops the runtime (`nvshmem_finalize`). Does nothing when
-/// the runtime is not running, so it can be called twice.
+/// the runtime is not running, so it can be called twice. `how` is what the other PEs are told
+/// when this PE leaves while they still wait for it ("rshmem.finalize()", "the exit handler
+/// after an uncaught KeyError: ...").
 #[pyfunction]
-fn finalize(py: Python<'_>) -> PyResult<()> {
+#[pyo3(signature = (how=None))]
+fn finalize(py: Python<'_>, how: Option<String>) -> PyResult<()> {
     let taken = {
         let mut slot = RUNTIME.write().unwrap_or_else(|e| e.into_inner());
         match slot.take() {
@@ -85,7 +88,8 @@ fn finalize(py: Python<'_>) -> PyResult<()> {
             },
         }
     };
-    py.detach(move || taken.finalize()).py_err()
+    let how = how.unwrap_or_else(|| "rshmem.finalize()".to_string());
+    py.detach(move || taken.finalize_as(&how)).py_err()
 }
 
 /// Whether `init` has run and `finalize` has not.

@@ -72,6 +72,12 @@ impl Kind {
     pub(crate) const DEAD: Kind = Kind(20);
     /// Either way: this side is finalizing; the end-of-file that follows is not a death.
     pub(crate) const GOODBYE: Kind = Kind(21);
+    /// A PE leaves the job (its finalize started): payload `(pe: u32, how: String)`. To PE 0
+    /// from the leaving PE, and from PE 0 to every other PE. It is also the finalize's arrival:
+    /// no barrier, wait or collective of a program can match it.
+    pub(crate) const LEAVING: Kind = Kind(22);
+    /// PE 0 to every PE: every PE has left (or died), finalize may tear down.
+    pub(crate) const RELEASE: Kind = Kind(23);
 
     /// A name for messages.
     pub(crate) fn name(self) -> &'static str {
@@ -87,6 +93,8 @@ impl Kind {
             Kind::BARRIER => "barrier",
             Kind::DEAD => "peer-died notice",
             Kind::GOODBYE => "goodbye",
+            Kind::LEAVING => "leaving notice",
+            Kind::RELEASE => "finalize release",
             _ => "unknown message",
         }
     }

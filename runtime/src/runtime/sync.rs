@@ -48,7 +48,8 @@ impl Runtime {
     /// asynchronous failure.
     #[doc(alias = "nvshmem_fence")]
     pub fn fence(&self) -> Result<()> {
-        self.boot.health().check("fence")?;
+        // A peer that left (finalize) owes nothing to this PE's ordering; a dead one makes it void.
+        self.boot.health().check_dead("fence")?;
         if let Some(net) = &self.net {
             net.quiet()?;
         }
@@ -67,7 +68,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_quiet")]
     pub fn quiet(&self) -> Result<()> {
         // Puts to a dead PE cannot be complete: say so instead of succeeding silently.
-        self.boot.health().check("quiet")?;
+        self.boot.health().check_dead("quiet")?;
         self.check_device_error()?;
         if let Some(net) = &self.net {
             net.quiet()?;

@@ -15,7 +15,7 @@ use crate::consts::Cmp;
 use crate::dtype::{DType, SYNC_DTYPES};
 use crate::heap::SymAddr;
 use crate::error::{Error, Result};
-use crate::watchdog::{check_interrupt, Stall, INTERRUPT_EVERY};
+use crate::watchdog::{call_name, check_interrupt, Stall, INTERRUPT_EVERY};
 use std::time::{Duration, Instant};
 
 /// Polls that only spin before the loop starts yielding.
@@ -88,23 +88,31 @@ impl Runtime {
             }
             let now = Instant::now();
             if now.duration_since(last_health) >= HEALTH_EVERY {
-                self.boot.health().check(during)?;
+                let health = self.boot.health();
+                if health.dead_pe().is_some() || health.left_pe().is_some() {
+                    // The peer may have met this wait's condition just before it left (its
+                    // last arrival, then its finalize): look once more before failing.
+                    if let Ok(r) = probe()? {
+                        return Ok(r);
+                    }
+                    health.check(&call_name(during))?;
+                }
                 last_health = now;
                 if last_seen != Some(unmet.seen) {
                     // The word moved (e.g. another member arrived): not stuck.
                     last_seen = Some(unmet.seen);
                     stall.progressed();
                 }
-                stall.check(&format!("PE {}", self.my_pe()), || format!("{during}: {}", detail(&unmet)));
+                stall.check(&format!("PE {}", self.my_pe()), || format!("{}: {}", call_name(during), detail(&unmet)));
             }
             if now.duration_since(last_interrupt) >= INTERRUPT_EVERY {
-                check_interrupt(during)?;
+                check_interrupt(during).map_err(|_| Error::Interrupted { during: call_name(during) })?;
                 last_interrupt = now;
             }
             let waited = now.duration_since(start);
             if let Some(limit) = self.wait_timeout {
                 if waited >= limit {
-                    return Err(self.timeout_error(unmet, limit));
+                    return Err(self.timeout_error(during, &detail(&unmet), unmet, limit));
                 }
             }
             if waited < YIELD_FOR {
@@ -127,6 +135,22 @@ impl Runtime {
         )
     }
 
+    /// A symmetric word for messages: its allocation and offset, and for a team's barrier words
+    /// (what device and on-stream barriers wait on) which team's barrier it is.
+    pub(super) fn describe_word(&self, addr: usize) -> String {
+        let first = self.barrier_words(0);
+        let per_team = crate::device_state::BARRIER_WS_BYTES_PER_TEAM as usize;
+        let place = self.heap.describe(addr);
+        match addr.checked_sub(first).map(|off| off / per_team) {
+            Some(slot) if slot < crate::consts::MAX_TEAMS => {
+                let team = super::Team(slot as i32);
+                let name = self.teams().get(team).map_or_else(|_| format!("team {slot}"), |t| format!("{} (members {:?})", t.name, t.members));
+                format!("{place}: the barrier words of {name}")
+            }
+            _ => place,
+        }
+    }
+
     /// What a barrier awaits, for the stuck report: the team, its counter, and which members
     /// have not arrived (their epoch word is behind this PE's).
     pub(super) fn describe_barrier(&self, team: super::Team, members: &[usize], epoch_word: usize, epoch: u64, u: &Unmet) -> String {
@@ -146,10 +170,13 @@ impl Runtime {
         )
     }
 
-    fn timeout_error(&self, unmet: Unmet, limit: Duration) -> Error {
+    fn timeout_error(&self, during: &str, detail: &str, unmet: Unmet, limit: Duration) -> Error {
+        let word = format!("{:#x} ({})", unmet.addr, self.heap.describe(unmet.addr));
         Error::WaitTimeout {
             pe: self.my_pe(),
-            location: format!("{:#x} ({})", unmet.addr, self.heap.describe(unmet.addr)),
+            call: call_name(during),
+            // A barrier's detail names the team and the PEs that have not arrived.
+            location: if detail.starts_with("waiting until the word") { word } else { format!("{word}, {detail}") },
             cmp: unmet.cmp.symbol(),
             // The error carries i64; a uint64 above i64::MAX shows as its two's-complement bits.
             expected: unmet.expected as i64,
