@@ -48,19 +48,36 @@ std::thread_local! {
 }
 
 /// Runs `f` with `call` as the name every wait report, timeout and peer error of this thread
-/// gives (a front end's public function, e.g. `free_tensor` for the runtime's `free`); the
-/// previous name comes back afterwards.
+/// gives (a front end's public function, e.g. `free_tensor` for the runtime's `free`), unless
+/// an outer call already named itself: the user called the outermost one.
 pub fn in_call<T>(call: &str, f: impl FnOnce() -> T) -> T {
-    let before = CALL.with(|c| c.borrow_mut().replace(call.to_string()));
-    struct Restore(Option<String>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let before = self.0.take();
-            CALL.with(|c| *c.borrow_mut() = before);
+    let _named = call_scope(call);
+    f()
+}
+
+/// [`in_call`] until the returned guard is dropped.
+#[must_use = "the name holds while the guard lives"]
+pub fn call_scope(call: &str) -> CallScope {
+    let outer = CALL.with(|c| c.borrow().is_some());
+    if !outer {
+        CALL.with(|c| *c.borrow_mut() = Some(call.to_string()));
+    }
+    CallScope { set: !outer }
+}
+
+/// Names this thread's call while it lives (see [`call_scope`]).
+#[derive(Debug)]
+pub struct CallScope {
+    /// Whether this guard set the name (and so clears it).
+    set: bool,
+}
+
+impl Drop for CallScope {
+    fn drop(&mut self) {
+        if self.set {
+            CALL.with(|c| *c.borrow_mut() = None);
         }
     }
-    let _restore = Restore(before);
-    f()
 }
 
 /// `op` (the runtime's name of what waits) as the user knows it: `"free_tensor (allgather)"`
@@ -121,9 +138,9 @@ mod tests {
         assert_eq!(call_name("barrier_all"), "barrier_all");
         let inner = in_call("free_tensor", || {
             assert_eq!(call_name("free"), "free_tensor (free)");
-            in_call("nn.ColumnParallelLinear", || call_name("fcollect"))
+            in_call("fcollect", || call_name("barrier"))
         });
-        assert_eq!(inner, "nn.ColumnParallelLinear (fcollect)");
+        assert_eq!(inner, "free_tensor (barrier)", "the outermost call is the user's");
         assert_eq!(call_name("free"), "free", "restored");
     }
 

@@ -268,3 +268,68 @@ fn issue_12_mismatched_collectives_fail_everywhere() {
         rt.finalize().unwrap();
     });
 }
+
+/// A PE that finalizes instead of joining a barrier (or a collective) is not taken for the
+/// barrier's last arrival: the members fail with `PeerExited` naming it and how it left, fast.
+/// A point-to-point wait goes on while some other PE may still end it, and fails once every
+/// other PE left. Every PE's finalize then completes.
+#[test]
+fn finalize_is_not_a_barrier() {
+    Pes::new("finalize_is_not_a_barrier", 3).deadline(Duration::from_secs(60)).run(|pe, _n| {
+        let rt = init();
+        let word = rt.calloc(1, 8).unwrap();
+        rt.barrier_all().unwrap();
+        match pe {
+            2 => {
+                std::thread::sleep(Duration::from_millis(300));
+                rt.finalize_as("a test's finalize").unwrap();
+            }
+            0 => {
+                let started = Instant::now();
+                let err = rt.barrier_all().unwrap_err();
+                let msg = err.to_string();
+                assert!(matches!(err, Error::PeerExited { pe: 2, .. }), "{msg}");
+                assert!(msg.contains("PE 2 left the job (a test's finalize)") && msg.contains("barrier_all"), "{msg}");
+                assert!(started.elapsed() < Duration::from_secs(5), "noticed after {:?}", started.elapsed());
+                // Nothing more can match PE 2: later collectives fail at once, puts to it too.
+                assert!(matches!(rt.sync_all(), Err(Error::PeerExited { pe: 2, .. })));
+                let err = rt.fcollect(Team::WORLD, word, word, 0, DType::I64).unwrap_err().to_string();
+                assert!(err.contains("PE 2 left") && err.contains("fcollect"), "{err}");
+                assert!(matches!(rt.malloc(64), Err(Error::PeerExited { pe: 2, .. })));
+                assert!(matches!(rt.p::<u64>(word, 1, 2), Err(Error::PeerExited { pe: 2, .. })));
+                // PE 1 still waits, for PE 0: its wait ends with this put.
+                rt.p::<u64>(word, 1, 1).unwrap();
+                rt.quiet().unwrap();
+                rt.finalize().unwrap();
+            }
+            _ => {
+                assert_eq!(rt.wait_until(word, DType::I64, Cmp::Eq, 1).unwrap(), 1);
+                // Now PE 0 leaves too: a wait nobody is left to end fails, naming a leaver.
+                let started = Instant::now();
+                let err = rt.wait_until(word, DType::I64, Cmp::Eq, 2).unwrap_err();
+                assert!(matches!(err, Error::PeerExited { .. }) && err.to_string().contains("wait_until"), "{err}");
+                assert!(started.elapsed() < Duration::from_secs(5), "noticed after {:?}", started.elapsed());
+                rt.finalize().unwrap();
+            }
+        }
+    });
+}
+
+/// The counterpart: PEs that finalize right after their last barrier, some later than others,
+/// never fail a peer that is still on its way out of that barrier.
+#[test]
+fn finalize_right_after_a_barrier_is_clean() {
+    Pes::new("finalize_right_after_a_barrier_is_clean", 3).run(|pe, _n| {
+        let rt = init();
+        let src = rt.calloc(3, 8).unwrap();
+        let dst = rt.calloc(3 * 3, 8).unwrap();
+        for _ in 0..20 {
+            rt.barrier_all().unwrap();
+            rt.fcollect(Team::WORLD, dst, src, 3, DType::I64).unwrap();
+        }
+        if pe == 1 {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        rt.finalize().unwrap();
+    });
+}

@@ -114,6 +114,23 @@ impl Health {
         self.inner.leavers.lock().unwrap_or_else(|p| p.into_inner()).get(&pe).cloned()
     }
 
+    /// The first of `pes` (in their order) that announced it leaves, with how.
+    pub fn left_among(&self, pes: &[usize]) -> Option<(usize, String)> {
+        if self.left_pe().is_none() {
+            return None;
+        }
+        let leavers = self.inner.leavers.lock().unwrap_or_else(|p| p.into_inner());
+        pes.iter().find_map(|pe| leavers.get(pe).map(|how| (*pe, how.clone())))
+    }
+
+    /// How many PEs announced that they leave.
+    pub fn left_count(&self) -> usize {
+        if self.left_pe().is_none() {
+            return 0;
+        }
+        self.inner.leavers.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
     /// Whether `pe` announced that it leaves.
     pub(crate) fn has_left(&self, pe: usize) -> bool {
         self.inner.leavers.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&pe)

@@ -309,6 +309,7 @@ impl Runtime {
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/team.html>
     #[doc(alias = "nvshmem_team_split_strided")]
     pub fn team_split_strided(&self, parent: Team, start: i32, stride: i32, size: i32) -> Result<Option<Team>> {
+        let _named = crate::watchdog::call_scope("team_split_strided");
         let (pinfo, mask) = {
             let t = self.teams();
             (t.get(parent)?.clone(), t.free_mask())

@@ -27,6 +27,16 @@ const SLEEP_STEP: Duration = Duration::from_micros(50);
 /// How often the loop checks peer health.
 const HEALTH_EVERY: Duration = Duration::from_millis(1);
 
+/// Whose departure ends a wait: a peer that left (finalize) fails only the waits it could have
+/// ended. A dead peer fails every wait.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Awaits<'a> {
+    /// A team's members (barriers, collectives): any one of them leaving fails it.
+    Members(&'a [usize]),
+    /// Any peer (point-to-point waits: whoever may signal): fails once every other PE left.
+    AnyPeer,
+}
+
 /// The unmet condition of one poll, kept for the timeout message.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Unmet {
@@ -52,7 +62,32 @@ impl Runtime {
         during: &str,
         probe: impl FnMut() -> Result<std::result::Result<R, Unmet>>,
     ) -> Result<R> {
-        self.poll_with(during, &|u| self.describe_unmet(u), probe)
+        self.poll_with(during, Awaits::AnyPeer, &|u| self.describe_unmet(u), probe)
+    }
+
+    /// Fails when a PE that `awaits` names left the job, or any PE died: the wait cannot end.
+    ///
+    /// # Errors
+    /// [`Error::PeerDied`]; [`Error::PeerExited`] naming the first such PE and how it left.
+    pub(super) fn peers_gone(&self, awaits: Awaits<'_>, during: &str) -> Result<()> {
+        let health = self.boot.health();
+        health.check_dead(during)?;
+        let me = self.my_pe();
+        let gone = match awaits {
+            Awaits::Members(members) => {
+                let others: Vec<usize> = members.iter().copied().filter(|&pe| pe != me).collect();
+                health.left_among(&others)
+            }
+            Awaits::AnyPeer if health.left_count() + 1 >= self.n_pes() => {
+                let others: Vec<usize> = (0..self.n_pes()).filter(|&pe| pe != me).collect();
+                health.left_among(&others)
+            }
+            Awaits::AnyPeer => None,
+        };
+        match gone {
+            None => Ok(()),
+            Some((pe, how)) => Err(Error::PeerExited { pe, during: call_name(during), how }),
+        }
     }
 
     /// [`Runtime::poll`], with `detail` saying what is awaited when the stuck report
@@ -63,6 +98,7 @@ impl Runtime {
     pub(super) fn poll_with<R>(
         &self,
         during: &str,
+        awaits: Awaits<'_>,
         detail: &dyn Fn(&Unmet) -> String,
         mut probe: impl FnMut() -> Result<std::result::Result<R, Unmet>>,
     ) -> Result<R> {
@@ -89,13 +125,15 @@ impl Runtime {
             let now = Instant::now();
             if now.duration_since(last_health) >= HEALTH_EVERY {
                 let health = self.boot.health();
-                if health.dead_pe().is_some() || health.left_pe().is_some() {
+                if (health.dead_pe().is_some() || health.left_pe().is_some())
+                    && self.peers_gone(awaits, during).is_err()
+                {
                     // The peer may have met this wait's condition just before it left (its
                     // last arrival, then its finalize): look once more before failing.
                     if let Ok(r) = probe()? {
                         return Ok(r);
                     }
-                    health.check(&call_name(during))?;
+                    self.peers_gone(awaits, during)?;
                 }
                 last_health = now;
                 if last_seen != Some(unmet.seen) {
@@ -124,7 +162,7 @@ impl Runtime {
     }
 
     /// What a wait on a word awaits, for the stuck report.
-    fn describe_unmet(&self, u: &Unmet) -> String {
+    pub(super) fn describe_unmet(&self, u: &Unmet) -> String {
         format!(
             "waiting until the word at {:#x} ({}) {} {}; last seen {}",
             u.addr,
