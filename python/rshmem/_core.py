@@ -198,6 +198,11 @@ def finalize() -> None:
     """Collective: frees every symmetric allocation and stops rshmem (`nvshmem_finalize`).
     Calling it when rshmem is not running does nothing.
 
+    Not a barrier: this PE tells every other PE that it leaves, then waits until each has called
+    `finalize` too (at most `RSHMEM_BOOTSTRAP_TIMEOUT_S`). A peer still blocked in a barrier, wait
+    or collective that this PE never called raises `PeerExitedError` instead of taking the
+    finalize for its own call (docs/errors.md, "When a peer fails").
+
     Symmetric tensors of `rshmem.torch` that Python still references are freed too: one
     `LiveTensorsWarning` says how many and how many bytes, and `free_tensor` / `peer_tensor` on
     them raise `NotSymmetricError` afterwards. Their memory stays mapped in this process until the
