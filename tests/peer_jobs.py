@@ -54,13 +54,13 @@ class Job:
         deadline = time.monotonic() + timeout
         while text not in self._seen[pe]:
             left = deadline - time.monotonic()
-            if left <= 0 or p.poll() is not None and not select.select([p.stdout], [], [], 0)[0]:
+            ready = select.select([p.stdout], [], [], max(0.0, min(left, 0.2)))[0] if left > 0 else []
+            # The file descriptor itself: a buffered readline could keep a second line from select.
+            got = os.read(p.stdout.fileno(), 1 << 16).decode(errors="replace") if ready else ""
+            self._seen[pe] += got
+            if left <= 0 or ready and not got:  # out of time, or the PE closed its output
                 self.kill_all()
                 raise AssertionError(f"PE {pe} never printed {text!r}; output so far:\n{self._seen[pe]}")
-            ready, _, _ = select.select([p.stdout], [], [], min(left, 0.2))
-            if ready:
-                line = p.stdout.readline()
-                self._seen[pe] += line
         return time.monotonic()
 
     def signal(self, pe: int, sig: int) -> float:

@@ -116,9 +116,8 @@ impl Health {
 
     /// The first of `pes` (in their order) that announced it leaves, with how.
     pub fn left_among(&self, pes: &[usize]) -> Option<(usize, String)> {
-        if self.left_pe().is_none() {
-            return None;
-        }
+        // The common case, nobody left, costs one atomic load.
+        self.left_pe()?;
         let leavers = self.inner.leavers.lock().unwrap_or_else(|p| p.into_inner());
         pes.iter().find_map(|pe| leavers.get(pe).map(|how| (*pe, how.clone())))
     }
