@@ -19,7 +19,6 @@ fn malloc(py: Python<'_>, size: usize) -> PyResult<usize> {
 
 /// Collective: `count * size` zeroed bytes (`nvshmem_calloc`); `what` describes them in the
 /// caller's words, and PEs whose descriptions differ fail naming both.
-#[pyfunction]
 /// `call` names the public function the user called (e.g. `"create_symmetric_tensor"`) in
 /// wait reports and peer errors.
 #[pyfunction]
