@@ -130,7 +130,7 @@ BLOCKING = {
     "barrier_all": "rshmem.barrier_all()",
     "sync_all": "rshmem.sync_all()",
     "barrier": "rshmem.barrier(rshmem.Team.WORLD)",
-    "barrier_all_on_stream": "rshmem.barrier_all_on_stream()",
+    "barrier_all_on_stream": "rt.barrier_all_on_stream()",
     "signal_wait_until": "rshmem.signal_wait_until(word, rshmem.CMP_GE, 1)",
     "wait_until": "rshmem.wait_until(word, rshmem.CMP_EQ, 5)",
     "fcollect": "rshmem.fcollect(dst, src)",
