@@ -25,7 +25,7 @@ def test_putmem_and_getmem_of_tensors_of_different_sizes_are_refused():
 
 def test_layers_name_themselves():
     with pytest.raises(rshmem.InvalidArgumentError) as e:
-        rshmem.nn.ColumnParallelLinear(8, 8, group="not a group")
+        rshmem.nn.ColumnParallelLinear(8, 8, group=rshmem.Team(31))  # no such team
     assert "rshmem.nn.ColumnParallelLinear" in str(e.value) and "rshmem.ops" not in str(e.value), str(e.value)
 
 
