@@ -72,6 +72,10 @@ impl Runtime {
     pub(super) fn peers_gone(&self, awaits: Awaits<'_>, during: &str) -> Result<()> {
         let health = self.boot.health();
         health.check_dead(during)?;
+        if health.left_pe().is_none() {
+            // Every barrier starts here: nobody left costs two atomic loads, no allocation.
+            return Ok(());
+        }
         let me = self.my_pe();
         let gone = match awaits {
             Awaits::Members(members) => {
