@@ -155,6 +155,8 @@ def c_functions() -> tuple[list[CFn], list[tuple[str, str]]]:
     for row in rows:
         r = raw[row.name]
         label = f"api/host.toml row {row.name!r}"
+        # `c_doc` says it in C terms where the row's doc speaks Python (True/None, exceptions).
+        doc = r.get("c_doc", row.doc)
         c = r.get("c")
         if c is None:
             if row.native != "generated":
@@ -165,7 +167,7 @@ def c_functions() -> tuple[list[CFn], list[tuple[str, str]]]:
                     continue
                 kind = "const_" + a.kind if a.kind in ("sym", "local") and a.name in SOURCE_NAMES else a.kind
                 args.append(CArg(a.name, kind))
-            fns.append(CFn(PREFIX + row.name, row.name, row.group, row.doc, args, row.ret, "generated"))
+            fns.append(CFn(PREFIX + row.name, row.name, row.group, doc, args, row.ret, "generated"))
             continue
         if c.startswith("none:"):
             skipped.append((row.name, c[len("none:"):].strip()))
@@ -177,10 +179,10 @@ def c_functions() -> tuple[list[CFn], list[tuple[str, str]]]:
         if ret not in RET_KINDS:
             raise TableError(f"{label}: unknown c_ret {ret!r} (kinds: {', '.join(RET_KINDS)})")
         if c == "hand":
-            fns.append(CFn(PREFIX + row.name, row.name, row.group, row.doc, args, ret, "hand"))
+            fns.append(CFn(PREFIX + row.name, row.name, row.group, doc, args, ret, "hand"))
         else:
             for d in dtypes:
-                fns.append(CFn(f"{PREFIX}{d['device']}_{row.name}", row.name, row.group, row.doc, args, ret,
+                fns.append(CFn(f"{PREFIX}{d['device']}_{row.name}", row.name, row.group, doc, args, ret,
                                "typed", d))
     return fns, skipped
 

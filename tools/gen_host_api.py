@@ -926,7 +926,8 @@ def gen_errors_doc() -> str:
            "The message names the values, the PE and what to do. Classes that describe a kind of misuse",
            "Python code already catches also derive from the matching builtin (`PeOutOfRangeError` is an",
            "`IndexError`, `InvalidArgumentError` a `ValueError`, ...). No misuse ends in a segfault, an",
-           "abort or a hang: a peer that dies makes the others raise `PeerDiedError`, a wait under",
+           "abort or a hang: a peer that dies or leaves makes the others raise `PeerDiedError` /",
+           "`PeerExitedError` (see [When a peer fails](#when-a-peer-fails)), a wait under",
            "`RSHMEM_DEBUG_WAIT_TIMEOUT_MS` raises `TimeoutError` naming what it waited for, and a kernel",
            "that stopped on a bad argument is reported by the next host call on that PE.",
            "",
@@ -935,7 +936,50 @@ def gen_errors_doc() -> str:
     for name, bases, doc in error_classes():
         out.append(f"| `rshmem.{name}` | {', '.join('`' + b + '`' for b in bases.split(', '))} | {doc} |")
     out.append("")
+    out += PEER_FAILURES
     return "\n".join(out)
+
+
+# docs/errors.md's account of a peer's failure: what the other PEs raise, in which calls, how soon.
+PEER_FAILURES = [
+    "## When a peer fails",
+    "",
+    "No PE goes on as if a peer had made a call it did not make. A PE's finalize (explicit, or the",
+    "exit handler `rshmem.init` registers, which also runs after an uncaught exception or Ctrl-C) is",
+    "not a barrier: the PE announces over the bootstrap connections that it leaves and how, and waits",
+    "until every PE has announced it too. No barrier, wait or collective of a peer can match it.",
+    "",
+    "| what PE k does | what every other PE raises | when |",
+    "|---|---|---|",
+    "| dies: `kill -9`, a crash, `os._exit` | `PeerDiedError`: \"PE k died or disconnected (seen during CALL)\" | its sockets close at once; seen within 5 s (in practice milliseconds) |",
+    "| raises an uncaught exception, or `sys.exit`s, without `finalize` | `PeerExitedError`: \"PE k left the job (its program ended on an uncaught RuntimeError: boom) while this PE was in CALL\" | when its exit handler runs; seen within 5 s |",
+    "| gets Ctrl-C (`SIGINT`) alone | as above, with `KeyboardInterrupt`; PE k's own wait raises `KeyboardInterrupt` within 50 ms | within 5 s |",
+    "| calls `rshmem.finalize()` while the others wait in a call it never makes (a skipped barrier) | `PeerExitedError`: \"PE k left the job (rshmem.finalize()) while this PE was in CALL\" | within 5 s |",
+    "| is stopped (`SIGSTOP`) or computes without calling in | nothing is wrong yet: the others wait; after `RSHMEM_STUCK_REPORT_MS` each prints what it waits for; with `RSHMEM_DEBUG_WAIT_TIMEOUT_MS` a host wait raises `TimeoutError` naming CALL, the team and the PEs not arrived (bootstrap calls: after `RSHMEM_BOOTSTRAP_TIMEOUT_S`) | the configured times |",
+    "| calls another collective than the others | `MismatchError` where the collective checks its peers' arguments; else the others wait as above, and once one of them leaves the job, `PeerExitedError` | at once / as above |",
+    "",
+    "CALL is the call the user made, in the front end's terms: `barrier_all`, `barrier`, `sync_all`,",
+    "`barrier_all_on_stream` (the host backend runs it at once), `wait_until*`, `signal_wait_until`,",
+    "`broadcast`, `fcollect`, `alltoall`, `reduce`, `reducescatter`, `create_symmetric_tensor`,",
+    "`free_tensor` (with the bootstrap step it was in), `team_split_strided`, the `rshmem.ops` / `rshmem.nn`",
+    "call, or `finalize`. Host waits look at the peers every millisecond, bootstrap calls every 20 ms.",
+    "After a peer left, puts, gets and atomics towards it raise `PeerExitedError` too; after a peer",
+    "died, every call that involves peers raises `PeerDiedError`. The C ABI returns",
+    "`RSHMEM_ERROR_PEER_DIED` for both, `RSHMEM_ERROR_TIMEOUT` for a timeout.",
+    "",
+    "Then every process exits: the failing one at once, each other one as soon as its program lets",
+    "the error end it. Its exit handler's finalize tells the rest, and waits for the PEs that have not",
+    "left at most `RSHMEM_BOOTSTRAP_TIMEOUT_S` (a dead peer ends that wait at once), so torchrun and",
+    "mpirun see the job fail instead of hanging. A stopped PE hears of its peers' departure when it",
+    "resumes, and raises in its next call.",
+    "",
+    "What is not covered: a dead PE whose sockets stay open because a child process forked from it",
+    "still holds them; a host that vanishes (TCP keepalive notices it after about 25 s); and waits",
+    "inside kernels (device-side waits, on-stream calls queued on the cuda backend), which do not see",
+    "a peer leave: they end only at `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`, with a record naming the word",
+    "(for a team's barrier words, the team's barrier) that the next host call raises.",
+    "",
+]
 
 
 def gen_env_doc() -> str:

@@ -242,7 +242,7 @@ rshmem_status_t rshmem_host_device_state(void *out, size_t size);
 rshmem_status_t rshmem_host_get_unique_id(rshmem_uniqueid_t *out);
 /* Collective: starts the runtime on every PE (`nvshmem_init`). */
 rshmem_status_t rshmem_host_init(const rshmem_init_attr_t *attr);
-/* Collective: frees everything and stops the runtime (`nvshmem_finalize`). Does nothing when the runtime is not running, so it can be called twice. */
+/* Collective: frees everything and stops the runtime (`nvshmem_finalize`); `RSHMEM_SUCCESS` when it is not running. Not a barrier: this PE announces that it leaves and waits until every PE has; a peer still blocked in a call this PE never made fails with `RSHMEM_ERROR_PEER_DIED` saying this PE finalized. */
 rshmem_status_t rshmem_host_finalize(void);
 /* Ends the job at once: every PE's process exits with `status`, this one included, whatever the others are doing; nothing is finalized and the call never returns (`nvshmem_global_exit`). `rshmem.global_exit` flushes Python's stdout and stderr first. */
 rshmem_status_t rshmem_host_global_exit(int32_t status);
@@ -258,13 +258,13 @@ rshmem_status_t rshmem_host_backend(const char **out);
 /* ---- symmetric memory ---- */
 /* Collective: allocates `size` bytes on every PE's heap and returns the local address (`nvshmem_malloc`). Every PE must pass the same size. */
 rshmem_status_t rshmem_host_malloc(size_t size, void **out);
-/* Collective: `count * size` zeroed bytes (`nvshmem_calloc`). `what` describes them in the caller's words (a tensor's shape and dtype): PEs whose descriptions differ raise `MismatchError` quoting both, even where the sizes agree. */
+/* Collective: `count * size` zeroed bytes of symmetric memory (`nvshmem_calloc`); every PE must pass the same sizes (else `RSHMEM_ERROR_MISMATCH`). */
 rshmem_status_t rshmem_host_calloc(size_t count, size_t size, void **out);
 /* Collective: `size` bytes aligned to `alignment` (`nvshmem_align`). */
 rshmem_status_t rshmem_host_align(size_t alignment, size_t size, void **out);
-/* Collective: frees an allocation made by `malloc` / `calloc` / `align` (`nvshmem_free`). */
+/* Collective: frees an allocation made by `malloc` / `calloc` / `align` (`nvshmem_free`). `call` names the public function the user called in wait reports and peer errors. */
 rshmem_status_t rshmem_host_free(void *addr);
-/* The address of symmetric `addr` on `pe` if this PE reaches it by load/store, else `None` (`nvshmem_ptr`). */
+/* Writes to `*out` the address of symmetric `addr` on `pe` if this PE reaches it by load/store, else NULL (`nvshmem_ptr`). */
 rshmem_status_t rshmem_host_ptr(const void *addr, int pe, void **out);
 /* Bytes of this PE's heap handed out by the allocator and not yet freed. */
 rshmem_status_t rshmem_host_heap_in_use(size_t *out);
@@ -272,7 +272,7 @@ rshmem_status_t rshmem_host_heap_in_use(size_t *out);
 rshmem_status_t rshmem_host_heap_mapped(size_t *out);
 
 /* ---- remote memory access ---- */
-/* Copies `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmem_putmem`). With `check_local` (the default) `src` is checked to be readable memory of this process first; callers that took it from a live tensor pass `False`. */
+/* Copies `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmem_putmem`); `src` is checked to be readable memory of this process first (`RSHMEM_ERROR_INVALID_ARGUMENT` when it is not). */
 rshmem_status_t rshmem_host_putmem(void *dst, const void *src, size_t nbytes, int pe);
 /* Copies `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmem_getmem`); `dst` is checked as `putmem` checks its source. */
 rshmem_status_t rshmem_host_getmem(void *dst, const void *src, size_t nbytes, int pe);
@@ -312,7 +312,7 @@ rshmem_status_t rshmem_host_fp64_g(const double *src, int pe, double *out);
 rshmem_status_t rshmem_host_atomic(void *addr, size_t width, rshmem_amo_t op, int pe, uint64_t a, uint64_t b, uint64_t *out);
 
 /* ---- signals and waits ---- */
-/* Copies `nbytes` to `dst` on `pe`, then applies `sig_op` with `value` to the 64-bit word `sig` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `src` is checked as `putmem` checks it. */
+/* Copies `nbytes` to `dst` on `pe`, then applies `sig_op` (a `RSHMEM_SIGNAL_*` value) with `value` to the 64-bit word `sig` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). `src` is checked as `rshmem_host_putmem` checks it. */
 rshmem_status_t rshmem_host_putmem_signal(void *dst, const void *src, size_t nbytes, void *sig, uint64_t value, int sig_op, int pe);
 /* Applies `sig_op` (`SIGNAL_SET` / `SIGNAL_ADD`) with `value` to the word `sig` on `pe` (`nvshmemx_signal_op`). */
 rshmem_status_t rshmem_host_signal_op(void *sig, uint64_t value, int sig_op, int pe);
@@ -358,7 +358,7 @@ rshmem_status_t rshmem_host_team_my_pe(rshmem_team_t team, int32_t *out);
 rshmem_status_t rshmem_host_team_n_pes(rshmem_team_t team, int32_t *out);
 /* PE `pe` of `src_team` as numbered in `dest_team`; -1 when not there or when either team is `TEAM_INVALID` / None (`nvshmem_team_translate_pe`). */
 rshmem_status_t rshmem_host_team_translate_pe(rshmem_team_t src_team, int32_t pe, rshmem_team_t dest_team, int32_t *out);
-/* Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None (`TEAM_INVALID` in C) elsewhere; a `TEAM_INVALID` / None parent gives None at once (`nvshmem_team_split_strided`). */
+/* Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Writes the new team to `*out` on its members and `RSHMEM_TEAM_INVALID` elsewhere; a `RSHMEM_TEAM_INVALID` parent gives `RSHMEM_TEAM_INVALID` at once (`nvshmem_team_split_strided`). */
 rshmem_status_t rshmem_host_team_split_strided(rshmem_team_t parent, int32_t start, int32_t stride, int32_t size, rshmem_team_t *out);
 /* Collective over `team`: releases a team made by `team_split_strided`; `TEAM_INVALID` / None does nothing, so every PE of the parent may call it (`nvshmem_team_destroy`). */
 rshmem_status_t rshmem_host_team_destroy(rshmem_team_t team);
@@ -378,7 +378,7 @@ rshmem_status_t rshmem_host_reduce(rshmem_team_t team, rshmem_reduce_op_t op, vo
 rshmem_status_t rshmem_host_reducescatter(rshmem_team_t team, rshmem_reduce_op_t op, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype);
 
 /* ---- on-stream operations ---- */
-/* Queues a copy of `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process. */
+/* Queues a copy of `nbytes` from local `src` to symmetric `dst` on `pe` on the CUDA stream `stream` (`nvshmemx_putmem_on_stream`); `src` is checked first: GPU memory the driver knows, or readable memory of this process. */
 rshmem_status_t rshmem_host_putmem_on_stream(void *dst, const void *src, size_t nbytes, int pe, void *stream);
 /* Queues a copy of `nbytes` from symmetric `src` on `pe` to local `dst` (`nvshmemx_getmem_on_stream`). `dst` is checked as `putmem_on_stream` checks its source. */
 rshmem_status_t rshmem_host_getmem_on_stream(void *dst, const void *src, size_t nbytes, int pe, void *stream);
@@ -406,15 +406,15 @@ rshmem_status_t rshmem_host_reduce_on_stream(rshmem_team_t team, rshmem_reduce_o
 rshmem_status_t rshmem_host_reducescatter_on_stream(rshmem_team_t team, rshmem_reduce_op_t op, void *dst, const void *src, size_t nelems, rshmem_dtype_t dtype, void *stream);
 
 /* ---- the device ---- */
-/* The ordinal of the GPU this PE uses, or `None` on the host backend. */
+/* Writes to `*out` the ordinal of the GPU this PE uses, or -1 on the host backend. */
 rshmem_status_t rshmem_host_device_ordinal(int *out);
 /* How many PEs of this host use this PE's GPU, this one included (1: a GPU of its own; more: shared under `RSHMEM_ALLOW_SHARED_GPU=1`; 0 on the host backend). */
 rshmem_status_t rshmem_host_gpu_sharers(int *out);
-/* Writes the device state into the CUDA module `handle` (`nvshmemx_cumodule_init`); call it for every loaded module. Returns `True` when the module links the device library and was initialized, `False` (quietly) for other modules, on the host backend, and before `rshmem.init()`, when the module is kept and initialized by `init`. */
+/* Writes the device state into the CUDA module `module` (a `CUmodule`, `nvshmemx_cumodule_init`); call it for every loaded module. Writes 1 to `*out` when the module links the device library and was initialized, 0 for other modules, on the host backend, and before `rshmem_host_init`, when the module is kept and initialized by `rshmem_host_init`. */
 rshmem_status_t rshmem_host_device_init_module(void *module, int *out);
 /* Forgets the CUDA module `handle` that `device_init_module` was given, before its loader unloads it (`nvshmemx_cumodule_finalize`), so no later init or finalize writes into a module that is gone (or into another module that the driver gives the same handle). Returns whether the module was remembered. Works before init and after finalize too. */
 rshmem_status_t rshmem_host_device_forget_module(void *module, int *out);
-/* Raises the error a kernel of this PE recorded before it stopped (a wait past `RSHMEM_DEBUG_WAIT_TIMEOUT_MS` names the PE, the allocation and offset, the expected and last seen values); does nothing when there is none. */
+/* Returns the error a kernel of this PE recorded before it stopped (`RSHMEM_ERROR_TIMEOUT` for a wait past `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`, its message from `rshmem_host_last_error` naming the PE, the wait and the word, the expected and last seen values); `RSHMEM_SUCCESS` when there is none. */
 rshmem_status_t rshmem_host_check_device_error(void);
 
 #ifdef __cplusplus

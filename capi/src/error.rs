@@ -56,7 +56,8 @@ pub fn code_of(err: &Error) -> c_int {
         Error::NotSymmetric { .. } | Error::NotAllocated { .. } => "RSHMEM_ERROR_NOT_SYMMETRIC",
         Error::HeapExhausted { .. } => "RSHMEM_ERROR_HEAP_EXHAUSTED",
         Error::Mismatch { .. } => "RSHMEM_ERROR_MISMATCH",
-        Error::PeerDied { .. } => "RSHMEM_ERROR_PEER_DIED",
+        // A peer that left by finalizing is as gone for this call as a dead one.
+        Error::PeerDied { .. } | Error::PeerExited { .. } => "RSHMEM_ERROR_PEER_DIED",
         Error::Timeout { .. } | Error::WaitTimeout { .. } => "RSHMEM_ERROR_TIMEOUT",
         Error::Refused { .. } => "RSHMEM_ERROR_REFUSED",
         Error::InvalidArgument(_) => "RSHMEM_ERROR_INVALID_ARGUMENT",
@@ -68,6 +69,27 @@ pub fn code_of(err: &Error) -> c_int {
         // `Error` is non-exhaustive: a variant added later is still an error, not success.
         _ => "RSHMEM_ERROR_INTERNAL",
     })
+}
+
+/// The runtime's message for `err` in a C program's terms: the runtime words its messages for
+/// Python, so the Python calls they name become their C functions.
+pub fn in_c_terms(err: &Error) -> String {
+    /// Python's words in runtime messages, and what a C program calls the same.
+    const TERMS: &[(&str, &str)] = &[
+        ("call rshmem.finalize() before init() again", "call rshmem_host_finalize() before rshmem_host_init() again"),
+        ("rshmem.init()", "rshmem_host_init()"),
+        ("rshmem.finalize()", "rshmem_host_finalize()"),
+        ("rshmem malloc / create_symmetric_tensor", "rshmem_host_malloc / rshmem_host_calloc / rshmem_host_align"),
+    ];
+    let mut text = match err {
+        // `call` is already the C function's name.
+        Error::NotInitialized { call } => return format!("rshmem is not initialized: call rshmem_host_init() before {call}"),
+        e => e.to_string(),
+    };
+    for (py, c) in TERMS {
+        text = text.replace(py, c);
+    }
+    text
 }
 
 /// The C name of `status`, as a static C string.
@@ -99,4 +121,19 @@ pub fn fail(status: c_int, message: &str) -> c_int {
 /// This thread's last error message; valid until its next failing call.
 pub fn last() -> *const c_char {
     LAST.with(|l| l.borrow().as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_c_functions() {
+        let e = Error::NotInitialized { call: "rshmem_host_malloc()" };
+        assert_eq!(in_c_terms(&e), "rshmem is not initialized: call rshmem_host_init() before rshmem_host_malloc()");
+        let again = in_c_terms(&Error::AlreadyInitialized);
+        assert!(again.contains("rshmem_host_finalize() before rshmem_host_init() again") && !again.contains("rshmem."), "{again}");
+        let gone = in_c_terms(&Error::PeerExited { pe: 1, during: "rshmem_host_barrier_all()".into(), how: "rshmem_host_finalize()".into() });
+        assert!(gone.contains("PE 1 left the job (rshmem_host_finalize())"), "{gone}");
+    }
 }

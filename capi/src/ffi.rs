@@ -54,7 +54,7 @@ where
 {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => 0,
-        Ok(Err(Failure::Runtime(e))) => error::fail(error::code_of(&e), &format!("{name}: {e}")),
+        Ok(Err(Failure::Runtime(e))) => error::fail(error::code_of(&e), &format!("{name}: {}", error::in_c_terms(&e))),
         Ok(Err(Failure::Status(code, message))) => error::fail(code, &format!("{name}: {message}")),
         Err(panic) => {
             let what = panic

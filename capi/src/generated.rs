@@ -426,7 +426,7 @@ pub unsafe extern "C" fn rshmem_host_fp64_g(src: *const f64, pe: c_int, out: *mu
     })
 }
 
-/// Copies `nbytes` to `dst` on `pe`, then applies `sig_op` with `value` to the 64-bit word `sig` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). With `check_local` (the default) `src` is checked as `putmem` checks it.
+/// Copies `nbytes` to `dst` on `pe`, then applies `sig_op` (a `RSHMEM_SIGNAL_*` value) with `value` to the 64-bit word `sig` on `pe`; whoever sees the signal sees the data (`nvshmem_putmem_signal`). `src` is checked as `rshmem_host_putmem` checks it.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_putmem_signal(dst: *mut c_void, src: *const c_void, nbytes: usize, sig: *mut c_void, value: u64, sig_op: c_int, pe: c_int) -> c_int {
     const NAME: &str = "rshmem_host_putmem_signal()";
@@ -623,7 +623,7 @@ pub unsafe extern "C" fn rshmem_host_test_some(addr: *mut c_void, nelems: usize,
     })
 }
 
-/// Queues a copy of `nbytes` from local `src` to symmetric `dst` on `pe` (`nvshmemx_putmem_on_stream`). With `check_local` (the default) `src` is checked first: GPU memory the driver knows, or readable memory of this process.
+/// Queues a copy of `nbytes` from local `src` to symmetric `dst` on `pe` on the CUDA stream `stream` (`nvshmemx_putmem_on_stream`); `src` is checked first: GPU memory the driver knows, or readable memory of this process.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_putmem_on_stream(dst: *mut c_void, src: *const c_void, nbytes: usize, pe: c_int, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_putmem_on_stream()";
@@ -911,7 +911,7 @@ pub unsafe extern "C" fn rshmem_host_team_translate_pe(src_team: i32, pe: i32, d
     })
 }
 
-/// Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Returns a `Team` on its members and None (`TEAM_INVALID` in C) elsewhere; a `TEAM_INVALID` / None parent gives None at once (`nvshmem_team_split_strided`).
+/// Collective over `parent`: the team of PEs `start, start+stride, ...` (`size` of them), as numbered in `parent`. Writes the new team to `*out` on its members and `RSHMEM_TEAM_INVALID` elsewhere; a `RSHMEM_TEAM_INVALID` parent gives `RSHMEM_TEAM_INVALID` at once (`nvshmem_team_split_strided`).
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_team_split_strided(parent: i32, start: i32, stride: i32, size: i32, out: *mut i32) -> c_int {
     const NAME: &str = "rshmem_host_team_split_strided()";

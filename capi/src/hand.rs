@@ -127,7 +127,7 @@ pub unsafe extern "C" fn rshmem_host_finalize() -> c_int {
             }
         };
         rshmem::fork::disarm();
-        Ok(taken.finalize()?)
+        Ok(taken.finalize_as(NAME)?)
     })
 }
 

@@ -45,6 +45,9 @@ static void before_init(void) {
   int v;
   EXPECT(RSHMEM_ERROR_NOT_INITIALIZED, rshmem_host_my_pe(&v));
   CHECK(strstr(rshmem_host_last_error(), "rshmem_host_my_pe") != NULL);
+  /* In C terms: the C function to call, never the Python one. */
+  CHECK(strstr(rshmem_host_last_error(), "call rshmem_host_init()") != NULL);
+  CHECK(strstr(rshmem_host_last_error(), "rshmem.init") == NULL);
   EXPECT(RSHMEM_ERROR_NOT_INITIALIZED, rshmem_host_barrier_all());
   void *p;
   EXPECT(RSHMEM_ERROR_NOT_INITIALIZED, rshmem_host_malloc(64, &p));

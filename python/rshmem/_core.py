@@ -225,6 +225,11 @@ def finalize() -> None:
     """Collective: frees every symmetric allocation and stops rshmem (`nvshmem_finalize`).
     Calling it when rshmem is not running does nothing.
 
+    Not a barrier: this PE tells every other PE that it leaves, then waits until each has called
+    `finalize` too (at most `RSHMEM_BOOTSTRAP_TIMEOUT_S`). A peer still blocked in a barrier, wait
+    or collective that this PE never called raises `PeerExitedError` instead of taking the
+    finalize for its own call (docs/errors.md, "When a peer fails").
+
     Symmetric tensors of `rshmem.torch` that Python still references are freed too: one
     `LiveTensorsWarning` says how many and how many bytes, and `free_tensor` / `peer_tensor` on
     them raise `NotSymmetricError` afterwards. Their memory stays mapped in this process until the
@@ -232,16 +237,16 @@ def finalize() -> None:
     """
     if _forked_child[0]:
         _native.finalize()  # raises: a forked child must not end its parent's job
-    _finalize(warn_live=True)
+    _finalize(warn_live=True, how="rshmem.finalize()")
 
 
-def _finalize(warn_live: bool) -> None:
+def _finalize(warn_live: bool, how: str) -> None:
     if not _native.is_initialized():
         return
     for hook in list(_finalize_hooks):
         hook()
     count, nbytes = _live_at_finalize[0]
-    _native.finalize()
+    _native.finalize(how)
     # Warned only now: with warnings turned into errors, raising before the runtime stopped would
     # leave it running with its tensors already forgotten.
     if warn_live and count:
@@ -264,10 +269,27 @@ def _finalize_at_exit() -> None:
     _log.info("rshmem: finalizing at interpreter exit (the program did not call rshmem.finalize())")
     try:
         # No LiveTensorsWarning here: every tensor dies with the interpreter anyway.
-        _finalize(warn_live=False)
+        _finalize(warn_live=False, how=_how_exiting())
     except Exception as e:  # noqa: BLE001 - an exit handler must not raise
         _log.warning("rshmem: finalize at interpreter exit failed (%s: %s); this PE left the job without "
                      "its peers agreeing", type(e).__name__, e)
+
+
+def _require_init(call: str) -> None:
+    """Raises `NotInitializedError` naming `call`, the public function the user called (before a
+    helper's own native call could name itself instead)."""
+    if not _native.is_initialized():
+        raise _native.NotInitializedError(f"rshmem is not initialized: call rshmem.init() before {call}")
+
+
+def _how_exiting() -> str:
+    """What the peers are told when this PE finalizes at exit: the uncaught exception that ended
+    the program (Python sets `sys.last_value` before the exit handlers run), or a plain exit."""
+    e = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+    if e is None:
+        return "its program exited without calling rshmem.finalize()"
+    text = str(e).splitlines()[0][:200] if str(e) else ""
+    return f"its program ended on an uncaught {type(e).__name__}" + (f": {text}" if text else "")
 
 
 def is_initialized() -> bool:

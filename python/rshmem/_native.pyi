@@ -58,6 +58,9 @@ class MismatchError(RshmemError):
 class PeerDiedError(RshmemError):
     """A peer process exited or its connection broke."""
 
+class PeerExitedError(PeerDiedError):
+    """A peer left the job (finalize, explicit or at exit after an exception or Ctrl-C) while this PE waited for it in a call the peer will never make."""
+
 class TimeoutError(RshmemError, TimeoutError):
     """Something did not happen in time (bootstrap, or a wait under RSHMEM_DEBUG_WAIT_TIMEOUT_MS)."""
 
@@ -145,8 +148,8 @@ def init(uid: bytes | None = None, rank: int | None = None, nranks: int | None =
     """Collective: starts the runtime on every PE (`nvshmem_init`)."""
     ...
 
-def finalize() -> None:
-    """Collective: frees everything and stops the runtime (`nvshmem_finalize`). Does nothing when the runtime is not running, so it can be called twice."""
+def finalize(how: str | None = None) -> None:
+    """Collective: frees everything and stops the runtime (`nvshmem_finalize`). Does nothing when the runtime is not running, so it can be called twice. Not a barrier: this PE announces that it leaves, saying `how`, and waits until every PE has; a peer still blocked in a call this PE never made raises `PeerExitedError` quoting `how`."""
     ...
 
 def global_exit(status: int) -> None:
@@ -173,16 +176,16 @@ def malloc(size: int) -> int:
     """Collective: allocates `size` bytes on every PE's heap and returns the local address (`nvshmem_malloc`). Every PE must pass the same size."""
     ...
 
-def calloc(count: int, size: int, what: str | None = None) -> int:
-    """Collective: `count * size` zeroed bytes (`nvshmem_calloc`). `what` describes them in the caller's words (a tensor's shape and dtype): PEs whose descriptions differ raise `MismatchError` quoting both, even where the sizes agree."""
+def calloc(count: int, size: int, what: str | None = None, call: str | None = None) -> int:
+    """Collective: `count * size` zeroed bytes (`nvshmem_calloc`). `what` describes them in the caller's words (a tensor's shape and dtype): PEs whose descriptions differ raise `MismatchError` quoting both, even where the sizes agree. `call` names the public function the user called in wait reports and peer errors."""
     ...
 
 def align(alignment: int, size: int) -> int:
     """Collective: `size` bytes aligned to `alignment` (`nvshmem_align`)."""
     ...
 
-def free(addr: int) -> None:
-    """Collective: frees an allocation made by `malloc` / `calloc` / `align` (`nvshmem_free`)."""
+def free(addr: int, call: str | None = None) -> None:
+    """Collective: frees an allocation made by `malloc` / `calloc` / `align` (`nvshmem_free`). `call` names the public function the user called in wait reports and peer errors."""
     ...
 
 def ptr(addr: int, pe: int) -> int | None:

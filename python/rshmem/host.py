@@ -151,12 +151,18 @@ def _strided_fits(x, stride: int, nelems: int, size: int, what: str) -> None:
 
 
 def _count(given, *have, what: str) -> int:
-    """`given` elements (or bytes) if not None, else the first known size; checked against every
-    known size so no copy runs past a tensor."""
+    """`given` elements (or bytes) if not None, else the known size, which every tensor passed must
+    share; checked against every known size so no copy runs past a tensor."""
     known = [h for h in have if h is not None]
     if given is None:
         if not known:
             raise InvalidArgumentError(f"with raw addresses, pass {what}")
+        if len(set(known)) > 1:
+            # Copying the smaller size silently would leave the rest of the larger tensor stale.
+            unit = "bytes" if what == "nbytes" else "elements"
+            raise InvalidArgumentError(
+                f"the tensors passed differ in size ({' and '.join(map(str, known))} {unit}) and {what} is not "
+                f"given; pass tensors of one size, or {what}= to move only part of them")
         given = known[0]
     if given < 0:
         raise InvalidArgumentError(f"{what} is {given}; it must be >= 0")

@@ -79,7 +79,7 @@ class _ReduceFromRegion(torch.autograd.Function):
 
 
 def _slice_last(x: torch.Tensor, group) -> torch.Tensor:
-    info = _group.info(_group.team_of(group, "nn"))
+    info = _group.info(_group.team_of(group, "nn.scatter_to_region"))
     width = x.shape[-1]
     if width % info.size:
         raise InvalidArgumentError(f"rshmem.nn: the last dimension ({width}) cannot be split evenly over "
@@ -89,7 +89,7 @@ def _slice_last(x: torch.Tensor, group) -> torch.Tensor:
 
 
 def _gather_last(x: torch.Tensor, group) -> torch.Tensor:
-    info = _group.info(_group.team_of(group, "nn"))
+    info = _group.info(_group.team_of(group, "nn.gather_from_region"))
     part = x.shape[-1]
     whole = x.new_zeros(tuple(x.shape[:-1]) + (info.size * part,))
     whole[..., info.rank * part:(info.rank + 1) * part] = x
@@ -143,7 +143,7 @@ def scatter_to_region(x: torch.Tensor, group=None) -> torch.Tensor:
 
 
 def _split(total: int, what: str, group) -> tuple:
-    team = _group.team_of(group, what)
+    team = _group.team_of(group, f"nn.{what}")
     info = _group.info(team)
     if total % info.size:
         raise InvalidArgumentError(f"rshmem.nn.{what}: {total} features cannot be split evenly over {info.size} PEs")
@@ -184,7 +184,7 @@ class ColumnParallelLinear(torch.nn.Module):
         w = linear.weight
         layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group=group, device=w.device,
                     dtype=w.dtype, **options)
-        r = _group.info(_group.team_of(group, "ColumnParallelLinear")).rank
+        r = _group.info(_group.team_of(group, "nn.ColumnParallelLinear")).rank
         rows = slice(r * layer.out_local, (r + 1) * layer.out_local)
         with torch.no_grad():
             layer.weight.copy_(w[rows])
@@ -241,7 +241,7 @@ class RowParallelLinear(torch.nn.Module):
         w = linear.weight
         layer = cls(linear.in_features, linear.out_features, linear.bias is not None, group=group, device=w.device,
                     dtype=w.dtype, **options)
-        r = _group.info(_group.team_of(group, "RowParallelLinear")).rank
+        r = _group.info(_group.team_of(group, "nn.RowParallelLinear")).rank
         with torch.no_grad():
             layer.weight.copy_(w[:, r * layer.in_local:(r + 1) * layer.in_local])
             if layer.bias is not None:

@@ -119,10 +119,11 @@ def create_symmetric_tensor(shape, dtype) -> torch.Tensor:
     check_torch_dtype(dtype)
     dims = _shape(shape)
     nbytes = math.prod(dims) * dtype.itemsize
+    _core._require_init("rshmem.torch.create_symmetric_tensor()")
     # calloc zeroes inside the collective, before any peer can write into this PE's copy; zeroing
     # here afterwards could erase a fast peer's first put.
     what = f"a tensor of shape {dims} and dtype {dtype}"  # PEs must agree on it, not only on bytes
-    addr = _native.calloc(1, _core._size_arg(max(nbytes, 1), f"{what} in bytes"), what)
+    addr = _native.calloc(1, _core._size_arg(max(nbytes, 1), f"{what} in bytes"), what, "create_symmetric_tensor")
     return _wrap(addr, nbytes, dtype, dims, primary=True)
 
 
@@ -229,7 +230,7 @@ def free_tensor(t: torch.Tensor) -> None:
             "free_tensor takes the tensor returned by create_symmetric_tensor on this PE "
             "(not a view, a peer tensor, or an already freed tensor)"
         )
-    _native.free(info["base"])
+    _native.free(info["base"], "free_tensor")
     _detach_storage(t)
 
 

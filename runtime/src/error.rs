@@ -123,6 +123,21 @@ pub enum Error {
         during: String,
     },
 
+    /// A peer left the job (finalize, explicit or at exit) while this PE still waited for it in
+    /// a call the peer will never make.
+    #[error(
+        "PE {pe} left the job ({how}) while this PE was in {during}, which needs it: every PE must \
+         make the same calls before finalizing; the job cannot continue"
+    )]
+    PeerExited {
+        /// The PE that left.
+        pe: usize,
+        /// What this PE was doing when it noticed.
+        during: String,
+        /// How the peer left, in its own words ("finalize", "exit after an uncaught KeyError").
+        how: String,
+    },
+
     /// Something did not happen in time.
     #[error("timed out after {after:?} waiting for {what}")]
     Timeout {
@@ -202,12 +217,14 @@ pub enum Error {
 
     /// A device-side wait ran past `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`.
     #[error(
-        "PE {pe}: wait on {location} timed out after {timeout_ms} ms: expected value {cmp} \
-         {expected}, last seen {seen}"
+        "PE {pe}: {call} timed out after {timeout_ms} ms waiting on {location}: expected value \
+         {cmp} {expected}, last seen {seen}"
     )]
     WaitTimeout {
         /// The waiting PE.
         pe: usize,
+        /// The call that waited, in the front end's terms ("barrier_all", "free_tensor", ...).
+        call: String,
         /// The watched word, as "allocation #N + offset".
         location: String,
         /// The comparison ("==", ">=", ...).

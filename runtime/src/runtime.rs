@@ -127,9 +127,6 @@ pub struct Runtime {
     teams: Mutex<TeamTable>,
     /// Symmetric address of the runtime workspace (see `workspace`).
     workspace: usize,
-    /// Symmetric address of the collective workspace (`workspace::COLL_WS_BYTES`, one part of
-    /// `workspace::COLL_WS_BYTES_PER_TEAM` per team slot).
-    coll_ws: usize,
     /// Symmetric address of the backend's stream workspace (`Backend::stream_workspace_bytes`);
     /// 0 where it needs none.
     staged_ws: usize,
@@ -215,6 +212,7 @@ impl Runtime {
     /// <https://docs.nvidia.com/nvshmem/api/gen/api/memory.html>
     #[doc(alias = "nvshmem_malloc")]
     pub fn malloc(&self, size: usize) -> Result<SymAddr> {
+        let _named = crate::watchdog::call_scope("malloc");
         self.heap.malloc(&self.boot, size, DEFAULT_ALIGN).map(SymAddr::new)
     }
 
@@ -224,6 +222,7 @@ impl Runtime {
     /// As [`Runtime::malloc`]; [`Error::InvalidArgument`] when `count * size` overflows.
     #[doc(alias = "nvshmem_calloc")]
     pub fn calloc(&self, count: usize, size: usize) -> Result<SymAddr> {
+        let _named = crate::watchdog::call_scope("calloc");
         self.heap.calloc(&self.boot, count, size).map(SymAddr::new)
     }
 
@@ -234,6 +233,7 @@ impl Runtime {
     /// # Errors
     /// As [`Runtime::calloc`]; [`Error::Mismatch`] quoting both descriptions.
     pub fn calloc_described(&self, count: usize, size: usize, what: &str) -> Result<SymAddr> {
+        let _named = crate::watchdog::call_scope("calloc");
         self.heap.calloc_described(&self.boot, count, size, what).map(SymAddr::new)
     }
 
@@ -247,6 +247,7 @@ impl Runtime {
         if !alignment.is_power_of_two() {
             return Err(Error::InvalidArgument(format!("align: alignment {alignment} is not a power of two")));
         }
+        let _named = crate::watchdog::call_scope("align");
         self.heap.malloc(&self.boot, size, alignment).map(SymAddr::new)
     }
 
@@ -260,6 +261,7 @@ impl Runtime {
     /// allocation, [`Error::Mismatch`] when PEs free different allocations, bootstrap errors.
     #[doc(alias = "nvshmem_free")]
     pub fn free(&self, addr: SymAddr) -> Result<()> {
+        let _named = crate::watchdog::call_scope("free");
         self.quiet()?;
         self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
         self.heap.free(&self.boot, addr.get())

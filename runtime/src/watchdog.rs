@@ -41,6 +41,54 @@ pub fn check_interrupt(during: &str) -> Result<()> {
     }
 }
 
+std::thread_local! {
+    /// The public call this thread is inside, in its front end's terms (`None`: the runtime's
+    /// own name of the operation is the one the user called).
+    static CALL: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `call` as the name every wait report, timeout and peer error of this thread
+/// gives (a front end's public function, e.g. `free_tensor` for the runtime's `free`), unless
+/// an outer call already named itself: the user called the outermost one.
+pub fn in_call<T>(call: &str, f: impl FnOnce() -> T) -> T {
+    let _named = call_scope(call);
+    f()
+}
+
+/// [`in_call`] until the returned guard is dropped.
+#[must_use = "the name holds while the guard lives"]
+pub fn call_scope(call: &str) -> CallScope {
+    let outer = CALL.with(|c| c.borrow().is_some());
+    if !outer {
+        CALL.with(|c| *c.borrow_mut() = Some(call.to_string()));
+    }
+    CallScope { set: !outer }
+}
+
+/// Names this thread's call while it lives (see [`call_scope`]).
+#[derive(Debug)]
+pub struct CallScope {
+    /// Whether this guard set the name (and so clears it).
+    set: bool,
+}
+
+impl Drop for CallScope {
+    fn drop(&mut self) {
+        if self.set {
+            CALL.with(|c| *c.borrow_mut() = None);
+        }
+    }
+}
+
+/// `op` (the runtime's name of what waits) as the user knows it: `"free_tensor (allgather)"`
+/// inside [`in_call`], else `op` itself.
+pub fn call_name(op: &str) -> String {
+    CALL.with(|c| match c.borrow().as_deref() {
+        Some(call) if call != op => format!("{call} ({op})"),
+        _ => op.to_string(),
+    })
+}
+
 /// The stall report of one wait: printed once, after the configured time without progress.
 #[derive(Debug)]
 pub struct Stall {
@@ -84,6 +132,17 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
+
+    #[test]
+    fn a_front_end_names_the_call() {
+        assert_eq!(call_name("barrier_all"), "barrier_all");
+        let inner = in_call("free_tensor", || {
+            assert_eq!(call_name("free"), "free_tensor (free)");
+            in_call("fcollect", || call_name("barrier"))
+        });
+        assert_eq!(inner, "free_tensor (barrier)", "the outermost call is the user's");
+        assert_eq!(call_name("free"), "free", "restored");
+    }
 
     #[test]
     fn hook_answers_and_can_be_removed() {

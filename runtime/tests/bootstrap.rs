@@ -138,7 +138,8 @@ fn exercise(b: &Bootstrap) {
     assert_eq!(b.node().local_pes, (0..n).collect::<Vec<_>>());
     assert_eq!(b.node().local_index, pe);
     assert_eq!(b.node().node_of, vec![0; n]);
-    assert!(b.health().check("test").is_ok());
+    // Nobody died; a peer that finished first may already be leaving (finalize), which is no failure.
+    assert!(b.health().check_dead("test").is_ok());
 }
 
 fn env_collectives(name: &'static str, n: usize) {

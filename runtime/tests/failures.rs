@@ -181,8 +181,9 @@ fn debug_wait_timeout_names_the_word() {
         let word = rt.calloc(2, 8).unwrap();
         let started = Instant::now();
         match rt.wait_until(word + 4, DType::I32, Cmp::Eq, 7).unwrap_err() {
-            Error::WaitTimeout { pe: p, location, cmp, expected, seen, timeout_ms } => {
+            Error::WaitTimeout { pe: p, call, location, cmp, expected, seen, timeout_ms } => {
                 assert_eq!((p, cmp, expected, seen, timeout_ms), (pe, "==", 7, 0, 300));
+                assert_eq!(call, "wait_until");
                 assert!(location.contains("allocation of 16 bytes") && location.contains("+4"), "{location}");
             }
             other => panic!("expected WaitTimeout, got {other}"),
@@ -205,6 +206,8 @@ fn debug_wait_timeout_names_the_word() {
         } else {
             let msg = rt.barrier_all().unwrap_err().to_string();
             assert!(msg.contains("PE 0") && msg.contains(">= 4") && msg.contains("last seen 3"), "{msg}");
+            // The call, the team and the PE that has not arrived.
+            assert!(msg.contains("barrier_all timed out") && msg.contains("team WORLD") && msg.contains("yet: [1]"), "{msg}");
             rt.signal_op(flag, 1, SignalOp::Set, 1).unwrap();
         }
         rt.barrier_all().unwrap();
@@ -284,5 +287,70 @@ fn global_exit_ends_every_pe_with_the_status() {
         }
         let r = rt.barrier_all();
         panic!("the barrier ended without PE 2: {r:?}");
+    });
+}
+
+/// A PE that finalizes instead of joining a barrier (or a collective) is not taken for the
+/// barrier's last arrival: the members fail with `PeerExited` naming it and how it left, fast.
+/// A point-to-point wait goes on while some other PE may still end it, and fails once every
+/// other PE left. Every PE's finalize then completes.
+#[test]
+fn finalize_is_not_a_barrier() {
+    Pes::new("finalize_is_not_a_barrier", 3).deadline(Duration::from_secs(60)).run(|pe, _n| {
+        let rt = init();
+        let word = rt.calloc(1, 8).unwrap();
+        rt.barrier_all().unwrap();
+        match pe {
+            2 => {
+                std::thread::sleep(Duration::from_millis(300));
+                rt.finalize_as("a test's finalize").unwrap();
+            }
+            0 => {
+                let started = Instant::now();
+                let err = rt.barrier_all().unwrap_err();
+                let msg = err.to_string();
+                assert!(matches!(err, Error::PeerExited { pe: 2, .. }), "{msg}");
+                assert!(msg.contains("PE 2 left the job (a test's finalize)") && msg.contains("barrier_all"), "{msg}");
+                assert!(started.elapsed() < Duration::from_secs(5), "noticed after {:?}", started.elapsed());
+                // Nothing more can match PE 2: later collectives fail at once, puts to it too.
+                assert!(matches!(rt.sync_all(), Err(Error::PeerExited { pe: 2, .. })));
+                let err = rt.fcollect(Team::WORLD, word, word, 0, DType::I64).unwrap_err().to_string();
+                assert!(err.contains("PE 2 left") && err.contains("fcollect"), "{err}");
+                assert!(matches!(rt.malloc(64), Err(Error::PeerExited { pe: 2, .. })));
+                assert!(matches!(rt.p::<u64>(word, 1, 2), Err(Error::PeerExited { pe: 2, .. })));
+                // PE 1 still waits, for PE 0: its wait ends with this put.
+                rt.p::<u64>(word, 1, 1).unwrap();
+                rt.quiet().unwrap();
+                rt.finalize().unwrap();
+            }
+            _ => {
+                assert_eq!(rt.wait_until(word, DType::I64, Cmp::Eq, 1).unwrap(), 1);
+                // Now PE 0 leaves too: a wait nobody is left to end fails, naming a leaver.
+                let started = Instant::now();
+                let err = rt.wait_until(word, DType::I64, Cmp::Eq, 2).unwrap_err();
+                assert!(matches!(err, Error::PeerExited { .. }) && err.to_string().contains("wait_until"), "{err}");
+                assert!(started.elapsed() < Duration::from_secs(5), "noticed after {:?}", started.elapsed());
+                rt.finalize().unwrap();
+            }
+        }
+    });
+}
+
+/// The counterpart: PEs that finalize right after their last barrier, some later than others,
+/// never fail a peer that is still on its way out of that barrier.
+#[test]
+fn finalize_right_after_a_barrier_is_clean() {
+    Pes::new("finalize_right_after_a_barrier_is_clean", 3).run(|pe, _n| {
+        let rt = init();
+        let src = rt.calloc(3, 8).unwrap();
+        let dst = rt.calloc(3 * 3, 8).unwrap();
+        for _ in 0..20 {
+            rt.barrier_all().unwrap();
+            rt.fcollect(Team::WORLD, dst, src, 3, DType::I64).unwrap();
+        }
+        if pe == 1 {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        rt.finalize().unwrap();
     });
 }

@@ -69,9 +69,12 @@ fn init(
 }
 
 /// Collective: frees everything and stops the runtime (`nvshmem_finalize`). Does nothing when
-/// the runtime is not running, so it can be called twice.
+/// the runtime is not running, so it can be called twice. `how` is what the other PEs are told
+/// when this PE leaves while they still wait for it ("rshmem.finalize()", "the exit handler
+/// after an uncaught KeyError: ...").
 #[pyfunction]
-fn finalize(py: Python<'_>) -> PyResult<()> {
+#[pyo3(signature = (how=None))]
+fn finalize(py: Python<'_>, how: Option<String>) -> PyResult<()> {
     // A forked child holds a copy of its parent's runtime: finalizing it would end the parent's job.
     rshmem::fork::check("rshmem.finalize()").py_err()?;
     let taken = {
@@ -92,7 +95,8 @@ fn finalize(py: Python<'_>) -> PyResult<()> {
         }
     };
     rshmem::fork::disarm();
-    py.detach(move || taken.finalize()).py_err()
+    let how = how.unwrap_or_else(|| "rshmem.finalize()".to_string());
+    py.detach(move || taken.finalize_as(&how)).py_err()
 }
 
 /// Whether `init` has run and `finalize` has not (never in a child forked from a PE).

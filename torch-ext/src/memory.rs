@@ -19,13 +19,18 @@ fn malloc(py: Python<'_>, size: usize) -> PyResult<usize> {
 
 /// Collective: `count * size` zeroed bytes (`nvshmem_calloc`); `what` describes them in the
 /// caller's words, and PEs whose descriptions differ fail naming both.
+/// `call` names the public function the user called (e.g. `"create_symmetric_tensor"`) in
+/// wait reports and peer errors.
 #[pyfunction]
-#[pyo3(signature = (count, size, what=None))]
-fn calloc(py: Python<'_>, count: usize, size: usize, what: Option<String>) -> PyResult<usize> {
+#[pyo3(signature = (count, size, what=None, call=None))]
+fn calloc(py: Python<'_>, count: usize, size: usize, what: Option<String>, call: Option<String>) -> PyResult<usize> {
     let rt = runtime("rshmem.calloc()")?;
-    py.detach(|| match what {
-        None => rt.calloc(count, size),
-        Some(what) => rt.calloc_described(count, size, &what),
+    let call = call.unwrap_or_else(|| "calloc".to_string());
+    py.detach(|| {
+        rshmem::watchdog::in_call(&call, || match what {
+            None => rt.calloc(count, size),
+            Some(what) => rt.calloc_described(count, size, &what),
+        })
     }
     .map(SymAddr::get))
     .py_err()
@@ -38,11 +43,14 @@ fn align(py: Python<'_>, alignment: usize, size: usize) -> PyResult<usize> {
     py.detach(|| rt.align(alignment, size).map(SymAddr::get)).py_err()
 }
 
-/// Collective: frees an allocation made by `malloc` / `calloc` / `align` (`nvshmem_free`).
+/// Collective: frees an allocation made by `malloc` / `calloc` / `align` (`nvshmem_free`);
+/// `call` names the public function the user called (e.g. `"free_tensor"`) in wait reports.
 #[pyfunction]
-fn free(py: Python<'_>, addr: usize) -> PyResult<()> {
+#[pyo3(signature = (addr, call=None))]
+fn free(py: Python<'_>, addr: usize, call: Option<String>) -> PyResult<()> {
     let rt = runtime("rshmem.free()")?;
-    py.detach(|| rt.free(SymAddr::new(addr))).py_err()
+    let call = call.unwrap_or_else(|| "free".to_string());
+    py.detach(|| rshmem::watchdog::in_call(&call, || rt.free(SymAddr::new(addr)))).py_err()
 }
 
 /// The address of symmetric `addr` on `pe` if this PE reaches it by load/store, else `None`

@@ -38,6 +38,13 @@ class TeamInfo:
         return device()
 
 
+
+def _public(what: str) -> str:
+    """The public name of the call that passed `what`: `rshmem.ops.<op>` for an op, or a layer's
+    own module path (`"nn.ColumnParallelLinear"` -> `rshmem.nn.ColumnParallelLinear`)."""
+    return f"rshmem.{what}" if "." in what else f"rshmem.ops.{what}"
+
+
 def device() -> torch.device:
     """The torch device of this PE: its GPU on the cuda backend, the CPU on the host backend."""
     from .. import torch as rtorch
@@ -47,12 +54,12 @@ def device() -> torch.device:
 
 def _require_init(what: str) -> None:
     if not _native.is_initialized():
-        raise NotInitializedError(f"rshmem is not initialized: call rshmem.init() before rshmem.ops.{what}()")
+        raise NotInitializedError(f"rshmem is not initialized: call rshmem.init() before {_public(what)}()")
 
 
 def _not_registered(what: str, described: str) -> UnsupportedError:
     return UnsupportedError(
-        f"rshmem.ops.{what}: {described}, which has only some of the {_native.n_pes()} PEs and was not registered "
+        f"{_public(what)}: {described}, which has only some of the {_native.n_pes()} PEs and was not registered "
         "for rshmem.ops: call rshmem.ops.register_group(group) on every PE first (collective over all PEs, like "
         "dist.new_group; each PE passes the group it belongs to, or None), then pass the group to the ops")
 
@@ -70,20 +77,20 @@ def process_group_ranks(group, what: str) -> tuple:
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
-        raise InvalidArgumentError(f"rshmem.ops.{what}: group={group!r} is a torch.distributed group, but "
+        raise InvalidArgumentError(f"{_public(what)}: group={group!r} is a torch.distributed group, but "
                                    "torch.distributed is not initialized")
     if _is_non_member(group):
-        raise InvalidArgumentError(f"rshmem.ops.{what}: this process is not a member of the group it passed "
+        raise InvalidArgumentError(f"{_public(what)}: this process is not a member of the group it passed "
                                    "(dist.new_group gave it GroupMember.NON_GROUP_MEMBER): only members call the "
                                    "group's ops")
     try:
         ranks = tuple(dist.get_process_group_ranks(group))
         member = dist.get_rank(group)
     except (RuntimeError, ValueError, TypeError, AttributeError, KeyError) as e:
-        raise InvalidArgumentError(f"rshmem.ops.{what}: group={group!r} is not a torch.distributed group this "
+        raise InvalidArgumentError(f"{_public(what)}: group={group!r} is not a torch.distributed group this "
                                    f"process can use ({e})") from None
     if member < 0:
-        raise InvalidArgumentError(f"rshmem.ops.{what}: this process (rank {dist.get_rank()}) is not a member of the "
+        raise InvalidArgumentError(f"{_public(what)}: this process (rank {dist.get_rank()}) is not a member of the "
                                    f"group of ranks {list(ranks)}: only members call the group's ops")
     return ranks
 
@@ -116,7 +123,7 @@ def _team_of_ranks(group, what: str) -> int:
     if found is None:
         if len(ranks) == n:
             raise UnsupportedError(
-                f"rshmem.ops.{what}: the torch.distributed group has every rank but this process is rank "
+                f"{_public(what)}: the torch.distributed group has every rank but this process is rank "
                 f"{dist.get_rank(group)} in it and PE {_native.my_pe()} of rshmem: the ops need group rank i to be "
                 "PE i (the group rshmem.init() was given, or group=None)")
         raise _not_registered(what, f"the torch.distributed group of ranks {list(ranks)}")
@@ -129,18 +136,18 @@ def team_of(group, what: str) -> int:
     if group is None:
         return int(_core.Team.WORLD)
     if isinstance(group, bool):
-        raise InvalidArgumentError(f"rshmem.ops.{what}: group must be None, a torch.distributed group or an "
+        raise InvalidArgumentError(f"{_public(what)}: group must be None, a torch.distributed group or an "
                                    f"rshmem.Team, not {group!r}")
     if isinstance(group, int) and not _is_non_member(group):
         team = int(group)
         try:
             size = _native.team_n_pes(team)
         except _native.RshmemError as e:
-            raise InvalidArgumentError(f"rshmem.ops.{what}: group={group!r} is not a live rshmem team ({e})") from None
+            raise InvalidArgumentError(f"{_public(what)}: group={group!r} is not a live rshmem team ({e})") from None
         if size != _native.n_pes() and team not in _arenas:
             raise _not_registered(what, f"team {_core.Team(team)!r} has {size} PEs")
         if _native.team_my_pe(team) < 0:
-            raise InvalidArgumentError(f"rshmem.ops.{what}: this PE is not a member of team {_core.Team(team)!r}: "
+            raise InvalidArgumentError(f"{_public(what)}: this PE is not a member of team {_core.Team(team)!r}: "
                                        "only members call the team's ops")
         return team
     return _team_of_process_group(group, what)
@@ -168,7 +175,7 @@ class Arena:
         start = -(-self.used // self.ALIGN) * self.ALIGN
         if start + nbytes > self.memory.numel():
             raise HeapExhaustedError(
-                f"rshmem.ops.{what}: team {_core.Team(self.team)!r} needs {nbytes} more bytes of workspace, but "
+                f"{_public(what)}: team {_core.Team(self.team)!r} needs {nbytes} more bytes of workspace, but "
                 f"{start} of the {self.memory.numel()} bytes that rshmem.ops.register_group gave it are taken: "
                 "register the group with a larger workspace_bytes (or set rshmem.ops.config.group_workspace_bytes "
                 "before registering)")
@@ -228,7 +235,7 @@ def info(team: int, what: str = "op") -> TeamInfo:
         size = _native.team_n_pes(team)
         rank = _native.team_my_pe(team)
         if rank < 0:
-            raise InvalidArgumentError(f"rshmem.ops.{what}: this PE is not a member of team {team}")
+            raise InvalidArgumentError(f"{_public(what)}: this PE is not a member of team {team}")
         pes = tuple(_native.team_translate_pe(team, i, int(_core.Team.WORLD)) for i in range(size))
         backend = _native.backend()
         index = device().index if backend == "cuda" else -1

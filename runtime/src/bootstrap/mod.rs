@@ -20,8 +20,9 @@
 //! dies, the kernel closes its sockets; PE 0 sees the end-of-file and tells every other PE, and a
 //! PE that sees PE 0's connection close knows PE 0 is gone. Collectives then fail with
 //! [`crate::Error::PeerDied`] naming the PE instead of hanging, and so does
-//! [`Health::check`] in any spin-wait. A PE that calls [`Bootstrap::finalize`] says goodbye
-//! first and is not reported.
+//! [`Health::check`] in any spin-wait. A PE that finalizes first announces that it leaves
+//! ([`Bootstrap::leave`]): the others' blocking calls fail with [`crate::Error::PeerExited`]
+//! instead of waiting for it, and its goodbye keeps it from being reported dead.
 //!
 //! What it does not guard against: a dead PE whose sockets stay open because a child process
 //! forked from it (e.g. a data-loader worker) still holds them; TCP keepalive covers a host that
@@ -283,11 +284,24 @@ impl Bootstrap {
         &self.local
     }
 
-    /// Clean shutdown (`nvshmem_finalize`): a barrier, then a goodbye so that no PE reports this
-    /// one as dead; stops the watcher threads. Every PE must call it.
+    /// Announces to every PE that this one leaves the job, saying `how` ("finalize", "exit after
+    /// an uncaught KeyError: ..."), then waits until every PE has announced it too. Not a
+    /// barrier: no [`Bootstrap::barrier`] or collective of a peer matches it; a peer blocked in
+    /// one instead fails with [`Error::PeerExited`] naming this PE and `how`. Done once.
     ///
     /// # Errors
-    /// As [`Bootstrap::barrier`]; the connections are closed either way.
+    /// [`Error::PeerDied`] when a PE died instead; [`Error::Timeout`] naming the PEs that did
+    /// not begin their finalize within the bootstrap timeout.
+    pub fn leave(&self, how: &str) -> Result<()> {
+        self.star.leave(how)
+    }
+
+    /// Clean shutdown (`nvshmem_finalize`): [`Bootstrap::leave`] when not done yet, then a
+    /// goodbye so that no PE reports this one as dead; stops the watcher threads. Every PE must
+    /// call it.
+    ///
+    /// # Errors
+    /// As [`Bootstrap::leave`]; the connections are closed either way.
     #[doc(alias = "nvshmem_finalize")]
     pub fn finalize(self) -> Result<()> {
         let Bootstrap { star, local, .. } = self;

@@ -3,12 +3,18 @@
 //!
 //! Every PE has one connection to PE 0 (PE 0 has one per peer). A watcher thread per connection
 //! reads every frame: data frames go to an in-memory inbox that the collectives wait on; control
-//! frames are handled on the spot (`DEAD k` marks PE k dead; `GOODBYE` means the end-of-file
-//! that follows is a clean finalize). End-of-file without goodbye means the process on the other
+//! frames are handled on the spot (`DEAD k` marks PE k dead; `LEAVING k` records that PE k
+//! began its finalize, and how; `RELEASE` ends a finalize; `GOODBYE` means the end-of-file that
+//! follows is a clean finalize). End-of-file without goodbye means the process on the other
 //! end is gone: the kernel closes a dead process's sockets however it died. PE 0's watcher for
 //! PE k then marks k dead and relays `DEAD k` to every other PE; a non-zero PE's watcher marks
 //! PE 0 dead. `EXIT s` (a PE called `global_exit(s)`) makes the receiving process exit with
 //! status `s`, PE 0 relaying it to every other PE first.
+//!
+//! Finalize is not a collective a program's calls could match: a finalizing PE announces
+//! `LEAVING` (PE 0 relays it to all), which fails every blocking call of the others with
+//! [`Error::PeerExited`], and waits until every PE has announced it too; then PE 0 sends
+//! `RELEASE` and everyone tears down.
 //!
 //! Collectives go through PE 0 (a star): fine for the small blobs bootstrap carries (handles,
 //! sizes), with two network hops of latency.
@@ -60,6 +66,10 @@ pub(crate) struct Star {
     links: Vec<Option<Link>>,
     /// Set before this side closes on purpose, so its watchers exit quietly.
     closing: Arc<AtomicBool>,
+    /// Set by the watcher of PE 0's connection when PE 0 releases a finalize.
+    released: Arc<AtomicBool>,
+    /// Whether this PE announced that it leaves (finalize's first step, done once).
+    left: AtomicBool,
 }
 
 impl Star {
@@ -73,6 +83,7 @@ impl Star {
         timeout: Duration,
     ) -> Result<Star> {
         let closing = Arc::new(AtomicBool::new(false));
+        let released = Arc::new(AtomicBool::new(false));
         let mut readers = Vec::with_capacity(nranks);
         let mut writers = Vec::with_capacity(nranks);
         for (pe, s) in streams.into_iter().enumerate() {
@@ -109,6 +120,7 @@ impl Star {
                 health: health.clone(),
                 said_goodbye: said_goodbye.clone(),
                 closing: closing.clone(),
+                released: released.clone(),
                 writers: writers.clone(),
             };
             let watcher = std::thread::Builder::new()
@@ -132,6 +144,8 @@ impl Star {
             writers,
             links,
             closing,
+            released,
+            left: AtomicBool::new(false),
         })
     }
 
@@ -248,7 +262,8 @@ impl Star {
         let mut seq = lock(&self.seq);
         let this = *seq;
         *seq = seq.wrapping_add(1);
-        let what = format!("bootstrap {name} #{this} on PE {}", self.rank);
+        // In the front end's terms when it named its call: "free_tensor (bootstrap allgather #10)".
+        let what = format!("{} on PE {}", crate::watchdog::call_name(&format!("bootstrap {name} #{this}")), self.rank);
         self.health.check(&what)?;
         body(
             this,
@@ -339,11 +354,78 @@ impl Star {
         })
     }
 
-    /// Clean shutdown after a barrier: a non-zero PE says goodbye and closes; PE 0 waits for
-    /// every goodbye (so nobody sees PE 0's end-of-file before it has stopped watching), then
-    /// closes.
+    /// Announces that this PE leaves the job, saying `how`, and waits until every PE has (the
+    /// finalize's collective part). Done once; later calls return at once.
+    ///
+    /// From the announcement on, every other PE's blocking calls fail with
+    /// [`Error::PeerExited`] naming this PE; a PE that is in its own finalize is not disturbed.
+    ///
+    /// # Errors
+    /// [`Error::PeerDied`] when a PE died instead of leaving (the others are released at once);
+    /// [`Error::Timeout`] naming the PEs that did not begin their finalize within the bootstrap
+    /// timeout; [`Error::Interrupted`].
+    pub(crate) fn leave(&self, how: &str) -> Result<()> {
+        if self.nranks == 1 || self.left.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let what = "finalize";
+        let notice = encode(&(self.rank as u32, how.to_string()));
+        let deadline = super::deadline_after(Instant::now(), self.timeout);
+        let mut stall = Stall::new(self.stuck_report);
+        let not_left = |s: &Star| -> Vec<usize> {
+            (0..s.nranks).filter(|&pe| pe != s.rank && !s.health.has_left(pe)).collect()
+        };
+        let mut wait = |done: &dyn Fn() -> bool| -> Result<()> {
+            let mut last_interrupt = Instant::now();
+            loop {
+                self.health.check_dead(what)?;
+                if done() {
+                    return Ok(());
+                }
+                let missing = not_left(self);
+                stall.check(&format!("PE {}", self.rank), || {
+                    format!("finalize: waiting for PEs {missing:?} to begin their finalize")
+                });
+                if Instant::now() >= deadline {
+                    return Err(Error::Timeout {
+                        what: format!(
+                            "finalize on PE {}: PEs {missing:?} to begin their finalize (they are still \
+                             in other calls of their programs)",
+                            self.rank
+                        ),
+                        after: self.timeout,
+                    });
+                }
+                if last_interrupt.elapsed() >= crate::watchdog::INTERRUPT_EVERY {
+                    check_interrupt(what)?;
+                    last_interrupt = Instant::now();
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        };
+        if self.rank != 0 {
+            self.send(0, Kind::LEAVING, 0, &notice, what)?;
+            return wait(&|| self.released.load(Ordering::Acquire));
+        }
+        for pe in 1..self.nranks {
+            // A dead PE's send fails; the wait below reports it.
+            let _ = self.send(pe, Kind::LEAVING, 0, &notice, what);
+        }
+        let waited = wait(&|| not_left(self).is_empty());
+        // Released also when a PE died: the survivors need not wait for it.
+        if waited.is_ok() || self.health.dead_pe().is_some() {
+            for pe in 1..self.nranks {
+                let _ = self.send(pe, Kind::RELEASE, 0, &[], what);
+            }
+        }
+        waited
+    }
+
+    /// Clean shutdown after [`Star::leave`] (done here when it was not yet): a non-zero PE says
+    /// goodbye and closes; PE 0 waits for every goodbye (so nobody sees PE 0's end-of-file
+    /// before it has stopped watching), then closes.
     pub(crate) fn finalize(mut self) -> Result<()> {
-        self.barrier()?;
+        self.leave("finalize")?;
         self.closing.store(true, Ordering::Release);
         if self.rank != 0 {
             let _ = self.send(0, Kind::GOODBYE, 0, &[], "finalize");
@@ -410,6 +492,7 @@ struct Watcher {
     health: Health,
     said_goodbye: Arc<AtomicBool>,
     closing: Arc<AtomicBool>,
+    released: Arc<AtomicBool>,
     writers: Writers,
 }
 
@@ -432,6 +515,22 @@ impl Watcher {
         std::process::exit(status)
     }
 
+    /// Records a leaving notice; PE 0 relays it to every PE but the one it came from.
+    fn leaving(&self, f: &Frame) -> std::result::Result<(), String> {
+        let (pe, how): (u32, String) = decode(&f.payload, "leaving notice")?;
+        if self.me == 0 {
+            for (other, w) in self.writers.iter().enumerate() {
+                if other != self.pe {
+                    if let Some(w) = w {
+                        let _ = write_frame(&mut *lock(w), Kind::LEAVING, 0, &f.payload);
+                    }
+                }
+            }
+        }
+        self.health.mark_left(pe as usize, how);
+        Ok(())
+    }
+
     fn run(mut self) {
         let end = loop {
             match read_frame(&mut self.stream) {
@@ -442,6 +541,12 @@ impl Watcher {
                     Ok(status) => self.exit_job(status),
                     Err(why) => break format!("bad global-exit notice: {why}"),
                 },
+                Ok(f) if f.kind == Kind::LEAVING => {
+                    if let Err(why) = self.leaving(&f) {
+                        break why;
+                    }
+                }
+                Ok(f) if f.kind == Kind::RELEASE => self.released.store(true, Ordering::Release),
                 Ok(f) if f.kind == Kind::DEAD => match decode::<u32>(&f.payload, "peer-died notice") {
                     Ok(dead) => {
                         self.health.mark_dead(dead as usize);

@@ -77,6 +77,12 @@ impl Kind {
     /// Either way: the job ends now with the exit status in the payload (`i32`): a PE called
     /// `global_exit`; PE 0 relays it to every other PE.
     pub(crate) const EXIT: Kind = Kind(22);
+    /// A PE leaves the job (its finalize started): payload `(pe: u32, how: String)`. To PE 0
+    /// from the leaving PE, and from PE 0 to every other PE. It is also the finalize's arrival:
+    /// no barrier, wait or collective of a program can match it.
+    pub(crate) const LEAVING: Kind = Kind(23);
+    /// PE 0 to every PE: every PE has left (or died), finalize may tear down.
+    pub(crate) const RELEASE: Kind = Kind(24);
 
     /// A name for messages.
     pub(crate) fn name(self) -> &'static str {
@@ -93,6 +99,8 @@ impl Kind {
             Kind::DEAD => "peer-died notice",
             Kind::GOODBYE => "goodbye",
             Kind::EXIT => "global exit",
+            Kind::LEAVING => "leaving notice",
+            Kind::RELEASE => "finalize release",
             _ => "unknown message",
         }
     }

@@ -72,6 +72,7 @@ impl Runtime {
         root: i32,
         dtype: DType,
     ) -> Result<()> {
+        let _named = crate::watchdog::call_scope("broadcast");
         let (info, bytes) = self.collective_setup("broadcast", team, nelems, dtype)?;
         let root_pe = info.world_pe(root.into());
         let local = root_pe.as_ref().map(drop).map_err(clone_err).and_then(|()| {
@@ -116,6 +117,7 @@ impl Runtime {
     /// As [`Runtime::broadcast`].
     #[doc(alias = "nvshmem_fcollect")]
     pub fn fcollect(&self, team: Team, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType) -> Result<()> {
+        let _named = crate::watchdog::call_scope("fcollect");
         let (info, bytes) = self.collective_setup("fcollect", team, nelems, dtype)?;
         let local = bytes_times(bytes, info.size(), "fcollect").and_then(|all| {
             self.check_local(dest, all)?;
@@ -175,6 +177,7 @@ impl Runtime {
     /// As [`Runtime::broadcast`].
     #[doc(alias = "nvshmem_alltoall")]
     pub fn alltoall(&self, team: Team, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType) -> Result<()> {
+        let _named = crate::watchdog::call_scope("alltoall");
         let (info, bytes) = self.collective_setup("alltoall", team, nelems, dtype)?;
         let local = bytes_times(bytes, info.size(), "alltoall").and_then(|all| {
             self.check_local(dest, all)?;
@@ -216,6 +219,7 @@ impl Runtime {
         nelems: usize,
         dtype: DType,
     ) -> Result<()> {
+        let _named = crate::watchdog::call_scope("reduce");
         let (info, bytes) = self.collective_setup("reduce", team, nelems, dtype)?;
         let local = op.check(dtype).and_then(|()| {
             self.check_local(dest, bytes)?;
@@ -267,6 +271,7 @@ impl Runtime {
         nelems: usize,
         dtype: DType,
     ) -> Result<()> {
+        let _named = crate::watchdog::call_scope("reducescatter");
         let (info, bytes) = self.collective_setup("reducescatter", team, nelems, dtype)?;
         let local = op.check(dtype).and_then(|()| {
             let all = bytes_times(bytes, info.size(), "reducescatter")?;

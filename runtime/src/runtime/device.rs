@@ -20,7 +20,7 @@ impl Runtime {
         if let Some(e) = self.proxy.as_ref().and_then(|p| p.error()) {
             return Err(e);
         }
-        match self.backend.device_error(&|a| self.heap.describe(a)) {
+        match self.backend.device_error(&|a| self.describe_word(a)) {
             None => Ok(()),
             Some(e) => Err(e),
         }

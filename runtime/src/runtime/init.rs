@@ -115,7 +115,6 @@ impl Runtime {
             reachable,
             teams: Mutex::new(teams),
             workspace: ws,
-            coll_ws,
             staged_ws,
             wait_timeout,
             stuck_report: env.stuck_report,
@@ -155,40 +154,61 @@ impl Runtime {
         Ok(rt)
     }
 
-    /// Leaves the job: reports a recorded device error, a barrier over all PEs, then the device
-    /// state is cleared in every published module, the workspaces freed, the runtime's kernels
-    /// unloaded, the heap unmapped and the bootstrap closed. Collective.
+    /// Leaves the job (`nvshmem_finalize`) as [`Runtime::finalize_as`] with `"finalize"`.
     ///
     /// # Errors
-    /// A recorded device error ([`Runtime::check_device_error`]); [`Error::PeerDied`] /
-    /// [`Error::Timeout`] when a peer does not finish; resources of this PE are released
-    /// either way.
+    /// As [`Runtime::finalize_as`].
     #[doc(alias = "nvshmem_finalize")]
     pub fn finalize(self) -> Result<()> {
-        self.check_device_error()?;
-        // What kernels posted for PEs on other hosts lands before the last barrier.
-        if self.proxy.is_some() {
-            self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
-        }
-        self.barrier_all()?;
+        self.finalize_as("finalize")
+    }
+
+    /// Leaves the job, saying `how` to the other PEs (the front end's words: "rshmem.finalize()",
+    /// "the exit handler after an uncaught KeyError: ..."). Collective, but not a barrier: this
+    /// PE completes its own work (a recorded device error, outstanding puts), announces that it
+    /// leaves, and waits until every PE has announced it too; a PE still blocked in a barrier,
+    /// wait or collective meanwhile fails with [`Error::PeerExited`] naming this PE and `how`,
+    /// never mistakes the finalize for its own call. Then the device state is cleared in every
+    /// published module, the runtime's kernels unloaded, the heap unmapped and the bootstrap
+    /// closed.
+    ///
+    /// # Errors
+    /// A recorded device error ([`Runtime::check_device_error`]) or a failed completion of this
+    /// PE's puts; [`Error::PeerDied`] when a peer died instead of finalizing; [`Error::Timeout`]
+    /// naming the PEs that did not begin their finalize within `RSHMEM_BOOTSTRAP_TIMEOUT_S`.
+    /// This PE's resources are released and it leaves either way.
+    pub fn finalize_as(self, how: &str) -> Result<()> {
+        let own = self.complete_own_work();
+        let left = self.boot.leave(how);
         // Work still queued on the device may touch the heap that is unmapped below.
-        self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
-        self.backend.unpublish()?;
-        let Runtime { boot, heap, workspace, coll_ws, staged_ws, backend, mem, net, proxy, .. } = self;
-        if staged_ws != 0 {
-            heap.free_runtime_in(&boot, staged_ws)?;
-        }
-        heap.free_runtime_in(&boot, coll_ws)?;
-        heap.free_runtime_in(&boot, workspace)?;
-        // Every peer is done with this PE's memory (the barrier above), so the transport's
-        // registrations and endpoints can go, before the heap is unmapped.
+        let synced = self.backend.synchronize().map_err(|e| self.prefer_device_error(e));
+        let unpublished = self.backend.unpublish();
+        // The runtime's own allocations end with the heap: no collective free (the peers have
+        // left), and every peer is done with this PE's memory (each has announced it leaves).
+        let Runtime { boot, heap, backend, mem, net, proxy, .. } = self;
+        // The transport's registrations and endpoints go before the heap is unmapped.
         heap.set_grow_hook(None);
         drop(proxy);
         drop(net);
         drop(backend);
         drop(mem);
         drop(heap);
-        boot.finalize()
+        let closed = boot.finalize();
+        own.and(left).and(synced).and(unpublished).and(closed)
+    }
+
+    /// What finalize completes before announcing that this PE leaves: a recorded device error,
+    /// the proxy's queue (what kernels posted for PEs on other hosts), this PE's puts. Unlike
+    /// [`Runtime::quiet`] it does not fail because a peer left.
+    fn complete_own_work(&self) -> Result<()> {
+        self.check_device_error()?;
+        if self.proxy.is_some() {
+            self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
+        }
+        if let Some(net) = &self.net {
+            net.quiet()?;
+        }
+        self.mem.quiet().map_err(|e| self.prefer_device_error(e))
     }
 }
 

@@ -76,7 +76,7 @@ impl Runtime {
     /// # Errors
     /// [`Error::PeerDied`], [`Error::NotSymmetric`], [`Error::NotAllocated`].
     pub(super) fn user_range(&self, addr: SymAddr, len: usize, what: &str) -> Result<()> {
-        self.boot.health().check(what)?;
+        self.boot.health().check_dead(what)?;
         self.heap.check_user(addr.get(), len)
     }
 
@@ -87,6 +87,8 @@ impl Runtime {
     pub(super) fn user_remote(&self, addr: SymAddr, len: usize, pe: usize, what: &str) -> Result<Place> {
         self.check_pe(pe)?;
         self.user_range(addr, len, what)?;
+        // A PE that left the job (finalize) unmaps its heap: nothing may reach it any more.
+        self.boot.health().check_left(pe, what)?;
         self.place(addr.get(), len, pe)
     }
 

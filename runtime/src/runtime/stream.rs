@@ -98,6 +98,19 @@ impl Runtime {
     /// Local addresses valid for their sizes (module docs).
     unsafe fn run_on_host(&self, call: OnStream) -> Result<()> {
         use OnStream::*;
+        // Waits and errors name the on-stream call the program made, not its host form.
+        let _named = crate::watchdog::call_scope(match call {
+            Barrier { team } if team == Team::WORLD => "barrier_all_on_stream",
+            Barrier { .. } => "barrier_on_stream",
+            Wait { .. } => "signal_wait_until_on_stream",
+            Quiet => "quiet_on_stream",
+            Broadcast { .. } => "broadcast_on_stream",
+            Fcollect { .. } => "fcollect_on_stream",
+            Alltoall { .. } => "alltoall_on_stream",
+            Reduce { .. } => "reduce_on_stream",
+            ReduceScatter { .. } => "reducescatter_on_stream",
+            Put { .. } | Get { .. } | PutSignal { .. } | Signal { .. } => "an on-stream transfer",
+        });
         match call {
             // SAFETY: forwarded contract.
             Put { dest, source, nbytes, pe } => unsafe { self.putmem(dest, source, nbytes, pe) },

@@ -26,7 +26,7 @@
 //! streams for the team (`backend/cuda/barrier_order.rs`): instances match in the order each PE calls them,
 //! host calls and stream calls alike, as long as every member calls them in the same order.
 
-use super::wait::Unmet;
+use super::wait::{Awaits, Unmet};
 use super::{workspace, Runtime, Team};
 use crate::backend::{AmoOp, Width};
 use crate::consts::Cmp;
@@ -48,7 +48,8 @@ impl Runtime {
     /// asynchronous failure.
     #[doc(alias = "nvshmem_fence")]
     pub fn fence(&self) -> Result<()> {
-        self.boot.health().check("fence")?;
+        // A peer that left (finalize) owes nothing to this PE's ordering; a dead one makes it void.
+        self.boot.health().check_dead("fence")?;
         if let Some(net) = &self.net {
             net.quiet()?;
         }
@@ -67,7 +68,7 @@ impl Runtime {
     #[doc(alias = "nvshmem_quiet")]
     pub fn quiet(&self) -> Result<()> {
         // Puts to a dead PE cannot be complete: say so instead of succeeding silently.
-        self.boot.health().check("quiet")?;
+        self.boot.health().check_dead("quiet")?;
         self.check_device_error()?;
         if let Some(net) = &self.net {
             net.quiet()?;
@@ -124,15 +125,16 @@ impl Runtime {
     }
 
     fn arrive_and_wait(&self, team: Team, during: &str) -> Result<()> {
-        // Once a PE is dead no barrier can be trusted: the survivors' extra arrivals could
-        // stand in for the dead PE's missing one.
-        self.boot.health().check(during)?;
-        self.check_device_error()?;
         let (members, my_index) = {
             let t = self.teams();
             let info = t.get(team)?;
             (info.members.clone(), info.my_index)
         };
+        // Once a PE is dead no barrier can be trusted: the survivors' extra arrivals could
+        // stand in for the dead PE's missing one. A member that left (finalize) never arrives.
+        let awaits = Awaits::Members(&members);
+        self.peers_gone(awaits, during)?;
+        self.check_device_error()?;
         let arrive = self.barrier_words(team.0 as usize);
         let ticket = arrive + 8;
         let done = arrive + 16;
@@ -141,7 +143,7 @@ impl Runtime {
             self.wait_for_queued_barriers(team, during)?;
             let e = self.amo(ticket, Width::W64, AmoOp::Add(1), me)?.wrapping_add(1);
             let previous = e.wrapping_sub(1);
-            self.poll(during, || {
+            self.poll_with(during, awaits, &|u| self.describe_unmet(u), || {
                 let seen = self.load_local(done, Width::W64)?;
                 Ok(if seen >= previous {
                     Ok(())
@@ -177,7 +179,7 @@ impl Runtime {
         }
         // A member whose ticket is below ours has not entered this barrier yet.
         let detail = |u: &Unmet| self.describe_barrier(team, members, arrive + 8, e, u);
-        self.poll_with(during, &detail, || {
+        self.poll_with(during, Awaits::Members(members), &detail, || {
             let seen = self.load_local(arrive, Width::W64)?;
             Ok(if seen >= target {
                 Ok(())
@@ -223,8 +225,9 @@ impl Runtime {
         let base = self.hosts_barrier_words(team.0 as usize);
         let (gather, release) = (base, base + 8);
         let round = |k: usize| base + 16 + 8 * k;
+        let members: Vec<usize> = hosts.iter().flatten().copied().collect();
         let wait_ge = |addr: usize, target: u64| {
-            self.poll(during, || {
+            self.poll_with(during, Awaits::Members(&members), &|u| self.describe_unmet(u), || {
                 let seen = self.load_local(addr, Width::W64)?;
                 Ok(if seen >= target {
                     Ok(())

@@ -325,6 +325,7 @@ impl Runtime {
         if parent == Team::INVALID {
             return Ok(None);
         }
+        let _named = crate::watchdog::call_scope("team_split_strided");
         let (pinfo, mask) = {
             let t = self.teams();
             (t.get(parent)?.clone(), t.free_mask())

@@ -15,7 +15,7 @@ use crate::consts::Cmp;
 use crate::dtype::{DType, SYNC_DTYPES};
 use crate::heap::SymAddr;
 use crate::error::{Error, Result};
-use crate::watchdog::{check_interrupt, Stall, INTERRUPT_EVERY};
+use crate::watchdog::{call_name, check_interrupt, Stall, INTERRUPT_EVERY};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -43,6 +43,16 @@ const SLEEP_STEP: Duration = Duration::from_micros(50);
 /// How often the loop checks peer health.
 const HEALTH_EVERY: Duration = Duration::from_millis(1);
 
+/// Whose departure ends a wait: a peer that left (finalize) fails only the waits it could have
+/// ended. A dead peer fails every wait.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Awaits<'a> {
+    /// A team's members (barriers, collectives): any one of them leaving fails it.
+    Members(&'a [usize]),
+    /// Any peer (point-to-point waits: whoever may signal): fails once every other PE left.
+    AnyPeer,
+}
+
 /// The unmet condition of one poll, kept for the timeout message.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Unmet {
@@ -68,7 +78,36 @@ impl Runtime {
         during: &str,
         probe: impl FnMut() -> Result<std::result::Result<R, Unmet>>,
     ) -> Result<R> {
-        self.poll_with(during, &|u| self.describe_unmet(u), probe)
+        self.poll_with(during, Awaits::AnyPeer, &|u| self.describe_unmet(u), probe)
+    }
+
+    /// Fails when a PE that `awaits` names left the job, or any PE died: the wait cannot end.
+    ///
+    /// # Errors
+    /// [`Error::PeerDied`]; [`Error::PeerExited`] naming the first such PE and how it left.
+    pub(super) fn peers_gone(&self, awaits: Awaits<'_>, during: &str) -> Result<()> {
+        let health = self.boot.health();
+        health.check_dead(during)?;
+        if health.left_pe().is_none() {
+            // Every barrier starts here: nobody left costs two atomic loads, no allocation.
+            return Ok(());
+        }
+        let me = self.my_pe();
+        let gone = match awaits {
+            Awaits::Members(members) => {
+                let others: Vec<usize> = members.iter().copied().filter(|&pe| pe != me).collect();
+                health.left_among(&others)
+            }
+            Awaits::AnyPeer if health.left_count() + 1 >= self.n_pes() => {
+                let others: Vec<usize> = (0..self.n_pes()).filter(|&pe| pe != me).collect();
+                health.left_among(&others)
+            }
+            Awaits::AnyPeer => None,
+        };
+        match gone {
+            None => Ok(()),
+            Some((pe, how)) => Err(Error::PeerExited { pe, during: call_name(during), how }),
+        }
     }
 
     /// [`Runtime::poll`], with `detail` saying what is awaited when the stuck report
@@ -79,6 +118,7 @@ impl Runtime {
     pub(super) fn poll_with<R>(
         &self,
         during: &str,
+        awaits: Awaits<'_>,
         detail: &dyn Fn(&Unmet) -> String,
         mut probe: impl FnMut() -> Result<std::result::Result<R, Unmet>>,
     ) -> Result<R> {
@@ -104,23 +144,33 @@ impl Runtime {
             }
             let now = Instant::now();
             if now.duration_since(last_health) >= HEALTH_EVERY {
-                self.boot.health().check(during)?;
+                let health = self.boot.health();
+                if (health.dead_pe().is_some() || health.left_pe().is_some())
+                    && self.peers_gone(awaits, during).is_err()
+                {
+                    // The peer may have met this wait's condition just before it left (its
+                    // last arrival, then its finalize): look once more before failing.
+                    if let Ok(r) = probe()? {
+                        return Ok(r);
+                    }
+                    self.peers_gone(awaits, during)?;
+                }
                 last_health = now;
                 if last_seen != Some(unmet.seen) {
                     // The word moved (e.g. another member arrived): not stuck.
                     last_seen = Some(unmet.seen);
                     stall.progressed();
                 }
-                stall.check(&format!("PE {}", self.my_pe()), || format!("{during}: {}", detail(&unmet)));
+                stall.check(&format!("PE {}", self.my_pe()), || format!("{}: {}", call_name(during), detail(&unmet)));
             }
             if now.duration_since(last_interrupt) >= INTERRUPT_EVERY {
-                check_interrupt(during)?;
+                check_interrupt(during).map_err(|_| Error::Interrupted { during: call_name(during) })?;
                 last_interrupt = now;
             }
             let waited = now.duration_since(start);
             if let Some(limit) = self.wait_timeout {
                 if waited >= limit {
-                    return Err(self.timeout_error(unmet, limit));
+                    return Err(self.timeout_error(during, &detail(&unmet), unmet, limit));
                 }
             }
             if waited < YIELD_FOR {
@@ -132,7 +182,7 @@ impl Runtime {
     }
 
     /// What a wait on a word awaits, for the stuck report.
-    fn describe_unmet(&self, u: &Unmet) -> String {
+    pub(super) fn describe_unmet(&self, u: &Unmet) -> String {
         format!(
             "waiting until the word at {:#x} ({}) {} {}; last seen {}",
             u.addr,
@@ -141,6 +191,22 @@ impl Runtime {
             u.expected,
             u.seen
         )
+    }
+
+    /// A symmetric word for messages: its allocation and offset, and for a team's barrier words
+    /// (what device and on-stream barriers wait on) which team's barrier it is.
+    pub(super) fn describe_word(&self, addr: usize) -> String {
+        let first = self.barrier_words(0);
+        let per_team = crate::device_state::BARRIER_WS_BYTES_PER_TEAM as usize;
+        let place = self.heap.describe(addr);
+        match addr.checked_sub(first).map(|off| off / per_team) {
+            Some(slot) if slot < crate::consts::MAX_TEAMS => {
+                let team = super::Team(slot as i32);
+                let name = self.teams().get(team).map_or_else(|_| format!("team {slot}"), |t| format!("{} (members {:?})", t.name, t.members));
+                format!("{place}: the barrier words of {name}")
+            }
+            _ => place,
+        }
     }
 
     /// What a barrier awaits, for the stuck report: the team, its counter, and which members
@@ -162,10 +228,13 @@ impl Runtime {
         )
     }
 
-    fn timeout_error(&self, unmet: Unmet, limit: Duration) -> Error {
+    fn timeout_error(&self, during: &str, detail: &str, unmet: Unmet, limit: Duration) -> Error {
+        let word = format!("{:#x} ({})", unmet.addr, self.heap.describe(unmet.addr));
         Error::WaitTimeout {
             pe: self.my_pe(),
-            location: format!("{:#x} ({})", unmet.addr, self.heap.describe(unmet.addr)),
+            call: call_name(during),
+            // A barrier's detail names the team and the PEs that have not arrived.
+            location: if detail.starts_with("waiting until the word") { word } else { format!("{word}, {detail}") },
             cmp: unmet.cmp.symbol(),
             // The error carries i64; a uint64 above i64::MAX shows as its two's-complement bits.
             expected: unmet.expected as i64,

@@ -233,6 +233,8 @@ pub fn record_error(rec: &ErrorRecord, describe: impl Fn(usize) -> String, timeo
     match rec.flag {
         ERROR_FLAG_WAIT_TIMEOUT => Error::WaitTimeout {
             pe: rec.pe.max(0) as usize,
+            // The word says which: a team's barrier words are described as that barrier.
+            call: "a wait in a kernel".to_string(),
             location: at(addr),
             cmp: i32::try_from(rec.cmp as i64).ok().and_then(|c| Cmp::from_raw(c).ok()).map_or("?", Cmp::symbol),
             expected: rec.expected as i64,
