@@ -35,8 +35,13 @@
 #ifndef RSHMEM_COPY_STRATEGY
 #define RSHMEM_COPY_STRATEGY 1
 #endif
+// 4 by default: the copy loop is inlined into the caller's kernel, and a CUDA C++ or Numba kernel
+// carries no launch bound for ptxas to fit, so the loop itself must leave a 1024-thread block
+// within 64 registers per thread (a block-scope put with 16 used 128, with 8 still 72, with 4
+// 48: ptxas -v, sm_90). 16 keeps more bytes in flight for small CTAs (see strategy 1 above)
+// and suits Triton kernels (always compiled with .maxntid) of up to 256 threads.
 #ifndef RSHMEM_COPY_UNROLL
-#define RSHMEM_COPY_UNROLL 16
+#define RSHMEM_COPY_UNROLL 4
 #endif
 #ifndef RSHMEM_BULK_STAGES
 #define RSHMEM_BULK_STAGES 4
@@ -264,6 +269,12 @@ RSHMEMI_DEV void rshmemi_copy_unrolled_scaled(void* dst, const void* src, size_t
                                               uint32_t nlanes) {
   constexpr int U2 = U / 2 > 0 ? U / 2 : 1;
   constexpr int U4 = U / 4 > 0 ? U / 4 : 1;
+  // At 4 or fewer one loop serves every size (1024 threads x 4 x 16 bytes in flight is plenty),
+  // and the kernel carries one copy loop instead of three.
+  if constexpr (U <= 4) {
+    rshmemi_copy_unrolled<U>(dst, src, n, lane, nlanes);
+    return;
+  }
   if (nlanes > 512)
     rshmemi_copy_unrolled<U4>(dst, src, n, lane, nlanes);
   else if (nlanes > 256)

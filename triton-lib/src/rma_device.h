@@ -44,6 +44,21 @@ RSHMEMI_DEV void rshmemi_copy(void* dst, const void* src, size_t n, uint32_t lan
 #endif
 }
 
+// rshmemi_copy as a call, for the collectives: they copy once per member (or per staged block)
+// inside loops, and inlined there each copy loop was unrolled and scheduled with the whole
+// collective around it (block-scope collectives needed up to 255 registers per thread, more than
+// a 1024-thread block may have).
+RSHMEMI_OUTLINED void rshmemi_copy_call(void* dst, const void* src, size_t n, uint32_t lane, uint32_t nlanes) {
+#if RSHMEM_COPY_STRATEGY == 1
+  // One unroll for every group size (not rshmemi_copy_unrolled_scaled): ptxas may inline this
+  // call into the collective's loop over members and hoist each loop's round offsets out of it,
+  // and three unrolls' offsets held across the loop were 117 registers.
+  rshmemi_copy_unrolled<RSHMEM_COPY_UNROLL>(dst, src, n, lane, nlanes);
+#else
+  rshmemi_copy(dst, src, n, lane, nlanes);
+#endif
+}
+
 // ---- calling groups: thread, warp, block ----
 enum rshmemi_scope { RSHMEMI_THREAD = 0, RSHMEMI_WARP = 1, RSHMEMI_BLOCK = 2 };
 
@@ -61,7 +76,7 @@ RSHMEMI_DEV void rshmemi_group_sync(int scope) {
 
 // The proxy's ring for symmetric `p` on `pe`, or a stopped kernel (ERROR_FLAG_BAD_ADDRESS, as
 // rshmemi_peer_or_fail) when `pe` is not reached through the proxy either.
-RSHMEMI_DEV rshmemi_proxy_ring_t* rshmemi_proxy_or_fail(const void* p, int pe) {
+RSHMEMI_COLD rshmemi_proxy_ring_t* rshmemi_proxy_or_fail(const void* p, int pe) {
   rshmemi_proxy_ring_t* r = rshmemi_proxy_for(p, pe);
   if (r == 0) rshmemi_fail_unreachable(p, pe);
   return r;
