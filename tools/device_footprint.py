@@ -58,7 +58,15 @@ SAMPLE = (
     ("wait_until_any", "wait_until_any", "nvshmem_longlong_wait_until_any", "any"),
     ("quiet", "quiet", "nvshmem_quiet", "none"),
     ("barrier_all_block", "barrier_all_block", "nvshmemx_barrier_all_block", "none"),
+    ("broadcastmem_block", "broadcastmem_block", "nvshmemx_broadcastmem_block", "bcast"),
+    ("sum_reduce_block (fp32)", "sum_reduce_block", "nvshmemx_float_sum_reduce_block", "reduce"),
 )
+# Rows known to need more than MAX_REGS_1024, with the reason; the check fails for any other
+# row over the limit, and for a row here that no longer is (so the list only shrinks).
+KNOWN_OVER = {
+    "sum_reduce_block (fp32)": "three team barriers, the staging copy and the combine loop over members are all inlined "
+                               "into one kernel",
+}
 # Rows whose rshmem kernel must call (not inline) a rare path: the ones with a proxy branch or a
 # timed wait.
 MUST_CALL = ("p", "g", "putmem", "putmem_block", "getmem_block", "putmem_signal_nbi", "putmem_signal_block",
@@ -124,13 +132,15 @@ def _kernels():
             "fadd": ([(a0, "ptr"), (a1, i32), (a2, i32)], i32),
             "any": ([(a0, "ptr"), (a1, u64), (a2, "ptr"), (a3, i32), (a4, i64)], i64),
             "none": ([], i32),
+            "bcast": ([(a0, i32), (a1, "ptr"), (a2, "ptr"), (a3, u64), (a4, i32)], i32),
+            "reduce": ([(a0, i32), (a1, "ptr"), (a2, "ptr"), (a3, u64)], i32),
         }
         args, ret = pats[kind]
         return nv(symbol, ret, args, _semantic)
 
     @triton.jit
     def probe(row: tl.constexpr, lib: tl.constexpr, symbol: tl.constexpr, kind: tl.constexpr, out, p32, p64, p8,
-              sig, status, n, pe):
+              pf32, sig, status, n, pe):
         if lib == "rshmem":
             if row == "p":
                 rs.p(p32, 1, pe)
@@ -160,6 +170,10 @@ def _kernels():
                 rs.quiet()
             if row == "barrier_all_block":
                 rs.barrier_all_block()
+            if row == "broadcastmem_block":
+                rs.broadcastmem_block(rs.TEAM_WORLD, p8, p8, n, 0)
+            if row == "sum_reduce_block (fp32)":
+                rs.sum_reduce_block(rs.TEAM_WORLD, pf32, pf32, n)
         else:
             if kind == "p":
                 nv_call(symbol, kind, p32, 1, pe)
@@ -179,12 +193,16 @@ def _kernels():
                 tl.store(out, nv_call(symbol, kind, p64, n, status, 5, 1))
             if kind == "none":
                 nv_call(symbol, kind)
+            if kind == "bcast":
+                nv_call(symbol, kind, 0, p8, p8, n, 0)  # 0: NVSHMEM_TEAM_WORLD
+            if kind == "reduce":
+                nv_call(symbol, kind, 0, pf32, pf32, n)
 
     return probe
 
 
 SIGNATURE = {"row": "constexpr", "lib": "constexpr", "symbol": "constexpr", "kind": "constexpr", "out": "*i64",
-             "p32": "*i32", "p64": "*i64", "p8": "*u8", "sig": "*u64", "status": "*i32", "n": "i64", "pe": "i32"}
+             "p32": "*i32", "p64": "*i64", "p8": "*u8", "pf32": "*fp32", "sig": "*u64", "status": "*i32", "n": "i64", "pe": "i32"}
 
 
 def _tool(name: str) -> str:
@@ -239,12 +257,38 @@ def measure(row: str, lib: str, symbol: str, kind: str, bitcode: Path) -> Measur
     return Measure(max(regs), ptx, calls, callees)
 
 
-def measure_all(rshmem_bc: Path, nvshmem_bc: Path | None, rows=SAMPLE) -> dict[tuple[str, str], Measure]:
+def measure_all(rshmem_bc: Path, nvshmem_bc: Path | None, nvshmem_rows=None) -> dict[tuple[str, str], Measure]:
+    """Every SAMPLE row with rshmem; with NVSHMEM the rows named in `nvshmem_rows` (None: all).
+    NVSHMEM's bitcode is 31 MB, so each of its kernels takes seconds to link where rshmem's
+    takes a fraction of one: the CI check measures a few of them, --write all."""
     out = {}
-    for row, _binding, symbol, kind in rows:
+    for row, _binding, symbol, kind in SAMPLE:
         out[(row, "rshmem")] = measure(row, "rshmem", symbol, kind, rshmem_bc)
-        if nvshmem_bc is not None:
+        if nvshmem_bc is not None and (nvshmem_rows is None or row in nvshmem_rows):
             out[(row, "nvshmem")] = measure(row, "nvshmem", symbol, kind, nvshmem_bc)
+    return out
+
+
+def read_page(text: str) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """The (regs, PTX, calls) of each row and library as the page states them."""
+    out = {}
+    for m in re.finditer(r"^\| `([^`]+)` \| `[^`]+` \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \| (\d+) \|$", text, re.M):
+        row, rr, nr, rp, np_, rc, nc = m.groups()
+        out[(row, "rshmem")] = (int(rr), int(rp), int(rc))
+        out[(row, "nvshmem")] = (int(nr), int(np_), int(nc))
+    return out
+
+
+def stale(results: dict[tuple[str, str], Measure], page: str) -> list[str]:
+    """Where the page's numbers differ from `results` (only the kernels that were measured)."""
+    stated = read_page(page)
+    out = []
+    for key, m in results.items():
+        if stated.get(key) != (m.regs, m.ptx, m.calls):
+            out.append(f"{key[0]} / {key[1]}: measured regs={m.regs} PTX={m.ptx} calls={m.calls}, "
+                       f"the page says {stated.get(key)}")
+    missing = {r for r, _b, _s, _k in SAMPLE} - {k[0] for k in stated}
+    out += [f"{r}: not on the page" for r in sorted(missing)]
     return out
 
 
@@ -274,6 +318,14 @@ def render(results: dict[tuple[str, str], Measure]) -> str:
         n = results[(row, "nvshmem")]
         lines.append(f"| `{row}` | `{symbol}` | {r.regs} | {n.regs} | {r.ptx} | {n.ptx} | {r.calls} | {n.calls} |")
     lines.append("")
+    if KNOWN_OVER:
+        lines.append(f"Not yet within {MAX_REGS_1024} registers (a 1024-thread block of a kernel compiled without "
+                     "launch bounds cannot call them; Triton kernels are compiled with `.maxntid`, so ptxas fits "
+                     "them to the launch, spilling if it must):")
+        lines.append("")
+        for row, why in KNOWN_OVER.items():
+            lines.append(f"- `{row}`: {why}.")
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -284,8 +336,10 @@ def problems(results: dict[tuple[str, str], Measure]) -> list[str]:
         m = results.get((row, "rshmem"))
         if m is None:
             continue
-        if m.regs > MAX_REGS_1024:
+        if m.regs > MAX_REGS_1024 and row not in KNOWN_OVER:
             out.append(f"{row}: {m.regs} registers per thread; a 1024-thread block needs <= {MAX_REGS_1024}")
+        if m.regs <= MAX_REGS_1024 and row in KNOWN_OVER:
+            out.append(f"{row}: now fits a 1024-thread block ({m.regs} registers): take it off KNOWN_OVER")
         foreign = [c for c in m.callees if "rshmemi_" not in c]
         if foreign:
             out.append(f"{row}: calls {foreign} were not inlined (a binding's types differ from the C definition's?)")
@@ -319,6 +373,8 @@ def main() -> int:
         print(f"device_footprint.py: wrote {PAGE}")
         return 1 if bad else 0
     if PAGE.read_text() != text:
+        for d in stale(results, PAGE.read_text()) or ["the prose differs"]:
+            print("device_footprint.py:", d, file=sys.stderr)
         print(f"device_footprint.py: {PAGE} is stale; run tools/device_footprint.py --write", file=sys.stderr)
         return 1
     return 1 if bad else 0

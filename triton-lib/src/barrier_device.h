@@ -169,8 +169,4 @@ RSHMEMI_DEV void rshmemi_team_barrier_agreed(int team, bool quiet, int scope, co
 
 RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) { rshmemi_team_barrier_agreed(team, quiet, scope, 0); }
 
-// The barrier as a call, for the collectives (two or more barriers each, around copy loops): as
-// rshmemi_copy_call, so that the collective's registers are not the sum of its inlined parts.
-RSHMEMI_OUTLINED void rshmemi_team_barrier_call(int team, bool quiet, int scope) { rshmemi_team_barrier_agreed(team, quiet, scope, 0); }
-
 #endif  // RSHMEM_BARRIER_DEVICE_H

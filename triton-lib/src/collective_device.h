@@ -32,7 +32,7 @@ RSHMEMI_DEV rshmemi_team_desc_t rshmemi_team_or_fail(int team) {
 RSHMEMI_DEV void rshmemi_coll_push(void* dest, const void* source, size_t n, int pe, int scope) {
   void* mapped = rshmemi_peer_ptr(dest, pe);
   if (mapped != 0) {
-    rshmemi_copy_call(mapped, source, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
+    rshmemi_coll_copy(mapped, source, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
   } else if (rshmemi_lane(scope) == 0) {
     rshmemi_proxy_desc_t d = rshmemi_proxy_desc(RSHMEM_PROXY_PUT, pe);
     d.dest = (uint64_t)(uintptr_t)dest;
@@ -47,14 +47,14 @@ RSHMEMI_DEV void rshmemi_broadcastmem(int team, void* dest, const void* source, 
   const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
   if (root < 0 || root >= t.size) rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, dest, (uint64_t)(int64_t)root, 0, 0);
   if (nbytes != 0) rshmemi_check_user(dest, nbytes, rshmemi_team_member(&t, root), RSHMEM_CHECK_OP_PUT);
-  rshmemi_team_barrier_call(team, true, scope);
+  rshmemi_team_barrier(team, true, scope);
   if (t.my_index == root && nbytes != 0) {
     for (int i = 0; i < t.size; ++i) {
       const int pe = rshmemi_team_member(&t, (t.my_index + i) % t.size);
       rshmemi_coll_push(dest, source, nbytes, pe, scope);
     }
   }
-  rshmemi_team_barrier_call(team, true, scope);
+  rshmemi_team_barrier(team, true, scope);
 }
 
 // Member i's `source` lands at dest + i * nbytes on every member. With `agree` (the runtime's
@@ -72,7 +72,7 @@ RSHMEMI_DEV void rshmemi_fcollectmem_agreed(int team, void* dest, const void* so
       rshmemi_coll_push(slot, source, nbytes, pe, scope);
     }
   }
-  rshmemi_team_barrier_call(team, true, scope);
+  rshmemi_team_barrier(team, true, scope);
 }
 
 RSHMEMI_DEV void rshmemi_fcollectmem(int team, void* dest, const void* source, size_t nbytes, int scope) {
@@ -83,7 +83,7 @@ RSHMEMI_DEV void rshmemi_fcollectmem(int team, void* dest, const void* source, s
 RSHMEMI_DEV void rshmemi_alltoallmem(int team, void* dest, const void* source, size_t nbytes, int scope) {
   const rshmemi_team_desc_t t = rshmemi_team_or_fail(team);
   if (nbytes != 0) rshmemi_check_user(dest, nbytes * (size_t)t.size, rshmemi_team_member(&t, t.my_index), RSHMEM_CHECK_OP_PUT);
-  rshmemi_team_barrier_call(team, true, scope);
+  rshmemi_team_barrier(team, true, scope);
   if (nbytes != 0) {
     char* slot = (char*)dest + (size_t)t.my_index * nbytes;
     for (int i = 0; i < t.size; ++i) {
@@ -92,7 +92,7 @@ RSHMEMI_DEV void rshmemi_alltoallmem(int team, void* dest, const void* source, s
       rshmemi_coll_push(slot, (const char*)source + (size_t)j * nbytes, nbytes, pe, scope);
     }
   }
-  rshmemi_team_barrier_call(team, true, scope);
+  rshmemi_team_barrier(team, true, scope);
 }
 
 // ---- reductions ----
@@ -184,8 +184,8 @@ RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelem
   for (size_t off = 0; off < nelems; off += chunk) {
     const size_t m = nelems - off < chunk ? nelems - off : chunk;
     rshmemi_group_sync(scope);
-    for (size_t j = 0; j < blocks; ++j) rshmemi_copy_call(ws + j * m, source + j * nelems + off, m * sizeof(T), lane, nlanes);
-    rshmemi_team_barrier_call(team, true, scope);  // every member's chunk is staged
+    for (size_t j = 0; j < blocks; ++j) rshmemi_coll_copy(ws + j * m, source + j * nelems + off, m * sizeof(T), lane, nlanes);
+    rshmemi_team_barrier(team, true, scope);  // every member's chunk is staged
     if (far) {
       if (lane == 0) {
         rshmemi_proxy_ring_t* r = 0;
@@ -204,19 +204,22 @@ RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelem
       }
       rshmemi_group_sync(scope);  // the fetched chunks are here for every thread
     }
+#pragma unroll 1
     for (size_t e = lane; e < m; e += nlanes) {
       const size_t at = mine * m + e;
       A acc = A();
+#pragma unroll 1
       for (int i = 0; i < t.size; ++i) {
         // Without a far member an unmapped one is a bad team (no proxy reaches it either).
         const int pe = rshmemi_team_member(&t, i);
-        const T* peer = (const T*)(far ? rshmemi_peer_ptr(ws, pe) : rshmemi_peer_or_fail(ws, pe));
+        const T* peer = (const T*)rshmemi_peer_ptr(ws, pe);
+        if (peer == 0 && !far) rshmemi_fail_unreachable(ws, pe);
         const T v = peer != 0 ? peer[at] : fetch[(size_t)i * m + e];
         acc = i == 0 ? C::widen(v) : rshmemi_combine<OP, A>::f(acc, C::widen(v));
       }
       dest[off + e] = C::narrow(acc);
     }
-    rshmemi_team_barrier_call(team, true, scope);  // nobody restages before everyone has read
+    rshmemi_team_barrier(team, true, scope);  // nobody restages before everyone has read
   }
 }
 

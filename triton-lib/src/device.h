@@ -26,17 +26,13 @@
 // Rare paths (the proxy ring for PEs on other hosts, debug-wait timeouts, error records, traps):
 // kept out of line and called, so a caller's common path stays a few instructions and its
 // registers are not sized for code it almost never runs. `noinline` survives Triton's pipeline
-// (its inliner runs on the linked module and honours the attribute; tests/device/
-// test_device_footprint.py checks the calls in the PTX) and becomes `.noinline` in PTX, which
-// ptxas honours too; `cold` lets LLVM lay the call out of the hot block. The NVRTC / nvcc
-// prelude (nvrtc/prelude.h) spells it with __noinline__.
+// (its inliner runs on the linked module and honours the attribute): the kernel's PTX keeps a
+// `call` (tools/device_footprint.py checks it in CI), and ptxas kept them as CALL in the SASS we
+// read. `cold` lets LLVM lay the call out of the hot block. The NVRTC / nvcc prelude
+// (nvrtc/prelude.h) spells it __noinline__. What is out of line costs the common path nothing
+// but a branch; it does not lower the kernel's register count below what the callee needs.
 #ifndef RSHMEMI_COLD
 #define RSHMEMI_COLD static __device__ __attribute__((noinline, cold))
-#endif
-// Out of line but not rare: a collective's copy loop, called once per member, so the collective
-// around it is not sized for (or unrolled around) the loop's registers.
-#ifndef RSHMEMI_OUTLINED
-#define RSHMEMI_OUTLINED static __device__ __attribute__((noinline))
 #endif
 // Exported functions: C linkage, kept out of line in the bitcode for the linker; Triton inlines
 // them after linking.

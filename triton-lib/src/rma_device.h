@@ -44,16 +44,14 @@ RSHMEMI_DEV void rshmemi_copy(void* dst, const void* src, size_t n, uint32_t lan
 #endif
 }
 
-// rshmemi_copy as a call, for the collectives: they copy once per member (or per staged block)
-// inside loops, and inlined there each copy loop was unrolled and scheduled with the whole
-// collective around it (block-scope collectives needed up to 255 registers per thread, more than
-// a 1024-thread block may have).
-RSHMEMI_OUTLINED void rshmemi_copy_call(void* dst, const void* src, size_t n, uint32_t lane, uint32_t nlanes) {
+// The collectives' copy: a short loop (2 vectors in flight per thread, one loop for every group
+// size). A collective copies once per member inside its loop over members, with barriers around;
+// with the general loop (RSHMEM_COPY_UNROLL, scaled) inlined there, LLVM and ptxas kept every
+// unrolled loop's round offsets live across the member loop, and a block-scope broadcast needed
+// 100 to 255 registers per thread (ptxas -v, sm_90), more than a 1024-thread block may have.
+RSHMEMI_DEV void rshmemi_coll_copy(void* dst, const void* src, size_t n, uint32_t lane, uint32_t nlanes) {
 #if RSHMEM_COPY_STRATEGY == 1
-  // One unroll for every group size (not rshmemi_copy_unrolled_scaled): ptxas may inline this
-  // call into the collective's loop over members and hoist each loop's round offsets out of it,
-  // and three unrolls' offsets held across the loop were 117 registers.
-  rshmemi_copy_unrolled<RSHMEM_COPY_UNROLL>(dst, src, n, lane, nlanes);
+  rshmemi_copy_unrolled<2>(dst, src, n, lane, nlanes);
 #else
   rshmemi_copy(dst, src, n, lane, nlanes);
 #endif
