@@ -334,6 +334,43 @@ def test_tutorial_06_kernel_compiles_inlined():
                           (i32, i32, types.int64, types.Array(types.uint64, 1, "C"), types.int64))
     assert not foreign_calls(ptx)
     assert re.search(RELEASE, ptx) and re.search(ACQUIRE, ptx)
+    # The guide launches it with 512 threads per CTA and no launch bound: 128 registers at most.
+    regs = _entry_registers(ptx, (9, 0))
+    assert regs and max(regs.values()) <= 128, f"ring_allreduce cannot launch with 512 threads: {regs}"
+
+
+def test_put_block_kernel_fits_1024_threads():
+    """A Numba kernel calling put_block (no launch bound) needs at most 64 registers per thread,
+    so a CTA of 1024 threads launches (the copy loop is short and the rare paths are calls)."""
+    ptx = shm.compile_ptx(_kernel("shm.put_block(a_uint8, a_uint8, pe)"), SIG)
+    regs = _entry_registers(ptx, (9, 0))
+    assert regs and max(regs.values()) <= 64, f"put_block cannot launch with 1024 threads: {regs}"
+
+
+def _entry_registers(ptx: str, cc) -> dict[str, int]:
+    """Registers per thread of each kernel in linked PTX, as ptxas (inside nvJitLink) reports them."""
+    from cuda.bindings import nvjitlink
+
+    options = [f"-arch=sm_{cc[0]}{cc[1]}", "-verbose"]
+    handle = nvjitlink.create(len(options), options)
+    try:
+        data = ptx.encode()
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+        nvjitlink.complete(handle)
+        log = bytearray(nvjitlink.get_info_log_size(handle))
+        nvjitlink.get_info_log(handle, log)
+    finally:
+        nvjitlink.destroy(handle)
+    out, entry = {}, None
+    for line in log.decode(errors="replace").splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", line)
+        if m:
+            entry = m.group(1)
+        m = re.search(r"Used (\d+) registers", line)
+        if m and entry is not None:
+            out[entry] = int(m.group(1))
+            entry = None
+    return out
 
 
 def _arr(t, nd=1):

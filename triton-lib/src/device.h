@@ -28,11 +28,12 @@
 // registers are not sized for code it almost never runs. `noinline` survives Triton's pipeline
 // (its inliner runs on the linked module and honours the attribute): the kernel's PTX keeps a
 // `call` (tools/device_footprint.py checks it in CI), and ptxas kept them as CALL in the SASS we
-// read. `cold` lets LLVM lay the call out of the hot block. The NVRTC / nvcc prelude
-// (nvrtc/prelude.h) spells it __noinline__. What is out of line costs the common path nothing
-// but a branch; it does not lower the kernel's register count below what the callee needs.
+// read. `cold` lets LLVM lay the call out of the hot block; `unused`: a file need not call every
+// one (the runtime's kernels do not). The NVRTC / nvcc prelude (nvrtc/prelude.h) spells it
+// __noinline__. What is out of line costs the common path nothing but a branch; it does not
+// lower the kernel's register count below what the callee needs.
 #ifndef RSHMEMI_COLD
-#define RSHMEMI_COLD static __device__ __attribute__((noinline, cold))
+#define RSHMEMI_COLD static __device__ __attribute__((noinline, cold, unused))
 #endif
 // Exported functions: C linkage, kept out of line in the bitcode for the linker; Triton inlines
 // them after linking.
