@@ -40,7 +40,7 @@ def test_every_kernel_launches_at_1024_threads_and_keeps_rare_paths_out_of_line(
     assert fp.problems(rshmem_results) == []
 
 
-def test_rare_paths_are_calls_in_the_sass_too(bitcode):  # noqa: F811
+def test_rare_paths_are_calls_in_the_sass_too(bitcode, monkeypatch):  # noqa: F811
     # ptxas could inline a .func again; the register counts above would then hide nothing, but
     # the common path of g would carry the proxy code. Its SASS must keep the CALL.
     import subprocess
@@ -52,6 +52,7 @@ def test_rare_paths_are_calls_in_the_sass_too(bitcode):  # noqa: F811
 
     src = ASTSource(fn=fp._kernels(), signature=fp.SIGNATURE,
                     constexprs={"row": "g", "lib": "rshmem", "symbol": "", "kind": "g"})
+    monkeypatch.setattr(triton.knobs.compilation, "always_compile", True)  # the cache keys the bitcode by path
     k = triton.compile(src, target=GPUTarget("cuda", fp.ARCH, 32),
                        options={"extern_libs": (("libshmem_device", bitcode),), "num_warps": fp.NUM_WARPS})
     with tempfile.TemporaryDirectory() as d:
