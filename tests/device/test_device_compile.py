@@ -331,3 +331,10 @@ def test_load_hook_hands_modules_to_the_runtime(monkeypatch):
     del fake.device_init_module
     triton.knobs.runtime.kernel_load_end_hook(0x9999, 0, "k", {}, "hash")
     assert calls == [0x1234]
+
+
+def test_test_any_and_wait_until_any_rotate_their_start(bitcode):
+    # Each call advances the module's start counter (one relaxed GPU-scope add), as NVSHMEM's do;
+    # tests/device/test_device_gpu.py checks on a GPU that the answers rotate.
+    for row in ("test_any", "wait_until_any"):
+        assert re.search(r"atom\.relaxed\.gpu\.global\.add\.u64", _ptx(row, bitcode)), row
