@@ -21,6 +21,7 @@ pytestmark = pytest.mark.single
 
 pytest.importorskip("numba", reason="numba-cuda is not installed (scripts/setup.sh installs it)")
 bench = pytest.importorskip("benchmarks.numba_vs_triton")
+from ptx_calls import foreign_calls  # noqa: E402 - tests/ptx_calls.py
 
 # Numba may read a little more per call than Triton (its device-state reads are not merged the
 # same way: 322 against 312 loads when this was written); "well above" is anything past this.
@@ -34,11 +35,13 @@ def put_block_ptx():
 
 def test_put_block_loads_from_memory_stay_near_triton(put_block_ptx):
     numba, triton = (bench.ptx_summary(put_block_ptx[fe]) for fe in ("numba", "triton"))
-    assert numba["calls"] == 0 and triton["calls"] == 0, "the device library did not inline"
+    for fe in ("numba", "triton"):
+        # Calls to the library's out-of-line rare paths stay (tests/ptx_calls.py).
+        assert not foreign_calls(put_block_ptx[fe]), f"{fe}: the device library did not inline"
     assert numba["ld_memory"] <= LOAD_RATIO_LIMIT * triton["ld_memory"], (
         f"Numba's put_block loads from memory {numba['ld_memory']} times, Triton's {triton['ld_memory']}: "
         f"over {LOAD_RATIO_LIMIT}x (diff the two listings of benchmarks.numba_vs_triton.ptx_without_gpu)")
-    # The copy loops: 16 / 8 / 4 vectors per thread, global and generic, full and partial rounds.
+    # The copy loop (RSHMEM_COPY_UNROLL vectors per thread), global and generic, full and partial rounds.
     assert numba["vec16_loads"] == triton["vec16_loads"] > 0
     assert numba["vec16_stores"] == triton["vec16_stores"] > 0
 
