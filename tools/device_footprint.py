@@ -10,17 +10,21 @@ parameters, a result is stored), compiled by Triton for sm_90 with 4 warps and l
 either library; no GPU is needed. For each compiled kernel:
 
 - ``regs``: registers per thread of the cubin (``cuobjdump -res-usage``: the kernel with
-  every function it calls). A block of 1024 threads fits only at <= 64 (65536 registers per
-  SM); ptxas had no reason to stay lower here (4 warps allow 255), so this is what the code
-  needs, as in a CUDA C++ or Numba kernel compiled without launch bounds.
+  every function it calls). Triton emits ``.reqntid`` from num_warps, so ptxas fits the
+  registers to the launch (4 warps allow 255): a Triton kernel never fails to launch for them,
+  and the Triton bitcode keeps its 16-vector copy loop (triton-lib/build.py, TRITON_DEFINES).
+  Besides, every ``_block`` row is compiled with 32 warps (1024 threads) and must stay within
+  64 registers there (LAUNCH_WARPS).
 - ``PTX``: instructions of the kernel's own body, the function's code inlined there (the common
   path), not counting the bodies of functions it calls.
 - ``calls``: calls left in the kernel body: rshmem's are its rare paths (proxy ring, debug-wait
   timeout, error record), kept out of line on purpose.
 
-tests/device/test_device_footprint.py runs this (CI, compile-only): it fails when an rshmem
-kernel needs more than 64 registers, when a rare path is inlined again, or when the page is
-stale. NVSHMEM's library is torch's ``nvidia-nvshmem-cu13`` wheel (3.4.5; $NVSHMEM_DEVICE_BC
+tests/device/test_device_footprint.py runs this (CI, compile-only): it fails when a 1024-thread
+``_block`` kernel needs more than 64 registers, when a rare path is inlined again, or when the
+page is stale. CUDA C++ and Numba kernels carry no launch bound; their library copies (headers,
+LTO-IR) keep copy_device.h's 4-vector loop, and examples/compile_cuda.sh and
+tests/numba_device/test_numba_compile.py check their registers at 1024 / 512 threads. NVSHMEM's library is torch's ``nvidia-nvshmem-cu13`` wheel (3.4.5; $NVSHMEM_DEVICE_BC
 overrides); without it the NVSHMEM columns cannot be measured and --check/--write refuse.
 """
 from __future__ import annotations
@@ -38,7 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "device-footprint.md"
 ARCH = 90
 NUM_WARPS = 4
-# Registers per thread that a 1024-thread block may use (65536 per SM).
+# The _block rows are compiled again at 1024 threads, which may use 64 registers per thread
+# (65536 per SM); ptxas caps them to .reqntid, so this checks that the kernel compiles there.
+LAUNCH_WARPS = 32
 MAX_REGS_1024 = 64
 
 # (row, rshmem binding in libshmem_device, NVSHMEM C symbol, kind). Kinds name the argument
@@ -61,12 +67,8 @@ SAMPLE = (
     ("broadcastmem_block", "broadcastmem_block", "nvshmemx_broadcastmem_block", "bcast"),
     ("sum_reduce_block (fp32)", "sum_reduce_block", "nvshmemx_float_sum_reduce_block", "reduce"),
 )
-# Rows known to need more than MAX_REGS_1024, with the reason; the check fails for any other
-# row over the limit, and for a row here that no longer is (so the list only shrinks).
-KNOWN_OVER = {
-    "sum_reduce_block (fp32)": "three team barriers, the staging copy and the combine loop over members are all inlined "
-                               "into one kernel",
-}
+# Rows compiled again at LAUNCH_WARPS: the block-scope functions, which kernels of 1024 threads call.
+BLOCK_ROWS = tuple(row for row, _b, _s, _k in SAMPLE if "_block" in row)
 # Rows whose rshmem kernel must call (not inline) a rare path: the ones with a proxy branch or a
 # timed wait.
 MUST_CALL = ("p", "g", "putmem", "putmem_block", "getmem_block", "putmem_signal_nbi", "putmem_signal_block",
@@ -79,6 +81,7 @@ class Measure:
     ptx: int
     calls: int
     callees: tuple[str, ...]
+    stack: int = 0  # bytes of stack frame per thread (spilled registers and the calls' frames)
 
 
 def nvshmem_bitcode() -> Path | None:
@@ -236,7 +239,7 @@ def _count_ptx(body: str) -> tuple[int, int, tuple[str, ...]]:
     return n, len(callees), callees
 
 
-def measure(row: str, lib: str, symbol: str, kind: str, bitcode: Path) -> Measure:
+def measure(row: str, lib: str, symbol: str, kind: str, bitcode: Path, num_warps: int = NUM_WARPS) -> Measure:
     import triton  # noqa: PLC0415
     from triton.backends.compiler import GPUTarget  # noqa: PLC0415
     from triton.compiler import ASTSource  # noqa: PLC0415
@@ -251,18 +254,18 @@ def measure(row: str, lib: str, symbol: str, kind: str, bitcode: Path) -> Measur
     knobs.always_compile = True
     try:
         k = triton.compile(src, target=GPUTarget("cuda", ARCH, 32),
-                           options={"extern_libs": ((libname, str(bitcode)),), "num_warps": NUM_WARPS})
+                           options={"extern_libs": ((libname, str(bitcode)),), "num_warps": num_warps})
     finally:
         knobs.always_compile = before
     with tempfile.TemporaryDirectory() as d:
         cubin = Path(d) / "k.cubin"
         cubin.write_bytes(k.asm["cubin"])
         res = subprocess.run([_tool("cuobjdump"), "-res-usage", str(cubin)], capture_output=True, text=True, check=True)
-    regs = [int(x) for x in re.findall(r"Function \w+:\s*REG:(\d+)", res.stdout)]
-    if not regs:
+    usage = [(int(r), int(s)) for r, s in re.findall(r"Function \w+:\s*REG:(\d+) STACK:(\d+)", res.stdout)]
+    if not usage:
         raise RuntimeError(f"{row}/{lib}: no register count in cuobjdump's output:\n{res.stdout}")
     ptx, calls, callees = _count_ptx(_entry_body(k.asm["ptx"]))
-    return Measure(max(regs), ptx, calls, callees)
+    return Measure(max(r for r, _s in usage), ptx, calls, callees, max(s for _r, s in usage))
 
 
 def measure_all(rshmem_bc: Path, nvshmem_bc: Path | None, nvshmem_rows=None) -> dict[tuple[str, str], Measure]:
@@ -277,6 +280,12 @@ def measure_all(rshmem_bc: Path, nvshmem_bc: Path | None, nvshmem_rows=None) -> 
     return out
 
 
+def measure_launch(rshmem_bc: Path) -> dict[str, Measure]:
+    """rshmem's kernel of every BLOCK_ROWS row, compiled for LAUNCH_WARPS warps."""
+    kinds = {row: (symbol, kind) for row, _b, symbol, kind in SAMPLE}
+    return {row: measure(row, "rshmem", *kinds[row], rshmem_bc, LAUNCH_WARPS) for row in BLOCK_ROWS}
+
+
 def read_page(text: str) -> dict[tuple[str, str], tuple[int, int, int]]:
     """The (regs, PTX, calls) of each row and library as the page states them."""
     out = {}
@@ -287,10 +296,14 @@ def read_page(text: str) -> dict[tuple[str, str], tuple[int, int, int]]:
     return out
 
 
-def stale(results: dict[tuple[str, str], Measure], page: str) -> list[str]:
-    """Where the page's numbers differ from `results` (only the kernels that were measured)."""
+def stale(results: dict[tuple[str, str], Measure], page: str, launch: dict[str, Measure] | None = None) -> list[str]:
+    """Where the page's numbers differ from `results` and `launch` (only the kernels measured)."""
     stated = read_page(page)
     out = []
+    for row, m in (launch or {}).items():
+        if f"| `{row}` | {m.regs} | {m.stack} |" not in page.splitlines():
+            out.append(f"{row} / rshmem at {LAUNCH_WARPS} warps: measured regs={m.regs} stack={m.stack}, "
+                       "not what the page says")
     for key, m in results.items():
         if stated.get(key) != (m.regs, m.ptx, m.calls):
             out.append(f"{key[0]} / {key[1]}: measured regs={m.regs} PTX={m.ptx} calls={m.calls}, "
@@ -300,19 +313,19 @@ def stale(results: dict[tuple[str, str], Measure], page: str) -> list[str]:
     return out
 
 
-def render(results: dict[tuple[str, str], Measure]) -> str:
+def render(results: dict[tuple[str, str], Measure], launch: dict[str, Measure]) -> str:
     lines = [
         "# Device-code footprint: rshmem against NVSHMEM",
         "",
         "Generated by `tools/device_footprint.py --write` (do not edit); "
-        "`tests/device/test_device_footprint.py` checks that it is current and that every rshmem",
-        f"kernel below fits a 1024-thread block (at most {MAX_REGS_1024} registers per thread).",
+        "`tests/device/test_device_footprint.py` checks that it is current, that every rshmem kernel "
+        "keeps its rare paths out of line, and that every `_block` kernel compiles for a 1024-thread "
+        f"block within {MAX_REGS_1024} registers per thread.",
         "",
         f"One small Triton kernel per function (sm_{ARCH}, {NUM_WARPS} warps, no GPU needed), the same kernel linked "
         "with rshmem's `libshmem_device.bc` or with NVSHMEM 3.4.5's `libnvshmem_device.bc` (the "
         "`nvidia-nvshmem-cu13` wheel). **regs**: registers per thread of the cubin, the kernel with "
-        "every function it calls (`cuobjdump -res-usage`); with 4 warps ptxas may use up to 255, so "
-        "this is what the code needs, as in a CUDA C++ or Numba kernel without launch bounds. "
+        f"every function it calls (`cuobjdump -res-usage`); with {NUM_WARPS} warps ptxas may use up to 255. "
         "**PTX**: instructions of the kernel body, i.e. the common path inlined there, not "
         "counting the functions it calls. **calls**: calls left in the body: rshmem's are its rare "
         "paths (the proxy ring for PEs on other hosts, debug-wait timeouts, error records), kept "
@@ -325,29 +338,57 @@ def render(results: dict[tuple[str, str], Measure]) -> str:
         r = results[(row, "rshmem")]
         n = results[(row, "nvshmem")]
         lines.append(f"| `{row}` | `{symbol}` | {r.regs} | {n.regs} | {r.ptx} | {n.ptx} | {r.calls} | {n.calls} |")
-    lines.append("")
-    if KNOWN_OVER:
-        lines.append(f"Not yet within {MAX_REGS_1024} registers (a 1024-thread block of a kernel compiled without "
-                     "launch bounds cannot call them; Triton kernels are compiled with `.maxntid`, so ptxas fits "
-                     "them to the launch, spilling if it must):")
-        lines.append("")
-        for row, why in KNOWN_OVER.items():
-            lines.append(f"- `{row}`: {why}.")
-        lines.append("")
+    lines += [
+        "",
+        "## Registers per front end",
+        "",
+        "Triton emits `.reqntid` from `num_warps`, so ptxas fits a Triton kernel's registers to its "
+        "launch size: it never fails to launch for registers. The same `_block` kernels compiled "
+        f"with {LAUNCH_WARPS} warps (1024 threads), rshmem's library:",
+        "",
+        "| function | rshmem regs, 1024 threads | stack (bytes per thread) |",
+        "|---|---:|---:|",
+    ]
+    for row in BLOCK_ROWS:
+        m = launch[row]
+        lines.append(f"| `{row}` | {m.regs} | {m.stack} |")
+    lines += [
+        "",
+        "The Triton bitcode is built with `RSHMEM_COPY_UNROLL=16` (`triton-lib/build.py`, "
+        "`TRITON_DEFINES`): each thread loads 16 vectors of 16 bytes before storing any, which keeps "
+        "enough bytes in flight for small CTAs. Measured with `benchmarks/microbench/put_copy.cu` "
+        "(2 x H200 over NVLink, 256 MiB, 8 CTAs of 128 threads, Triton's `num_warps=4`): "
+        "`putmem_block` moved 308 GB/s with 16 vectors and 209 GB/s with 8 (with 256 threads 349 "
+        "against 343; with 512 all about 355). The 16-vector loop takes the registers the "
+        f"first table shows at {NUM_WARPS} warps; with more threads ptxas fits it to fewer, keeping the "
+        "rest on the stack (second table).",
+        "",
+        "CUDA C++ (nvcc, `nvshmem.h` / `rshmem.h`) and Numba (the NVRTC LTO-IR) kernels carry no launch "
+        "bound, so ptxas takes what the code needs and a block whose threads need more than the SM "
+        "holds fails to launch (`CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES`). Their copies of the library "
+        "keep `triton-lib/src/copy_device.h`'s default of 4 vectors, so a 1024-thread block calling "
+        f"a `_block` put stays within {MAX_REGS_1024} registers per thread: `examples/compile_cuda.sh` "
+        "checks it for `capi/tests/nvshmem_put_block_1024.cu` (nvcc), "
+        "`tests/numba_device/test_numba_compile.py` for a Numba `put_block` kernel (1024 threads) and "
+        "tutorial 06's ring all-reduce (512 threads). A CUDA C++ or Numba kernel of 1024 threads that "
+        "calls a block-scope reduction still needs a launch bound (`__launch_bounds__(1024)`; Numba: "
+        "`max_registers=64`): its barriers, staging copy and combine loop are inlined into one kernel.",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def problems(results: dict[tuple[str, str], Measure]) -> list[str]:
-    """What the CI check refuses in rshmem's kernels."""
+def problems(results: dict[tuple[str, str], Measure], launch: dict[str, Measure]) -> list[str]:
+    """What the CI check refuses in rshmem's kernels (`launch`: measure_launch's)."""
     out = []
+    for row, m in launch.items():
+        if m.regs > MAX_REGS_1024:
+            out.append(f"{row}: {m.regs} registers per thread at {LAUNCH_WARPS} warps; a 1024-thread block "
+                       f"needs <= {MAX_REGS_1024}")
     for row, _b, _s, _k in SAMPLE:
         m = results.get((row, "rshmem"))
         if m is None:
             continue
-        if m.regs > MAX_REGS_1024 and row not in KNOWN_OVER:
-            out.append(f"{row}: {m.regs} registers per thread; a 1024-thread block needs <= {MAX_REGS_1024}")
-        if m.regs <= MAX_REGS_1024 and row in KNOWN_OVER:
-            out.append(f"{row}: now fits a 1024-thread block ({m.regs} registers): take it off KNOWN_OVER")
         foreign = [c for c in m.callees if "rshmemi_" not in c]
         if foreign:
             out.append(f"{row}: calls {foreign} were not inlined (a binding's types differ from the C definition's?)")
@@ -372,8 +413,9 @@ def main() -> int:
         sys.exit("device_footprint.py: NVSHMEM's libnvshmem_device.bc not found (pip install nvidia-nvshmem-cu13, "
                  "or set NVSHMEM_DEVICE_BC)")
     results = measure_all(args.bitcode, nv)
-    text = render(results)
-    bad = problems(results)
+    launch = measure_launch(args.bitcode)
+    text = render(results, launch)
+    bad = problems(results, launch)
     for b in bad:
         print("device_footprint.py:", b, file=sys.stderr)
     if args.write:

@@ -1,9 +1,9 @@
 """The device library's footprint in Triton kernels, without a GPU (tools/device_footprint.py).
 
-For each sampled device function, one small Triton kernel linked with rshmem's bitcode must fit a
-1024-thread block (at most 64 registers per thread, with ptxas free to use 255), must keep its
-rare paths (proxy ring, debug-wait timeout, error record) as calls rather than inline, and must
-match docs/device-footprint.md; a few NVSHMEM kernels are measured too, to check that the page's
+For each sampled device function, one small Triton kernel (4 warps) linked with rshmem's bitcode
+must keep its rare paths (proxy ring, debug-wait timeout, error record) as calls rather than
+inline, and must match docs/device-footprint.md; each `_block` one must also compile with 32
+warps (1024 threads) within 64 registers per thread; a few NVSHMEM kernels are measured too, to check that the page's
 NVSHMEM columns are current (`tools/device_footprint.py --write` regenerates all of them).
 
 Needs triton and clang-19 (as test_device_compile.py); the NVSHMEM part needs torch's
@@ -36,8 +36,22 @@ def rshmem_results(bitcode):  # noqa: F811
     return fp.measure_all(Path(bitcode), None)
 
 
-def test_every_kernel_launches_at_1024_threads_and_keeps_rare_paths_out_of_line(rshmem_results):
-    assert fp.problems(rshmem_results) == []
+@pytest.fixture(scope="module")
+def launch_results(bitcode):  # noqa: F811
+    return fp.measure_launch(Path(bitcode))
+
+
+def test_every_kernel_keeps_rare_paths_out_of_line_and_block_ones_fit_1024_threads(rshmem_results, launch_results):
+    assert set(launch_results) == set(fp.BLOCK_ROWS) and len(fp.BLOCK_ROWS) >= 5
+    assert fp.problems(rshmem_results, launch_results) == []
+
+
+def test_the_triton_bitcode_keeps_the_16_vector_copy_loop(rshmem_results):
+    # Triton kernels fit their registers to the launch (.reqntid), so the Triton bitcode keeps the
+    # faster loop (triton-lib/build.py, TRITON_DEFINES): at 4 warps a block-scope put needs more
+    # than a 1024-thread block of a kernel without launch bounds could give it.
+    assert "RSHMEM_COPY_UNROLL=16" in fp.ROOT.joinpath("triton-lib", "build.py").read_text()
+    assert rshmem_results[("putmem_block", "rshmem")].regs > fp.MAX_REGS_1024
 
 
 def test_rare_paths_are_calls_in_the_sass_too(bitcode, monkeypatch):  # noqa: F811
@@ -63,8 +77,8 @@ def test_rare_paths_are_calls_in_the_sass_too(bitcode, monkeypatch):  # noqa: F8
     assert "CALL" in sass, "the rare paths of g were inlined by ptxas"
 
 
-def test_the_page_states_what_rshmem_measures(rshmem_results):
-    assert fp.stale(rshmem_results, fp.PAGE.read_text()) == []
+def test_the_page_states_what_rshmem_measures(rshmem_results, launch_results):
+    assert fp.stale(rshmem_results, fp.PAGE.read_text(), launch_results) == []
 
 
 def test_the_page_states_what_nvshmem_measures(bitcode):  # noqa: F811
@@ -77,11 +91,17 @@ def test_the_page_states_what_nvshmem_measures(bitcode):  # noqa: F811
 
 
 def test_problems_flags_a_kernel_over_the_limit_and_an_inlined_rare_path():
-    # The check itself: a made-up measurement over 64 registers, and one with no call left.
-    fake = {("p", "rshmem"): fp.Measure(regs=65, ptx=10, calls=1, callees=("_ZL12rshmemi_failjPKvmmm",)),
+    # The check itself: made-up measurements. Registers at 4 warps are not limited (ptxas fits
+    # them to the launch); a 1024-thread kernel over 64 is refused, as is a kernel with no call left.
+    fake = {("p", "rshmem"): fp.Measure(regs=168, ptx=10, calls=1, callees=("_ZL12rshmemi_failjPKvmmm",)),
             ("g", "rshmem"): fp.Measure(regs=20, ptx=10, calls=0, callees=()),
             ("quiet", "rshmem"): fp.Measure(regs=20, ptx=10, calls=1, callees=("rshmem_quiet",))}
-    found = fp.problems(fake)
-    assert any(s.startswith("p: 65 registers") for s in found), found
+    launch = {"putmem_block": fp.Measure(regs=65, ptx=10, calls=2, callees=()),
+              "getmem_block": fp.Measure(regs=64, ptx=10, calls=2, callees=())}
+    found = fp.problems(fake, launch)
+    assert any(s.startswith("putmem_block: 65 registers per thread at 32 warps") for s in found), found
+    assert not any(s.startswith(("p:", "getmem_block:")) for s in found), found
     assert any(s.startswith("g: no call left") for s in found), found
     assert any(s.startswith("quiet: calls ['rshmem_quiet'] were not inlined") for s in found), found
+    page = "| `putmem_block` | 64 | 0 |\n"
+    assert fp.stale({}, page, {"putmem_block": fp.Measure(64, 1, 1, (), stack=8)})[0].startswith("putmem_block / rshmem")
