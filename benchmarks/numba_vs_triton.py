@@ -292,10 +292,11 @@ _TRITON_SIGS = {
 }
 
 
-def ptx_without_gpu(name: str, cc: tuple = (9, 0)) -> dict:
+def ptx_without_gpu(name: str, cc: tuple = (9, 0), triton_bitcode: str | None = None) -> dict:
     """{"numba": PTX, "triton": PTX} of kernel `name` ("put_block" or "ring") for compute
     capability `cc`, compiled here without a GPU (Numba: NVVM + nvJitLink with the LTO-IR;
-    Triton: triton.compile with the bitcode), as the runs below launch them (256 / 512 threads)."""
+    Triton: triton.compile with the bitcode, or `triton_bitcode`), as the runs below launch them
+    (256 / 512 threads)."""
     from triton.backends.compiler import GPUTarget  # noqa: PLC0415
     from triton.compiler import ASTSource  # noqa: PLC0415
 
@@ -303,7 +304,9 @@ def ptx_without_gpu(name: str, cc: tuple = (9, 0)) -> dict:
     fn, signature, constexprs, num_warps = _TRITON_SIGS[name]
     compiled = triton.compile(ASTSource(fn=fn, signature=signature, constexprs=constexprs),
                               target=GPUTarget("cuda", cc[0] * 10 + cc[1], 32),
-                              options={"extern_libs": tuple(rt.extern_libs().items()), "num_warps": num_warps})
+                              options={"extern_libs": tuple({**rt.extern_libs(), **(
+                                  {"libshmem_device": triton_bitcode} if triton_bitcode else {})}.items()),
+                                  "num_warps": num_warps})
     return {"numba": nshm.compile_ptx(pyfunc, sig, cc=cc), "triton": compiled.asm["ptx"]}
 
 

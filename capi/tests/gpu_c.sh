@@ -7,7 +7,7 @@
 #   bash capi/tests/gpu_c.sh            (scripts/gpu_check.sh c runs it as its step `c`)
 #
 # Builds examples/ (make: the CUDA C++ programs, the C host program, its MPI form),
-# capi/tests/nvshmem_compat.cu and nvshmem_half_bytes.cu into $WORK (default /tmp/rshmem-c), then
+# capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu and nvshmem_put_block_1024.cu into $WORK (default /tmp/rshmem-c), then
 # runs each as 2 PEs with a deadline: the CUDA C++ examples, nvshmem_half_bytes and the C program
 # under torchrun --no-python, the MPI programs
 # under the wheel's mpirun, the Rust examples under torchrun; each checks its own result and exits
@@ -139,6 +139,15 @@ else
     report FAIL nvshmem_stream_rma "does not build: log $WORK/stream-rma-build.log"
     FAILED=$((FAILED + 1))
 fi
+# A 1024-thread block calling nvshmemx_putmem_block (no launch bounds): launches and moves the data.
+PUT_1024=""
+if "$NVCC" -std=c++17 -arch="$CUDA_ARCH" -I"$PREFIX/include" capi/tests/nvshmem_put_block_1024.cu -o "$WORK/nvshmem_put_block_1024" \
+        ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem -Xlinker -rpath -Xlinker "$PREFIX/lib" >"$WORK/put-1024-build.log" 2>&1; then
+    PUT_1024="$WORK/nvshmem_put_block_1024"
+else
+    report FAIL nvshmem_put_block_1024 "does not build: log $WORK/put-1024-build.log"
+    FAILED=$((FAILED + 1))
+fi
 report BUILT examples "$(ls "$WORK/examples" | tr '\n' ' ')"
 
 echo "== the examples as 2 PEs"
@@ -157,6 +166,7 @@ if [ -x "$E/shift_host_mpi" ]; then run shift_host_mpi mpirun "$E/shift_host_mpi
 if [ -n "$COMPAT" ]; then run nvshmem_compat mpirun "$COMPAT"; else report SKIP nvshmem_compat "no mpicc"; fi
 [ -n "$HALF_BYTES" ] && run nvshmem_half_bytes torchrun "$HALF_BYTES"
 [ -n "$STREAM_RMA" ] && run nvshmem_stream_rma torchrun "$STREAM_RMA"
+[ -n "$PUT_1024" ] && run nvshmem_put_block_1024 torchrun "$PUT_1024"
 for ex in "$BUNDLE"/examples/*; do
     [ -x "$ex" ] && run "rust_$(basename "$ex")" torchrun "$ex"
 done

@@ -263,7 +263,7 @@ def test_rshmem_benchmark_kernels_compile_for_sm90():
     rows = compile_check.check_rshmem()
     bad = [r for r in rows if not r["ok"]]
     assert not bad, bad
-    # rshmem's calls are all inlined into the kernels (no call left in the PTX)
+    # rshmem's calls are all inlined into the kernels (no call left in the PTX but to its rare paths)
     assert all(r["calls_left"] == 0 for r in rows), rows
 
 

@@ -1,5 +1,5 @@
-"""Device API on 2+ GPUs, functionally: a ring of block puts with signals, a guarded signal from
-a 4-warp program, puts and gets by thread, warp and block on random data, atomics from every PE.
+"""Device API on 2+ GPUs, functionally: a ring of block puts with signals, test_any /
+wait_until_any rotating over ready entries, a guarded signal from a 4-warp program, puts and gets by thread, warp and block on random data, atomics from every PE.
 Each memory-model guarantee (fences, quiet, barriers, waits) is its own test in
 test_device_memory_model.py, which this file does not repeat.
 
@@ -82,6 +82,39 @@ def test_ring_push_putmem_signal_block(pe):
     assert torch.equal(out, expected)
     assert int(sig.item()) == 1
     rshmem.barrier_all()
+
+
+# ---------------------------------------------------------------- test_any / wait_until_any rotate
+@rt.jit
+def any_rounds_kernel(flags, status, out, n, ROUNDS: tl.constexpr, WAIT: tl.constexpr):
+    # One thread asks ROUNDS times in a row; every included flag is ready all along.
+    if L.tid(0) == 0:
+        for k in range(ROUNDS):
+            if WAIT:
+                i = shm.wait_until_any(flags, n, status, shm.CMP_EQ, 1)
+            else:
+                i = shm.test_any(flags, n, status, shm.CMP_EQ, 1)
+            tl.store(out + k, i)
+
+
+@pytest.mark.parametrize("wait", [False, True], ids=["test_any", "wait_until_any"])
+def test_any_rotates_over_every_ready_entry(pe, wait):
+    # Calls that keep finding every entry ready must not keep answering the lowest index: a
+    # caller that handles one index per call would starve the others (NVSHMEM rotates its
+    # start; so does rshmem). Entry 2 is excluded by `status` and must never be answered.
+    n = 5
+    flags = torch.ones(n, dtype=torch.int64, device="cuda")
+    status = torch.zeros(n, dtype=torch.int32, device="cuda")
+    status[2] = 1
+    rounds = 2 * n
+    out = torch.full((rounds,), -7, dtype=torch.int64, device="cuda")
+    any_rounds_kernel[(1,)](flags, status, out, n, ROUNDS=rounds, WAIT=wait, num_warps=1)
+    torch.cuda.synchronize()
+    got = out.tolist()
+    # Only this thread advances the counter, so 2n consecutive calls start twice at each entry;
+    # a start at the excluded entry 2 answers the next one, 3.
+    counts = {i: got.count(i) for i in set(got)}
+    assert counts == {0: 2, 1: 2, 3: 4, 4: 2}, got
 
 
 # ---------------------------------------------------------------- execution model

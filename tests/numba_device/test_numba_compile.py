@@ -3,7 +3,7 @@
 Every function of ``rshmem.numba`` is called from a kernel (with a dtype it takes; fp16 too
 where the value crosses the call) that is compiled by NVVM and linked with the device library's
 LTO-IR by nvJitLink with link-time optimization (``rshmem.numba.compile_ptx``). The PTX must
-hold no call (the library inlined) and, for the functions that signal, wait, fence or
+hold no call but to the library's out-of-line rare paths (the library inlined) and, for the functions that signal, wait, fence or
 synchronize, the system-scope release / acquire / fence the memory model needs. Then every row
 of ``triton-lib/api.toml``, for every dtype, is called through ``rshmem.numba.raw`` and linked
 (without optimizing, which is what makes this fast), so every C symbol links from Numba: the
@@ -31,6 +31,7 @@ from numba import types  # noqa: E402
 import rshmem  # noqa: E402
 import rshmem.numba as shm  # noqa: E402
 from rshmem.numba import _lower, _raw  # noqa: E402
+from ptx_calls import foreign_calls  # noqa: E402 - tests/ptx_calls.py
 
 DTYPES = {
     "int8": types.int8, "int16": types.int16, "int32": types.int32, "int64": types.int64,
@@ -128,7 +129,6 @@ for _op in ("add", "and", "or", "xor"):
     CASES[f"atomic_{_op}"] = (f"shm.atomic_{_op}({{a}}, 1, pe)", AMO, (r"(atom|red)\.\w*\.?sys",))
     CASES[f"atomic_fetch_{_op}"] = (f"out[0] = shm.atomic_fetch_{_op}({{a}}, 1, pe)", AMO, (r"atom\.\w*\.?sys",))
 
-CALL = re.compile(r"^\s*call(\.uni)?\b", re.M)
 
 
 def _kernel(body: str):
@@ -158,7 +158,7 @@ def test_function_compiles_inlined_with_its_ordering(name):
     template, dtypes, patterns = CASES[name]
     ptx = shm.compile_ptx(_kernel(_body(template, dtypes)), SIG)
     assert ".target sm_90" in ptx
-    assert not CALL.search(ptx), f"{name}: the PTX still calls a function (the library was not inlined)"
+    assert not foreign_calls(ptx), f"{name}: the PTX still calls an exported function (the library was not inlined)"
     for pattern in patterns:
         assert re.search(pattern, ptx), f"{name}: no `{pattern}` in the PTX"
 
@@ -216,7 +216,7 @@ def test_sample_kernel_links_for_every_supported_arch(cc):
     built for a newer virtual architecture than `cc` is refused by nvJitLink here."""
     ptx = shm.compile_ptx(_kernel(ARCH_SAMPLE), SIG, cc=cc)
     assert f".target sm_{cc[0]}{cc[1]}\n" in ptx
-    assert not CALL.search(ptx), f"sm_{cc[0]}{cc[1]}: the PTX still calls a function (the library was not inlined)"
+    assert not foreign_calls(ptx), f"sm_{cc[0]}{cc[1]}: the PTX still calls an exported function (not inlined)"
     for pattern in SYNC:
         assert re.search(pattern, ptx), f"sm_{cc[0]}{cc[1]}: no `{pattern}` in the PTX"
     assert _assemble(ptx, cc) > 0
@@ -332,8 +332,45 @@ def test_tutorial_06_kernel_compiles_inlined():
     i32 = types.Array(types.int32, 1, "C")
     ptx = shm.compile_ptx(tutorial.ring_allreduce.py_func,
                           (i32, i32, types.int64, types.Array(types.uint64, 1, "C"), types.int64))
-    assert not CALL.search(ptx)
+    assert not foreign_calls(ptx)
     assert re.search(RELEASE, ptx) and re.search(ACQUIRE, ptx)
+    # The guide launches it with 512 threads per CTA and no launch bound: 128 registers at most.
+    regs = _entry_registers(ptx, (9, 0))
+    assert regs and max(regs.values()) <= 128, f"ring_allreduce cannot launch with 512 threads: {regs}"
+
+
+def test_put_block_kernel_fits_1024_threads():
+    """A Numba kernel calling put_block (no launch bound) needs at most 64 registers per thread,
+    so a CTA of 1024 threads launches (the copy loop is short and the rare paths are calls)."""
+    ptx = shm.compile_ptx(_kernel("shm.put_block(a_uint8, a_uint8, pe)"), SIG)
+    regs = _entry_registers(ptx, (9, 0))
+    assert regs and max(regs.values()) <= 64, f"put_block cannot launch with 1024 threads: {regs}"
+
+
+def _entry_registers(ptx: str, cc) -> dict[str, int]:
+    """Registers per thread of each kernel in linked PTX, as ptxas (inside nvJitLink) reports them."""
+    from cuda.bindings import nvjitlink
+
+    options = [f"-arch=sm_{cc[0]}{cc[1]}", "-verbose"]
+    handle = nvjitlink.create(len(options), options)
+    try:
+        data = ptx.encode()
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+        nvjitlink.complete(handle)
+        log = bytearray(nvjitlink.get_info_log_size(handle))
+        nvjitlink.get_info_log(handle, log)
+    finally:
+        nvjitlink.destroy(handle)
+    out, entry = {}, None
+    for line in log.decode(errors="replace").splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'", line)
+        if m:
+            entry = m.group(1)
+        m = re.search(r"Used (\d+) registers", line)
+        if m and entry is not None:
+            out[entry] = int(m.group(1))
+            entry = None
+    return out
 
 
 def _arr(t, nd=1):
@@ -362,4 +399,4 @@ def test_gpu_test_kernels_compile(name):
     import test_numba_gpu as gpu
 
     ptx = shm.compile_ptx(getattr(gpu, name).py_func, GPU_KERNELS[name])
-    assert not CALL.search(ptx)
+    assert not foreign_calls(ptx)

@@ -45,6 +45,10 @@ static __device__ __forceinline__ unsigned long long rshmemi_nvrtc_ldg_ull(const
 #define __nvvm_bar_warp_sync(mask) __syncwarp(mask)
 #define __builtin_trap() __trap()
 
+// The rare paths out of line (device.h says why), in the spelling NVVM knows: __noinline__ is
+// what it honours through nvJitLink's link-time optimization and nvcc's whole-program inlining.
+#define RSHMEMI_COLD static __device__ __noinline__ __attribute__((unused))
+
 static __device__ __forceinline__ unsigned rshmemi_nvrtc_laneid() {
   unsigned lane;
   asm("mov.u32 %0, %%laneid;" : "=r"(lane));

@@ -32,7 +32,7 @@ RSHMEMI_DEV rshmemi_team_desc_t rshmemi_team_or_fail(int team) {
 RSHMEMI_DEV void rshmemi_coll_push(void* dest, const void* source, size_t n, int pe, int scope) {
   void* mapped = rshmemi_peer_ptr(dest, pe);
   if (mapped != 0) {
-    rshmemi_copy(mapped, source, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
+    rshmemi_coll_copy(mapped, source, n, rshmemi_lane(scope), rshmemi_nlanes(scope));
   } else if (rshmemi_lane(scope) == 0) {
     rshmemi_proxy_desc_t d = rshmemi_proxy_desc(RSHMEM_PROXY_PUT, pe);
     d.dest = (uint64_t)(uintptr_t)dest;
@@ -184,7 +184,7 @@ RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelem
   for (size_t off = 0; off < nelems; off += chunk) {
     const size_t m = nelems - off < chunk ? nelems - off : chunk;
     rshmemi_group_sync(scope);
-    for (size_t j = 0; j < blocks; ++j) rshmemi_copy(ws + j * m, source + j * nelems + off, m * sizeof(T), lane, nlanes);
+    for (size_t j = 0; j < blocks; ++j) rshmemi_coll_copy(ws + j * m, source + j * nelems + off, m * sizeof(T), lane, nlanes);
     rshmemi_team_barrier(team, true, scope);  // every member's chunk is staged
     if (far) {
       if (lane == 0) {
@@ -204,13 +204,16 @@ RSHMEMI_DEV void rshmemi_reduce(int team, T* dest, const T* source, size_t nelem
       }
       rshmemi_group_sync(scope);  // the fetched chunks are here for every thread
     }
+#pragma unroll 1
     for (size_t e = lane; e < m; e += nlanes) {
       const size_t at = mine * m + e;
       A acc = A();
+#pragma unroll 1
       for (int i = 0; i < t.size; ++i) {
         // Without a far member an unmapped one is a bad team (no proxy reaches it either).
         const int pe = rshmemi_team_member(&t, i);
-        const T* peer = (const T*)(far ? rshmemi_peer_ptr(ws, pe) : rshmemi_peer_or_fail(ws, pe));
+        const T* peer = (const T*)rshmemi_peer_ptr(ws, pe);
+        if (peer == 0 && !far) rshmemi_fail_unreachable(ws, pe);
         const T v = peer != 0 ? peer[at] : fetch[(size_t)i * m + e];
         acc = i == 0 ? C::widen(v) : rshmemi_combine<OP, A>::f(acc, C::widen(v));
       }

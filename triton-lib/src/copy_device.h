@@ -10,7 +10,8 @@
 // RSHMEM_COPY_STRATEGY (compile time; see rma_device.h for which calls use which):
 //   0  legacy: 4 vectors of 16 bytes per thread per round (the first implementation; clang
 //      compiles its 16-byte struct copies to pairs of 8-byte accesses staged in local memory).
-//   1  registers: RSHMEM_COPY_UNROLL vectors (default 16) loaded per thread before any is stored,
+//   1  registers: RSHMEM_COPY_UNROLL vectors (16 in the Triton bitcode, 4 here by default: see
+//      below) loaded per thread before any is stored,
 //      with ld.global/st.global and L1::no_allocate when both buffers are global.
 //      Measured (put_copy, 2 x H200 NV18, 256 MiB, 8 CTAs of 128 threads = Triton's num_warps=4):
 //      unroll 8: 209 GB/s, unroll 16: 308 GB/s, legacy: 122 GB/s; with 256 threads 343 / 349;
@@ -35,8 +36,14 @@
 #ifndef RSHMEM_COPY_STRATEGY
 #define RSHMEM_COPY_STRATEGY 1
 #endif
+// 4 by default, for the CUDA C++ headers and the Numba LTO-IR: the copy loop is inlined into the
+// caller's kernel, and such a kernel carries no launch bound for ptxas to fit, so the loop itself
+// must leave a 1024-thread block within 64 registers per thread (a block-scope put with 16 used
+// 128, with 8 still 72, with 4 48: ptxas -v, sm_90). triton-lib/build.py builds the Triton
+// bitcode with 16, which keeps more bytes in flight for small CTAs (strategy 1 above): Triton
+// emits .maxntid from num_warps, so ptxas fits the registers to the launch size there.
 #ifndef RSHMEM_COPY_UNROLL
-#define RSHMEM_COPY_UNROLL 16
+#define RSHMEM_COPY_UNROLL 4
 #endif
 #ifndef RSHMEM_BULK_STAGES
 #define RSHMEM_BULK_STAGES 4
@@ -264,6 +271,12 @@ RSHMEMI_DEV void rshmemi_copy_unrolled_scaled(void* dst, const void* src, size_t
                                               uint32_t nlanes) {
   constexpr int U2 = U / 2 > 0 ? U / 2 : 1;
   constexpr int U4 = U / 4 > 0 ? U / 4 : 1;
+  // At 4 or fewer one loop serves every size (1024 threads x 4 x 16 bytes in flight is plenty),
+  // and the kernel carries one copy loop instead of three.
+  if constexpr (U <= 4) {
+    rshmemi_copy_unrolled<U>(dst, src, n, lane, nlanes);
+    return;
+  }
   if (nlanes > 512)
     rshmemi_copy_unrolled<U4>(dst, src, n, lane, nlanes);
   else if (nlanes > 256)

@@ -23,6 +23,18 @@
 
 // Internal helpers: inlined into every caller, so the ordering each one documents is the caller's.
 #define RSHMEMI_DEV static __device__ __attribute__((always_inline)) inline
+// Rare paths (the proxy ring for PEs on other hosts, debug-wait timeouts, error records, traps):
+// kept out of line and called, so a caller's common path stays a few instructions and its
+// registers are not sized for code it almost never runs. `noinline` survives Triton's pipeline
+// (its inliner runs on the linked module and honours the attribute): the kernel's PTX keeps a
+// `call` (tools/device_footprint.py checks it in CI), and ptxas kept them as CALL in the SASS we
+// read. `cold` lets LLVM lay the call out of the hot block; `unused`: a file need not call every
+// one (the runtime's kernels do not). The NVRTC / nvcc prelude (nvrtc/prelude.h) spells it
+// __noinline__. What is out of line costs the common path nothing but a branch; it does not
+// lower the kernel's register count below what the callee needs.
+#ifndef RSHMEMI_COLD
+#define RSHMEMI_COLD static __device__ __attribute__((noinline, cold, unused))
+#endif
 // Exported functions: C linkage, kept out of line in the bitcode for the linker; Triton inlines
 // them after linking.
 #define RSHMEM_EXPORT extern "C" __device__

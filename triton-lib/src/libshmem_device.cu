@@ -231,23 +231,22 @@ RSHMEMI_FOR_AMO_DTYPES(RSHMEMI_AMO)
     return rshmemi_test_some<T>(ptrs, nelems, status, cmp, value);                                                \
   }                                                                                                               \
   RSHMEM_EXPORT int32_t rshmem_##N##_wait_until_all(T* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, T value) { \
-    rshmemi_wait_vector<T, int32_t>(ptrs, cmp, value,                                                      \
-        [&]() { return rshmemi_test_all<T>(ptrs, nelems, status, cmp, value); }, 0);                  \
+    rshmemi_wait_vector<T, RSHMEMI_KIND_ALL>(ptrs, nelems, status, cmp, value, 0, 0);                             \
     return 0;                                                                                                     \
   }                                                                                                               \
   RSHMEM_EXPORT int64_t rshmem_##N##_wait_until_any(T* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, T value) { \
     size_t included = 0;                                                                                          \
     for (size_t i = 0; i < nelems; ++i) included += rshmemi_excluded(status, i) ? 0 : 1;                          \
     if (included == 0) return -1;                                                                                 \
-    return rshmemi_wait_vector<T, int64_t>(ptrs, cmp, value,                                                      \
-        [&]() { return rshmemi_test_any<T>(ptrs, nelems, status, cmp, value); }, (int64_t)-1);                    \
+    /* One rotation step per call (not per poll): every poll scans from the same start. */                       \
+    const size_t start = rshmemi_any_start(nelems);                                                               \
+    return rshmemi_wait_vector<T, RSHMEMI_KIND_ANY>(ptrs, nelems, status, cmp, value, start, -1);                 \
   }                                                                                                               \
   RSHMEM_EXPORT int64_t rshmem_##N##_wait_until_some(T* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, T value) { \
     size_t included = 0;                                                                                          \
     for (size_t i = 0; i < nelems; ++i) included += rshmemi_excluded(status, i) ? 0 : 1;                          \
     if (included == 0) return 0;                                                                                  \
-    return rshmemi_wait_vector<T, int64_t>(ptrs, cmp, value,                                                      \
-        [&]() { return rshmemi_test_some<T>(ptrs, nelems, status, cmp, value); }, (int64_t)0);                    \
+    return rshmemi_wait_vector<T, RSHMEMI_KIND_SOME>(ptrs, nelems, status, cmp, value, 0, 0);                     \
   }
 RSHMEMI_FOR_AMO_DTYPES(RSHMEMI_P2P)
 

@@ -9,13 +9,14 @@
 
 #include "atomic_device.h"
 
-// Writes one error record (first failing thread only) and traps. Never returns.
+// Writes one error record (first failing thread only) and traps. Never returns. Out of line
+// (RSHMEMI_COLD): every caller's check is a compare and a call.
 //
 // A thread that lost the race for the record waits (boundedly) until the winner has completed
 // it before trapping: a trap stops every thread of the kernel, so a loser that trapped at once
 // (many threads failing together, e.g. every thread of a block calling a thread-scope put to a
 // bad address) could stop the winner mid-record, and the host would find no error to report.
-RSHMEMI_DEV void rshmemi_fail(uint32_t kind, const void* addr, uint64_t cmp, uint64_t expected, uint64_t seen) {
+RSHMEMI_COLD void rshmemi_fail(uint32_t kind, const void* addr, uint64_t cmp, uint64_t expected, uint64_t seen) {
   const rshmemi_device_state_t* s = rshmemi_state();
   if (s->error_buf != 0) {
     rshmemi_error_record_t* r = (rshmemi_error_record_t*)s->error_buf;
@@ -65,32 +66,37 @@ RSHMEMI_DEV bool rshmemi_timer_due(uint32_t i) { return (i & 63u) == 0; }
 // The debug timeout (0 = none), read once per wait with an invariant load (device.h).
 RSHMEMI_DEV uint64_t rshmemi_wait_timeout() { return rshmemi_state_u64(&rshmemi_state()->debug_wait_timeout_ns); }
 
+// The timed part of rshmemi_wait_until, out of line: only a debug run (a timeout set) gets here.
+template <typename T>
+RSHMEMI_COLD T rshmemi_wait_until_timed(const T* p, int cmp, T target, uint64_t timeout) {
+  const uint64_t start = rshmemi_globaltimer();
+  for (uint32_t i = 1;; ++i) {
+    const T v = rshmemi_load_acquire(p);
+    if (rshmemi_compare(v, cmp, target)) return v;
+    if (rshmemi_timer_due(i) && rshmemi_globaltimer() - start > timeout) {
+      rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, p, (uint64_t)(int64_t)cmp, (uint64_t)target, (uint64_t)v);
+    }
+  }
+}
+
 // Spins until `*p <cmp> target`; returns the value that satisfied it. Acquire: memory written
 // before the release that produced this value is visible after return. Thread scope.
 //
 // Every poll is an acquire load and the returned value is the one that acquire load read, so
 // the synchronization is with the writer of the returned value (polling relaxed and re-reading
 // with acquire could return a value that no acquire read saw). Without a timeout the loop is
-// only load, compare, branch; with one, the clock is read every 64th poll.
+// only load, compare, branch; with one, the clock is read every 64th poll, in a function of its
+// own (rshmemi_wait_until_timed).
 template <typename T>
 RSHMEMI_DEV T rshmemi_wait_until(const T* p, int cmp, T target) {
   const uint64_t timeout = rshmemi_wait_timeout();
   T v = rshmemi_load_acquire(p);
   if (rshmemi_compare(v, cmp, target)) return v;
-  if (timeout == 0) {
-    do {
-      v = rshmemi_load_acquire(p);
-    } while (!rshmemi_compare(v, cmp, target));
-    return v;
-  }
-  const uint64_t start = rshmemi_globaltimer();
-  for (uint32_t i = 1;; ++i) {
+  if (timeout != 0) return rshmemi_wait_until_timed<T>(p, cmp, target, timeout);
+  do {
     v = rshmemi_load_acquire(p);
-    if (rshmemi_compare(v, cmp, target)) return v;
-    if (rshmemi_timer_due(i) && rshmemi_globaltimer() - start > timeout) {
-      rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, p, (uint64_t)(int64_t)cmp, (uint64_t)target, (uint64_t)v);
-    }
-  }
+  } while (!rshmemi_compare(v, cmp, target));
+  return v;
 }
 
 // Whether `status` (may be null) excludes entry i.
@@ -105,16 +111,40 @@ RSHMEMI_DEV int32_t rshmemi_test_all(const T* ivars, size_t n, const int32_t* st
   return 1;
 }
 
-// test_any: index of an included entry that satisfies the condition, or -1.
+// Where test_any / wait_until_any start scanning: a per-module counter that every call advances
+// (as NVSHMEM does), so that an entry that stays ready does not hide the others from a caller
+// that loops over test_any and handles one index at a time (the OpenSHMEM spec's example would
+// otherwise spin on the lowest ready index forever). Relaxed, GPU scope: only the rotation
+// depends on it, and it never leaves this GPU. A CUDA C++ program that compiles the library as
+// source (rshmem_cuda.h) has one counter per .cu file (static), which rotates just as well.
+static __device__ unsigned long long rshmemi_any_start_d;
+
+RSHMEMI_DEV size_t rshmemi_any_start(size_t n) {
+  unsigned long long t;
+  asm volatile("atom.relaxed.gpu.global.add.u64 %0, [%1], 1;" : "=l"(t) : "l"(&rshmemi_any_start_d) : "memory");
+  return (size_t)(t % n);
+}
+
+// test_any: index of an included entry that satisfies the condition, or -1. The scan starts at
+// `start` (< n) and wraps around.
 template <typename T>
-RSHMEMI_DEV int64_t rshmemi_test_any(const T* ivars, size_t n, const int32_t* status, int cmp, T target) {
-  for (size_t i = 0; i < n; ++i) {
+RSHMEMI_DEV int64_t rshmemi_test_any_from(const T* ivars, size_t n, const int32_t* status, int cmp, T target, size_t start) {
+  size_t i = start;
+  for (size_t k = 0; k < n; ++k) {
     if (!rshmemi_excluded(status, i) && rshmemi_compare(rshmemi_load_acquire(ivars + i), cmp, target)) return (int64_t)i;
+    i = i + 1 == n ? 0 : i + 1;
   }
   return -1;
 }
 
-// test_some: how many included entries satisfy the condition.
+template <typename T>
+RSHMEMI_DEV int64_t rshmemi_test_any(const T* ivars, size_t n, const int32_t* status, int cmp, T target) {
+  if (n == 0) return -1;
+  return rshmemi_test_any_from<T>(ivars, n, status, cmp, target, rshmemi_any_start(n));
+}
+
+// test_some: how many included entries satisfy the condition (a count, which no scan order
+// changes).
 template <typename T>
 RSHMEMI_DEV int64_t rshmemi_test_some(const T* ivars, size_t n, const int32_t* status, int cmp, T target) {
   int64_t count = 0;
@@ -124,28 +154,46 @@ RSHMEMI_DEV int64_t rshmemi_test_some(const T* ivars, size_t n, const int32_t* s
   return count;
 }
 
-// The vector waits poll the vector test until it reports progress, with the same timeout rule
-// as rshmemi_wait_until (the record names the first array element).
-template <typename T, typename R, typename F>
-RSHMEMI_DEV R rshmemi_wait_vector(const T* ivars, int cmp, T target, F test, R none) {
-  const uint64_t timeout = rshmemi_wait_timeout();
-  R r = test();
-  if (r != none) return r;
-  if (timeout == 0) {
-    do {
-      r = test();
-    } while (r == none);
-    return r;
-  }
-  const uint64_t start = rshmemi_globaltimer();
+// The vector tests by kind, for the vector waits: KIND_ALL answers 1 or 0 (none: 0), KIND_ANY an
+// index scanned from `start` or -1, KIND_SOME a count (none: 0).
+enum { RSHMEMI_KIND_ALL = 0, RSHMEMI_KIND_ANY = 1, RSHMEMI_KIND_SOME = 2 };
+template <typename T, int KIND>
+RSHMEMI_DEV int64_t rshmemi_vector_test(const T* ivars, size_t n, const int32_t* status, int cmp, T target, size_t start) {
+  if constexpr (KIND == RSHMEMI_KIND_ALL) return rshmemi_test_all<T>(ivars, n, status, cmp, target);
+  else if constexpr (KIND == RSHMEMI_KIND_ANY) return rshmemi_test_any_from<T>(ivars, n, status, cmp, target, start);
+  else return rshmemi_test_some<T>(ivars, n, status, cmp, target);
+}
+
+// The timed part of rshmemi_wait_vector, out of line (as rshmemi_wait_until_timed). Scalars
+// only: a lambda passed by value to an out-of-line function crashed NVPTX's instruction
+// selection in Triton's LLVM.
+template <typename T, int KIND>
+RSHMEMI_COLD int64_t rshmemi_wait_vector_timed(const T* ivars, size_t n, const int32_t* status, int cmp, T target,
+                                               size_t start, int64_t none, uint64_t timeout) {
+  const uint64_t t0 = rshmemi_globaltimer();
   for (uint32_t i = 1;; ++i) {
-    r = test();
+    const int64_t r = rshmemi_vector_test<T, KIND>(ivars, n, status, cmp, target, start);
     if (r != none) return r;
-    if (rshmemi_timer_due(i) && rshmemi_globaltimer() - start > timeout) {
+    if (rshmemi_timer_due(i) && rshmemi_globaltimer() - t0 > timeout) {
       rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, ivars, (uint64_t)(int64_t)cmp, (uint64_t)target,
                    (uint64_t)rshmemi_load_acquire(ivars));
     }
   }
+}
+
+// The vector waits poll the vector test until it reports progress (a result other than `none`),
+// with the same timeout rule as rshmemi_wait_until (the record names the first array element).
+template <typename T, int KIND>
+RSHMEMI_DEV int64_t rshmemi_wait_vector(const T* ivars, size_t n, const int32_t* status, int cmp, T target, size_t start,
+                                        int64_t none) {
+  const uint64_t timeout = rshmemi_wait_timeout();
+  int64_t r = rshmemi_vector_test<T, KIND>(ivars, n, status, cmp, target, start);
+  if (r != none) return r;
+  if (timeout != 0) return rshmemi_wait_vector_timed<T, KIND>(ivars, n, status, cmp, target, start, none, timeout);
+  do {
+    r = rshmemi_vector_test<T, KIND>(ivars, n, status, cmp, target, start);
+  } while (r == none);
+  return r;
 }
 
 #endif  // RSHMEM_POLL_DEVICE_H

@@ -1,6 +1,7 @@
 // Operations towards PEs this GPU cannot reach by load/store (PEs on other hosts): posted as
 // descriptors into this PE's proxy ring, page-locked host memory that a CPU thread empties
-// through the network transport (runtime/src/backend/net/proxy.rs has the protocol).
+// through the network transport (runtime/src/backend/net/proxy.rs has the protocol). Every
+// operation here is out of line (RSHMEMI_COLD): a caller's load/store path only calls it.
 //
 // A poster takes ticket t with an atomic add on a word of GPU memory (DeviceState::proxy_head),
 // waits until slot t % RSHMEM_PROXY_SLOTS is free (tail > t - RSHMEM_PROXY_SLOTS), writes the
@@ -29,7 +30,7 @@ RSHMEMI_DEV rshmemi_proxy_ring_t* rshmemi_proxy_ring() {
 // `pe` is a PE of the job without a mapped heap slot here, and `p` lies in this PE's slot. Null
 // otherwise (the caller then fails as for any unreachable address). Called only after the
 // load/store translation failed, so the common path pays nothing for it.
-RSHMEMI_DEV rshmemi_proxy_ring_t* rshmemi_proxy_for(const void* p, int pe) {
+RSHMEMI_COLD rshmemi_proxy_ring_t* rshmemi_proxy_for(const void* p, int pe) {
   rshmemi_proxy_ring_t* r = rshmemi_proxy_ring();
   const rshmemi_device_state_t* s = rshmemi_state();
   const int32_t n_pes = rshmemi_state_i32(&s->n_pes);
@@ -59,7 +60,7 @@ RSHMEMI_DEV rshmemi_proxy_desc_t* rshmemi_proxy_slot(rshmemi_proxy_ring_t* r, ui
 
 // Spins until `*word` satisfies `ready` (>= target, or == target when `exact`), stopping the
 // kernel when the proxy failed or the debug timeout passed.
-RSHMEMI_DEV void rshmemi_proxy_wait(rshmemi_proxy_ring_t* r, const uint64_t* word, uint64_t target, bool exact) {
+RSHMEMI_COLD void rshmemi_proxy_wait(rshmemi_proxy_ring_t* r, const uint64_t* word, uint64_t target, bool exact) {
   const uint64_t timeout = rshmemi_wait_timeout();
   const uint64_t start = timeout != 0 ? rshmemi_globaltimer() : 0;
   for (uint32_t i = 1;; ++i) {
@@ -74,7 +75,7 @@ RSHMEMI_DEV void rshmemi_proxy_wait(rshmemi_proxy_ring_t* r, const uint64_t* wor
 }
 
 // Posts one descriptor (thread scope; `d.seq` is ignored); returns its ticket.
-RSHMEMI_DEV uint64_t rshmemi_proxy_post(rshmemi_proxy_ring_t* r, const rshmemi_proxy_desc_t& d) {
+RSHMEMI_COLD uint64_t rshmemi_proxy_post(rshmemi_proxy_ring_t* r, const rshmemi_proxy_desc_t& d) {
   uint64_t* head = (uint64_t*)(uintptr_t)rshmemi_state_u64(&rshmemi_state()->proxy_head);
   const uint64_t t = rshmemi_relaxed_atom_add_u64(head, 1);
   if (t >= RSHMEM_PROXY_SLOTS) rshmemi_proxy_wait(r, &r->tail, t - RSHMEM_PROXY_SLOTS + 1, false);
@@ -93,10 +94,10 @@ RSHMEMI_DEV uint64_t rshmemi_proxy_post(rshmemi_proxy_ring_t* r, const rshmemi_p
 }
 
 // Waits until the proxy has run ticket t.
-RSHMEMI_DEV void rshmemi_proxy_done(rshmemi_proxy_ring_t* r, uint64_t t) { rshmemi_proxy_wait(r, &r->tail, t + 1, false); }
+RSHMEMI_COLD void rshmemi_proxy_done(rshmemi_proxy_ring_t* r, uint64_t t) { rshmemi_proxy_wait(r, &r->tail, t + 1, false); }
 
 // Waits for the result of fetching ticket t, takes it and frees the slot.
-RSHMEMI_DEV uint64_t rshmemi_proxy_result(rshmemi_proxy_ring_t* r, uint64_t t) {
+RSHMEMI_COLD uint64_t rshmemi_proxy_result(rshmemi_proxy_ring_t* r, uint64_t t) {
   rshmemi_proxy_desc_t* slot = rshmemi_proxy_slot(r, t);
   rshmemi_proxy_wait(r, &slot->seq, RSHMEM_PROXY_SEQ_RESULT, true);
   const uint64_t v = rshmemi_relaxed_ld_sys_u64(&slot->value);
@@ -112,14 +113,14 @@ RSHMEMI_DEV rshmemi_proxy_desc_t rshmemi_proxy_desc(uint8_t kind, int pe) {
 }
 
 // put / get of n bytes; on return the proxy has run them (source reusable, data arrived).
-RSHMEMI_DEV void rshmemi_proxy_putmem(rshmemi_proxy_ring_t* r, void* dest, const void* source, size_t n, int pe) {
+RSHMEMI_COLD void rshmemi_proxy_putmem(rshmemi_proxy_ring_t* r, void* dest, const void* source, size_t n, int pe) {
   rshmemi_proxy_desc_t d = rshmemi_proxy_desc(RSHMEM_PROXY_PUT, pe);
   d.dest = (uint64_t)(uintptr_t)dest;
   d.source = (uint64_t)(uintptr_t)source;
   d.nbytes = n;
   rshmemi_proxy_done(r, rshmemi_proxy_post(r, d));
 }
-RSHMEMI_DEV void rshmemi_proxy_getmem(rshmemi_proxy_ring_t* r, void* dest, const void* source, size_t n, int pe) {
+RSHMEMI_COLD void rshmemi_proxy_getmem(rshmemi_proxy_ring_t* r, void* dest, const void* source, size_t n, int pe) {
   rshmemi_proxy_desc_t d = rshmemi_proxy_desc(RSHMEM_PROXY_GET, pe);
   d.dest = (uint64_t)(uintptr_t)dest;
   d.source = (uint64_t)(uintptr_t)source;
@@ -128,7 +129,7 @@ RSHMEMI_DEV void rshmemi_proxy_getmem(rshmemi_proxy_ring_t* r, void* dest, const
 }
 
 // p: the value travels in the descriptor; nothing to wait for.
-RSHMEMI_DEV void rshmemi_proxy_p(rshmemi_proxy_ring_t* r, void* dest, uint64_t bits, size_t n, int pe) {
+RSHMEMI_COLD void rshmemi_proxy_p(rshmemi_proxy_ring_t* r, void* dest, uint64_t bits, size_t n, int pe) {
   rshmemi_proxy_desc_t d = rshmemi_proxy_desc(RSHMEM_PROXY_PUT_INLINE, pe);
   d.dest = (uint64_t)(uintptr_t)dest;
   d.value = bits;
@@ -137,7 +138,7 @@ RSHMEMI_DEV void rshmemi_proxy_p(rshmemi_proxy_ring_t* r, void* dest, uint64_t b
 }
 
 // g: the proxy gets n <= 8 bytes into the slot and hands them back.
-RSHMEMI_DEV uint64_t rshmemi_proxy_g(rshmemi_proxy_ring_t* r, const void* source, size_t n, int pe) {
+RSHMEMI_COLD uint64_t rshmemi_proxy_g(rshmemi_proxy_ring_t* r, const void* source, size_t n, int pe) {
   rshmemi_proxy_desc_t d = rshmemi_proxy_desc(RSHMEM_PROXY_GET, pe);
   d.source = (uint64_t)(uintptr_t)source;
   d.nbytes = n;
@@ -147,7 +148,7 @@ RSHMEMI_DEV uint64_t rshmemi_proxy_g(rshmemi_proxy_ring_t* r, const void* source
 
 // An atomic (`op`: RSHMEM_AMO_*) on the `width`-byte word `dest` of `pe`. Fetching: waits for
 // and returns the old value; otherwise returns 0 at once.
-RSHMEMI_DEV uint64_t rshmemi_proxy_amo(rshmemi_proxy_ring_t* r, void* dest, uint32_t op, uint32_t width, uint64_t value,
+RSHMEMI_COLD uint64_t rshmemi_proxy_amo(rshmemi_proxy_ring_t* r, void* dest, uint32_t op, uint32_t width, uint64_t value,
                                        uint64_t value2, bool fetch, int pe) {
   rshmemi_proxy_desc_t d = rshmemi_proxy_desc(RSHMEM_PROXY_AMO, pe);
   d.dest = (uint64_t)(uintptr_t)dest;
@@ -162,7 +163,7 @@ RSHMEMI_DEV uint64_t rshmemi_proxy_amo(rshmemi_proxy_ring_t* r, void* dest, uint
 
 // put + signal (`sig_op`: SIGNAL_SET / SIGNAL_ADD, checked by the caller); waits until the
 // proxy has run it (the source reusable); the target sees the data once it sees the signal.
-RSHMEMI_DEV void rshmemi_proxy_putmem_signal(rshmemi_proxy_ring_t* r, void* dest, const void* source, size_t n,
+RSHMEMI_COLD void rshmemi_proxy_putmem_signal(rshmemi_proxy_ring_t* r, void* dest, const void* source, size_t n,
                                              uint64_t* sig_addr, uint64_t signal, int sig_op, int pe) {
   rshmemi_proxy_desc_t d = rshmemi_proxy_desc(RSHMEM_PROXY_PUT_SIGNAL, pe);
   d.dest = (uint64_t)(uintptr_t)dest;
@@ -176,14 +177,17 @@ RSHMEMI_DEV void rshmemi_proxy_putmem_signal(rshmemi_proxy_ring_t* r, void* dest
 
 // quiet (and fence, which it implies) for the proxy's operations: when anything was posted
 // since the last quiet the proxy ran, posts a PROXY_QUIET and waits until every operation
-// before it is complete at its target. Thread scope; nothing to do without a ring.
-RSHMEMI_DEV void rshmemi_proxy_quiet() {
-  rshmemi_proxy_ring_t* r = rshmemi_proxy_ring();
-  if (r == 0) return;
+// before it is complete at its target. Thread scope. Inline: the test for a ring (none when
+// every PE is reachable by load/store); the rest out of line.
+RSHMEMI_COLD void rshmemi_proxy_quiet_ring(rshmemi_proxy_ring_t* r) {
   const uint64_t* head = (const uint64_t*)(uintptr_t)rshmemi_state_u64(&rshmemi_state()->proxy_head);
   if (rshmemi_relaxed_ld_sys_u64(head) == rshmemi_ld_acquire_sys_u64(&r->quieted)) return;
   const uint64_t t = rshmemi_proxy_post(r, rshmemi_proxy_desc(RSHMEM_PROXY_QUIET, (int)rshmemi_state()->my_pe));
   rshmemi_proxy_wait(r, &r->quieted, t + 1, false);
+}
+RSHMEMI_DEV void rshmemi_proxy_quiet() {
+  rshmemi_proxy_ring_t* r = rshmemi_proxy_ring();
+  if (r != 0) rshmemi_proxy_quiet_ring(r);
 }
 
 #endif  // RSHMEM_PROXY_DEVICE_H

@@ -44,6 +44,19 @@ RSHMEMI_DEV void rshmemi_copy(void* dst, const void* src, size_t n, uint32_t lan
 #endif
 }
 
+// The collectives' copy: a short loop (2 vectors in flight per thread, one loop for every group
+// size). A collective copies once per member inside its loop over members, with barriers around;
+// with the general loop (RSHMEM_COPY_UNROLL, scaled) inlined there, LLVM and ptxas kept every
+// unrolled loop's round offsets live across the member loop, and a block-scope broadcast needed
+// 100 to 255 registers per thread (ptxas -v, sm_90), more than a 1024-thread block may have.
+RSHMEMI_DEV void rshmemi_coll_copy(void* dst, const void* src, size_t n, uint32_t lane, uint32_t nlanes) {
+#if RSHMEM_COPY_STRATEGY == 1
+  rshmemi_copy_unrolled<2>(dst, src, n, lane, nlanes);
+#else
+  rshmemi_copy(dst, src, n, lane, nlanes);
+#endif
+}
+
 // ---- calling groups: thread, warp, block ----
 enum rshmemi_scope { RSHMEMI_THREAD = 0, RSHMEMI_WARP = 1, RSHMEMI_BLOCK = 2 };
 
@@ -61,7 +74,7 @@ RSHMEMI_DEV void rshmemi_group_sync(int scope) {
 
 // The proxy's ring for symmetric `p` on `pe`, or a stopped kernel (ERROR_FLAG_BAD_ADDRESS, as
 // rshmemi_peer_or_fail) when `pe` is not reached through the proxy either.
-RSHMEMI_DEV rshmemi_proxy_ring_t* rshmemi_proxy_or_fail(const void* p, int pe) {
+RSHMEMI_COLD rshmemi_proxy_ring_t* rshmemi_proxy_or_fail(const void* p, int pe) {
   rshmemi_proxy_ring_t* r = rshmemi_proxy_for(p, pe);
   if (r == 0) rshmemi_fail_unreachable(p, pe);
   return r;

@@ -28,17 +28,17 @@ RSHMEMI_DEV void rshmemi_signal_remote(uint64_t* remote, uint64_t value, int op)
 
 // signal_op: thread scope. A PE on another host: an atomic set or add through the proxy, which
 // runs after this thread's earlier proxied operations to that PE have landed.
-RSHMEMI_DEV void rshmemi_signal_op(uint64_t* sig_addr, uint64_t value, int op, int pe) {
-  uint64_t* remote = (uint64_t*)rshmemi_user_ptr(sig_addr, 8, pe, RSHMEM_CHECK_OP_SIGNAL);
-  if (remote != 0) {
-    rshmemi_signal_remote(remote, value, op);
-    return;
-  }
+RSHMEMI_COLD void rshmemi_signal_op_proxied(uint64_t* sig_addr, uint64_t value, int op, int pe) {
   if (op != RSHMEM_SIGNAL_ADD && op != RSHMEM_SIGNAL_SET) {
     rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, sig_addr, (uint64_t)(int64_t)op, 0, 0);
   }
   rshmemi_proxy_amo(rshmemi_proxy_or_fail(sig_addr, pe), sig_addr, op == RSHMEM_SIGNAL_ADD ? RSHMEM_AMO_ADD : RSHMEM_AMO_SET,
                     8, value, 0, false, pe);
+}
+RSHMEMI_DEV void rshmemi_signal_op(uint64_t* sig_addr, uint64_t value, int op, int pe) {
+  uint64_t* remote = (uint64_t*)rshmemi_user_ptr(sig_addr, 8, pe, RSHMEM_CHECK_OP_SIGNAL);
+  if (remote != 0) rshmemi_signal_remote(remote, value, op);
+  else rshmemi_signal_op_proxied(sig_addr, value, op, pe);
 }
 
 // Puts up to this many bytes by one thread with direct stores, and the signal from that same
@@ -67,6 +67,22 @@ RSHMEMI_DEV void rshmemi_copy_small(void* dst, const void* src, size_t n) {
   }
 }
 
+// put + signal to a PE on another host: one descriptor carries data and signal (the proxy sends
+// them as one message where it can), posted by the group's first thread once the group's data
+// is written. Out of line; every thread of the group calls it.
+RSHMEMI_COLD void rshmemi_putmem_signal_proxied(void* dest, const void* source, size_t n, uint64_t* sig_addr,
+                                                uint64_t signal, int sig_op, int pe, int scope) {
+  rshmemi_proxy_ring_t* r = rshmemi_proxy_for(sig_addr, pe);
+  if (r == 0) rshmemi_fail_unreachable(sig_addr, pe);
+  if (n != 0 && rshmemi_proxy_for(dest, pe) == 0) rshmemi_fail_unreachable(dest, pe);
+  if (sig_op != RSHMEM_SIGNAL_ADD && sig_op != RSHMEM_SIGNAL_SET) {
+    rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, sig_addr, (uint64_t)(int64_t)sig_op, 0, 0);
+  }
+  rshmemi_group_sync(scope);
+  if (rshmemi_lane(scope) == 0) rshmemi_proxy_putmem_signal(r, dest, source, n, sig_addr, signal, sig_op, pe);
+  rshmemi_group_sync(scope);
+}
+
 // put + signal. On return the whole operation is done (data and signal issued, `source`
 // reusable by any thread of the group).
 //
@@ -84,17 +100,7 @@ RSHMEMI_DEV void rshmemi_putmem_signal(void* dest, const void* source, size_t n,
   const rshmemi_peer_map m = rshmemi_peer(pe);
   uint64_t* remote_sig = (uint64_t*)rshmemi_peer_apply(m, sig_addr);
   if (remote_sig == 0) {
-    // A PE on another host: one descriptor carries data and signal (the proxy sends them as one
-    // message where it can), posted by the group's first thread once the group's data is written.
-    rshmemi_proxy_ring_t* r = rshmemi_proxy_for(sig_addr, pe);
-    if (r == 0) rshmemi_fail_unreachable(sig_addr, pe);
-    if (n != 0 && rshmemi_proxy_for(dest, pe) == 0) rshmemi_fail_unreachable(dest, pe);
-    if (sig_op != RSHMEM_SIGNAL_ADD && sig_op != RSHMEM_SIGNAL_SET) {
-      rshmemi_fail(RSHMEM_ERROR_FLAG_BAD_ARGUMENT, sig_addr, (uint64_t)(int64_t)sig_op, 0, 0);
-    }
-    rshmemi_group_sync(scope);
-    if (rshmemi_lane(scope) == 0) rshmemi_proxy_putmem_signal(r, dest, source, n, sig_addr, signal, sig_op, pe);
-    rshmemi_group_sync(scope);
+    rshmemi_putmem_signal_proxied(dest, source, n, sig_addr, signal, sig_op, pe, scope);
     return;
   }
   void* remote_dest = 0;

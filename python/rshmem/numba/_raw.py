@@ -950,7 +950,7 @@ _WAIT_UNTIL_ANY = Row('wait_until_any', {'int32': 'rshmem_int32_wait_until_any',
 def wait_until_any(typingctx, ptrs, nelems, status, cmp, value):
     """wait_until_any(ptrs: pointer to T, nelems: uint64, status: pointer to int32, cmp: int32, value: T) -> int64 for T in int32|int64|uint32|uint64
 
-    Thread scope. Waits until some included entry satisfies the comparison; returns its index (-1 if none is included).
+    Thread scope. Waits until some included entry satisfies the comparison; returns its index (-1 if none is included). Each call starts its scan one entry further on (as NVSHMEM), so no ready entry is starved.
     """
     return typed(_WAIT_UNTIL_ANY, typingctx, ptrs, nelems, status, cmp, value)
 
@@ -989,7 +989,7 @@ _TEST_ANY = Row('test_any', {'int32': 'rshmem_int32_test_any', 'int64': 'rshmem_
 def test_any(typingctx, ptrs, nelems, status, cmp, value):
     """test_any(ptrs: pointer to T, nelems: uint64, status: pointer to int32, cmp: int32, value: T) -> int64 for T in int32|int64|uint32|uint64
 
-    Thread scope. Index of an included entry that satisfies the comparison, or -1.
+    Thread scope. Index of an included entry that satisfies the comparison, or -1. Each call starts its scan one entry further on (as NVSHMEM), so a caller that handles one index per call reaches every ready entry.
     """
     return typed(_TEST_ANY, typingctx, ptrs, nelems, status, cmp, value)
 

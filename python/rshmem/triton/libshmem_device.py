@@ -1293,7 +1293,7 @@ _WAIT_UNTIL_ANY_SYMBOLS = {
 def wait_until_any(ptrs, nelems, status, cmp, value, _semantic=None):
     """wait_until_any(ptrs: pointer to T, nelems: uint64, status: pointer to int32, cmp: int32, value: T) -> int64 for T in int32|int64|uint32|uint64
 
-    Thread scope. Waits until some included entry satisfies the comparison; returns its index (-1 if none is included).
+    Thread scope. Waits until some included entry satisfies the comparison; returns its index (-1 if none is included). Each call starts its scan one entry further on (as NVSHMEM), so no ready entry is starved.
     """
     _sig = "wait_until_any(ptrs: pointer to T, nelems: uint64, status: pointer to int32, cmp: int32, value: T) -> int64 for T in int32|int64|uint32|uint64"
     T = _x.pointee(ptrs, "ptrs", _WAIT_UNTIL_ANY_SYMBOLS, _sig)
@@ -1365,7 +1365,7 @@ _TEST_ANY_SYMBOLS = {
 def test_any(ptrs, nelems, status, cmp, value, _semantic=None):
     """test_any(ptrs: pointer to T, nelems: uint64, status: pointer to int32, cmp: int32, value: T) -> int64 for T in int32|int64|uint32|uint64
 
-    Thread scope. Index of an included entry that satisfies the comparison, or -1.
+    Thread scope. Index of an included entry that satisfies the comparison, or -1. Each call starts its scan one entry further on (as NVSHMEM), so a caller that handles one index per call reaches every ready entry.
     """
     _sig = "test_any(ptrs: pointer to T, nelems: uint64, status: pointer to int32, cmp: int32, value: T) -> int64 for T in int32|int64|uint32|uint64"
     T = _x.pointee(ptrs, "ptrs", _TEST_ANY_SYMBOLS, _sig)

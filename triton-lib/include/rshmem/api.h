@@ -326,7 +326,7 @@ RSHMEM_API_DEVICE int32_t rshmem_int32_wait_until_all(int32_t* ptrs, uint64_t ne
 RSHMEM_API_DEVICE int32_t rshmem_int64_wait_until_all(int64_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, int64_t value);
 RSHMEM_API_DEVICE int32_t rshmem_uint32_wait_until_all(uint32_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, uint32_t value);
 RSHMEM_API_DEVICE int32_t rshmem_uint64_wait_until_all(uint64_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, uint64_t value);
-/* wait_until_any (thread scope): Waits until some included entry satisfies the comparison; returns its index (-1 if none is included). */
+/* wait_until_any (thread scope): Waits until some included entry satisfies the comparison; returns its index (-1 if none is included). Each call starts its scan one entry further on (as NVSHMEM), so no ready entry is starved. */
 RSHMEM_API_DEVICE int64_t rshmem_int32_wait_until_any(int32_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, int32_t value);
 RSHMEM_API_DEVICE int64_t rshmem_int64_wait_until_any(int64_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, int64_t value);
 RSHMEM_API_DEVICE int64_t rshmem_uint32_wait_until_any(uint32_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, uint32_t value);
@@ -341,7 +341,7 @@ RSHMEM_API_DEVICE int32_t rshmem_int32_test_all(int32_t* ptrs, uint64_t nelems, 
 RSHMEM_API_DEVICE int32_t rshmem_int64_test_all(int64_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, int64_t value);
 RSHMEM_API_DEVICE int32_t rshmem_uint32_test_all(uint32_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, uint32_t value);
 RSHMEM_API_DEVICE int32_t rshmem_uint64_test_all(uint64_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, uint64_t value);
-/* test_any (thread scope): Index of an included entry that satisfies the comparison, or -1. */
+/* test_any (thread scope): Index of an included entry that satisfies the comparison, or -1. Each call starts its scan one entry further on (as NVSHMEM), so a caller that handles one index per call reaches every ready entry. */
 RSHMEM_API_DEVICE int64_t rshmem_int32_test_any(int32_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, int32_t value);
 RSHMEM_API_DEVICE int64_t rshmem_int64_test_any(int64_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, int64_t value);
 RSHMEM_API_DEVICE int64_t rshmem_uint32_test_any(uint32_t* ptrs, uint64_t nelems, const int32_t* status, int32_t cmp, uint32_t value);
