@@ -34,6 +34,7 @@ Differences from torch's CUDA backend (docs/pytorch-backend.md):
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import os
@@ -93,29 +94,35 @@ def load(verbose: bool = False):
                  torch.__version__.encode(), sys.version.encode()):
         key.update(part)
     out = _cache_dir() / f"{_NAME}_{key.hexdigest()[:16]}" / f"{_NAME}.so"
-    if not out.is_file():
-        cxx = _compiler()
-        if cxx is None:
-            raise UnsupportedError(
-                "rshmem.torch_symm_mem: no C++ compiler found (CXX, else c++ on PATH); the RSHMEM SymmetricMemory "
-                "backend is compiled against the installed torch on first import (apt install g++)")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(f".{os.getpid()}.tmp")
-        cmd = _command(cxx, tmp)
-        if verbose:
-            print(" ".join(cmd))
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            raise UnsupportedError(
-                f"rshmem.torch_symm_mem: compiling the RSHMEM SymmetricMemory backend against torch {torch.__version__} "
-                f"failed (a torch whose SymmetricMemory interface differs from the one this layer implements, or "
-                f"a broken compiler); {cxx} said:\n{done.stderr[-3000:]}")
-        os.replace(tmp, out)  # atomic: PEs building at once each install a whole file
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the PEs of a host build it once, not once each
+        if not out.is_file():
+            _build(out, verbose)
     spec = importlib.util.spec_from_file_location(_NAME, out)
     ext = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ext)
     _state["ext"] = ext
     return ext
+
+
+def _build(out: Path, verbose: bool) -> None:
+    cxx = _compiler()
+    if cxx is None:
+        raise UnsupportedError(
+            "rshmem.torch_symm_mem: no C++ compiler found (CXX, else c++ on PATH); the RSHMEM SymmetricMemory "
+            "backend is compiled against the installed torch on first import (apt install g++)")
+    tmp = out.with_suffix(f".{os.getpid()}.tmp")
+    cmd = _command(cxx, tmp)
+    if verbose:
+        print(" ".join(cmd))
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise UnsupportedError(
+            f"rshmem.torch_symm_mem: compiling the RSHMEM SymmetricMemory backend against torch {torch.__version__} "
+            f"failed (a torch whose SymmetricMemory interface differs from the one this layer implements, or "
+            f"a broken compiler); {cxx} said:\n{done.stderr[-3000:]}")
+    os.replace(tmp, out)  # atomic: a reader never sees half a library
 
 
 def register() -> None:

@@ -8,7 +8,7 @@
 // torch's NVSHMEM backend); each allocation carries torch's signal pad right after the buffer,
 // zero-filled by calloc. barrier / put_signal / wait_signal count on 64-bit rshmem signal words
 // of the pad (word `channel * world_size + peer`): put adds 1 on the peer, wait waits for >= 1
-// and subtracts 1, so the pad is zero again after every completed synchronization and a signal
+// and subtracts 1 (timeout_ms 0: no timeout, torch's default), so the pad is zero again after every completed synchronization and a signal
 // that arrives early is never lost. On GPUs they are queued on torch's current stream; on the
 // host backend they run on the host, and wait_signal honours its timeout.
 
@@ -16,6 +16,8 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/distributed/c10d/GroupRegistry.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp>
 #include <torch/extension.h>
 
@@ -187,7 +189,7 @@ class RshmemSymmetricMemory : public SymmetricMemory {
     for (uint64_t seen = 0;;) {
       RSHMEM_CHECK(rshmem_host_signal_fetch(word, &seen));
       if (seen >= 1) break;
-      TORCH_CHECK(std::chrono::steady_clock::now() < deadline, "rshmem SymmetricMemory: wait_signal from rank ",
+      TORCH_CHECK(timeout_ms == 0 || std::chrono::steady_clock::now() < deadline, "rshmem SymmetricMemory: wait_signal from rank ",
                   src_rank, " on channel ", channel, " timed out after ", timeout_ms, " ms (rank ", rank_, ")");
       std::this_thread::yield();
     }
@@ -274,7 +276,11 @@ class RshmemAllocator : public SymmetricMemoryAllocator {
     int up = 0;
     // At interpreter exit, or after rshmem.finalize, the heap goes as a whole.
     if (is_finalizing() || api().rshmem_host_is_initialized(&up) != RSHMEM_SUCCESS || !up) return;
-    RSHMEM_CHECK(rshmem_host_free(ptr));  // collective: every PE frees its tensor in the same order
+    // Collective: every PE frees its tensor in the same order. torch calls this from a tensor's
+    // deleter, which must not throw: a failure is reported as a warning.
+    if (api().rshmem_host_free(ptr) != RSHMEM_SUCCESS) {
+      TORCH_WARN("rshmem SymmetricMemory: freeing a symmetric tensor failed: ", api().rshmem_host_last_error());
+    }
   }
 
   size_t get_alloc_size(void* ptr) override { return find(ptr)->size; }
@@ -287,27 +293,11 @@ class RshmemAllocator : public SymmetricMemoryAllocator {
       auto it = rendezvous_.find({ptr, group});
       if (it != rendezvous_.end()) return it->second;
     }
-    auto& info = get_group_info(group);
-    // The group's ranks as rshmem PEs, through the group's store (each member posts its PE).
-    std::string prefix;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      prefix = "rshmem_symm_mem/" + group + "/" + std::to_string(++rounds_[group]) + "/";
-    }
     int me = my_pe();
-    std::vector<uint8_t> mine(reinterpret_cast<uint8_t*>(&me), reinterpret_cast<uint8_t*>(&me) + sizeof me);
-    info.store->set(prefix + std::to_string(info.rank), mine);
-    std::vector<int> pes;
-    for (int r = 0; r < info.world_size; ++r) {
-      auto bytes = info.store->get(prefix + std::to_string(r));
-      TORCH_CHECK(bytes.size() == sizeof(int), "rshmem SymmetricMemory: bad rendezvous record");
-      int pe;
-      std::memcpy(&pe, bytes.data(), sizeof pe);
-      pes.push_back(pe);
-    }
-    TORCH_CHECK(pes[info.rank] == me, "rshmem SymmetricMemory: rank ", info.rank, " of group ", group, " is PE ",
-                me, " but the store says PE ", pes[info.rank]);
-    auto sm = c10::make_intrusive<RshmemSymmetricMemory>(a, info.rank, info.world_size, pes);
+    auto [rank, pes] = group_pes(group, a->device);
+    TORCH_CHECK(pes[rank] == me, "rshmem SymmetricMemory: rank ", rank, " of group ", group, " is PE ", me,
+                " but its members say PE ", pes[rank]);
+    auto sm = c10::make_intrusive<RshmemSymmetricMemory>(a, rank, static_cast<int>(pes.size()), pes);
     std::lock_guard<std::mutex> lock(mu_);
     rendezvous_[{ptr, group}] = sm;
     return sm;
@@ -318,6 +308,41 @@ class RshmemAllocator : public SymmetricMemoryAllocator {
   std::string name() override { return "RSHMEM"; }
 
  private:
+  // This PE's rank in `group` and every member's rshmem PE: exchanged through the group's store
+  // where torch registered one (set_group_info), else by an all-gather over the process group.
+  std::pair<int, std::vector<int>> group_pes(const std::string& group, int device) {
+    int me = my_pe();
+    std::vector<int> pes;
+    try {
+      auto& info = get_group_info(group);
+      std::string prefix;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        prefix = "rshmem_symm_mem/" + group + "/" + std::to_string(++rounds_[group]) + "/";
+      }
+      std::vector<uint8_t> mine(reinterpret_cast<uint8_t*>(&me), reinterpret_cast<uint8_t*>(&me) + sizeof me);
+      info.store->set(prefix + std::to_string(info.rank), mine);
+      for (int r = 0; r < info.world_size; ++r) {
+        auto bytes = info.store->get(prefix + std::to_string(r));
+        TORCH_CHECK(bytes.size() == sizeof(int), "rshmem SymmetricMemory: bad rendezvous record");
+        int pe;
+        std::memcpy(&pe, bytes.data(), sizeof pe);
+        pes.push_back(pe);
+      }
+      return {info.rank, pes};
+    } catch (const c10::Error&) {
+      // torch registers group info only through its deprecated enable_symm_mem_for_group
+    }
+    auto pg = c10d::resolve_process_group(group);
+    auto where = device < 0 ? c10::Device(c10::DeviceType::CPU) : c10::Device(c10::DeviceType::CUDA, device);
+    auto in = at::full({1}, me, at::TensorOptions().dtype(at::kInt).device(where));
+    auto out = at::empty({pg->getSize()}, in.options());
+    pg->_allgather_base(out, in)->wait();
+    auto host = out.cpu();
+    for (int r = 0; r < pg->getSize(); ++r) pes.push_back(host.data_ptr<int>()[r]);
+    return {pg->getRank(), pes};
+  }
+
   std::shared_ptr<Allocation> find(void* ptr) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = allocs_.find(ptr);
