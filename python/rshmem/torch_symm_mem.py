@@ -24,7 +24,8 @@ are CUDA-only), so the host parts run without a GPU.
 Differences from torch's CUDA backend (docs/pytorch-backend.md):
 
 - `symm_mem.empty` is a collective over every PE (rshmem's symmetric calloc, as with torch's
-  NVSHMEM backend), and the tensors must die in the same order on every PE (free is one too).
+  NVSHMEM backend). A dead tensor's memory returns to the heap at `release()`, a collective,
+  since torch frees a tensor whenever it dies on one PE.
 - barrier / put_signal / wait_signal count on 64-bit rshmem signal words of the signal pad
   (word `channel * world_size + peer`), not torch's 32-bit flags; the pad is zero after every
   completed synchronization, as torch requires. On GPUs they are queued on the current stream
@@ -139,6 +140,14 @@ def register() -> None:
     _state["device"] = device
 
 
+def release() -> int:
+    """Collective over every PE: hands the memory of symmetric tensors that died back to rshmem's
+    heap (rshmem's free is a collective; torch frees a tensor whenever it dies on one PE).
+    Every PE must have dropped the same tensors, else rshmem raises a mismatch on every PE.
+    Returns how many allocations were freed. `rshmem.finalize` frees everything anyway."""
+    return load().release()
+
+
 register()
 
-__all__ = ["load", "register"]
+__all__ = ["load", "register", "release"]

@@ -50,6 +50,7 @@ def test_empty_rendezvous_and_peer_buffers(backend):
     h.barrier()
     for r in range(n()):
         assert torch.all(h.get_buffer(r, (64,), torch.float32) == r)
+    h.barrier()  # every rank has read before any writes
     # writing a peer's buffer lands in the peer's tensor
     peer = (me() + 1) % n()
     h.get_buffer(peer, (8,), torch.float32, 8).fill_(100.0 + me())
@@ -118,12 +119,15 @@ def test_misuse(backend):
     h.barrier()
 
 
-def test_free_in_order(backend):
-    """Tensors freed in the same order on every PE release their heap memory (free is collective)."""
+def test_release(backend):
+    """Dead tensors' memory returns to the heap at release(), a collective."""
+    backend.release()
     before = rshmem.heap_in_use()
     ts = [symm_mem.empty(1 << 16, dtype=torch.uint8, device="cpu") for _ in range(3)]
     assert rshmem.heap_in_use() > before
     for t in ts:
         symm_mem.rendezvous(t, dist.group.WORLD).barrier()
-    del ts
+    del ts, t
+    assert rshmem.heap_in_use() > before  # not yet: freeing is collective
+    assert backend.release() == 3
     assert rshmem.heap_in_use() == before

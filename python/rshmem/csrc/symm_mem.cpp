@@ -21,6 +21,7 @@
 #include <torch/csrc/distributed/c10d/symm_mem/SymmetricMemory.hpp>
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <mutex>
@@ -273,14 +274,26 @@ class RshmemAllocator : public SymmetricMemoryAllocator {
         r = r->first.first == ptr ? rendezvous_.erase(r) : std::next(r);
       }
     }
-    int up = 0;
-    // At interpreter exit, or after rshmem.finalize, the heap goes as a whole.
-    if (is_finalizing() || api().rshmem_host_is_initialized(&up) != RSHMEM_SUCCESS || !up) return;
-    // Collective: every PE frees its tensor in the same order. torch calls this from a tensor's
-    // deleter, which must not throw: a failure is reported as a warning.
-    if (api().rshmem_host_free(ptr) != RSHMEM_SUCCESS) {
-      TORCH_WARN("rshmem SymmetricMemory: freeing a symmetric tensor failed: ", api().rshmem_host_last_error());
+    // rshmem's free is a collective, but torch calls this from a tensor's deleter, whenever the
+    // tensor dies on this PE (garbage collection, a failed test's frame): the memory is handed
+    // back by release(), which every PE calls at one point.
+    pending_.push_back(ptr);
+  }
+
+  // Collective: frees every allocation whose tensor died, in address order (the same on every
+  // PE, the heap being symmetric); a PE whose tensor still lives makes rshmem's free fail on
+  // every PE with a mismatch, not hang. Returns how many were freed.
+  size_t release() {
+    std::vector<void*> ptrs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ptrs.swap(pending_);
     }
+    std::sort(ptrs.begin(), ptrs.end());
+    int up = 0;
+    if (is_finalizing() || api().rshmem_host_is_initialized(&up) != RSHMEM_SUCCESS || !up) return 0;
+    for (void* p : ptrs) RSHMEM_CHECK(rshmem_host_free(p));
+    return ptrs.size();
   }
 
   size_t get_alloc_size(void* ptr) override { return find(ptr)->size; }
@@ -357,7 +370,13 @@ class RshmemAllocator : public SymmetricMemoryAllocator {
   std::map<void*, std::shared_ptr<Allocation>> allocs_;
   std::map<std::pair<void*, std::string>, c10::intrusive_ptr<SymmetricMemory>> rendezvous_;
   std::map<std::string, int> rounds_;
+  std::vector<void*> pending_;
 };
+
+c10::intrusive_ptr<RshmemAllocator>& the_allocator() {
+  static c10::intrusive_ptr<RshmemAllocator> a;
+  return a;
+}
 
 // Registers the allocator of `device` ("cpu" or "cuda") under the name "RSHMEM" (selected by
 // symm_mem.set_backend("RSHMEM")), after resolving the C ABI from `library`.
@@ -365,7 +384,8 @@ void register_backend(const std::string& library, const std::string& device) {
   load_api(library);
   c10::DeviceType type = device == "cuda" ? c10::DeviceType::CUDA : c10::DeviceType::CPU;
   TORCH_CHECK(device == "cuda" || device == "cpu", "rshmem SymmetricMemory: device must be cpu or cuda");
-  register_availability("RSHMEM", c10::make_intrusive<RshmemAllocator>(type));
+  the_allocator() = c10::make_intrusive<RshmemAllocator>(type);
+  register_availability("RSHMEM", the_allocator());
 }
 
 // The C functions this layer calls, for the test that they resolve.
@@ -381,5 +401,7 @@ std::vector<std::string> functions() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("register_backend", &register_backend, "registers the RSHMEM SymmetricMemory allocator");
+  m.def("release", [] { return the_allocator() ? the_allocator()->release() : size_t{0}; },
+        "collective: frees the allocations of dead symmetric tensors");
   m.def("functions", &functions, "the rshmem C functions this layer calls");
 }
