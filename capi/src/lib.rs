@@ -13,3 +13,7 @@ mod error;
 mod ffi;
 mod generated;
 mod hand;
+
+/// The process's runtime as the C functions see it: the Python extension links this crate and
+/// keeps its runtime here, so the C ABI it exports acts on the runtime Python started.
+pub use ffi::RUNTIME;

@@ -12,10 +12,12 @@ use rshmem::backend::BackendKind;
 use rshmem::bootstrap::UniqueId;
 use rshmem::runtime::{InitOptions, Runtime};
 use rshmem::Error;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
-/// The process's runtime, `None` before `init` and after `finalize`.
-static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
+/// The process's runtime, `None` before `init` and after `finalize`: the C ABI's holder, which
+/// this extension also exports (`rshmem_host_*`), so C++ code loaded into the process (the torch
+/// SymmetricMemory backend) calls into the runtime that Python started.
+use rshmem_capi::RUNTIME;
 
 /// The runtime, or `NotInitializedError` naming `call` (e.g. `"rshmem.my_pe()"`).
 pub fn runtime(call: &'static str) -> PyResult<Arc<Runtime>> {

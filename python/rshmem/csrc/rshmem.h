@@ -1,0 +1,1 @@
+../../../capi/include/rshmem.h
