@@ -271,6 +271,19 @@ class RshmemProcessGroup(ProcessGroup):
     def name(self):
         return BACKEND
 
+    # torch stores a group's name on its C++ backends, which a Python process group has none of:
+    # `group.group_name` (what torch.ops.symm_mem and functional collectives take) would raise
+    # "ProcessGroup name not set". The name torch gives the group is kept here instead.
+    def _set_group_name(self, name: str) -> None:
+        self._rshmem_group_name = name
+
+    @property
+    def group_name(self) -> str:
+        name = getattr(self, "_rshmem_group_name", None)
+        if name is None:
+            raise RuntimeError("ProcessGroup name not set")
+        return name
+
     def _pe(self, group_rank: int, what: str) -> int:
         if not 0 <= group_rank < self.size():
             raise InvalidArgumentError(f"{what} {group_rank} is not a rank of this group of {self.size()}")

@@ -24,6 +24,9 @@ PROGRAM = textwrap.dedent("""
     dist.broadcast_object_list(box, src=0)
     assert box == ["hello"]
     dist.barrier()
+    # torch.ops.symm_mem and the functional collectives find a group by this name.
+    name = dist.group.WORLD.group_name
+    assert name and dist.distributed_c10d._resolve_process_group(name) is not None, name
     print("OK", dist.get_backend(), rshmem.backend(), rshmem.my_pe(), flush=True)
     dist.destroy_process_group()
     rshmem.finalize()
