@@ -89,7 +89,11 @@ def test_check_mode_adds_the_check_and_the_default_library_has_none(variants, ro
 
     default, check = (compile_row(row, bc).asm["ptx"] for bc in variants)
     user_base = re.compile(rf"\+{_user_base_offset()}\]")
-    assert not user_base.search(default), f"{row}: the default library reads user_base (a check on the fast path)"
+    # The kernel's own body: the out-of-line rare paths are other PTX functions, and the proxy
+    # post's reads of its descriptor can fall at the same offset.
+    entry = default[default.index(".entry"):]
+    entry = entry[:entry.index("\n}")]
+    assert not user_base.search(entry), f"{row}: the default library reads user_base (a check on the fast path)"
     assert user_base.search(check), f"{row}: the check variant does not read user_base"
     assert check.count("trap;") > default.count("trap;"), f"{row}: the check variant has no stopping path of its own"
 
