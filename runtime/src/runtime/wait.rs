@@ -42,6 +42,9 @@ const YIELD_FOR: Duration = Duration::from_millis(5);
 const SLEEP_STEP: Duration = Duration::from_micros(50);
 /// How often the loop checks peer health.
 const HEALTH_EVERY: Duration = Duration::from_millis(1);
+/// How long a wait goes on polling after a peer it waits for announced that it leaves, for that
+/// peer's last puts still in flight (a peer that died fails the wait at once).
+const LEAVE_GRACE: Duration = Duration::from_millis(500);
 
 /// Whose departure ends a wait: a peer that left (finalize) fails only the waits it could have
 /// ended. A dead peer fails every wait.
@@ -128,6 +131,7 @@ impl Runtime {
         let mut stall = Stall::new(self.stuck_report);
         let mut last_seen = None;
         let mut polls = 0u32;
+        let mut left_noticed: Option<Instant> = None;
         loop {
             let unmet = match probe()? {
                 Ok(r) => return Ok(r),
@@ -145,15 +149,24 @@ impl Runtime {
             let now = Instant::now();
             if now.duration_since(last_health) >= HEALTH_EVERY {
                 let health = self.boot.health();
-                if (health.dead_pe().is_some() || health.left_pe().is_some())
-                    && self.peers_gone(awaits, during).is_err()
-                {
-                    // The peer may have met this wait's condition just before it left (its
-                    // last arrival, then its finalize): look once more before failing.
-                    if let Ok(r) = probe()? {
-                        return Ok(r);
+                if health.dead_pe().is_some() || health.left_pe().is_some() {
+                    match self.peers_gone(awaits, during) {
+                        Ok(()) => {}
+                        // The peer may have met this wait's condition just before it left (its
+                        // last arrival, then its finalize), and that arrival may still be on its
+                        // way: a put through another host's transport can land after the leaving
+                        // notice the bootstrap carries. Keep polling a while before failing.
+                        Err(e @ Error::PeerExited { .. }) => {
+                            let first = *left_noticed.get_or_insert(now);
+                            if now.duration_since(first) >= LEAVE_GRACE {
+                                if let Ok(r) = probe()? {
+                                    return Ok(r);
+                                }
+                                return Err(e);
+                            }
+                        }
+                        Err(e) => return Err(e),
                     }
-                    self.peers_gone(awaits, during)?;
                 }
                 last_health = now;
                 if last_seen != Some(unmet.seen) {
