@@ -32,6 +32,9 @@ use std::time::{Duration, Instant};
 
 /// How often a waiting collective looks at [`Health`] and its deadline.
 const POLL: Duration = Duration::from_millis(20);
+/// How long a collective waits for PE 0's answer after another PE announced that it leaves (the
+/// answer may be on its way; see `recv`). Dead peers fail the wait at once.
+const LEAVE_GRACE: Duration = Duration::from_secs(2);
 
 /// Stack of a watcher thread: it only reads frames into vectors on the heap.
 const WATCHER_STACK: usize = 256 << 10;
@@ -207,6 +210,7 @@ impl Star {
         };
         let inbox = lock(&link.inbox);
         let mut stall = Stall::new(self.stuck_report);
+        let mut left_noticed: Option<Instant> = None;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match inbox.recv_timeout(left.min(POLL)) {
@@ -221,7 +225,19 @@ impl Star {
                     })
                 }
                 Err(RecvTimeoutError::Timeout) => {
-                    self.health.check(what)?;
+                    self.health.check_dead(what)?;
+                    if self.health.left_pe().is_some() {
+                        // The PE this wait reads from left: nothing more comes from it (its data
+                        // precedes its notice on the one connection).
+                        self.health.check_left(pe, what)?;
+                        // Another PE left. PE 0 answers every PE in turn, and its watcher's relay
+                        // of a leaving notice can overtake this PE's answer to a collective the
+                        // leaver completed: wait a while for the answer before failing.
+                        let first = *left_noticed.get_or_insert_with(Instant::now);
+                        if first.elapsed() >= LEAVE_GRACE {
+                            self.health.check(what)?;
+                        }
+                    }
                     check_interrupt(what)?;
                     stall.check(&format!("PE {}", self.rank), || {
                         if self.rank == 0 {

@@ -44,7 +44,7 @@ const SLEEP_STEP: Duration = Duration::from_micros(50);
 const HEALTH_EVERY: Duration = Duration::from_millis(1);
 /// How long a wait goes on polling after a peer it waits for announced that it leaves, for that
 /// peer's last puts still in flight (a peer that died fails the wait at once).
-const LEAVE_GRACE: Duration = Duration::from_millis(500);
+const LEAVE_GRACE: Duration = Duration::from_secs(1);
 
 /// Whose departure ends a wait: a peer that left (finalize) fails only the waits it could have
 /// ended. A dead peer fails every wait.
