@@ -34,6 +34,13 @@ fn next_any_start(nelems: usize) -> usize {
     ANY_START.fetch_add(1, Ordering::Relaxed) % nelems.max(1)
 }
 
+/// Whether a peer that left did so after making its calls (a finalize, or a program that ended
+/// normally), so that its last arrivals may still be in flight; one that left on an uncaught
+/// error (`how` says "uncaught ...") may not have made them, and fails a wait at once.
+fn left_after_its_calls(e: &Error) -> bool {
+    matches!(e, Error::PeerExited { how, .. } if !how.contains("uncaught"))
+}
+
 /// Polls that only spin before the loop starts yielding.
 const SPIN_POLLS: u32 = 128;
 /// After this long the loop sleeps between polls instead of yielding.
@@ -44,7 +51,7 @@ const SLEEP_STEP: Duration = Duration::from_micros(50);
 const HEALTH_EVERY: Duration = Duration::from_millis(1);
 /// How long a wait goes on polling after a peer it waits for announced that it leaves, for that
 /// peer's last puts still in flight (a peer that died fails the wait at once).
-const LEAVE_GRACE: Duration = Duration::from_secs(1);
+const LEAVE_GRACE: Duration = Duration::from_millis(500);
 
 /// Whose departure ends a wait: a peer that left (finalize) fails only the waits it could have
 /// ended. A dead peer fails every wait.
@@ -156,7 +163,7 @@ impl Runtime {
                         // last arrival, then its finalize), and that arrival may still be on its
                         // way: a put through another host's transport can land after the leaving
                         // notice the bootstrap carries. Keep polling a while before failing.
-                        Err(e @ Error::PeerExited { .. }) => {
+                        Err(e @ Error::PeerExited { .. }) if left_after_its_calls(&e) => {
                             let first = *left_noticed.get_or_insert(now);
                             if now.duration_since(first) >= LEAVE_GRACE {
                                 if let Ok(r) = probe()? {
