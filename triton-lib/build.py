@@ -154,12 +154,12 @@ def emit_ptx(bcs: list[Path], out_dir: Path) -> Path:
 def main() -> int:
     ap = argparse.ArgumentParser(description="Build libshmem_device.bc and .ptx")
     ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help="where .bc and .ptx go (default triton-lib/build)")
-    ap.add_argument("--python-out", type=Path,
-                    default=Path(os.environ.get("RSHMEM_DEVICE_BC_OUT", DEFAULT_PY_OUT)),
+    # str, not Path: Path("") is "." and would not read as "skip".
+    ap.add_argument("--python-out", default=str(os.environ.get("RSHMEM_DEVICE_BC_OUT", DEFAULT_PY_OUT)),
                     help="copy of the .bc that rshmem.triton loads ('' to skip)")
     ap.add_argument("--extra-cu", type=Path, action="append", default=[],
                     help="more CUDA sources (e.g. the runtime's kernels) linked into the PTX only")
-    ap.add_argument("--ltoir-out", type=Path, default=DEFAULT_LTOIR_OUT,
+    ap.add_argument("--ltoir-out", default=str(DEFAULT_LTOIR_OUT),
                     help="copy of the LTO-IR that rshmem.numba links ('' to skip the LTO-IR)")
     args = ap.parse_args()
 
@@ -176,13 +176,14 @@ def main() -> int:
         extras.append(extra)
     ptx = emit_ptx([bc, *extras], out)
     print(f"build.py: {bc} ({n} functions), {ptx}")
-    if str(args.python_out):
-        args.python_out.parent.mkdir(parents=True, exist_ok=True)
-        install(bc, args.python_out)
-        install(check_bc, args.python_out.parent / CHECK_NAME)
+    if args.python_out:
+        py_out = Path(args.python_out)
+        py_out.parent.mkdir(parents=True, exist_ok=True)
+        install(bc, py_out)
+        install(check_bc, py_out.parent / CHECK_NAME)
         print(f"build.py: copied to {args.python_out} (and {CHECK_NAME} beside it)")
-    if str(args.ltoir_out):
-        build_ltoir(out, args.ltoir_out)
+    if args.ltoir_out:
+        build_ltoir(out, Path(args.ltoir_out))
     return 0
 
 

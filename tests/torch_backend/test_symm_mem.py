@@ -67,6 +67,8 @@ def test_signal_pad_zero_after_sync(backend):
     words = symm_mem.get_signal_pad_size() // 8
     pad = h.get_signal_pad(me(), (words,), torch.int64)
     assert torch.all(pad == 0)  # calloc zero-fills the pad
+    # Every rank has looked at its pad before any signals into it (rendezvous is no barrier).
+    dist.barrier()
     for channel in range(3):
         h.barrier(channel=channel)
     peer = (me() + 1) % n()
