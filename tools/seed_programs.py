@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Writes the example programs of the NVSHMEM guides (shared/seeds/, kept outside the repo) out as
+"""Writes the example programs of the NVSHMEM guides (text files kept outside the repo, named by
+--seeds or $RSHMEM_SEEDS) out as
 .cu files, as the guides print them, and says how each is built and run against rshmem.
 
     python3 tools/seed_programs.py OUTDIR [--seeds DIR]     -> OUTDIR/<name>.cu and OUTDIR/programs.tsv
+                                                              (exit 3 when no guides are given)
 
 A program is a listing with a `main`: in the developer guide, from its first `#include` line to
 the brace that closes `main`; in the training guide, a fenced ```c block with a `main`. Listings
@@ -62,13 +64,13 @@ class Program:
 
 
 def find_seeds(explicit: str | None) -> Path | None:
-    """The seeds folder: --seeds, $RSHMEM_SEEDS, else shared/seeds in or beside the checkout."""
+    """The seeds folder, given as --seeds or $RSHMEM_SEEDS: the guides are an input from outside
+    the repository, named by whoever runs this, never looked for."""
     import os
 
-    for cand in [explicit, os.environ.get("RSHMEM_SEEDS"), HERE / "shared" / "seeds",
-                 HERE.parent / "shared" / "seeds", HERE.parent.parent / "shared" / "seeds"]:
-        if cand and (Path(cand) / "nvshmem-1.0-developer-guide.txt").is_file():
-            return Path(cand)
+    cand = explicit or os.environ.get("RSHMEM_SEEDS")
+    if cand and (Path(cand) / "nvshmem-1.0-developer-guide.txt").is_file():
+        return Path(cand)
     return None
 
 
@@ -149,11 +151,12 @@ def programs(seeds: Path) -> list[Program]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("outdir", type=Path)
-    ap.add_argument("--seeds", help="the seeds folder (default: shared/seeds in or beside the checkout)")
+    ap.add_argument("--seeds", help="the folder with the guides (default: $RSHMEM_SEEDS)")
     args = ap.parse_args()
     seeds = find_seeds(args.seeds)
     if seeds is None:
-        print("seed_programs.py: no shared/seeds folder found (set RSHMEM_SEEDS or pass --seeds)", file=sys.stderr)
+        print("seed_programs.py: no guides found: pass --seeds DIR or set RSHMEM_SEEDS to the folder holding "
+              "nvshmem-1.0-developer-guide.txt and nvshmem-training-guide.txt", file=sys.stderr)
         return 3
     args.outdir.mkdir(parents=True, exist_ok=True)
     rows = ["name\tsource\tmpi\tdevice\texpect\tnote"]
