@@ -8,13 +8,12 @@
 // set by how many bytes of LOCAL loads each SM keeps in flight (bandwidth x latency: ~400 GB/s x
 // ~1 us ~ 400 KB over all CTAs). Three ways to keep more in flight, chosen with
 // RSHMEM_COPY_STRATEGY (compile time; see rma_device.h for which calls use which):
-//   0  legacy: 4 vectors of 16 bytes per thread per round (the first implementation; clang
-//      compiles its 16-byte struct copies to pairs of 8-byte accesses staged in local memory).
 //   1  registers: RSHMEM_COPY_UNROLL vectors (16 in the Triton bitcode, 4 here by default: see
 //      below) loaded per thread before any is stored,
 //      with ld.global/st.global and L1::no_allocate when both buffers are global.
 //      Measured (put_copy, 2 x H200 NV18, 256 MiB, 8 CTAs of 128 threads = Triton's num_warps=4):
-//      unroll 8: 209 GB/s, unroll 16: 308 GB/s, legacy: 122 GB/s; with 256 threads 343 / 349;
+//      unroll 8: 209 GB/s, unroll 16: 308 GB/s (a first loop of 4 plain 16-byte struct copies,
+//      which clang staged in local memory: 122 GB/s); with 256 threads 343 / 349;
 //      with 512 threads all ~355. Unroll 16 costs ~64 registers while a put runs.
 //   2  bulk (block scope only, else 1): one thread streams the body through shared memory with
 //      Hopper bulk copies (cp.async.bulk global->shared tracked by mbarriers, then
@@ -35,6 +34,9 @@
 
 #ifndef RSHMEM_COPY_STRATEGY
 #define RSHMEM_COPY_STRATEGY 1
+#endif
+#if RSHMEM_COPY_STRATEGY != 1 && RSHMEM_COPY_STRATEGY != 2
+#error "RSHMEM_COPY_STRATEGY is 1 (registers) or 2 (Hopper bulk copies)"
 #endif
 // 4 by default, for the CUDA C++ headers and the Numba LTO-IR: the copy loop is inlined into the
 // caller's kernel, and such a kernel carries no launch bound for ptxas to fit, so the loop itself
@@ -116,21 +118,6 @@ RSHMEMI_DEV bool rshmemi_is_global(const void* p) {
 
 // ---- element loops: element i by thread (i mod nlanes) of the group ----
 
-// Legacy (strategy 0): four loads issued before their stores.
-template <typename V>
-RSHMEMI_DEV void rshmemi_copy_elems4(V* d, const V* s, size_t count, uint32_t lane, uint32_t nlanes) {
-  size_t i = lane;
-  const size_t step = nlanes;
-  for (; i + 3 * step < count; i += 4 * step) {
-    const V a = s[i], b = s[i + step], c = s[i + 2 * step], e = s[i + 3 * step];
-    d[i] = a;
-    d[i + step] = b;
-    d[i + 2 * step] = c;
-    d[i + 3 * step] = e;
-  }
-  for (; i < count; i += step) d[i] = s[i];
-}
-
 // The byte offsets of the U accesses of a round from its first (k * stride), computed once before
 // the loop. The empty asm hides each value from the optimizer: without it NVVM (the compiler of
 // Numba's LTO-IR) rebuilds the U addresses of every round as a chain a, a + stride, a + 2 stride,
@@ -205,29 +192,7 @@ RSHMEMI_DEV void rshmemi_copy_v16_unrolled(rshmemi_v16* d, const rshmemi_v16* s,
 
 // ---- whole copies: n bytes, any alignment, called by every thread of a group ----
 
-// Strategy 0, the first implementation: widest access the relative alignment allows, 4 in flight.
-RSHMEMI_DEV void rshmemi_copy_legacy(void* dst, const void* src, size_t n, uint32_t lane, uint32_t nlanes) {
-  char* d = (char*)dst;
-  const char* s = (const char*)src;
-  const uintptr_t diff = (uintptr_t)d ^ (uintptr_t)s;
-  const size_t w = (diff & 15) == 0 ? 16 : (diff & 7) == 0 ? 8 : (diff & 3) == 0 ? 4 : 1;
-  size_t head = (w - ((uintptr_t)d & (w - 1))) & (w - 1);
-  if (head > n) head = n;
-  rshmemi_copy_elems4((uint8_t*)d, (const uint8_t*)s, head, lane, nlanes);
-  const size_t nv = (n - head) / w;
-  char* dv = d + head;
-  const char* sv = s + head;
-  switch (w) {
-    case 16: rshmemi_copy_elems4((rshmemi_v16*)dv, (const rshmemi_v16*)sv, nv, lane, nlanes); break;
-    case 8: rshmemi_copy_elems4((uint64_t*)dv, (const uint64_t*)sv, nv, lane, nlanes); break;
-    case 4: rshmemi_copy_elems4((uint32_t*)dv, (const uint32_t*)sv, nv, lane, nlanes); break;
-    default: rshmemi_copy_elems4((uint8_t*)dv, (const uint8_t*)sv, nv, lane, nlanes); break;
-  }
-  const size_t done = head + nv * w;
-  rshmemi_copy_elems4((uint8_t*)(d + done), (const uint8_t*)(s + done), n - done, lane, nlanes);
-}
-
-// Strategy 1: as legacy, U vectors in flight per thread; global addresses use ld.global with
+// Strategy 1: U vectors of the widest access the relative alignment allows in flight per thread; global addresses use ld.global with
 // L1::no_allocate (the data is read once) and st.global. The head and tail (< w bytes each)
 // are spread over the lanes, one byte each.
 template <int U, int LD = RSHMEMI_LD_NOALLOC, int ST = RSHMEMI_ST_GLOBAL>

@@ -28,9 +28,6 @@ static __shared__ uint64_t rshmemi_bulk_bars[RSHMEM_BULK_STAGES];
 // synchronizes, and thread 0 streams the body while the others copy head and tail. On return
 // this thread's part is done; the caller's trailing group sync completes the whole copy.
 RSHMEMI_DEV void rshmemi_copy(void* dst, const void* src, size_t n, uint32_t lane, uint32_t nlanes) {
-#if RSHMEM_COPY_STRATEGY == 0
-  rshmemi_copy_legacy(dst, src, n, lane, nlanes);
-#else
 #if RSHMEM_COPY_STRATEGY == 2
   if (nlanes > 1 && nlanes == rshmemi_nthreads() && n >= (size_t)RSHMEM_BULK_MIN_BYTES) {
     rshmemi_fence_proxy_async_global();
@@ -41,7 +38,6 @@ RSHMEMI_DEV void rshmemi_copy(void* dst, const void* src, size_t n, uint32_t lan
   }
 #endif
   rshmemi_copy_unrolled_scaled<RSHMEM_COPY_UNROLL>(dst, src, n, lane, nlanes);
-#endif
 }
 
 // The collectives' copy: a short loop (2 vectors in flight per thread, one loop for every group

@@ -4,7 +4,6 @@
 // buffer from GPU0 memory to GPU1 memory (as a block-scope put does), with one of several loops,
 // all taken from the device library's triton-lib/src/copy_device.h so the numbers are the
 // library's own:
-//   legacy        the first implementation: 4 x 16-byte loads in flight per thread
 //   u8 / u16      8 / 16 loads in flight per thread, plain (generic) loads and stores
 //   u8na / u16na  the same with ld.global.L1::no_allocate + st.global (the library's strategy 1)
 //   u8nc / u16nc  ld.global.nc.L1::no_allocate (read-only path) + st.global
@@ -46,13 +45,12 @@
 
 // ---- the loops ----
 enum Kind {
-  K_LEGACY, K_U8, K_U16, K_U8NA, K_U16NA, K_U8NC, K_U16NC, K_U16CS, K_BULK, K_HYB
+  K_U8, K_U16, K_U8NA, K_U16NA, K_U8NC, K_U16NC, K_U16CS, K_BULK, K_HYB
 };
 
 template <int K>
 __device__ __forceinline__ void reg_copy(char* d, const char* s, size_t n, uint32_t lane, uint32_t nlanes) {
-  if constexpr (K == K_LEGACY) rshmemi_copy_legacy(d, s, n, lane, nlanes);
-  else if constexpr (K == K_U8) rshmemi_copy_unrolled<8, RSHMEMI_LD_GENERIC, RSHMEMI_ST_GENERIC>(d, s, n, lane, nlanes);
+  if constexpr (K == K_U8) rshmemi_copy_unrolled<8, RSHMEMI_LD_GENERIC, RSHMEMI_ST_GENERIC>(d, s, n, lane, nlanes);
   else if constexpr (K == K_U16) rshmemi_copy_unrolled<16, RSHMEMI_LD_GENERIC, RSHMEMI_ST_GENERIC>(d, s, n, lane, nlanes);
   else if constexpr (K == K_U8NA) rshmemi_copy_unrolled<8, RSHMEMI_LD_NOALLOC, RSHMEMI_ST_GLOBAL>(d, s, n, lane, nlanes);
   else if constexpr (K == K_U16NA) rshmemi_copy_unrolled<16, RSHMEMI_LD_NOALLOC, RSHMEMI_ST_GLOBAL>(d, s, n, lane, nlanes);
@@ -120,7 +118,6 @@ struct Strategy {
 
 static std::vector<Strategy> all_strategies() {
   return {
-      {"legacy", reg_kernel<K_LEGACY>, 0, true},
       {"u8", reg_kernel<K_U8>, 0, true},
       {"u16", reg_kernel<K_U16>, 0, true},
       {"u8na", reg_kernel<K_U8NA>, 0, true},
