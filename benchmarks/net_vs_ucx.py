@@ -16,7 +16,7 @@ Rows:
     (each put's request completes before the next starts: UCX's own blocking put);
   - `putmem_nbi` (at most 32 in flight) against `ucp_put_bw -O 32` (its default window: at
     most 32 requests in flight);
-  - and blocking `putmem` against the window of 32 too, the pairing issue 19 first measured
+  - and blocking `putmem` against the window of 32 too, the pairing first measured
     (its goal: >= 0.9x from 64 KiB up).
 - 8-byte latency (half a ping-pong round trip, mean): rshmem `p` + wait, `putmem_signal` + wait,
   and the same put-with-signal posted into the proxy's ring from a host thread (what a GPU

@@ -11,7 +11,7 @@
 #   tutorials  every tutorials/NN_*.py under torchrun --nproc-per-node 2
 #   c          (not in the default list) capi/tests/gpu_c.sh: examples/ built with this machine's
 #              nvcc against .gpu/c and run as 2 PEs, the Rust examples, the NVSHMEM guides' programs
-#   net        PEs on other hosts (issue 19): 2 PEs in 2 virtual hosts on the GPU(s), UCX from
+#   net        PEs on other hosts: 2 PEs in 2 virtual hosts on the GPU(s), UCX from
 #              .gpu/ucx: tests/device/test_device_proxy.py (every device operation through the
 #              proxy), test_device_proxy_collectives.py (device collectives so), tutorial 02 in that mode, benchmarks.net_vs_ucx (beside ucx_perftest)
 #

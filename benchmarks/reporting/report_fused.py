@@ -143,7 +143,7 @@ def targets(ag: dict, rs: dict, ar: dict) -> str:
             a, b = v["auto_busbw"], v["nccl_busbw"]
             row(f"all-reduce {fmt_size(n)} bus bandwidth", ">= NCCL's", f"{fnum(a)} vs {fnum(b)} GB/s",
                 None if not a or not b else a >= b)
-    return table(["target (issue 20)", "goal", "measured", ""], rows)
+    return table(["target", "goal", "measured", ""], rows)
 
 
 def section(series: list) -> str:

@@ -432,12 +432,12 @@ fn bad_hellos_refused_root_keeps_waiting() {
     dir.finish();
 }
 
-/// Issue 12 item 1: without `RSHMEM_BOOTSTRAP_SECRET` the PEs share PE 0's random secret over
+/// Without `RSHMEM_BOOTSTRAP_SECRET` the PEs share PE 0's random secret over
 /// its Unix socket; a guess at the secret derived from the environment (what a stranger could
 /// compute) is refused, and the job forms.
 #[test]
-fn issue_12_env_only_job_fetches_a_random_secret() {
-    Pes::new("issue_12_env_only_job_fetches_a_random_secret", 3)
+fn env_only_job_fetches_a_random_secret() {
+    Pes::new("env_only_job_fetches_a_random_secret", 3)
         .env("RSHMEM_BOOTSTRAP_SECRET", "")
         .run(|pe, n| {
             let (uid, rank, _) = UniqueId::from_env().unwrap().unwrap();

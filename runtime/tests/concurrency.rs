@@ -1,4 +1,4 @@
-//! Issue 11 on the host backend: barrier instances of one PE that are in flight at once.
+//! On the host backend: barrier instances of one PE that are in flight at once.
 //!
 //! A barrier instance counts arrivals; two instances of one PE on one team used to satisfy each
 //! other with their own two arrivals, before any peer arrived. Instances of a PE now run one
@@ -25,8 +25,8 @@ const LATE: Duration = Duration::from_millis(300);
 /// PE 0's barriers to return must see 1 (or 2), and the other 2; neither may return before PE 1
 /// reached its first barrier.
 #[test]
-fn issue_11_two_barriers_in_flight_on_one_pe_each_wait_for_a_peer_instance() {
-    Pes::new("issue_11_two_barriers_in_flight_on_one_pe_each_wait_for_a_peer_instance", 2).run(|pe, _n| {
+fn two_barriers_in_flight_on_one_pe_each_wait_for_a_peer_instance() {
+    Pes::new("two_barriers_in_flight_on_one_pe_each_wait_for_a_peer_instance", 2).run(|pe, _n| {
         let rt = init();
         let word = rt.calloc(1, 8).unwrap();
         rt.barrier_all().unwrap();
@@ -70,8 +70,8 @@ fn issue_11_two_barriers_in_flight_on_one_pe_each_wait_for_a_peer_instance() {
 /// number of instances, so all of them complete (none is left waiting for an arrival another
 /// instance of its own PE took), and the counts stay consistent for the barriers after.
 #[test]
-fn issue_11_barriers_from_many_threads_all_complete() {
-    Pes::new("issue_11_barriers_from_many_threads_all_complete", 3).run(|pe, n| {
+fn barriers_from_many_threads_all_complete() {
+    Pes::new("barriers_from_many_threads_all_complete", 3).run(|pe, n| {
         let rt = init();
         let ctr = rt.calloc(1, 8).unwrap();
         const THREADS: usize = 4;

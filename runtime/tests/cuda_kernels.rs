@@ -1,4 +1,4 @@
-//! The runtime's kernel modules on a GPU (issue 11): every one loads from a cubin built at build
+//! The runtime's kernel modules on a GPU: every one loads from a cubin built at build
 //! time, and what loading its PTX instead (the driver's compiler, what init used to pay) costs.
 //!
 //! One GPU, one process; `#[ignore]`d. On a GPU machine (the JIT cache off, so PTX loads really
@@ -13,7 +13,7 @@ use std::time::Instant;
 
 #[test]
 #[ignore = "needs a GPU"]
-fn issue_11_every_runtime_kernel_module_loads_from_a_cubin() {
+fn every_runtime_kernel_module_loads_from_a_cubin() {
     context::init().expect("CUDA driver");
     let dev = Device::get(0).expect("GPU 0");
     let ctx = PrimaryContext::retain(dev).expect("primary context");

@@ -221,11 +221,11 @@ fn partial_init_options_are_refused() {
     assert!(err.to_string().contains("uid missing"), "{err}");
 }
 
-/// Issue 12 item 5: every kind of mismatched collective fails on every PE with both values
+/// Every kind of mismatched collective fails on every PE with both values
 /// named, moves no data, and leaves the team ready for the next collective.
 #[test]
-fn issue_12_mismatched_collectives_fail_everywhere() {
-    Pes::new("issue_12_mismatched_collectives_fail_everywhere", 2).run(|pe, _n| {
+fn mismatched_collectives_fail_everywhere() {
+    Pes::new("mismatched_collectives_fail_everywhere", 2).run(|pe, _n| {
         let rt = init();
         let (src, dst) = (rt.calloc(64, 8).unwrap(), rt.calloc(64, 8).unwrap());
         for i in 0..64 {

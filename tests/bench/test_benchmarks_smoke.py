@@ -285,7 +285,7 @@ def test_nvshmem_benchmark_kernels_compile_for_sm90():
 
 
 def test_shared_gpu_runs_report_baselines_that_cannot_share_as_not_runnable():
-    """Issue 10: with PEs sharing one GPU, NCCL jobs do not start and other baselines that fail
+    """With PEs sharing one GPU, NCCL jobs do not start and other baselines that fail
     there are 'not runnable', while a failing rshmem job stays a failure."""
     from benchmarks.harness import table
     from benchmarks.run import NOT_RUNNABLE, SHARED_NCCL, shared_gpu_verdict, skip_reason

@@ -1,5 +1,5 @@
 """rshmem.compat.triton_dist's helpers beyond the tutorials' first set, and the small
-nvshmem4py-shaped rshmem.compat.nvshmem (issue 13). Host backend, any PE count; the helpers
+nvshmem4py-shaped rshmem.compat.nvshmem. Host backend, any PE count; the helpers
 that need a GPU are tested in test_device_td_gpu.py."""
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def test_nvshmem_compat(me, npes, monkeypatch):
     assert pynvshmem.team_my_pe(nvshmem.core.Teams.TEAM_NODE) == rshmem.team_my_pe(rshmem.Team.NODE)
     assert pynvshmem.team_n_pes(nvshmem.core.Teams.TEAM_WORLD) == npes
     assert int(nvshmem.core.SignalOp.SIGNAL_SET) == 9 and int(nvshmem.core.SignalOp.SIGNAL_ADD) == 10
-    # What the nvshmem4py-shaped package does not cover says so by name (issue 18 fills in the rest).
+    # What the nvshmem4py-shaped package does not cover says so by name.
     with pytest.raises(AttributeError, match="nvshmem.core.no_such_call is not provided"):
         nvshmem.core.no_such_call  # noqa: B018
     with pytest.raises(AttributeError, match="nvshmem.bindings.nvshmem.no_such_call is not provided"):

@@ -1,4 +1,4 @@
-"""tools/port_triton_dist.py and tools/td_kernels.py on sources written here (issue 13): the
+"""tools/port_triton_dist.py and tools/td_kernels.py on sources written here: the
 import rewrite keeps every other line and each line number, the placeholders of
 rshmem.compat.missing say why, and the signature inference finds pointers, descriptors and
 unit strides. The run on Triton-distributed's own checkout is in the issue's closing note."""

@@ -1,9 +1,9 @@
-"""Issue 16: the device library on every supported GPU architecture, without a GPU.
+"""The device library on every supported GPU architecture, without a GPU.
 
 The bitcode is built for the baseline, sm_80 (triton-lib/build.py: ARCH, SUPPORTED), so a kernel
 compiled for any supported GPU gets only instructions that GPU has. Checked here:
 
-- the bitcode's functions target sm_80 (not sm_90, as before issue 16);
+- the bitcode's functions target sm_80 (not sm_90);
 - the whole library, lowered to PTX for sm_80, assembles with ptxas for sm_80: every instruction
   it holds exists there, hence on sm_89, sm_90 and sm_100 too (ptxas refuses an instruction its
   target lacks); the one sm_90-only path (RSHMEM_COPY_STRATEGY=2 bulk copies) stops the build;
@@ -54,7 +54,7 @@ def _ptxas(arch: str) -> str:
     return get_ptxas(int(arch[3:])).path
 
 
-def test_issue_16_the_supported_set_is_one_list():
+def test_the_supported_set_is_one_list():
     assert device_build.ARCH == "sm_80" == device_build.SUPPORTED[0]
     assert device_build.SUPPORTED == ("sm_80", "sm_89", "sm_90", "sm_100")
     # The runtime's own kernels are assembled for the same architectures.
@@ -66,13 +66,13 @@ def test_issue_16_the_supported_set_is_one_list():
         assert arch in readme, f"README does not name {arch}"
 
 
-def test_issue_16_the_bitcode_targets_the_baseline(bitcode):
+def test_the_bitcode_targets_the_baseline(bitcode):
     text = subprocess.run(["llvm-dis-19", bitcode, "-o", "-"], capture_output=True, text=True, check=True).stdout
     cpus = set(re.findall(r'"target-cpu"="(sm_\w+)"', text))
     assert cpus == {"sm_80"}, f"the bitcode's functions target {cpus}; rebuild it (triton-lib/build.py)"
 
 
-def test_issue_16_the_whole_library_assembles_for_the_baseline(bitcode, tmp_path):
+def test_the_whole_library_assembles_for_the_baseline(bitcode, tmp_path):
     ptx = tmp_path / "lib.ptx"
     subprocess.run(["llc-19", "-O3", "-march=nvptx64", "-mcpu=sm_80", "-mattr=+ptx80", bitcode, "-o", str(ptx)],
                    check=True)
@@ -81,7 +81,7 @@ def test_issue_16_the_whole_library_assembles_for_the_baseline(bitcode, tmp_path
     assert r.returncode == 0, f"ptxas for sm_80 refused the library:\n{r.stderr[-3000:]}"
 
 
-def test_issue_16_hopper_bulk_copies_are_refused_for_the_baseline():
+def test_hopper_bulk_copies_are_refused_for_the_baseline():
     # The one sm_90-only code path of the library is opt-in (RSHMEM_COPY_STRATEGY=2); built for
     # the baseline it must stop the build with a message, not reach ptxas or a GPU.
     r = subprocess.run(["clang-19", *device_build.CLANG_FLAGS, f"-I{device_build.INCLUDE}",
@@ -93,7 +93,7 @@ def test_issue_16_hopper_bulk_copies_are_refused_for_the_baseline():
 
 @pytest.mark.parametrize("arch", OTHER_TARGETS)
 @pytest.mark.parametrize("row", SAMPLE)
-def test_issue_16_a_sample_compiles_for_every_supported_gpu(row, arch, bitcode):
+def test_a_sample_compiles_for_every_supported_gpu(row, arch, bitcode):
     sig = {"fn": "constexpr", "out": "*i64", "pe": "i32", "n": "i64", "sig": "*u64", "status": "*i32"}
     sig.update({"p_" + t: s for t, s in DTYPE_SIG.items()})
     src = ASTSource(fn=_compile_check.call_row, signature=sig, constexprs={"fn": row})

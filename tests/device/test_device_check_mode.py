@@ -1,4 +1,4 @@
-"""Issue 12: device-side address checks in check mode (RSHMEM_CHECK=1).
+"""Device-side address checks in check mode (RSHMEM_CHECK=1).
 
 `triton-lib/build.py` builds the device library twice: `libshmem_device.bc` and, with
 -DRSHMEM_CHECK=1, `libshmem_device.check.bc`, whose puts, gets, signals and atomics stop the
@@ -167,7 +167,7 @@ JOB = textwrap.dedent(
 
 @pytest.mark.gpu
 @pytest.mark.single
-def test_issue_12_check_mode_stops_a_signal_into_the_runtimes_barrier_words(tmp_path):
+def test_check_mode_stops_a_signal_into_the_runtimes_barrier_words(tmp_path):
     torch = pytest.importorskip("torch")
     from conftest import shared_gpu_allowed
     from cuda_util import Job

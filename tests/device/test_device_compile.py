@@ -129,7 +129,7 @@ def test_state_global_survives_linking(bitcode):
     assert re.search(r"\.visible \.global \.align 8 \.b8 rshmemi_device_state_d\[(\d+)\]", ptx)
 
 
-# ---------------------------------------------------------------- issue 11: strong p / g
+# ---------------------------------------------------------------- strong p / g
 # A weak (plain) global access: `st.u32`, `ld.global.f64`, ... without .relaxed/.acquire/.release/
 # .volatile. Parameter, shared, constant and non-coherent loads are other state spaces or the
 # invariant state loads of device.h; the device state global itself (the error record's address)
@@ -189,7 +189,7 @@ def _entry(ptx: str) -> str:
     return ptx[start:ptx.index("\n}", start)]
 
 
-def test_issue_11_p_and_g_are_strong_system_scope_accesses(bitcode):
+def test_p_and_g_are_strong_system_scope_accesses(bitcode):
     sig = {"p_" + t: DTYPE_SIG[t] for t in ALL_DTYPES}
     sig["pe"] = "i32"
     ptx = _entry(compile_kernel(_p_of_g_every_dtype, sig, bitcode).asm["ptx"])
@@ -200,7 +200,7 @@ def test_issue_11_p_and_g_are_strong_system_scope_accesses(bitcode):
         assert f"ld.relaxed.sys.b{bits} " in ptx, f"no strong {bits}-bit load"
 
 
-def test_issue_11_fence_then_int_p_is_a_release_pattern(bitcode):
+def test_fence_then_int_p_is_a_release_pattern(bitcode):
     ptx = compile_kernel(_release_by_fence_and_int_p, {"flag": "*i32", "pe": "i32"}, bitcode).asm["ptx"]
     fence = ptx.find("fence.acq_rel.sys")
     flag_store = ptx.find("st.relaxed.sys.b32", fence)
@@ -209,7 +209,7 @@ def test_issue_11_fence_then_int_p_is_a_release_pattern(bitcode):
     assert not _WEAK_STORE.findall(ptx), "int_p stored with a plain (weak) store"
 
 
-def test_issue_11_a_loop_polling_g_loads_on_every_iteration(bitcode):
+def test_a_loop_polling_g_loads_on_every_iteration(bitcode):
     ptx = _entry(compile_kernel(_poll_with_g, {"flag": "*i32", "pe": "i32"}, bitcode).asm["ptx"])
     assert any("ld.relaxed.sys.b32" in body for body in _loops(ptx)), "the load of g left the polling loop"
     assert not _WEAK_LOAD.findall(ptx)

@@ -1,4 +1,4 @@
-"""Device-initiated operations towards a PE on another host, carried out by the proxy (issue 19).
+"""Device-initiated operations towards a PE on another host, carried out by the proxy.
 
 Two PEs in two virtual hosts share one GPU: each reaches the other only through UCX, so every
 put, get, p, g, atomic, signal, quiet and barrier below goes from the kernel into this PE's proxy

@@ -1,4 +1,4 @@
-"""Device-initiated collectives with members on another host, through the proxy (issue 19).
+"""Device-initiated collectives with members on another host, through the proxy.
 
 Two PEs in two virtual hosts share one GPU, so neither maps the other's heap: a broadcast,
 fcollect or alltoall pushes to the other member with put descriptors (posted without waiting, and

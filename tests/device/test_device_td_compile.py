@@ -1,5 +1,5 @@
 """Triton-distributed's ``dl.wait`` / ``dl.notify`` / ``dl.consume_token`` compile for sm_90 with
-their semantics, without a GPU (issue 13).
+their semantics, without a GPU.
 
 The kernels are in td_style_kernels.py, written as Triton-distributed's are. Each compiles with
 the device library linked and no ``call`` left in the PTX; the PTX shows who acts (every lane

@@ -1,5 +1,5 @@
 """Triton-distributed's ``dl.wait`` on several flags, ``dl.notify`` from a multi-warp program and
-``dl.consume_token`` on TMA descriptors, checked by value on a GPU (issue 13).
+``dl.consume_token`` on TMA descriptors, checked by value on a GPU.
 
 Each PE runs its own kernels; the notify test also signals the next PE. One PE, or 2 PEs
 sharing one GPU (RSHMEM_ALLOW_SHARED_GPU=1), or 2 GPUs:

@@ -1,4 +1,4 @@
-"""Issue 16: one consistent Python API, on the host backend (1 and 2 PEs).
+"""One consistent Python API, on the host backend (1 and 2 PEs).
 
 1. stream semantics: the decision a host call makes when given a CUDA tensor (wait for torch's
    current stream, refuse CUDA graph capture), checked with a stand-in tensor; the GPU test is

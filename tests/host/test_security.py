@@ -1,4 +1,4 @@
-"""Issue 12: nobody joins a job uninvited, no stray write corrupts the runtime, no misuse hangs or
+"""Nobody joins a job uninvited, no stray write corrupts the runtime, no misuse hangs or
 crashes. One test (or a few) per numbered item of the issue; `docs/security.md` says what is
 checked where. The bootstrap's flood and wire-parser tests are Rust tests (`runtime/src/bootstrap`).
 """
@@ -200,7 +200,7 @@ def _stranger_user():
 
 @pytest.mark.single
 @pytest.mark.parametrize("who", ["same-user-with-secret", "other-user-env-only"])
-def test_issue_12_a_stranger_cannot_join(who):
+def test_a_stranger_cannot_join(who):
     """A job with a secret channel (RSHMEM_BOOTSTRAP_SECRET) refuses a stranger of its own user; a
     job started from the bare environment refuses a stranger of another user, who also gets no
     secret from PE 0's socket. The real PEs form the job afterwards."""
@@ -240,7 +240,7 @@ def test_issue_12_a_stranger_cannot_join(who):
 # --------------------------------------------- 4: host addresses against live allocations
 
 
-def test_issue_12_put_into_freed_memory_and_the_runtime_words(sym, peer):
+def test_put_into_freed_memory_and_the_runtime_words(sym, peer):
     local = torch.arange(4, dtype=torch.int64)
     sig = sym((1,), torch.int64)  # made first: a later allocation could reuse t's freed offset
     t = rtorch.create_symmetric_tensor((4,), torch.int64)
@@ -273,7 +273,7 @@ def test_issue_12_put_into_freed_memory_and_the_runtime_words(sym, peer):
     assert rshmem.signal_fetch(sig[0]) == 0
 
 
-def test_issue_12_past_the_end_of_an_allocation(sym, peer):
+def test_past_the_end_of_an_allocation(sym, peer):
     t = sym((4,), torch.int64)
     with pytest.raises(rshmem.NotSymmetricError, match="runs past the end of the 32-byte allocation"):
         rshmem.putmem(t.data_ptr() + 16, torch.zeros(4, dtype=torch.int64), peer, nbytes=32)
@@ -284,7 +284,7 @@ def test_issue_12_past_the_end_of_an_allocation(sym, peer):
 
 
 @pytest.mark.multi
-def test_issue_12_mismatched_collectives_raise_on_every_pe(sym, me, npes):
+def test_mismatched_collectives_raise_on_every_pe(sym, me, npes):
     src, dst = sym((64,), torch.int64), sym((64,), torch.int64)
     src.copy_(torch.arange(64) + 100 * me)
     rshmem.barrier_all()
@@ -324,7 +324,7 @@ rshmem.finalize()
 
 
 @pytest.mark.single
-def test_issue_12_a_one_sided_barrier_reports_what_it_waits_for():
+def test_a_one_sided_barrier_reports_what_it_waits_for():
     r0, r1 = run_pes(ONE_SIDED_BARRIER, 2, env={"RSHMEM_STUCK_REPORT_MS": "800"})
     for r in (r0, r1):
         assert r.returncode == 0 and "BARRIER DONE" in r.stdout, r.stderr
@@ -360,7 +360,7 @@ else:
 
 @pytest.mark.single
 @pytest.mark.parametrize("where", ["signal_wait_until", "barrier_all"])
-def test_issue_12_ctrl_c_interrupts_a_wait(where):
+def test_ctrl_c_interrupts_a_wait(where):
     r0, _ = run_pes(CTRL_C, 2, env={"WHERE": where, "RSHMEM_DEBUG_WAIT_TIMEOUT_MS": "20000"}, timeout=60)
     assert r0.returncode == 0 and f"INTERRUPTED {where}" in r0.stdout, r0.stdout + r0.stderr
 
@@ -403,7 +403,7 @@ print("DONE")
 
 
 @pytest.mark.single
-def test_issue_12_no_segfault_after_finalize_or_with_raw_addresses():
+def test_no_segfault_after_finalize_or_with_raw_addresses():
     (r,) = run_pes(AFTER_FINALIZE, 1)
     assert r.returncode == 0, f"exit {r.returncode} (a negative one is a signal)\n{r.stdout}\n{r.stderr}"
     assert "SUM 4096.0 400.0" in r.stdout and "PUTMEM REFUSED" in r.stdout, r.stdout
@@ -440,14 +440,14 @@ os._exit(0)
 
 
 @pytest.mark.single
-def test_issue_12_calls_towards_a_dead_pe_raise():
+def test_calls_towards_a_dead_pe_raise():
     r0, r1 = run_pes(DEAD_PEER, 2)
     assert r1.returncode == 3
     assert r0.returncode == 0, r0.stdout + r0.stderr
     assert r0.stdout.count("DIED") == 4 and "SILENT" not in r0.stdout and "False" not in r0.stdout, r0.stdout
 
 
-def test_issue_12_a_multi_element_tensor_is_not_a_scalar_word(sym, peer):
+def test_a_multi_element_tensor_is_not_a_scalar_word(sym, peer):
     sig = sym((4,), torch.int64)
     calls = {
         "signal_op": lambda: rshmem.signal_op(sig, 1, rshmem.SIGNAL_SET, peer),
@@ -466,7 +466,7 @@ def test_issue_12_a_multi_element_tensor_is_not_a_scalar_word(sym, peer):
     assert rshmem.signal_fetch(sig[1]) == 5
 
 
-def test_issue_12_every_misuse_raises_an_rshmem_error(sym, peer):
+def test_every_misuse_raises_an_rshmem_error(sym, peer):
     t = sym((8,), torch.int64)
     local = torch.zeros(8, dtype=torch.int64)
     bad_ints = [-1, 2**64, 2**70, 1.5, "7", None, [1]]

@@ -1,4 +1,4 @@
-"""Issue 12 on the cuda backend: on-stream collectives whose members disagree on their
+"""On the cuda backend: on-stream collectives whose members disagree on their
 arguments fail on every PE with an error naming both calls, instead of moving wrong data or
 waiting for ever (runtime/src/runtime/agree.rs: the first barrier kernel carries each member's
 call, and a difference stops every member's kernel with a mismatch record).
@@ -167,7 +167,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("case,want0,want1", CASES, ids=[c[0] for c in CASES])
-def test_issue_12_mismatched_on_stream_collectives_fail_on_every_pe(tmp_path, case, want0, want1):
+def test_mismatched_on_stream_collectives_fail_on_every_pe(tmp_path, case, want0, want1):
     shared = torch.cuda.device_count() < 2
     if shared and not shared_gpu_allowed():
         pytest.skip("needs 2 GPUs, or 1 with RSHMEM_ALLOW_SHARED_GPU=1")

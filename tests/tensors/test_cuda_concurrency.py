@@ -1,4 +1,4 @@
-"""Issue 11 on the GPU: barrier instances, per-team workspaces, eager kernel loading and the
+"""On the GPU: barrier instances, per-team workspaces, eager kernel loading and the
 lifetimes of on-stream calls, each where concurrency used to break it (docs/memory-model.md).
 
     RSHMEM_ALLOW_SHARED_GPU=1 torchrun --nproc-per-node 2 -m pytest -m gpu tests/tensors/test_cuda_concurrency.py
@@ -12,13 +12,13 @@ waiting.
 
 | defect | test |
 |---|---|
-| 1: a host barrier ran before this PE's queued stream barrier and matched the peer's | `test_issue_11_host_barrier_after_a_queued_stream_barrier_waits_for_it` |
-| 1: two CTAs in `barrier_all_block` satisfied each other | `test_issue_11_two_ctas_in_barrier_all_block_each_wait_for_the_peer` |
-| 1: stream barriers on two streams matched by run order, not call order | `test_issue_11_stream_barriers_on_two_streams_match_in_call_order` |
-| 1: `team_split_strided` read a peer's scratch before the peer wrote it | `test_issue_11_team_split_after_a_queued_stream_barrier` |
-| 2: reductions of two teams staged into the same workspace | `test_issue_11_reductions_of_two_teams_at_once` |
-| 3: kernel modules loaded (and published) on first use, inside graph capture | `test_issue_11_first_collectives_of_a_runtime_captured_in_a_cuda_graph` |
-| 5: a local tensor freed before its on-stream copy ran | `test_issue_11_local_tensor_dropped_before_the_stream_ran[...]` |
+| 1: a host barrier ran before this PE's queued stream barrier and matched the peer's | `test_host_barrier_after_a_queued_stream_barrier_waits_for_it` |
+| 1: two CTAs in `barrier_all_block` satisfied each other | `test_two_ctas_in_barrier_all_block_each_wait_for_the_peer` |
+| 1: stream barriers on two streams matched by run order, not call order | `test_stream_barriers_on_two_streams_match_in_call_order` |
+| 1: `team_split_strided` read a peer's scratch before the peer wrote it | `test_team_split_after_a_queued_stream_barrier` |
+| 2: reductions of two teams staged into the same workspace | `test_reductions_of_two_teams_at_once` |
+| 3: kernel modules loaded (and published) on first use, inside graph capture | `test_first_collectives_of_a_runtime_captured_in_a_cuda_graph` |
+| 5: a local tensor freed before its on-stream copy ran | `test_local_tensor_dropped_before_the_stream_ran[...]` |
 """
 
 import time
@@ -74,7 +74,7 @@ def free(*ts):
 # ----------------------------------------------------------------------- 1: barrier instances
 
 
-def test_issue_11_host_barrier_after_a_queued_stream_barrier_waits_for_it(me):
+def test_host_barrier_after_a_queued_stream_barrier_waits_for_it(me):
     """Every PE queues a barrier on a delayed stream (instance 1), then a host barrier
     (instance 2). PE 1 writes PE 0's flag between its two; PE 0's host barrier must not return
     before that, though it runs on the host before PE 0's own stream barrier has run."""
@@ -117,7 +117,7 @@ def two_cta_barrier_kernel(flag, out, delay_ns):
         shm.barrier_all_block()
 
 
-def test_issue_11_two_ctas_in_barrier_all_block_each_wait_for_the_peer(me):
+def test_two_ctas_in_barrier_all_block_each_wait_for_the_peer(me):
     flag = sym((1,), torch.int32, fill=0)
     out = torch.full((2,), -1, dtype=torch.int32, device=dev())
     two_cta_barrier_kernel[(2,)](flag, out, 50_000_000, num_warps=4)
@@ -129,7 +129,7 @@ def test_issue_11_two_ctas_in_barrier_all_block_each_wait_for_the_peer(me):
     free(flag)
 
 
-def test_issue_11_stream_barriers_on_two_streams_match_in_call_order(me, peer, left):
+def test_stream_barriers_on_two_streams_match_in_call_order(me, peer, left):
     """Barrier 1 on a delayed stream after a put, barrier 2 on an idle stream, then a read on
     the idle stream: the read comes after barrier 2, so after every PE's put."""
     n = 1 << 16
@@ -152,7 +152,7 @@ def test_issue_11_stream_barriers_on_two_streams_match_in_call_order(me, peer, l
 # ------------------------------------------------------------------ 2: a workspace per team
 
 
-def test_issue_11_reductions_of_two_teams_at_once(me, npes):
+def test_reductions_of_two_teams_at_once(me, npes):
     """Two on-stream reductions, on TEAM_WORLD and on a split team of the same PEs (another
     slot), start together on two streams; each must sum its own sources. Four 128 KiB chunks
     each, so both loop through their workspace."""
@@ -180,7 +180,7 @@ def test_issue_11_reductions_of_two_teams_at_once(me, npes):
 # ------------------------------------------------------------- 3: every module loaded at init
 
 
-def test_issue_11_first_collectives_of_a_runtime_captured_in_a_cuda_graph(me, npes):
+def test_first_collectives_of_a_runtime_captured_in_a_cuda_graph(me, npes):
     """Right after init, the first fcollect and reduction of the runtime happen inside CUDA graph
     capture (global mode: no synchronizing call allowed), then the graph replays twice."""
     from conftest import start
@@ -213,7 +213,7 @@ def test_issue_11_first_collectives_of_a_runtime_captured_in_a_cuda_graph(me, np
 
 
 @pytest.mark.parametrize("op", ["putmem", "putmem_signal", "getmem"])
-def test_issue_11_local_tensor_dropped_before_the_stream_ran(me, peer, left, op):
+def test_local_tensor_dropped_before_the_stream_ran(me, peer, left, op):
     """The local tensor of an on-stream call on a delayed stream is dropped at once, and a new
     tensor of the same size is made and filled on the current stream. torch's allocator must not
     give it the dropped tensor's memory before the copy has run: the peer must get the original
@@ -251,7 +251,7 @@ def test_issue_11_local_tensor_dropped_before_the_stream_ran(me, peer, left, op)
 # --------------------------------------------------------- 1: team_split_strided (runs last)
 
 
-def test_issue_11_team_split_after_a_queued_stream_barrier(me, npes):
+def test_team_split_after_a_queued_stream_barrier(me, npes):
     """A split's host barriers come after this PE's queued stream barrier: PE 0 must not read
     PE 1's arguments before PE 1 wrote them (stale ones mismatch, or the split hangs). Last in
     the file: without the fix PE 0 fails with a mismatch and PE 1 with a timeout, which leaves the

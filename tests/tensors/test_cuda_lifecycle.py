@@ -199,7 +199,7 @@ def test_two_pes_on_one_gpu_with_opt_in_work(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.single
 @pytest.mark.distinct_gpus
-def test_issue_10_init_refuses_a_torch_device_that_is_not_the_pes_gpu(tmp_path):
+def test_init_refuses_a_torch_device_that_is_not_the_pes_gpu(tmp_path):
     """init never changes the device the program chose: it names both and says what to do."""
     job = Job(_script(tmp_path, WRONG_DEVICE_JOB, "wrong_device_job.py"), CUDA_VISIBLE_DEVICES="0,1")
     try:

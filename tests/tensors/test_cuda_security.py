@@ -1,4 +1,4 @@
-"""Issue 12 on the cuda backend: the host-side checks shared with the host backend, on CUDA
+"""On the cuda backend: the host-side checks shared with the host backend, on CUDA
 tensors and on-stream calls.
 
     torchrun --nproc-per-node 2 -m pytest -m gpu tests/tensors/test_cuda_security.py
@@ -24,7 +24,7 @@ def on_cuda(cuda_backend):
     settle()
 
 
-def test_issue_12_on_stream_calls_refuse_freed_memory_and_the_runtime_words(peer):
+def test_on_stream_calls_refuse_freed_memory_and_the_runtime_words(peer):
     src = torch.ones(4, dtype=torch.int64, device=dev())
     keep = sym((4,), torch.int64)
     gone = sym((4,), torch.int64)
@@ -52,7 +52,7 @@ def test_issue_12_on_stream_calls_refuse_freed_memory_and_the_runtime_words(peer
     rtorch.free_tensor(keep)
 
 
-def test_issue_12_raw_local_addresses_on_cuda(peer):
+def test_raw_local_addresses_on_cuda(peer):
     t = sym((4,), torch.int64)
     local = torch.arange(4, dtype=torch.int64, device=dev())
     rshmem._native.putmem(t.data_ptr(), local.data_ptr(), 32, rshmem.my_pe(), True)  # device memory: the driver's
@@ -68,7 +68,7 @@ def test_issue_12_raw_local_addresses_on_cuda(peer):
     rtorch.free_tensor(t)
 
 
-def test_issue_12_mismatched_host_collectives_on_cuda(me, npes):
+def test_mismatched_host_collectives_on_cuda(me, npes):
     src, dst = sym((16,), torch.float32), sym((16,), torch.float32)
     settle()
     with pytest.raises(rshmem.MismatchError, match=r"reduce (sum|max) of 4 x float32"):
@@ -81,7 +81,7 @@ def test_issue_12_mismatched_host_collectives_on_cuda(me, npes):
     rtorch.free_tensor(src)
 
 
-def test_issue_12_cuda_tensors_after_finalize_stay_mapped(peer):
+def test_cuda_tensors_after_finalize_stay_mapped(peer):
     t = sym((1024,), torch.float32, fill=2.0)
     view = rtorch.peer_tensor(t, peer)
     settle()

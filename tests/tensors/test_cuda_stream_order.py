@@ -1,4 +1,4 @@
-"""Issue 16 on the GPU: host calls given CUDA tensors run after the work queued on torch's
+"""On the GPU: host calls given CUDA tensors run after the work queued on torch's
 current stream, are refused inside CUDA graph capture, and on-stream calls replay in a graph
 (docs/streams.md).
 
@@ -6,8 +6,8 @@ current stream, are refused inside CUDA graph capture, and on-stream calls repla
 
 Each ordering test queues a producer on the current stream, a `torch.cuda._sleep` followed by
 the write the host call depends on, checks that the stream is still busy when the host call is
-made, and checks the result after a closing barrier. Before issue 16 the host copy ran on the
-runtime's private stream at once and moved the bytes from before the producer's write. Two PEs
+made, and checks the result after a closing barrier. Without that order the host copy would run
+on the runtime's private stream at once and move the bytes from before the producer's write. Two PEs
 may share one GPU (the sleep then takes longer; nothing waits for the other process's kernel).
 """
 
@@ -45,7 +45,7 @@ def produce(write) -> bool:
     return not torch.cuda.current_stream(dev()).query()
 
 
-def test_issue_16_putmem_sends_what_a_running_producer_writes(me, peer, left):
+def test_putmem_sends_what_a_running_producer_writes(me, peer, left):
     dst = sym((N,), torch.float32, fill=0)
     src = torch.zeros(N, device=dev())
     torch.cuda.synchronize(dev())
@@ -57,7 +57,7 @@ def test_issue_16_putmem_sends_what_a_running_producer_writes(me, peer, left):
     rtorch.free_tensor(dst)
 
 
-def test_issue_16_putmem_signal_and_the_signal_see_the_produced_data(me, peer, left):
+def test_putmem_signal_and_the_signal_see_the_produced_data(me, peer, left):
     dst = sym((N,), torch.float32, fill=0)
     sig = sym((1,), torch.int64, fill=0)
     src = torch.zeros(N, device=dev())
@@ -72,7 +72,7 @@ def test_issue_16_putmem_signal_and_the_signal_see_the_produced_data(me, peer, l
     rtorch.free_tensor(dst)
 
 
-def test_issue_16_a_host_atomic_applies_after_a_queued_store(me):
+def test_a_host_atomic_applies_after_a_queued_store(me):
     counter = sym((1,), torch.int64, fill=0)
     busy = produce(lambda: counter.fill_(10))
     old = rshmem.atomic_fetch_add(counter[0], 1, me)  # this PE's own word
@@ -81,7 +81,7 @@ def test_issue_16_a_host_atomic_applies_after_a_queued_store(me):
     rtorch.free_tensor(counter)
 
 
-def test_issue_16_getmem_lands_after_a_queued_overwrite_of_its_destination(me, peer):
+def test_getmem_lands_after_a_queued_overwrite_of_its_destination(me, peer):
     """The program overwrites its local tensor on the stream, then fetches into it: the fetch
     must win, so the result is the peer's data, not the overwrite."""
     remote = sym((N,), torch.int32, fill=me + 5)
@@ -96,7 +96,7 @@ def test_issue_16_getmem_lands_after_a_queued_overwrite_of_its_destination(me, p
     rtorch.free_tensor(remote)
 
 
-def test_issue_16_a_host_reduction_reduces_what_the_producer_wrote(me, npes):
+def test_a_host_reduction_reduces_what_the_producer_wrote(me, npes):
     src = sym((N,), torch.float32, fill=0)
     dst = sym((N,), torch.float32, fill=0)
     busy = produce(lambda: src.fill_(me + 1))
@@ -108,7 +108,7 @@ def test_issue_16_a_host_reduction_reduces_what_the_producer_wrote(me, npes):
     rtorch.free_tensor(src)
 
 
-def test_issue_16_host_calls_are_refused_inside_graph_capture(peer):
+def test_host_calls_are_refused_inside_graph_capture(peer):
     dst = sym((N,), torch.float32, fill=0)
     src = torch.ones(N, device=dev())
     torch.cuda.synchronize(dev())
@@ -121,7 +121,7 @@ def test_issue_16_host_calls_are_refused_inside_graph_capture(peer):
     rtorch.free_tensor(dst)
 
 
-def test_issue_16_on_stream_puts_replay_in_a_cuda_graph(me, peer, left):
+def test_on_stream_puts_replay_in_a_cuda_graph(me, peer, left):
     dst = sym((N,), torch.float32, fill=0)
     src = torch.zeros(N, device=dev())
     torch.cuda.synchronize(dev())
