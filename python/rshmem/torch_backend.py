@@ -436,6 +436,29 @@ class RshmemProcessGroup(ProcessGroup):
             self._gather_blocks([out[j * k:(j + 1) * k] for j in range(self.size())], _flat(input), cuda)
         return self._run([output, input], [output], body)
 
+    # torch's functional collectives (DTensor redistribution, FSDP2's full tensors, traced
+    # collectives) call these coalesced forms from C++; the other C++ entry points of a process
+    # group (`_allgather_base`, ...) dispatch to a C++ backend by device, which a Python process
+    # group has none of ("No backend type associated with device type ...").
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        call = "all_gather_into_tensor_coalesced"
+        if len(outputs) != len(inputs):
+            raise InvalidArgumentError(f"{call}: {len(outputs)} outputs for {len(inputs)} inputs")
+        if self._route(list(outputs) + list(inputs), call) == "gloo":
+            return self._gloo.allgather_into_tensor_coalesced(outputs, inputs, opts)
+        # Each runs on the host, or in order on the group's stream: the last one's Work covers all.
+        works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)]
+        return works[-1] if works else _Work(outputs)
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts):
+        call = "reduce_scatter_tensor_coalesced"
+        if len(outputs) != len(inputs):
+            raise InvalidArgumentError(f"{call}: {len(outputs)} outputs for {len(inputs)} inputs")
+        if self._route(list(outputs) + list(inputs), call) == "gloo":
+            return self._gloo.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
+        works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)]
+        return works[-1] if works else _Work(outputs)
+
     def _same(self, blocks, one, call):
         if len(blocks) != self.size():
             raise InvalidArgumentError(f"{call}: pass one tensor per rank ({self.size()}), not {len(blocks)}")

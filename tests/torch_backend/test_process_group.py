@@ -237,6 +237,56 @@ def test_ddp_step_equals_gloo(pg):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+def test_functional_collectives(pg):
+    # torch's functional collectives reach the group from C++ (DTensor, FSDP2's full tensors,
+    # traced graphs): each by value, as the eager forms above.
+    import torch.distributed._functional_collectives as funcol
+
+    x = data(me(), (5,), torch.float32)
+    got = funcol.all_gather_tensor(x, 0, pg).wait()
+    assert torch.equal(got, torch.cat([data(r, (5,), torch.float32) for r in range(n())]))
+    full = torch.stack([data(r, (4 * n(),), torch.float32, seed=1) for r in range(n())]).sum(0)
+    got = funcol.reduce_scatter_tensor(data(me(), (4 * n(),), torch.float32, seed=1), "sum", 0, pg).wait()
+    assert torch.equal(got, full[4 * me():4 * (me() + 1)])
+    got = funcol.all_reduce(data(me(), (3,), torch.int32, seed=2), "sum", pg).wait()
+    assert torch.equal(got, sum(data(r, (3,), torch.int32, seed=2) for r in range(n())))
+    ins = [data(me(), (2 * n(),), torch.float32, seed=s) for s in (3, 4)]
+    outs = funcol.all_gather_into_tensor_coalesced(ins, pg)
+    for s, out in zip((3, 4), outs):
+        assert torch.equal(out.wait(), torch.cat([data(r, (2 * n(),), torch.float32, seed=s) for r in range(n())]))
+    outs = funcol.reduce_scatter_tensor_coalesced(ins, "sum", [0, 0], pg)
+    for s, out in zip((3, 4), outs):
+        full = torch.stack([data(r, (2 * n(),), torch.float32, seed=s) for r in range(n())]).sum(0)
+        assert torch.equal(out.wait(), full[2 * me():2 * (me() + 1)])
+
+
+def test_fsdp2_step_equals_gloo(pg):
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+
+    def step(group):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        mesh = DeviceMesh.from_group(group, "cpu")
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(me())
+        for _ in range(2):
+            x, y = torch.randn(6, 8, generator=g), torch.randn(6, 4, generator=g)
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+        # full_tensor() all-gathers each sharded parameter through the functional collectives
+        return [p.full_tensor().detach().clone() for p in model.parameters()]
+
+    ours, theirs = step(pg), step(dist.group.WORLD)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 # ------------------------------------------------------------------------------ groups
 
 

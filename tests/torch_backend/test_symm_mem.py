@@ -61,6 +61,26 @@ def test_empty_rendezvous_and_peer_buffers(backend):
     del h, t
 
 
+def test_rendezvous_over_the_rshmem_process_group(backend):
+    # The members' PE numbers are exchanged through the group itself: here a process group
+    # written in Python (rshmem.torch_backend), which torch's C++ can reach only by the calls
+    # such a group overrides.
+    import rshmem.torch_backend as tb
+
+    group = dist.new_group(backend="rshmem")
+    t = symm_mem.empty(16, dtype=torch.float32, device="cpu")
+    h = symm_mem.rendezvous(t, group)
+    assert h.rank == group.rank() and h.world_size == group.size() == n()
+    t.fill_(float(me()))
+    h.barrier()
+    for r in range(n()):
+        assert torch.all(h.get_buffer(r, (16,), torch.float32) == r)
+    h.barrier()
+    del h, t
+    dist.barrier()
+    tb.release()
+
+
 def test_signal_pad_zero_after_sync(backend):
     t = symm_mem.empty(16, dtype=torch.int32, device="cpu")
     h = symm_mem.rendezvous(t, dist.group.WORLD)

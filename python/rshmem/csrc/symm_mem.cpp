@@ -346,14 +346,29 @@ class RshmemAllocator : public SymmetricMemoryAllocator {
     } catch (const c10::Error&) {
       // torch registers group info only through its deprecated enable_symm_mem_for_group
     }
+    // By `allgather`, which a process group written in Python (rshmem.torch_backend's) overrides;
+    // the C++ groups dispatch it to their backend for the tensors' device. CPU tensors first: a
+    // gloo group of PEs sharing a GPU has no CUDA backend, an NCCL group no CPU one.
     auto pg = c10d::resolve_process_group(group);
-    auto where = device < 0 ? c10::Device(c10::DeviceType::CPU) : c10::Device(c10::DeviceType::CUDA, device);
-    auto in = at::full({1}, me, at::TensorOptions().dtype(at::kInt).device(where));
-    auto out = at::empty({pg->getSize()}, in.options());
-    pg->_allgather_base(out, in)->wait();
-    auto host = out.cpu();
-    for (int r = 0; r < pg->getSize(); ++r) pes.push_back(host.data_ptr<int>()[r]);
-    return {pg->getRank(), pes};
+    std::vector<c10::Device> places{c10::Device(c10::DeviceType::CPU)};
+    if (device >= 0) places.emplace_back(c10::DeviceType::CUDA, device);
+    std::string failed;
+    for (const auto& where : places) {
+      auto opts = at::TensorOptions().dtype(at::kInt).device(where);
+      std::vector<at::Tensor> in{at::full({1}, me, opts)};
+      std::vector<std::vector<at::Tensor>> out(1);
+      for (int r = 0; r < pg->getSize(); ++r) out[0].push_back(at::empty({1}, opts));
+      try {
+        pg->allgather(out, in)->wait();
+      } catch (const c10::Error& e) {
+        failed += std::string(failed.empty() ? "" : "; ") + where.str() + ": " + e.what_without_backtrace();
+        continue;
+      }
+      for (const auto& t : out[0]) pes.push_back(t.cpu().item<int>());
+      return {pg->getRank(), pes};
+    }
+    TORCH_CHECK(false, "rshmem SymmetricMemory: rendezvous over group ", group,
+                " could not exchange the members' PE numbers through the group: ", failed);
   }
 
   std::shared_ptr<Allocation> find(void* ptr) {
