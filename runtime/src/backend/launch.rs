@@ -1,5 +1,5 @@
 //! Launches of the runtime's collective kernels (`triton-lib/src/runtime_kernels.cu`) as the
-//! runtime writes them, and the stream workspace they share.
+//! runtime writes them, the stream workspace they share and the agreement they carry.
 //!
 //! An on-stream collective writes its kernel's parameter list once, where it plans the call
 //! (`runtime/stream_collective.rs`), as a [`Launch`]; a backend with streams runs any launch
@@ -7,9 +7,24 @@
 //! against the types the kernel declares before it passes them. So a new collective kernel adds
 //! a [`Kernel`] name and its launch, not a method per kernel on every layer between.
 
-use super::Agreement;
 use crate::consts::MAX_TEAMS;
 use crate::error::{Error, Result};
+
+/// What the members of one on-stream collective agree on, on the device
+/// (`runtime/src/runtime/agree.rs`): this PE's packed call and its call number on the team, which
+/// the collective's first barrier (or, staged, its flags) compares with every member's, through
+/// the agreement slots of the stream workspace at `ws`, laid out for `n_pes` PEs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Agreement {
+    /// Symmetric address of the backend's stream workspace.
+    pub ws: usize,
+    /// PEs of the job (the workspace layout depends on it).
+    pub n_pes: usize,
+    /// This PE's call, packed (`agree::Signature::pack`).
+    pub desc: u64,
+    /// This PE's on-stream collective calls of the team so far, this one included.
+    pub seq: u64,
+}
 
 /// A runtime kernel that a collective launches with its own parameters (the barrier kernels,
 /// shared by every collective, are [`crate::backend::Streams`] methods).

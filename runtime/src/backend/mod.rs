@@ -20,7 +20,7 @@ pub mod launch;
 pub mod net;
 pub mod memory;
 
-pub use launch::{Kernel, Launch, Param};
+pub use launch::{Agreement, Kernel, Launch, Param};
 pub use memory::{AmoOp, Chunk, Mapping, MemoryBackend, Reservation, Width};
 
 use crate::bootstrap::Bootstrap;
@@ -246,22 +246,6 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
-}
-
-/// What the members of one on-stream collective agree on, on the device
-/// (`runtime/src/runtime/agree.rs`): this PE's packed call and its call number on the team, which
-/// the collective's first barrier (or, staged, its flags) compares with every member's, through
-/// the agreement slots of the stream workspace at `ws`, laid out for `n_pes` PEs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Agreement {
-    /// Symmetric address of the backend's stream workspace.
-    pub ws: usize,
-    /// PEs of the job (the workspace layout depends on it).
-    pub n_pes: usize,
-    /// This PE's call, packed (`agree::Signature::pack`).
-    pub desc: u64,
-    /// This PE's on-stream collective calls of the team so far, this one included.
-    pub seq: u64,
 }
 
 /// The on-stream operations of a backend with streams: each is queued on the caller's stream
