@@ -21,7 +21,7 @@
 //! | `stream.rs` | on-stream puts, gets, signals, waits, quiet, barriers (`*_on_stream`): queued on the backend's streams, or run as their host forms where it has none |
 //! | `array.rs` | (feature `ndarray`) typed arrays of symmetric allocations: copies on any backend, views on the host backend |
 //! | `mpi_init.rs` | (feature `mpi`) [`InitOptions::from_mpi`]: the ranks of an MPI communicator become the PEs |
-//! | `stream_collective.rs` | on-stream broadcast, fcollect, alltoall, reductions |
+//! | `stream_collective.rs` | on-stream broadcast, fcollect, alltoall, reductions: one struct of arguments per collective, its host fallback and its kernel launches, one path for all |
 //!
 //! The runtime reaches memory, streams, kernels and the device state only through its
 //! [`crate::backend::Backend`]; it never names a backend.

@@ -1,11 +1,13 @@
 //! Collectives on the host backend: broadcast, fcollect, alltoall, every reduction and reduce-scatter,
-//! for every dtype, on the world team and on split teams, against references computed here.
+//! for every dtype, on the world team and on split teams, against references computed here; and
+//! their on-stream forms, which run as the host collectives on a backend without streams.
 
 mod common;
 
 use common::rng::Rng;
 use common::Pes;
 use half::{bf16, f16};
+use rshmem::driver::stream::StreamHandle;
 use rshmem::dtype::{DType, Element, ReduceOp, ALL_REDUCE_OPS};
 use rshmem::SymAddr;
 use rshmem::runtime::{InitOptions, Runtime, Team};
@@ -117,8 +119,77 @@ fn assert_same<T: TestElem>(got: &[T], want: &[T], what: &str) {
     }
 }
 
+/// Which form of each collective a test calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// The host collective (`broadcast`, ...).
+    Host,
+    /// Its on-stream form (`broadcast_on_stream`, ...) on stream 0, which the host backend runs
+    /// as the host collective.
+    OnStream,
+}
+
+/// The collectives in either form.
+struct Calls<'a> {
+    rt: &'a Runtime,
+    form: Form,
+}
+
+impl Calls<'_> {
+    fn broadcast(&self, team: Team, dst: SymAddr, src: SymAddr, nelems: usize, root: i32, dtype: DType) {
+        match self.form {
+            Form::Host => self.rt.broadcast(team, dst, src, nelems, root, dtype),
+            // SAFETY: stream 0 on a backend without streams; the buffers outlive the call.
+            Form::OnStream => unsafe { self.rt.broadcast_on_stream(team, dst, src, nelems, root, dtype, StreamHandle(0)) },
+        }
+        .unwrap()
+    }
+
+    fn fcollect(&self, team: Team, dst: SymAddr, src: SymAddr, nelems: usize, dtype: DType) {
+        match self.form {
+            Form::Host => self.rt.fcollect(team, dst, src, nelems, dtype),
+            // SAFETY: as in `broadcast`.
+            Form::OnStream => unsafe { self.rt.fcollect_on_stream(team, dst, src, nelems, dtype, StreamHandle(0)) },
+        }
+        .unwrap()
+    }
+
+    fn alltoall(&self, team: Team, dst: SymAddr, src: SymAddr, nelems: usize, dtype: DType) {
+        match self.form {
+            Form::Host => self.rt.alltoall(team, dst, src, nelems, dtype),
+            // SAFETY: as in `broadcast`.
+            Form::OnStream => unsafe { self.rt.alltoall_on_stream(team, dst, src, nelems, dtype, StreamHandle(0)) },
+        }
+        .unwrap()
+    }
+
+    fn reduce(&self, team: Team, op: ReduceOp, dst: SymAddr, src: SymAddr, nelems: usize, dtype: DType) {
+        match self.form {
+            Form::Host => self.rt.reduce(team, op, dst, src, nelems, dtype),
+            // SAFETY: as in `broadcast`.
+            Form::OnStream => unsafe { self.rt.reduce_on_stream(team, op, dst, src, nelems, dtype, StreamHandle(0)) },
+        }
+        .unwrap()
+    }
+
+    fn reducescatter(&self, team: Team, op: ReduceOp, dst: SymAddr, src: SymAddr, nelems: usize, dtype: DType) {
+        match self.form {
+            Form::Host => self.rt.reducescatter(team, op, dst, src, nelems, dtype),
+            // SAFETY: as in `broadcast`.
+            Form::OnStream => unsafe { self.rt.reducescatter_on_stream(team, op, dst, src, nelems, dtype, StreamHandle(0)) },
+        }
+        .unwrap()
+    }
+}
+
 /// Runs every collective for `T` on `team`, with `nelems` elements, checking each result.
 fn every_collective<T: TestElem>(rt: &Runtime, team: Team, src: SymAddr, dst: SymAddr, nelems: usize, case: u64) {
+    every_collective_as::<T>(Form::Host, rt, team, src, dst, nelems, case)
+}
+
+/// [`every_collective`] in `form`.
+fn every_collective_as<T: TestElem>(form: Form, rt: &Runtime, team: Team, src: SymAddr, dst: SymAddr, nelems: usize, case: u64) {
+    let call = Calls { rt, form };
     let size = rt.team_n_pes(team).unwrap() as usize;
     let me = rt.team_my_pe(team).unwrap() as usize;
     let world: Vec<usize> =
@@ -129,17 +200,17 @@ fn every_collective<T: TestElem>(rt: &Runtime, team: Team, src: SymAddr, dst: Sy
     // broadcast from a root that moves with the case.
     let root = (case as usize) % size;
     write_local(rt, src, &values::<T>(world[me], case, nelems));
-    rt.broadcast(team, dst, src, nelems, root as i32, dtype).unwrap();
+    call.broadcast(team, dst, src, nelems, root as i32, dtype);
     assert_same(&read_local::<T>(rt, dst, nelems), &values::<T>(world[root], case, nelems), &what("broadcast"));
 
     // fcollect: member j's block at j.
-    rt.fcollect(team, dst, src, nelems, dtype).unwrap();
+    call.fcollect(team, dst, src, nelems, dtype);
     let want: Vec<T> = (0..size).flat_map(|j| values::<T>(world[j], case, nelems)).collect();
     assert_same(&read_local::<T>(rt, dst, nelems * size), &want, &what("fcollect"));
 
     // alltoall: block `me` of member j's source lands in block j.
     write_local(rt, src, &values::<T>(world[me], case + 1, nelems * size));
-    rt.alltoall(team, dst, src, nelems, dtype).unwrap();
+    call.alltoall(team, dst, src, nelems, dtype);
     let want: Vec<T> = (0..size)
         .flat_map(|j| values::<T>(world[j], case + 1, nelems * size)[me * nelems..(me + 1) * nelems].to_vec())
         .collect();
@@ -152,10 +223,10 @@ fn every_collective<T: TestElem>(rt: &Runtime, team: Team, src: SymAddr, dst: Sy
     };
     write_local(rt, src, &per_pe[me]);
     for op in ALL_REDUCE_OPS.into_iter().filter(|op| op.check(dtype).is_ok()) {
-        rt.reduce(team, op, dst, src, nelems, dtype).unwrap();
+        call.reduce(team, op, dst, src, nelems, dtype);
         assert_same(&read_local::<T>(rt, dst, nelems), &want(op), &what(op.name()));
     }
-    rt.reduce(team, ReduceOp::Max, src, src, nelems, dtype).unwrap();
+    call.reduce(team, ReduceOp::Max, src, src, nelems, dtype);
     assert_same(&read_local::<T>(rt, src, nelems), &want(ReduceOp::Max), &what("in-place max"));
 
     // Reduce-scatter: block `me` of every member's source, reduced; the last one in place, into
@@ -167,11 +238,11 @@ fn every_collective<T: TestElem>(rt: &Runtime, team: Team, src: SymAddr, dst: Sy
     };
     write_local(rt, src, &blocks[me]);
     for op in ALL_REDUCE_OPS.into_iter().filter(|op| op.check(dtype).is_ok()) {
-        rt.reducescatter(team, op, dst, src, nelems, dtype).unwrap();
+        call.reducescatter(team, op, dst, src, nelems, dtype);
         assert_same(&read_local::<T>(rt, dst, nelems), &want(op), &what(&format!("reducescatter {}", op.name())));
     }
     let own = src + me * nelems * dtype.size();
-    rt.reducescatter(team, ReduceOp::Min, own, src, nelems, dtype).unwrap();
+    call.reducescatter(team, ReduceOp::Min, own, src, nelems, dtype);
     assert_same(&read_local::<T>(rt, own, nelems), &want(ReduceOp::Min), &what("in-place reducescatter min"));
     rt.barrier(team).unwrap();
 }
@@ -229,6 +300,28 @@ fn world_and_split_teams_four_pes() {
         every_collective::<u64>(&rt, Team::SHARED, src, dst, 33, 9100);
         rt.barrier_all().unwrap();
         rt.team_destroy(mine).unwrap();
+        rt.finalize().unwrap();
+    });
+}
+
+/// The on-stream forms on the host backend: each runs as its host collective (the backend has
+/// no streams), with the same results, on the world team and on a team of some PEs.
+#[test]
+fn on_stream_forms_three_pes() {
+    Pes::new("on_stream_forms_three_pes", 3).run(|pe, n| {
+        let rt = Runtime::init(InitOptions::default()).unwrap();
+        let bytes = n * NELEMS[2] * 8;
+        let (src, dst) = (rt.malloc(bytes).unwrap(), rt.malloc(bytes).unwrap());
+        for (k, nelems) in NELEMS.into_iter().enumerate() {
+            every_collective_as::<f32>(Form::OnStream, &rt, Team::WORLD, src, dst, nelems, 30_000 + 1000 * k as u64);
+            every_collective_as::<i64>(Form::OnStream, &rt, Team::WORLD, src, dst, nelems, 30_001 + 1000 * k as u64);
+        }
+        let pair = rt.team_split_strided(Team::WORLD, 1, 1, 2).unwrap();
+        assert_eq!(pair.is_some(), pe > 0);
+        if let Some(pair) = pair {
+            every_collective_as::<u16>(Form::OnStream, &rt, pair, src, dst, NELEMS[1], 34_000);
+        }
+        rt.barrier_all().unwrap();
         rt.finalize().unwrap();
     });
 }

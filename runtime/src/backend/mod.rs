@@ -12,19 +12,21 @@
 //! | [`host`] | memfd chunks in host memory; no streams (on-stream calls run as their host forms), no device state |
 //! | [`cuda`] | GPU memory through the driver's VMM API, GPU selection, the runtime's kernels, streams, the device state and its publication, kernel error records |
 //! | [`memory`] | the traits the heap uses: reservations, chunks, mappings, copies and atomics |
+//! | [`launch`] | launches of the runtime's collective kernels, as the runtime writes them, and the stream workspace they share |
 
 pub mod cuda;
 pub mod host;
+pub mod launch;
 pub mod net;
 pub mod memory;
 
+pub use launch::{Agreement, Kernel, Launch, Param};
 pub use memory::{AmoOp, Chunk, Mapping, MemoryBackend, Reservation, Width};
 
 use crate::bootstrap::Bootstrap;
 use crate::consts::{Cmp, SignalOp};
 use crate::device_state::DeviceState;
 use crate::driver::stream::StreamHandle;
-use crate::dtype::{DType, ReduceOp};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -163,7 +165,7 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 
     /// Bytes of symmetric workspace the backend's stream kernels need for `n_pes` PEs (the
-    /// runtime allocates it at init, zeroed, and hands it to [`Streams::fcollect_staged`]).
+    /// runtime allocates it at init, zeroed, and lays it out as [`launch::workspace`] says).
     fn stream_workspace_bytes(&self, n_pes: usize) -> usize {
         let _ = n_pes;
         0
@@ -246,22 +248,6 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// What the members of one on-stream collective agree on, on the device
-/// (`runtime/src/runtime/agree.rs`): this PE's packed call and its call number on the team, which
-/// the collective's first barrier (or, staged, its flags) compares with every member's, through
-/// the agreement slots of the stream workspace at `ws`, laid out for `n_pes` PEs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Agreement {
-    /// Symmetric address of the backend's stream workspace.
-    pub ws: usize,
-    /// PEs of the job (the workspace layout depends on it).
-    pub n_pes: usize,
-    /// This PE's call, packed (`agree::Signature::pack`).
-    pub desc: u64,
-    /// This PE's on-stream collective calls of the team so far, this one included.
-    pub seq: u64,
-}
-
 /// The on-stream operations of a backend with streams: each is queued on the caller's stream
 /// (a `CUstream` as a [`StreamHandle`]; 0 is the legacy default stream) and ordered with the
 /// caller's other work there; each call returns once the work is queued.
@@ -305,59 +291,16 @@ pub trait Streams: Send + Sync {
     /// See the trait.
     unsafe fn agreed_barrier(&self, stream: StreamHandle, team: i32, agree: Agreement) -> Result<()>;
 
-    /// An fcollect of `nbytes` per member over team slot `team` as one kernel; `dest` and
-    /// `source` are this PE's symmetric addresses; its first barrier checks `agree`.
+    /// Runs `launch` on `stream`, after checking its parameters against the types its kernel
+    /// declares.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for parameters the kernel does not declare; [`Error::Driver`].
     ///
     /// # Safety
-    /// See the trait.
-    unsafe fn fcollect(
-        &self,
-        stream: StreamHandle,
-        team: i32,
-        dest: usize,
-        source: usize,
-        nbytes: usize,
-        agree: Agreement,
-    ) -> Result<()>;
-
-    /// The largest fcollect per PE that [`Streams::fcollect_staged`] takes.
-    fn staged_max_bytes(&self) -> usize;
-
-    /// An fcollect over all PEs of up to [`Streams::staged_max_bytes`] per PE through the
-    /// workspace at `agree.ws` (zeroed at init, used by nothing else), without barriers; the
-    /// flags carry the agreement.
-    ///
-    /// # Safety
-    /// See the trait.
-    unsafe fn fcollect_staged(
-        &self,
-        stream: StreamHandle,
-        dest: usize,
-        source: usize,
-        nbytes: usize,
-        agree: Agreement,
-    ) -> Result<()>;
-
-    /// `dest[i] = op over the members of team slot `team` of source[i]`, or with `scatter`
-    /// `dest[i] = op over the members of source[me * nelems + i]` (a reduce-scatter: `source`
-    /// holds one block of `nelems` per member); `op` takes `dtype`; the first barrier checks
-    /// `agree`.
-    ///
-    /// # Safety
-    /// See the trait.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn reduce(
-        &self,
-        stream: StreamHandle,
-        team: i32,
-        op: ReduceOp,
-        dtype: DType,
-        dest: usize,
-        source: usize,
-        nelems: usize,
-        scatter: bool,
-        agree: Agreement,
-    ) -> Result<()>;
+    /// See the trait; besides, every address among the parameters stays valid for what the
+    /// kernel does with it (`runtime_kernels.cu`) until the stream has run it.
+    unsafe fn launch(&self, stream: StreamHandle, launch: &Launch) -> Result<()>;
 
     /// Whether every barrier-using kernel queued so far for team slot `team` has finished (host
     /// barriers of the team wait for them).

@@ -104,6 +104,20 @@ impl ReduceOp {
         })
     }
 
+    /// The operator code the runtime's reduction kernel takes (`enum rshmemi_op` in
+    /// `collective_device.h`).
+    pub fn kernel_code(self) -> i32 {
+        match self {
+            ReduceOp::Sum => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Min => 2,
+            ReduceOp::Max => 3,
+            ReduceOp::And => 4,
+            ReduceOp::Or => 5,
+            ReduceOp::Xor => 6,
+        }
+    }
+
     /// Whether this operator is bitwise (integers only).
     pub fn is_bitwise(self) -> bool {
         matches!(self, ReduceOp::And | ReduceOp::Or | ReduceOp::Xor)

@@ -2,8 +2,9 @@
 //! `torch.cuda.Stream`'s `cuda_stream`, or 0 for the legacy default stream) and ordered with the
 //! caller's kernels and copies on it; each call returns once the work is queued.
 //!
-//! Every public call describes itself as an [`OnStream`] value, and [`Runtime::on_stream`] makes
-//! the one decision: a backend with streams ([`crate::backend::Streams`]) queues it, a backend
+//! Every public call describes itself as an [`OnStreamCall`] (an [`OnStream`] value here, one
+//! struct per collective in `stream_collective.rs`), and [`Runtime::on_stream`] makes the one
+//! decision: a backend with streams ([`crate::backend::Streams`]) queues it, a backend
 //! without runs its host form synchronously and ignores the stream (the host backend: each call
 //! completes before it returns, which is the order a stream would give).
 //!
@@ -29,13 +30,46 @@ use super::{Runtime, Team};
 use crate::backend::{Streams, Width};
 use crate::consts::{Cmp, SignalOp};
 use crate::driver::stream::StreamHandle;
-use crate::dtype::{DType, ReduceOp};
 use crate::heap::SymAddr;
 use crate::error::{Error, Result};
 
-/// One on-stream call, as the caller made it.
+/// One on-stream call, as the caller made it: what it reaches, its host form and its queued form.
+/// [`Runtime::on_stream`] runs every call through these; the collectives implement it once, for
+/// all of them (`stream_collective.rs`).
+pub(super) trait OnStreamCall {
+    /// The on-stream call the program made, as waits and errors name it.
+    fn name(&self) -> &'static str;
+
+    /// The PEs it reaches.
+    fn reach(&self) -> Reach;
+
+    /// Runs it as its host form, synchronously.
+    ///
+    /// # Safety
+    /// Local addresses valid for their sizes (module docs).
+    unsafe fn run_on_host(&self, rt: &Runtime) -> Result<()>;
+
+    /// Queues it on `stream`.
+    ///
+    /// # Safety
+    /// As the module docs.
+    unsafe fn queue(&self, rt: &Runtime, q: &dyn Streams, stream: StreamHandle) -> Result<()>;
+}
+
+/// The PEs an on-stream call reaches.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum OnStream {
+pub(super) enum Reach {
+    /// This PE only.
+    Me,
+    /// World PE `pe`.
+    Pe(usize),
+    /// Every member of a team.
+    Team(Team),
+}
+
+/// The on-stream transfers, signals, waits, quiet and barriers.
+#[derive(Debug, Clone, Copy)]
+enum OnStream {
     Put { dest: SymAddr, source: usize, nbytes: usize, pe: usize },
     Get { dest: usize, source: SymAddr, nbytes: usize, pe: usize },
     PutSignal { dest: SymAddr, source: usize, nbytes: usize, sig_addr: SymAddr, signal: u64, op: SignalOp, pe: usize },
@@ -43,11 +77,6 @@ pub(super) enum OnStream {
     Wait { sig_addr: SymAddr, cmp: Cmp, value: u64 },
     Quiet,
     Barrier { team: Team },
-    Broadcast { team: Team, dest: SymAddr, source: SymAddr, nelems: usize, root: i32, dtype: DType },
-    Fcollect { team: Team, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
-    Alltoall { team: Team, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
-    Reduce { team: Team, op: ReduceOp, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
-    ReduceScatter { team: Team, op: ReduceOp, dest: SymAddr, source: SymAddr, nelems: usize, dtype: DType },
 }
 
 impl Runtime {
@@ -55,10 +84,10 @@ impl Runtime {
     ///
     /// # Safety
     /// As the module docs.
-    pub(super) unsafe fn on_stream(&self, stream: StreamHandle, call: OnStream) -> Result<()> {
+    pub(super) unsafe fn on_stream(&self, stream: StreamHandle, call: impl OnStreamCall) -> Result<()> {
         match self.backend.streams() {
             // SAFETY: forwarded contract.
-            Some(queue) if !self.needs_transport(&call) => unsafe { self.queue(queue, stream, call) },
+            Some(queue) if !self.needs_transport(call.reach()) => unsafe { call.queue(self, queue, stream) },
             Some(_) => {
                 // A PE on another host: the stream's copy engine and kernels cannot reach it.
                 // Staged through the host: the device's queued work first (it may produce the
@@ -66,144 +95,129 @@ impl Runtime {
                 // so the stream's later work follows it.
                 self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
                 // SAFETY: forwarded contract.
-                unsafe { self.run_on_host(call) }
+                unsafe { self.run_named_on_host(&call) }
             }
             // SAFETY: forwarded contract (the host forms read and write the same memory now).
-            None => unsafe { self.run_on_host(call) },
+            None => unsafe { self.run_named_on_host(&call) },
         }
     }
 
-    /// Whether `call` reaches a PE through the network transport (a target PE on another host,
-    /// or a team with members there).
-    fn needs_transport(&self, call: &OnStream) -> bool {
-        use OnStream::*;
+    /// Whether a call reaching `reach` goes through the network transport (a target PE on
+    /// another host, or a team with members there).
+    fn needs_transport(&self, reach: Reach) -> bool {
         let Some(net) = &self.net else { return false };
-        match call {
-            Put { pe, .. } | Get { pe, .. } | PutSignal { pe, .. } | Signal { pe, .. } => net.reaches(*pe),
-            Wait { .. } | Quiet => false,
-            Barrier { team }
-            | Broadcast { team, .. }
-            | Fcollect { team, .. }
-            | Alltoall { team, .. }
-            | Reduce { team, .. }
-            | ReduceScatter { team, .. } => {
-                self.teams().get(*team).map(|t| t.members.iter().any(|&pe| net.reaches(pe))).unwrap_or(false)
+        match reach {
+            Reach::Me => false,
+            Reach::Pe(pe) => net.reaches(pe),
+            Reach::Team(team) => {
+                self.teams().get(team).map(|t| t.members.iter().any(|&pe| net.reaches(pe))).unwrap_or(false)
             }
         }
     }
 
-    /// `call` as its host form (a backend without streams).
+    /// `call` as its host form, its waits and errors named for the on-stream call.
     ///
     /// # Safety
-    /// Local addresses valid for their sizes (module docs).
-    unsafe fn run_on_host(&self, call: OnStream) -> Result<()> {
+    /// As [`OnStreamCall::run_on_host`].
+    unsafe fn run_named_on_host(&self, call: &impl OnStreamCall) -> Result<()> {
+        let _named = crate::watchdog::call_scope(call.name());
+        // SAFETY: forwarded contract.
+        unsafe { call.run_on_host(self) }
+    }
+}
+
+impl OnStreamCall for OnStream {
+    fn name(&self) -> &'static str {
         use OnStream::*;
-        // Waits and errors name the on-stream call the program made, not its host form.
-        let _named = crate::watchdog::call_scope(match call {
+        match *self {
             Barrier { team } if team == Team::WORLD => "barrier_all_on_stream",
             Barrier { .. } => "barrier_on_stream",
             Wait { .. } => "signal_wait_until_on_stream",
             Quiet => "quiet_on_stream",
-            Broadcast { .. } => "broadcast_on_stream",
-            Fcollect { .. } => "fcollect_on_stream",
-            Alltoall { .. } => "alltoall_on_stream",
-            Reduce { .. } => "reduce_on_stream",
-            ReduceScatter { .. } => "reducescatter_on_stream",
             Put { .. } | Get { .. } | PutSignal { .. } | Signal { .. } => "an on-stream transfer",
-        });
-        match call {
-            // SAFETY: forwarded contract.
-            Put { dest, source, nbytes, pe } => unsafe { self.putmem(dest, source, nbytes, pe) },
-            // SAFETY: forwarded contract.
-            Get { dest, source, nbytes, pe } => unsafe { self.getmem(dest, source, nbytes, pe) },
-            PutSignal { dest, source, nbytes, sig_addr, signal, op, pe } => {
-                // SAFETY: forwarded contract.
-                unsafe { self.putmem_signal(dest, source, nbytes, sig_addr, signal, op, pe) }
-            }
-            Signal { sig_addr, signal, op, pe } => self.signal_op(sig_addr, signal, op, pe),
-            Wait { sig_addr, cmp, value } => self.signal_wait_until(sig_addr, cmp, value).map(drop),
-            Quiet => self.quiet(),
-            Barrier { team } => self.barrier(team),
-            Broadcast { team, dest, source, nelems, root, dtype } => self.broadcast(team, dest, source, nelems, root, dtype),
-            Fcollect { team, dest, source, nelems, dtype } => self.fcollect(team, dest, source, nelems, dtype),
-            Alltoall { team, dest, source, nelems, dtype } => self.alltoall(team, dest, source, nelems, dtype),
-            Reduce { team, op, dest, source, nelems, dtype } => self.reduce(team, op, dest, source, nelems, dtype),
-            ReduceScatter { team, op, dest, source, nelems, dtype } => {
-                self.reducescatter(team, op, dest, source, nelems, dtype)
-            }
         }
     }
 
-    /// `call` queued on `stream`.
-    ///
-    /// # Safety
-    /// As the module docs.
-    unsafe fn queue(&self, q: &dyn Streams, stream: StreamHandle, call: OnStream) -> Result<()> {
+    fn reach(&self) -> Reach {
+        use OnStream::*;
+        match *self {
+            Put { pe, .. } | Get { pe, .. } | PutSignal { pe, .. } | Signal { pe, .. } => Reach::Pe(pe),
+            Wait { .. } | Quiet => Reach::Me,
+            Barrier { team } => Reach::Team(team),
+        }
+    }
+
+    unsafe fn run_on_host(&self, rt: &Runtime) -> Result<()> {
+        use OnStream::*;
+        match *self {
+            // SAFETY: forwarded contract.
+            Put { dest, source, nbytes, pe } => unsafe { rt.putmem(dest, source, nbytes, pe) },
+            // SAFETY: forwarded contract.
+            Get { dest, source, nbytes, pe } => unsafe { rt.getmem(dest, source, nbytes, pe) },
+            PutSignal { dest, source, nbytes, sig_addr, signal, op, pe } => {
+                // SAFETY: forwarded contract.
+                unsafe { rt.putmem_signal(dest, source, nbytes, sig_addr, signal, op, pe) }
+            }
+            Signal { sig_addr, signal, op, pe } => rt.signal_op(sig_addr, signal, op, pe),
+            Wait { sig_addr, cmp, value } => rt.signal_wait_until(sig_addr, cmp, value).map(drop),
+            Quiet => rt.quiet(),
+            Barrier { team } => rt.barrier(team),
+        }
+    }
+
+    unsafe fn queue(&self, rt: &Runtime, q: &dyn Streams, stream: StreamHandle) -> Result<()> {
         use OnStream::*;
         // SAFETY (every arm): forwarded contract; each queued form checks its symmetric ranges.
         unsafe {
-            match call {
+            match *self {
                 Put { dest, source, nbytes, pe } => {
                     if nbytes == 0 {
-                        return self.check_pe(pe);
+                        return rt.check_pe(pe);
                     }
-                    let d = self.user_remote(dest, nbytes, pe, "putmem_on_stream")?.mapped()?;
-                    self.queue_copy(q, stream, d, source, nbytes)
+                    let d = rt.user_remote(dest, nbytes, pe, "putmem_on_stream")?.mapped()?;
+                    rt.queue_copy(q, stream, d, source, nbytes)
                 }
                 Get { dest, source, nbytes, pe } => {
                     if nbytes == 0 {
-                        return self.check_pe(pe);
+                        return rt.check_pe(pe);
                     }
-                    let s = self.user_remote(source, nbytes, pe, "getmem_on_stream")?.mapped()?;
-                    self.queue_copy(q, stream, dest, s, nbytes)
+                    let s = rt.user_remote(source, nbytes, pe, "getmem_on_stream")?.mapped()?;
+                    rt.queue_copy(q, stream, dest, s, nbytes)
                 }
                 PutSignal { dest, source, nbytes, sig_addr, signal, op, pe } => {
                     // Check the signal word first so that a bad one fails before any data moves.
-                    let sig = self.user_word(sig_addr, Width::W64, pe, "putmem_signal_on_stream")?.mapped()?;
+                    let sig = rt.user_word(sig_addr, Width::W64, pe, "putmem_signal_on_stream")?.mapped()?;
                     if nbytes > 0 {
-                        let d = self.user_remote(dest, nbytes, pe, "putmem_signal_on_stream")?.mapped()?;
-                        self.queue_copy(q, stream, d, source, nbytes)?;
+                        let d = rt.user_remote(dest, nbytes, pe, "putmem_signal_on_stream")?.mapped()?;
+                        rt.queue_copy(q, stream, d, source, nbytes)?;
                     } else {
-                        self.check_pe(pe)?;
+                        rt.check_pe(pe)?;
                     }
                     q.signal(stream, sig, signal, op)
                 }
                 Signal { sig_addr, signal, op, pe } => {
-                    let sig = self.user_word(sig_addr, Width::W64, pe, "signal_op_on_stream")?.mapped()?;
+                    let sig = rt.user_word(sig_addr, Width::W64, pe, "signal_op_on_stream")?.mapped()?;
                     q.signal(stream, sig, signal, op)
                 }
                 Wait { sig_addr, cmp, value } => {
-                    let sig = self.user_word(sig_addr, Width::W64, self.my_pe(), "signal_wait_until_on_stream")?.mapped()?;
+                    let sig = rt.user_word(sig_addr, Width::W64, rt.my_pe(), "signal_wait_until_on_stream")?.mapped()?;
                     q.wait(stream, sig, cmp, value)
                 }
                 // Peers reached by load/store need nothing queued: the stream's own ordering
                 // completes a copy, memory operation or kernel, its writes performed, before the
                 // next one starts. What is left is to check that nothing failed.
-                Quiet => self.stream_precheck("quiet_on_stream"),
+                Quiet => rt.stream_precheck("quiet_on_stream"),
                 Barrier { team } => {
-                    self.device_team(team, "barrier_on_stream")?;
-                    self.stream_precheck("barrier_on_stream")?;
+                    rt.device_team(team, "barrier_on_stream")?;
+                    rt.stream_precheck("barrier_on_stream")?;
                     q.barrier(stream, team.0)
-                }
-                Broadcast { team, dest, source, nelems, root, dtype } => {
-                    self.queue_broadcast(q, stream, team, dest, source, nelems, root, dtype)
-                }
-                Fcollect { team, dest, source, nelems, dtype } => {
-                    self.queue_fcollect(q, stream, team, dest, source, nelems, dtype)
-                }
-                Alltoall { team, dest, source, nelems, dtype } => {
-                    self.queue_alltoall(q, stream, team, dest, source, nelems, dtype)
-                }
-                Reduce { team, op, dest, source, nelems, dtype } => {
-                    self.queue_reduce(q, stream, team, op, dest, source, nelems, dtype, false)
-                }
-                ReduceScatter { team, op, dest, source, nelems, dtype } => {
-                    self.queue_reduce(q, stream, team, op, dest, source, nelems, dtype, true)
                 }
             }
         }
     }
+}
 
+impl Runtime {
     /// Checks that nothing already failed (a dead peer, a kernel that stopped) before queueing
     /// more work that would wait for it.
     pub(super) fn stream_precheck(&self, during: &str) -> Result<()> {

@@ -6,7 +6,7 @@
 //! | `gpu.rs` | opening the GPU (collective over the node-local PEs), the published state, the error record kernels write |
 //! | `memory.rs` | [`CudaMemory`]: the [`MemoryBackend`] (same file roles as `backend::host`: [`reserve`], [`chunk`], `atomic.rs`) |
 //! | [`kernels`] | the one-thread kernels of host atomics and the on-stream signal add |
-//! | `stream_kernels.rs` | the kernels on a caller's stream: barrier, fcollects, reductions |
+//! | `stream_kernels.rs` | the kernels on a caller's stream: loaded at init; the barriers launched with their parameters, the collectives' kernels as the runtime's [`crate::backend::Launch`] says |
 //! | [`stream_ops`] | on-stream copies, signals, waits |
 //! | `barrier_order.rs` | host barriers ordered after the barrier kernels queued on streams |
 //! | [`registry`] | writing the device state into every loaded module that links the device library |
@@ -15,7 +15,7 @@
 //! Every kernel comes from `triton-lib/src/runtime_kernels.cu`, built by `runtime/build.rs`.
 //!
 //! # Safety
-//! [`CudaBackend`]'s `Streams` methods forward to the kernels and stream operations under the
+//! [`CudaBackend`]'s `Streams` methods hand the work to the kernels and stream operations under the
 //! contract of [`Streams`]; `publish_module` to [`registry::publish`] under its own.
 #![allow(unsafe_code)]
 
@@ -42,7 +42,6 @@ use crate::device_state::DeviceState;
 use crate::driver::context;
 use crate::driver::module::ModuleHandle;
 use crate::driver::stream::StreamHandle;
-use crate::dtype::{DType, ReduceOp};
 use crate::env::Env;
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -108,7 +107,7 @@ impl Backend for CudaBackend {
     }
 
     fn stream_workspace_bytes(&self, n_pes: usize) -> usize {
-        stream_kernels::staged::bytes(n_pes)
+        crate::backend::launch::workspace::bytes(n_pes)
     }
 
     fn streams(&self) -> Option<&dyn Streams> {
@@ -187,49 +186,9 @@ impl Streams for CudaBackend {
         unsafe { self.started()?.kernels().agreed_barrier(stream, team, agree) }
     }
 
-    unsafe fn fcollect(
-        &self,
-        stream: StreamHandle,
-        team: i32,
-        dest: usize,
-        source: usize,
-        nbytes: usize,
-        agree: Agreement,
-    ) -> Result<()> {
+    unsafe fn launch(&self, stream: StreamHandle, launch: &crate::backend::Launch) -> Result<()> {
         // SAFETY: forwarded contract.
-        unsafe { self.started()?.kernels().fcollect(stream, team, dest, source, nbytes, agree) }
-    }
-
-    fn staged_max_bytes(&self) -> usize {
-        stream_kernels::staged::SLOT_BYTES
-    }
-
-    unsafe fn fcollect_staged(
-        &self,
-        stream: StreamHandle,
-        dest: usize,
-        source: usize,
-        nbytes: usize,
-        agree: Agreement,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.started()?.kernels().fcollect_staged(stream, dest, source, nbytes, agree) }
-    }
-
-    unsafe fn reduce(
-        &self,
-        stream: StreamHandle,
-        team: i32,
-        op: ReduceOp,
-        dtype: DType,
-        dest: usize,
-        source: usize,
-        nelems: usize,
-        scatter: bool,
-        agree: Agreement,
-    ) -> Result<()> {
-        // SAFETY: forwarded contract.
-        unsafe { self.started()?.kernels().reduce(stream, team, op, dtype, dest, source, nelems, scatter, agree) }
+        unsafe { self.started()?.kernels().launch(stream, launch) }
     }
 
     fn queued_done(&self, team: i32) -> Result<bool> {

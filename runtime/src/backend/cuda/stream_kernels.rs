@@ -1,12 +1,14 @@
 //! The runtime's kernels that run on a caller's stream (barrier, fcollects, reductions; from
 //! `triton-lib/src/runtime_kernels.cu`, built by `build.rs` into PTX and cubins, [`super::image`]):
 //! loading them into this PE's context at init, publishing the device state into them, and
-//! launching them.
+//! launching them: the barriers with their own parameters, the collectives' kernels as the
+//! runtime wrote their [`Launch`] (`crate::backend::launch`).
 //!
 //! # Safety
 //! Each launch passes one pointer per kernel parameter, to a local of the exact type the kernel
-//! declares (`int32_t` -> `i32`, pointers and `uint64_t` -> `u64`); the tests below check the PTX
-//! parameter lists against these launches. A loaded module is forgotten by the device-state
+//! declares (`int32_t` -> `i32`, pointers and `uint64_t` -> `u64`): the barriers' lists are
+//! checked against the PTX by the tests below, a [`Launch`]'s against the PTX parameter types
+//! read at load, before every launch. A loaded module is forgotten by the device-state
 //! registry before it is unloaded, so no later republish writes into an unloaded module.
 //!
 //! Every module is loaded at init, never on first use: loading a module may wait for kernels
@@ -18,21 +20,18 @@
 use super::barrier_order::BarrierOrder;
 use super::image::{self, Form, KernelImage};
 use super::registry;
+use crate::backend::launch::{self, Kernel, Launch, Param};
 use crate::backend::Agreement;
 use crate::device_state::DeviceState;
 use crate::driver::context::PrimaryContext;
 use crate::driver::module::{self, Function, LaunchDims, LoadedModule};
 use crate::driver::stream::StreamHandle;
-use crate::dtype::{DType, ReduceOp};
 use crate::error::{Error, Result};
 use std::ffi::{c_void, CStr};
 use std::sync::Arc;
 
 const BARRIER: &CStr = c"rshmemi_rt_barrier";
 const AGREE: &CStr = c"rshmemi_rt_agree";
-const REDUCE: &CStr = c"rshmemi_rt_reduce";
-const FCOLLECT: &CStr = c"rshmemi_rt_fcollect";
-const FCOLLECT_STAGED: &CStr = c"rshmemi_rt_fcollect_staged";
 
 /// One warp: lane 0 runs the barrier, the others only wait at the warp sync (the `.cu` file's
 /// launch bounds say 32).
@@ -42,59 +41,6 @@ const BARRIER_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (32, 1, 1)
 const REDUCE_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (512, 1, 1), shared_bytes: 0 };
 /// One block (`RSHMEMI_RT_FCOLLECT_THREADS`): see the kernel for why not more.
 const FCOLLECT_DIMS: LaunchDims = LaunchDims { grid: (1, 1, 1), block: (512, 1, 1), shared_bytes: 0 };
-
-/// The stream workspace, a symmetric allocation the runtime makes at init (zeroed): the staged
-/// fcollect's words (`rshmemi_rt_fcollect_staged` in runtime_kernels.cu): `[u64; BLOCKS]`
-/// epochs, `[u64; n_pes * BLOCKS]` flags, `[[u64; 2]; 2 * n_pes * BLOCKS]` argument words;
-/// then the agreement slots of the other on-stream collectives (`rshmemi_agree_t` in
-/// barrier_device.h), `[[u64; 2]; n_pes]` per team slot; then two parities of `n_pes` staging
-/// slots of `SLOT_BYTES`.
-pub(super) mod staged {
-    use crate::consts::MAX_TEAMS;
-    /// Blocks of every staged fcollect launch (the kernel needs the same count in every call).
-    pub const BLOCKS: usize = 8;
-    /// Largest fcollect per PE that goes through the staging slots.
-    pub const SLOT_BYTES: usize = 256 << 10;
-    /// Offset of the flags.
-    pub const FLAGS: usize = BLOCKS * 8;
-    /// Offset of the staged fcollect's argument words.
-    pub const fn descs(n_pes: usize) -> usize {
-        FLAGS + n_pes * BLOCKS * 8
-    }
-    /// Offset of team slot `team`'s agreement slots.
-    pub const fn agree(n_pes: usize, team: usize) -> usize {
-        descs(n_pes) + 2 * n_pes * BLOCKS * 16 + team * n_pes * 16
-    }
-    /// Offset of the staging slots for `n_pes` PEs (256-byte aligned).
-    pub const fn staging(n_pes: usize) -> usize {
-        agree(n_pes, MAX_TEAMS).next_multiple_of(256)
-    }
-    /// Total size for `n_pes` PEs.
-    pub const fn bytes(n_pes: usize) -> usize {
-        staging(n_pes) + 2 * n_pes * SLOT_BYTES
-    }
-}
-
-/// This PE's agreement slots of team slot `team` (`[[u64; 2]; n_pes]`, indexed by member).
-fn agree_slots(a: Agreement, team: i32) -> Result<u64> {
-    match usize::try_from(team) {
-        Ok(t) if t < crate::consts::MAX_TEAMS && a.ws != 0 => Ok((a.ws + staged::agree(a.n_pes, t)) as u64),
-        _ => Err(Error::InvalidArgument(format!("team slot {team} has no agreement slots (stream workspace {:#x})", a.ws))),
-    }
-}
-
-/// The operator code `rshmemi_rt_reduce` takes (`enum rshmemi_op` in `collective_device.h`).
-pub(super) fn op_code(op: ReduceOp) -> i32 {
-    match op {
-        ReduceOp::Sum => 0,
-        ReduceOp::Prod => 1,
-        ReduceOp::Min => 2,
-        ReduceOp::Max => 3,
-        ReduceOp::And => 4,
-        ReduceOp::Or => 5,
-        ReduceOp::Xor => 6,
-    }
-}
 
 /// A runtime kernel module, loaded and published.
 ///
@@ -144,6 +90,26 @@ impl Drop for RtModule {
     }
 }
 
+/// A collective's kernel: its function, the PTX types of its parameters (what every
+/// [`Launch`] of it is checked against) and its block size.
+#[derive(Debug)]
+struct Launchable {
+    function: Function,
+    params: Vec<&'static str>,
+    block: u32,
+}
+
+impl Launchable {
+    fn find(module: &RtModule, image: &KernelImage, kernel: Kernel, block: u32) -> Result<Launchable> {
+        let name = kernel.entry();
+        let params = launch::ptx_params(image.ptx, name).ok_or_else(|| {
+            Error::InvalidArgument(format!("the runtime kernel module {} has no entry {name}", image.name))
+        })?;
+        let c_name = std::ffi::CString::new(name).map_err(|_| Error::InvalidArgument(format!("kernel name {name:?}")))?;
+        Ok(Launchable { function: module.function(&c_name)?, params, block })
+    }
+}
+
 /// The runtime's kernels in this PE's context, every module loaded at init, and the order of
 /// the barrier-using ones per team ([`BarrierOrder`]).
 #[derive(Debug)]
@@ -151,9 +117,8 @@ pub(super) struct RuntimeKernels {
     ctx: Arc<PrimaryContext>,
     barrier: Function,
     agree: Function,
-    fcollect: Function,
-    fcollect_staged: Function,
-    reduce: Function,
+    /// The collectives' kernels, in [`Kernel::ALL`]'s order.
+    launchable: Vec<Launchable>,
     order: BarrierOrder,
     /// Keep the functions above valid; dropped (unpublished, unloaded) with `self`.
     _modules: [RtModule; 3],
@@ -170,13 +135,18 @@ impl RuntimeKernels {
         let barrier = RtModule::load(ctx, &image::BARRIER, cc, state)?;
         let fcollect = RtModule::load(ctx, &image::FCOLLECT, cc, state)?;
         let reduce = RtModule::load(ctx, &image::REDUCE, cc, state)?;
+        let launchable = Kernel::ALL
+            .into_iter()
+            .map(|k| match k {
+                Kernel::Fcollect | Kernel::FcollectStaged => Launchable::find(&fcollect, &image::FCOLLECT, k, FCOLLECT_DIMS.block.0),
+                Kernel::Reduce => Launchable::find(&reduce, &image::REDUCE, k, REDUCE_DIMS.block.0),
+            })
+            .collect::<Result<_>>()?;
         Ok(RuntimeKernels {
             ctx: ctx.clone(),
             barrier: barrier.function(BARRIER)?,
             agree: barrier.function(AGREE)?,
-            fcollect: fcollect.function(FCOLLECT)?,
-            fcollect_staged: fcollect.function(FCOLLECT_STAGED)?,
-            reduce: reduce.function(REDUCE)?,
+            launchable,
             order: BarrierOrder::new(ctx),
             _modules: [barrier, fcollect, reduce],
         })
@@ -215,7 +185,7 @@ impl RuntimeKernels {
     pub(super) unsafe fn agreed_barrier(&self, stream: StreamHandle, team: i32, a: Agreement) -> Result<()> {
         self.ctx.bind()?;
         let mut p_team = team;
-        let mut p_slots = agree_slots(a, team)?;
+        let mut p_slots = a.slots(team)?;
         let (mut p_desc, mut p_seq) = (a.desc, a.seq);
         let mut params: [*mut c_void; 4] = [
             (&mut p_team as *mut i32).cast(),
@@ -229,136 +199,38 @@ impl RuntimeKernels {
         self.order.queue(team, stream, || unsafe { module::launch(self.agree, BARRIER_DIMS, stream, &mut params) })
     }
 
-    /// Enqueues an fcollect of `nbytes` per member over `team` as one kernel (barrier agreeing
-    /// on `a`, stores into every member's `dest`, barrier).
+    /// Enqueues `l` on `stream`, ordered with the barrier kernels of `l.barriers_of`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for parameters that are not the kernel's; [`Error::Driver`].
     ///
     /// # Safety
-    /// As [`RuntimeKernels::agreed_barrier`]; `dest` (team size x `nbytes`) and `source` (`nbytes`) are
-    /// this PE's symmetric addresses, mapped on every member, until the kernel has run.
-    pub(super) unsafe fn fcollect(
-        &self,
-        stream: StreamHandle,
-        team: i32,
-        dest: usize,
-        source: usize,
-        nbytes: usize,
-        a: Agreement,
-    ) -> Result<()> {
+    /// As [`RuntimeKernels::agreed_barrier`]; the addresses among `l.params` are valid for what
+    /// the kernel does with them (`runtime_kernels.cu`) until it has run.
+    pub(super) unsafe fn launch(&self, stream: StreamHandle, l: &Launch) -> Result<()> {
+        let k = Kernel::ALL.iter().position(|&k| k == l.kernel).and_then(|i| self.launchable.get(i)).ok_or_else(|| {
+            Error::InvalidArgument(format!("kernel {} is not loaded", l.kernel.entry()))
+        })?;
+        l.check(&k.params)?;
         self.ctx.bind()?;
-        let mut p_team = team;
-        let mut p_dest = dest as u64;
-        let mut p_source = source as u64;
-        let mut p_nbytes = nbytes as u64;
-        let mut p_slots = agree_slots(a, team)?;
-        let (mut p_desc, mut p_seq) = (a.desc, a.seq);
-        let mut params: [*mut c_void; 7] = [
-            (&mut p_team as *mut i32).cast(),
-            (&mut p_dest as *mut u64).cast(),
-            (&mut p_source as *mut u64).cast(),
-            (&mut p_nbytes as *mut u64).cast(),
-            (&mut p_slots as *mut u64).cast(),
-            (&mut p_desc as *mut u64).cast(),
-            (&mut p_seq as *mut u64).cast(),
-        ];
-        // SAFETY: seven pointers matching `.u32` and six `.u64` (checked against the PTX by
-        // the tests); they outlive the call; the function belongs to our live module; the caller
+        let mut values = l.params.clone();
+        let mut params: Vec<*mut c_void> = values
+            .iter_mut()
+            .map(|p| match p {
+                Param::I32(v) => (v as *mut i32).cast(),
+                Param::U64(v) => (v as *mut u64).cast(),
+            })
+            .collect();
+        let dims = LaunchDims { grid: (l.blocks, 1, 1), block: (k.block, 1, 1), shared_bytes: 0 };
+        // SAFETY: one pointer per parameter, each to a local of the type the kernel's PTX declares
+        // there (`check` above compared the lists); they outlive the call, which copies the
+        // values; the function belongs to our live module of the bound context; the caller
         // vouches for the addresses and the stream.
-        self.order.queue(team, stream, || unsafe { module::launch(self.fcollect, FCOLLECT_DIMS, stream, &mut params) })
-    }
-
-    /// Enqueues a TEAM_WORLD fcollect of `nbytes` per PE through the staging slots of the
-    /// workspace at `a.ws` ([`staged`]), with [`staged::BLOCKS`] blocks, agreeing on `a`.
-    ///
-    /// # Safety
-    /// As [`RuntimeKernels::fcollect`] for the world team; `a.ws` is this PE's staged workspace
-    /// (zeroed at init, used by nothing else) for the job's `a.n_pes`; `nbytes` is at most
-    /// [`staged::SLOT_BYTES`].
-    pub(super) unsafe fn fcollect_staged(
-        &self,
-        stream: StreamHandle,
-        dest: usize,
-        source: usize,
-        nbytes: usize,
-        a: Agreement,
-    ) -> Result<()> {
-        self.ctx.bind()?;
-        let (ws, n_pes) = (a.ws, a.n_pes);
-        let mut p_epochs = ws as u64;
-        let mut p_flags = (ws + staged::FLAGS) as u64;
-        let mut p_staging = (ws + staged::staging(n_pes)) as u64;
-        let mut p_slot = staged::SLOT_BYTES as u64;
-        let mut p_dest = dest as u64;
-        let mut p_source = source as u64;
-        let mut p_nbytes = nbytes as u64;
-        let mut p_descs = (ws + staged::descs(n_pes)) as u64;
-        let (mut p_desc, mut p_seq) = (a.desc, a.seq);
-        let mut p_agree = agree_slots(a, crate::consts::TEAM_WORLD)?;
-        let mut params: [*mut c_void; 11] = [
-            (&mut p_epochs as *mut u64).cast(),
-            (&mut p_flags as *mut u64).cast(),
-            (&mut p_staging as *mut u64).cast(),
-            (&mut p_slot as *mut u64).cast(),
-            (&mut p_dest as *mut u64).cast(),
-            (&mut p_source as *mut u64).cast(),
-            (&mut p_nbytes as *mut u64).cast(),
-            (&mut p_descs as *mut u64).cast(),
-            (&mut p_desc as *mut u64).cast(),
-            (&mut p_seq as *mut u64).cast(),
-            (&mut p_agree as *mut u64).cast(),
-        ];
-        let dims = LaunchDims { grid: (staged::BLOCKS as u32, 1, 1), ..FCOLLECT_DIMS };
-        // SAFETY: eleven pointers matching eleven `.u64` parameters (checked against the PTX by
-        // the tests); they outlive the call; the function belongs to our live module; the caller
-        // vouches for the workspace, the addresses and the stream.
-        unsafe { module::launch(self.fcollect_staged, dims, stream, &mut params) }
-    }
-
-    /// Enqueues `dest[i] = op over team members of source[i]` on `stream` (with `scatter`, of
-    /// `source[my_index * nelems + i]`), agreeing on `a`.
-    ///
-    /// # Safety
-    /// As [`RuntimeKernels::agreed_barrier`]; `dest` (`nelems` elements of `dtype`) and `source`
-    /// (`nelems`, or team size x `nelems` with `scatter`) are valid device addresses until the
-    /// kernel has run; `op` takes `dtype`.
-    #[allow(clippy::too_many_arguments)] // one per kernel parameter, plus stream
-    pub(super) unsafe fn reduce(
-        &self,
-        stream: StreamHandle,
-        team: i32,
-        op: ReduceOp,
-        dtype: DType,
-        dest: usize,
-        source: usize,
-        nelems: usize,
-        scatter: bool,
-        a: Agreement,
-    ) -> Result<()> {
-        self.ctx.bind()?;
-        let mut p_team = team;
-        let mut p_op = op_code(op);
-        let mut p_scatter = i32::from(scatter);
-        let mut p_dtype = dtype.kernel_code();
-        let mut p_dest = dest as u64;
-        let mut p_source = source as u64;
-        let mut p_nelems = nelems as u64;
-        let mut p_slots = agree_slots(a, team)?;
-        let (mut p_desc, mut p_seq) = (a.desc, a.seq);
-        let mut params: [*mut c_void; 10] = [
-            (&mut p_team as *mut i32).cast(),
-            (&mut p_op as *mut i32).cast(),
-            (&mut p_dtype as *mut i32).cast(),
-            (&mut p_scatter as *mut i32).cast(),
-            (&mut p_dest as *mut u64).cast(),
-            (&mut p_source as *mut u64).cast(),
-            (&mut p_nelems as *mut u64).cast(),
-            (&mut p_slots as *mut u64).cast(),
-            (&mut p_desc as *mut u64).cast(),
-            (&mut p_seq as *mut u64).cast(),
-        ];
-        // SAFETY: ten pointers matching four `.u32` and six `.u64` (checked by the
-        // tests against the PTX); they outlive the call; the module stays loaded (it is only
-        // dropped with `self`); the caller vouches for the addresses and the stream.
-        self.order.queue(team, stream, || unsafe { module::launch(self.reduce, REDUCE_DIMS, stream, &mut params) })
+        let mut run = || unsafe { module::launch(k.function, dims, stream, &mut params) };
+        match l.barriers_of {
+            Some(team) => self.order.queue(team, stream, run),
+            None => run(),
+        }
     }
 }
 
@@ -371,10 +243,7 @@ mod tests {
 
     /// The parameter types of `.entry name( ... )` in `ptx`.
     fn entry_params(ptx: &str, name: &str) -> Vec<String> {
-        let start = ptx.find(&format!(".entry {name}(")).unwrap_or_else(|| panic!("no entry {name}"));
-        let rest = &ptx[start..];
-        let close = rest.find(')').unwrap();
-        rest[..close].lines().skip(1).filter_map(|l| l.split_whitespace().nth(1).map(str::to_string)).collect()
+        launch::ptx_params(ptx, name).unwrap_or_else(|| panic!("no entry {name}")).into_iter().map(str::to_string).collect()
     }
 
     const BARRIER_PTX: &str = image::BARRIER.ptx;
@@ -425,7 +294,7 @@ mod tests {
         assert!(SOURCE.contains("RSHMEMI_FOR_INT_DTYPE_CODES(RSHMEMI_RT_CASE)"));
         assert!(SOURCE.contains("RSHMEMI_FOR_FLOAT_DTYPE_CODES(RSHMEMI_RT_CASE)"));
         for op in ALL_REDUCE_OPS {
-            let code = op_code(op);
+            let code = op.kernel_code();
             assert!(
                 SOURCE.contains(&format!(" {code} {} ", op.name()))
                     || SOURCE.contains(&format!(" {code} {}\n", op.name())),
