@@ -24,7 +24,8 @@
 //! | `stream_collective.rs` | on-stream broadcast, fcollect, alltoall, reductions |
 //!
 //! The runtime reaches memory, streams, kernels and the device state only through its
-//! [`crate::backend::Backend`]; it never names a backend.
+//! [`crate::backend::Backend`], and PEs on other hosts only through its
+//! [`crate::backend::Transport`]; it never names an implementation of either.
 //!
 //! Semantics follow OpenSHMEM 1.5 and NVSHMEM; each method names its SHMEM equivalent.
 
@@ -52,7 +53,7 @@ pub use init::InitOptions;
 pub use raw::Access;
 pub use team::Team;
 
-use crate::backend::{Backend, BackendKind, MemoryBackend};
+use crate::backend::{Backend, BackendKind, MemoryBackend, Transport};
 use crate::bootstrap::Bootstrap;
 use crate::consts::MAX_TEAMS;
 use crate::error::{Error, Result};
@@ -108,13 +109,10 @@ mod workspace {
 /// supported (as in SHMEM), except barriers: a PE's barrier instances of one team run one after
 /// another whoever calls them (docs/memory-model.md, "Barriers").
 pub struct Runtime {
-    /// The proxy that runs device-initiated operations towards PEs on other hosts; `None` when
-    /// every PE is node-local, and on the host backend unless `RSHMEM_NET_PROXY=1`. Dropped
-    /// before the transport it uses.
-    proxy: Option<crate::backend::net::proxy::Proxy>,
-    /// The network transport to PEs on other hosts; `None` when every PE is node-local.
-    /// Dropped first: its registrations of heap memory go before the heap.
-    net: Option<Arc<crate::backend::net::Net>>,
+    /// The transport to PEs on other hosts, with its proxy for device-initiated operations
+    /// where one runs; `None` when every PE is node-local. Dropped first: its registrations of
+    /// heap memory go before the heap.
+    net: Option<Box<dyn Transport>>,
     boot: Bootstrap,
     heap: SymmetricHeap,
     /// Memory, streams, the runtime's kernels and the device state.
