@@ -63,7 +63,7 @@ def free_port() -> int:
 
 
 # ucx_perftest's windows (`-O`, requests in flight at most) paired with rshmem's puts: 1 for the
-# blocking putmem, 32 (ucp_put_bw's default, and runtime/src/backend/net/staging.rs's
+# blocking putmem, 32 (ucp_put_bw's default, and runtime/src/transport/staging.rs's
 # MAX_IN_FLIGHT) for putmem_nbi.
 BLOCKING_WINDOW = 1
 NBI_WINDOW = 32

@@ -82,7 +82,7 @@ pub const BAD_ADDRESS_BOUND_MASK: u64 = 0x1fff_ffff_ffff_ffff;
 pub const ERROR_FLAG_BAD_ARGUMENT: u32 = 4;
 
 /// `ErrorRecord::flag` once complete: an operation towards a PE on another host could not be
-/// carried out because the proxy that executes them (`backend/net/proxy.rs`) stopped on an
+/// carried out because the proxy that executes them (`transport/proxy.rs`) stopped on an
 /// error (a dead peer, a broken connection); the host reports the proxy's own error. `addr` is
 /// the ring word that was polled, `cmp` the proxy's failure code, `expected`/`seen` the ticket
 /// waited for and the value read.

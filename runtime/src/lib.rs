@@ -9,9 +9,10 @@
 //! | [`error`], [`env`], [`consts`], [`log`] | the one error type, every `RSHMEM_*` variable, SHMEM constants, the rank-prefixed logs (`RSHMEM_LOG`) |
 //! | [`bootstrap`] | how PEs find each other: unique id over TCP, torchrun env, byte-blob collectives, peer-death detection, fd passing over Unix sockets |
 //! | [`driver`] | the CUDA driver, loaded at run time: thin checked wrappers (VMM, modules, streams) and RAII handles; only it and `backend::cuda` name raw driver items |
-//! | [`backend`] | the one seam: a [`backend::Backend`] owns memory, streams, the runtime's kernels and the device state; `host` (memfd, no device) and `cuda` (everything GPU: selection, VMM memory, kernels, streams, publishing the [`device_state`]) |
+//! | [`backend`] | the one seam: a [`backend::Backend`] owns memory, streams, the runtime's kernels and the device state; `host` (memfd, no device) and `cuda` (everything GPU: selection, VMM memory, kernels, streams, publishing the [`device_state`]); PEs on other hosts are reached through a [`backend::Transport`] |
 //! | [`device_state`] | the one struct device code reads, shared with the device library through a generated header |
 //! | [`heap`] | the symmetric heap: one reserved range with a slot per node-local PE, grown on demand; the allocator |
+//! | [`transport`] | the network transport to PEs on other hosts (UCX, loaded at run time): one-sided operations by heap offset, the heap's registrations, the proxy that runs what kernels post for other hosts |
 //! | [`dtype`] | element types (the twelve SHMEM dtypes) and reduction operators |
 //! | [`runtime`] | [`Runtime`]: init / finalize and the host API (RMA, atomics, signals, waits, barriers, teams, collectives) |
 //! | [`fork`] | a child forked from a PE is not a PE: its calls are refused, its exit touches nothing of the job |
@@ -71,9 +72,10 @@
 //! `docs/c.md`); a Rust program that loads its own CUDA module hands it to
 //! [`Runtime::publish_module`] so that its kernels see the device state.
 //!
-//! What it does not do (yet): reach PEs on other hosts (the device state carries a per-PE
-//! "reachable by load/store" bit so code can branch once a network transport exists), and NVLink
-//! multicast, which is never used.
+//! PEs on the same host reach each other by load/store; PEs on other hosts through the network
+//! transport (UCX: InfiniBand, RoCE or TCP), from the host API and, through the proxy, from
+//! kernels (the device state's per-PE "reachable by load/store" bit picks the path;
+//! `docs/network.md`). NVLink multicast is never used.
 #![deny(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -89,7 +91,7 @@ pub mod fork;
 pub mod heap;
 pub mod log;
 pub mod runtime;
-pub mod ucx;
+pub mod transport;
 pub mod watchdog;
 
 pub use error::{Error, Result};

@@ -24,7 +24,8 @@
 //! | `stream_collective.rs` | on-stream broadcast, fcollect, alltoall, reductions: one struct of arguments per collective, its host fallback and its kernel launches, one path for all |
 //!
 //! The runtime reaches memory, streams, kernels and the device state only through its
-//! [`crate::backend::Backend`]; it never names a backend.
+//! [`crate::backend::Backend`], and PEs on other hosts only through its
+//! [`crate::backend::Transport`]; it never names an implementation of either.
 //!
 //! Semantics follow OpenSHMEM 1.5 and NVSHMEM; each method names its SHMEM equivalent.
 
@@ -47,14 +48,14 @@ mod strided;
 mod sync;
 mod team;
 mod wait;
+mod workspace;
 
 pub use init::InitOptions;
 pub use raw::Access;
 pub use team::Team;
 
-use crate::backend::{Backend, BackendKind, MemoryBackend};
+use crate::backend::{Backend, BackendKind, MemoryBackend, Transport};
 use crate::bootstrap::Bootstrap;
-use crate::consts::MAX_TEAMS;
 use crate::error::{Error, Result};
 use crate::heap::{SymAddr, SymmetricHeap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -65,42 +66,6 @@ use team::TeamTable;
 /// for 128-byte vector loads on the GPU (NVSHMEM aligns its allocations the same way or less).
 pub const DEFAULT_ALIGN: usize = 256;
 
-/// Byte offsets inside the runtime's symmetric workspace (one per PE, same offsets everywhere).
-mod workspace {
-    use super::MAX_TEAMS;
-    use crate::device_state::{TeamDesc, BARRIER_WS_BYTES_PER_TEAM};
-    /// Barrier words of every team slot (`DeviceState::barrier_ws`; see `sync.rs`).
-    pub const BARRIER: usize = 0;
-    /// This PE's device team table, `[TeamDesc; MAX_TEAMS]` (`DeviceState::team_table`). In the
-    /// heap because that is device memory on the cuda backend, written by the host runtime
-    /// through the same private stream as its other writes (no copy on the legacy stream,
-    /// which would wait for a kernel spinning in a barrier).
-    pub const TEAM_TABLE: usize = BARRIER + MAX_TEAMS * BARRIER_WS_BYTES_PER_TEAM as usize;
-    /// Scratch words of `team_split_strided` (free-slot mask and the arguments).
-    pub const SPLIT: usize = TEAM_TABLE + MAX_TEAMS * std::mem::size_of::<TeamDesc>();
-    /// Words in the split scratch.
-    pub const SPLIT_WORDS: usize = 4;
-    /// The signature of each team slot's current host collective (see `agree.rs`).
-    pub const AGREE: usize = SPLIT + SPLIT_WORDS * 8;
-    /// The `u64` GPU threads take proxy tickets from (`DeviceState::proxy_head`): in the heap
-    /// because that is device memory on cuda, where an atomic add is cheap.
-    pub const PROXY_HEAD: usize = AGREE + MAX_TEAMS * super::agree::WORDS * 8;
-    /// The words of the barrier across hosts of every team slot (host backend; `sync.rs`).
-    pub const HOSTS_BARRIER: usize = PROXY_HEAD + 8;
-    /// Total size.
-    pub const BYTES: usize = HOSTS_BARRIER + MAX_TEAMS * super::sync::HOSTS_BARRIER_WORDS * 8;
-    /// Bytes of each team slot's part of the collective workspace (`DeviceState::coll_ws`):
-    /// device reductions stage one chunk of this size per round of two team barriers, in their
-    /// team's part, so reductions of different teams may run at once (two streams, or an
-    /// on-stream reduction beside a Triton `*_reduce_block`). 128 KiB per slot keeps the whole
-    /// at 4 MiB, which even a small `RSHMEM_SYMMETRIC_SIZE` affords; a reduction of more than
-    /// 128 KiB per PE pays about 4 µs of barriers per chunk over NVLink.
-    pub const COLL_WS_BYTES_PER_TEAM: usize = 128 << 10;
-    /// Bytes of the collective workspace, a separate allocation: one part per team slot.
-    pub const COLL_WS_BYTES: usize = MAX_TEAMS * COLL_WS_BYTES_PER_TEAM;
-
-}
-
 /// An initialized PE: the bootstrap, the symmetric heap and the runtime's own state.
 ///
 /// `Send + Sync`: methods take `&self`. Collective methods must be called by every PE of the
@@ -108,13 +73,10 @@ mod workspace {
 /// supported (as in SHMEM), except barriers: a PE's barrier instances of one team run one after
 /// another whoever calls them (docs/memory-model.md, "Barriers").
 pub struct Runtime {
-    /// The proxy that runs device-initiated operations towards PEs on other hosts; `None` when
-    /// every PE is node-local, and on the host backend unless `RSHMEM_NET_PROXY=1`. Dropped
-    /// before the transport it uses.
-    proxy: Option<crate::backend::net::proxy::Proxy>,
-    /// The network transport to PEs on other hosts; `None` when every PE is node-local.
-    /// Dropped first: its registrations of heap memory go before the heap.
-    net: Option<Arc<crate::backend::net::Net>>,
+    /// The transport to PEs on other hosts, with its proxy for device-initiated operations
+    /// where one runs; `None` when every PE is node-local. Dropped first: its registrations of
+    /// heap memory go before the heap.
+    net: Option<Box<dyn Transport>>,
     boot: Bootstrap,
     heap: SymmetricHeap,
     /// Memory, streams, the runtime's kernels and the device state.
@@ -300,18 +262,5 @@ mod tests {
     fn runtime_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<super::Runtime>();
-    }
-
-    #[test]
-    fn workspace_layout_fits() {
-        use super::workspace::*;
-        assert_eq!((TEAM_TABLE % 16, SPLIT % 8), (0, 0));
-        // Per team: barrier words (24), team descriptor (16), collective signature (agree.rs);
-        // then the split words and the proxy's ticket word; then per team the barrier across
-        // hosts (gather, release and 10 dissemination rounds for 1024 PEs).
-        assert_eq!(super::sync::HOSTS_BARRIER_WORDS, 12);
-        assert_eq!(BYTES, super::MAX_TEAMS * (24 + 16 + super::agree::WORDS * 8) + SPLIT_WORDS * 8 + 8 + super::MAX_TEAMS * 12 * 8);
-        assert_eq!((PROXY_HEAD % 8, HOSTS_BARRIER % 8), (0, 0));
-        const { assert!(COLL_WS_BYTES_PER_TEAM % super::DEFAULT_ALIGN == 0) };
     }
 }

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 /// The variables of a job of `n` PEs in `hosts` virtual hosts, UCX over TCP on loopback only.
 fn vhosts(name: &'static str, n: usize, hosts: usize) -> Option<Pes> {
-    if !rshmem::ucx::available() && Pes::child_pe().is_none() {
-        assert!(std::env::var_os("CI").is_none(), "UCX is not loadable (set RSHMEM_UCX_DIR): {}", rshmem::ucx::api().unwrap_err());
+    if !rshmem::transport::ucx::available() && Pes::child_pe().is_none() {
+        assert!(std::env::var_os("CI").is_none(), "UCX is not loadable (set RSHMEM_UCX_DIR): {}", rshmem::transport::ucx::api().unwrap_err());
         eprintln!("{name}: UCX not found; not run (set RSHMEM_UCX_DIR)");
         return None;
     }

@@ -2,7 +2,7 @@
 
 Two PEs in two virtual hosts share one GPU: each reaches the other only through UCX, so every
 put, get, p, g, atomic, signal, quiet and barrier below goes from the kernel into this PE's proxy
-ring and through the network transport (runtime/src/backend/net/proxy.rs). No kernel waits for
+ring and through the network transport (runtime/src/transport/proxy.rs). No kernel waits for
 the other PE's kernel except in the last two tests, whose waits are bounded
 (RSHMEM_DEBUG_WAIT_TIMEOUT_MS) and progress by time-slicing.
 

@@ -1,6 +1,6 @@
 // Operations towards PEs this GPU cannot reach by load/store (PEs on other hosts): posted as
 // descriptors into this PE's proxy ring, page-locked host memory that a CPU thread empties
-// through the network transport (runtime/src/backend/net/proxy.rs has the protocol). Every
+// through the network transport (runtime/src/transport/proxy.rs has the protocol). Every
 // operation here is out of line (RSHMEMI_COLD): a caller's load/store path only calls it.
 //
 // A poster takes ticket t with an atomic add on a word of GPU memory (DeviceState::proxy_head),

@@ -3,25 +3,29 @@
 //! A [`Backend`] owns everything that differs between running on host memory and on GPUs: the
 //! memory the symmetric heap is made of ([`MemoryBackend`]), how on-stream work is queued
 //! ([`Streams`]: copies, signals, waits and the runtime's kernels), the device state published
-//! into modules that link the device library, and the errors kernels record. The runtime holds
-//! one `Box<dyn Backend>` and never names an implementation: [`open`] is the one place that
-//! does, so a new backend is a new folder here plus one line there.
+//! into modules that link the device library, and the errors kernels record. PEs on other
+//! hosts are reached through a [`Transport`]. The runtime holds one `Box<dyn Backend>` (and,
+//! when the job spans hosts, one `Box<dyn Transport>`) and never names an implementation:
+//! [`open`] is the one place that names a backend, so a new backend is a new folder here plus
+//! one line there; `crate::transport::open` opens the transport.
 //!
-//! | folder | what |
+//! | file or folder | what |
 //! |---|---|
 //! | [`host`] | memfd chunks in host memory; no streams (on-stream calls run as their host forms), no device state |
 //! | [`cuda`] | GPU memory through the driver's VMM API, GPU selection, the runtime's kernels, streams, the device state and its publication, kernel error records |
 //! | [`memory`] | the traits the heap uses: reservations, chunks, mappings, copies and atomics |
 //! | [`launch`] | launches of the runtime's collective kernels, as the runtime writes them, and the stream workspace they share |
+//! | [`transport`] | the trait PEs on other hosts are reached through, and the memory of the proxy's ring |
 
 pub mod cuda;
 pub mod host;
 pub mod launch;
-pub mod net;
 pub mod memory;
+pub mod transport;
 
 pub use launch::{Agreement, Kernel, Launch, Param};
 pub use memory::{AmoOp, Chunk, Mapping, MemoryBackend, Reservation, Width};
+pub use transport::{HostRing, RingMemory, Transport, RING_BYTES};
 
 use crate::bootstrap::Bootstrap;
 use crate::consts::{Cmp, SignalOp};
@@ -107,35 +111,6 @@ pub fn open(kind: BackendKind, boot: &Bootstrap, device: Option<i32>, env: &Env)
 /// UCX (cuda: make the PE's context current, for UCX's copies of GPU memory).
 pub type ThreadSetup = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 
-/// Opens the network transport ([`net::Net`]) when the job's PEs sit on more than one host
-/// (virtual hosts included); `None` when every PE is node-local. Collective over all PEs;
-/// `heap_base` is this PE's heap offset 0; the heap is host memory when `backend` has no device.
-///
-/// # Errors
-/// What [`net::Net::open`] returns: [`Error::Unsupported`] naming the remote PEs when UCX is
-/// missing, [`Error::Transport`], bootstrap errors.
-pub fn open_transport(boot: &Bootstrap, heap_base: usize, backend: &dyn Backend, env: &Env) -> Result<Option<Arc<net::Net>>> {
-    let host_memory = backend.device().is_none();
-    let node_of = &boot.node().node_of;
-    let mine = node_of[boot.rank()];
-    let remote: Vec<bool> = node_of.iter().map(|&n| n != mine).collect();
-    if !remote.iter().any(|&r| r) {
-        return Ok(None);
-    }
-    let setup = backend.thread_setup();
-    let net = net::Net::open(
-        boot,
-        &remote,
-        heap_base,
-        backend.memory(),
-        host_memory,
-        env.net_target_atomics,
-        setup,
-        env.bootstrap_timeout,
-    )?;
-    Ok(Some(Arc::new(net)))
-}
-
 /// One backend of a runtime: memory, streams, the runtime's kernels and the device state.
 ///
 /// Defaults describe a backend without devices (the host backend): no device, no streams, no
@@ -177,13 +152,13 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// Zeroed memory for the proxy's ring (`net::proxy`), which this backend's kernels write:
+    /// Zeroed memory for the ring of the transport's proxy, which this backend's kernels write:
     /// page-locked host memory on cuda, ordinary memory without a device.
     ///
     /// # Errors
     /// [`Error::Driver`].
-    fn ring_memory(&self) -> Result<Box<dyn net::proxy::RingMemory>> {
-        Ok(Box::new(net::proxy::HostRing::new()))
+    fn ring_memory(&self) -> Result<Box<dyn RingMemory>> {
+        Ok(Box::new(HostRing::new()))
     }
 
     /// On-stream work; `None` when the backend has no streams, where every `*_on_stream` call

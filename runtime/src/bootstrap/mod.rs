@@ -274,7 +274,7 @@ impl Bootstrap {
     }
 
     /// The job's secret: only PEs that presented it joined (the network transport's messages
-    /// carry it, `backend/net`).
+    /// carry it, `crate::transport`).
     pub(crate) fn secret(&self) -> &[u8] {
         &self.secret
     }

@@ -94,11 +94,3 @@ impl Drop for PinnedHost {
         }
     }
 }
-
-/// Kernels write the proxy's ring through unified addressing (cuMemAllocHost memory is
-/// page-aligned, so 64-byte aligned as the ring needs).
-impl crate::backend::net::proxy::RingMemory for PinnedHost {
-    fn addr(&self) -> usize {
-        self.ptr as usize
-    }
-}

@@ -41,6 +41,7 @@
 //! ends it).
 
 use super::team::TeamInfo;
+use super::workspace::AGREE_WORDS as WORDS;
 use super::{workspace, Runtime, Team};
 use crate::heap::SymAddr;
 use crate::dtype::{DType, ReduceOp, ALL_DTYPES, ALL_REDUCE_OPS};
@@ -82,10 +83,6 @@ pub(super) struct Signature {
     /// This member refused its own arguments (it fails with its own error).
     pub refused: bool,
 }
-
-/// Words of one member's slot: a tag with kind, dtype, op and the refused flag; the root; the
-/// element count; the heap offsets of `dest` and `source`.
-pub(super) const WORDS: usize = 5;
 
 /// Where a member's `dest` and `source` lie: their offsets from the start of its own heap slot,
 /// the same numbers on every member that passes the same symmetric buffers.

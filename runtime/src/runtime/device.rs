@@ -17,7 +17,7 @@ impl Runtime {
     /// The recorded error.
     pub fn check_device_error(&self) -> Result<()> {
         // The proxy's own error explains a kernel stopped on its failure (ERROR_FLAG_PROXY).
-        if let Some(e) = self.proxy.as_ref().and_then(|p| p.error()) {
+        if let Some(e) = self.net.as_ref().and_then(|n| n.proxy_error()) {
             return Err(e);
         }
         match self.backend.device_error(&|a| self.describe_word(a)) {
@@ -40,7 +40,8 @@ impl Runtime {
     #[doc(hidden)]
     #[allow(unsafe_code)]
     pub unsafe fn proxy_post(&self, d: crate::device_state::ProxyDesc) -> Result<u64> {
-        let proxy = self.proxy.as_ref().ok_or_else(|| Error::Unsupported("this PE runs no proxy (no PE on another host, or RSHMEM_NET_PROXY=0)".into()))?;
+        let proxy = self.net.as_deref().filter(|n| n.proxy_ring().is_some());
+        let proxy = proxy.ok_or_else(|| Error::Unsupported("this PE runs no proxy (no PE on another host, or RSHMEM_NET_PROXY=0)".into()))?;
         if self.backend.device().is_some() {
             return Err(Error::Unsupported("proxy_post is for the host backend: on cuda the ticket word is GPU memory".into()));
         }
@@ -49,7 +50,7 @@ impl Runtime {
         // lives as long as the runtime and is only used atomically.
         let head = unsafe { &*(head as *const std::sync::atomic::AtomicU64) };
         // SAFETY: the caller's promise about the buffers.
-        unsafe { proxy.post(head, d, crate::env::env()?.bootstrap_timeout) }
+        unsafe { proxy.proxy_post(head, d, crate::env::env()?.bootstrap_timeout) }
     }
 
     /// `err`, or the device error that explains it: after a kernel traps, every driver call

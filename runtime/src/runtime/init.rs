@@ -2,16 +2,13 @@
 
 use super::team::{TeamTable, PREDEFINED};
 use super::{workspace, Runtime, DEFAULT_ALIGN};
-use crate::backend::net::proxy::Proxy;
 use crate::backend::{self, BackendKind};
-use crate::heap::agree::all_ok;
 use crate::bootstrap::{Bootstrap, UniqueId};
 use crate::device_state::{DeviceState, DEVICE_FLAG_ALL_REACHABLE, MAX_PES, PE_NOT_REACHABLE};
 use crate::env;
 use crate::error::{Error, Result};
 use crate::heap::layout::Layout;
-use crate::heap::{GrowHook, Owner, SymmetricHeap};
-use std::sync::Arc;
+use crate::heap::{Owner, SymmetricHeap};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -74,28 +71,12 @@ impl Runtime {
         let mem = backend.memory();
         let heap = SymmetricHeap::new(mem.clone(), &boot, env.symmetric_size, env.heap_growth)?;
         // Before the first allocation: every growth step is registered with the transport.
-        let net = backend::open_transport(&boot, heap.my_base(), &*backend, env)?;
-        if let Some(net) = &net {
-            heap.set_grow_hook(Some(net.clone() as Arc<dyn GrowHook>));
-        }
+        let net = crate::transport::open(&boot, &heap, &*backend, env)?;
         let ws = heap.calloc(&boot, 1, workspace::BYTES)?;
         let coll_ws = heap.malloc(&boot, workspace::COLL_WS_BYTES, DEFAULT_ALIGN)?;
         let staged_ws = match backend.stream_workspace_bytes(nranks) {
             0 => 0,
             bytes => heap.calloc(&boot, 1, bytes)?,
-        };
-        // Device-initiated operations towards other hosts go through the proxy's ring.
-        let proxy = match &net {
-            Some(net) if env.net_proxy.unwrap_or(backend.device().is_some()) => {
-                let started = backend.ring_memory().and_then(|ring| Proxy::start(net.clone(), ring, rank));
-                let (mine, proxy) = match started {
-                    Ok(p) => (Ok(()), Some(p)),
-                    Err(e) => (Err(e), None),
-                };
-                all_ok(&boot, mine, "starting the proxy")?;
-                proxy
-            }
-            _ => None,
         };
         // The runtime's own words: host calls with a program's addresses refuse them.
         for addr in [ws, coll_ws, staged_ws].into_iter().filter(|&a| a != 0) {
@@ -104,9 +85,9 @@ impl Runtime {
         let reachable: Vec<bool> = (0..nranks).map(|pe| backend.load_store(pe) && heap.ptr(ws, pe).is_some()).collect();
         let teams = TeamTable::new(rank, &boot.node().node_of, &reachable);
         let wait_timeout = env.debug_wait_timeout_ms.map(Duration::from_millis);
-        let proxy_ring = proxy.as_ref().map_or(0, Proxy::ring);
+        // Device-initiated operations towards other hosts go through the proxy's ring.
+        let proxy_ring = net.as_ref().and_then(|n| n.proxy_ring()).unwrap_or(0);
         let mut rt = Runtime {
-            proxy,
             net,
             boot,
             heap,
@@ -185,10 +166,9 @@ impl Runtime {
         let unpublished = self.backend.unpublish();
         // The runtime's own allocations end with the heap: no collective free (the peers have
         // left), and every peer is done with this PE's memory (each has announced it leaves).
-        let Runtime { boot, heap, backend, mem, net, proxy, .. } = self;
-        // The transport's registrations and endpoints go before the heap is unmapped.
+        let Runtime { boot, heap, backend, mem, net, .. } = self;
+        // The transport's proxy, registrations and endpoints go before the heap is unmapped.
         heap.set_grow_hook(None);
-        drop(proxy);
         drop(net);
         drop(backend);
         drop(mem);
@@ -202,7 +182,7 @@ impl Runtime {
     /// [`Runtime::quiet`] it does not fail because a peer left.
     fn complete_own_work(&self) -> Result<()> {
         self.check_device_error()?;
-        if self.proxy.is_some() {
+        if self.net.as_ref().is_some_and(|n| n.proxy_ring().is_some()) {
             self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
         }
         if let Some(net) = &self.net {

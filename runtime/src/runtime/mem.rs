@@ -64,7 +64,7 @@ impl Runtime {
     }
 
     /// The transport (present whenever a [`Place::Net`] was returned).
-    pub(super) fn net(&self) -> Result<&crate::backend::net::Net> {
+    pub(super) fn net(&self) -> Result<&dyn crate::backend::Transport> {
         self.net.as_deref().ok_or_else(|| Error::Unsupported("no network transport is open".into()))
     }
 

@@ -2,7 +2,7 @@
 //!
 //! On the host backend every node-local peer's heap is mapped in this process, so a put or a
 //! get is one copy between the caller's memory and the peer's mapped copy; a PE on another host
-//! is reached through the network transport (`backend/net`). Blocking: when the
+//! is reached through the network transport (`transport/`). Blocking: when the
 //! call returns, the data is in place (a put is also visible to the target after the target
 //! synchronizes with this PE, e.g. through a barrier or a signal).
 //!

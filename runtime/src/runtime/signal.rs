@@ -47,7 +47,7 @@ impl Runtime {
         // Check the signal word first so that a bad one fails before any data moves.
         let sig = self.user_word(sig_addr, Width::W64, pe, "putmem_signal")?;
         if let Place::Net { pe, offset: sig_off } = sig {
-            // One message carries data and signal (backend/net): no round trip between them.
+            // One message carries data and signal (`transport`): no round trip between them.
             let dest_off = match nbytes {
                 0 => 0,
                 _ => match self.user_remote(dest, nbytes, pe, "putmem_signal")? {

@@ -30,13 +30,7 @@ use super::wait::{Awaits, Unmet};
 use super::{workspace, Runtime, Team};
 use crate::backend::{AmoOp, Width};
 use crate::consts::Cmp;
-use crate::device_state::{BARRIER_WS_BYTES_PER_TEAM, MAX_PES};
-
-/// Dissemination rounds enough for any number of hosts: ceil(log2(MAX_PES)).
-const HOSTS_BARRIER_ROUNDS: usize = (usize::BITS - (MAX_PES - 1).leading_zeros()) as usize;
-/// Words of each team slot's barrier across hosts (`workspace::HOSTS_BARRIER`): `gather`,
-/// `release`, then one per dissemination round.
-pub(super) const HOSTS_BARRIER_WORDS: usize = 2 + HOSTS_BARRIER_ROUNDS;
+use crate::device_state::BARRIER_WS_BYTES_PER_TEAM;
 use crate::error::Result;
 
 impl Runtime {
@@ -189,9 +183,9 @@ impl Runtime {
         })
     }
 
-    /// Symmetric address of the hosts-barrier words of team slot `slot` (`HOSTS_BARRIER_WORDS`).
+    /// Symmetric address of the hosts-barrier words of team slot `slot` (`workspace::HOSTS_BARRIER_WORDS`).
     pub(super) fn hosts_barrier_words(&self, slot: usize) -> usize {
-        self.workspace + workspace::HOSTS_BARRIER + HOSTS_BARRIER_WORDS * 8 * slot
+        self.workspace + workspace::HOSTS_BARRIER + workspace::HOSTS_BARRIER_WORDS * 8 * slot
     }
 
     /// The members of a team grouped by host (hosts in the order of their first member, members

@@ -355,7 +355,7 @@ impl Runtime {
         if let Some((members, slot)) = &chosen {
             if members.contains(&self.my_pe()) {
                 self.write_heap(self.barrier_words(*slot), self.my_pe(), &[0u8; BARRIER_WS_BYTES_PER_TEAM as usize])?;
-                self.write_heap(self.hosts_barrier_words(*slot), self.my_pe(), &[0u8; super::sync::HOSTS_BARRIER_WORDS * 8])?;
+                self.write_heap(self.hosts_barrier_words(*slot), self.my_pe(), &[0u8; workspace::HOSTS_BARRIER_WORDS * 8])?;
             }
         }
         self.barrier(parent)?;

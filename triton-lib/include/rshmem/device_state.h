@@ -177,7 +177,7 @@
 
 /*
  `ErrorRecord::flag` once complete: an operation towards a PE on another host could not be
- carried out because the proxy that executes them (`backend/net/proxy.rs`) stopped on an
+ carried out because the proxy that executes them (`transport/proxy.rs`) stopped on an
  error (a dead peer, a broken connection); the host reports the proxy's own error. `addr` is
  the ring word that was polled, `cmp` the proxy's failure code, `expected`/`seen` the ticket
  waited for and the value read.

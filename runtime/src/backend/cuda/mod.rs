@@ -40,6 +40,7 @@ use crate::bootstrap::Bootstrap;
 use crate::consts::{Cmp, SignalOp};
 use crate::device_state::DeviceState;
 use crate::driver::context;
+use crate::driver::host_mem::PinnedHost;
 use crate::driver::module::ModuleHandle;
 use crate::driver::stream::StreamHandle;
 use crate::env::Env;
@@ -119,9 +120,9 @@ impl Backend for CudaBackend {
         Some(Arc::new(move || ctx.bind()))
     }
 
-    fn ring_memory(&self) -> Result<Box<dyn crate::backend::net::proxy::RingMemory>> {
-        let len = crate::backend::net::proxy::RING_BYTES;
-        let mut ring = crate::driver::host_mem::PinnedHost::new(self.memory.context(), len)?;
+    fn ring_memory(&self) -> Result<Box<dyn crate::backend::RingMemory>> {
+        let len = crate::backend::RING_BYTES;
+        let mut ring = PinnedHost::new(self.memory.context(), len)?;
         for off in (0..len).step_by(8) {
             ring.write_u64(off, 0);
         }
@@ -157,6 +158,14 @@ impl Backend for CudaBackend {
 
     fn synchronize(&self) -> Result<()> {
         context::synchronize(self.memory.context())
+    }
+}
+
+/// Kernels write the proxy's ring through unified addressing (cuMemAllocHost memory is
+/// page-aligned, so 64-byte aligned as the ring needs).
+impl crate::backend::RingMemory for PinnedHost {
+    fn addr(&self) -> usize {
+        PinnedHost::addr(self)
     }
 }
 

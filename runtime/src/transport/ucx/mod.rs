@@ -3,7 +3,7 @@
 //! The same three layers as [`crate::driver`] (STYLE.md 1): [`sys`] is the raw API (types and a
 //! table of function pointers); the files here wrap one call per function, turn its
 //! `ucs_status_t` into [`Error::Transport`], and give RAII types for what needs releasing. Only
-//! this module and `backend::net` name `sys::` items.
+//! this module and the transport around it (`crate::transport`) name `sys::` items.
 //!
 //! | file | UCP calls |
 //! |---|---|

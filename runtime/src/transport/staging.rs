@@ -19,7 +19,7 @@
 //! on (a dead peer, the transport closing) leak their buffers instead.
 
 use crate::error::Result;
-use crate::ucx::Request;
+use super::ucx::Request;
 use std::collections::VecDeque;
 use std::sync::Mutex;
 

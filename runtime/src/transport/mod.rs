@@ -3,9 +3,11 @@
 //! A job whose PEs sit on more than one host (or virtual host, `RSHMEM_VIRTUAL_HOSTS`) opens one
 //! [`Net`] per PE, next to its memory backend: node-local peers stay mapped (load/store), the
 //! others are reached through UCP, which picks the wire (InfiniBand, RoCE, TCP, shared memory).
+//! The runtime holds it as a [`crate::backend::Transport`] ([`open`]) and never names it.
 //!
 //! | file | what |
 //! |---|---|
+//! | `link.rs` | [`open`]: the transport of a runtime (the [`Net`], its registration of the heap's growth, the proxy), as a [`crate::backend::Transport`] |
 //! | `mod.rs` | [`Net`]: open (worker addresses through the bootstrap, one endpoint per remote PE, a hello from each), the operations |
 //! | `segments.rs` | the heap's registrations: each growth step registered with `ucp_mem_map`, its remote keys exchanged through the bootstrap |
 //! | `am.rs` | the active messages (hello, put-with-signal, atomics run by the target, replies) and their handler, which checks the job's secret |
@@ -13,6 +15,7 @@
 //! | `proxy.rs` | the proxy: the thread that runs what GPU threads post for PEs on other hosts |
 //! | `staging.rs` | puts in flight: bounce buffers (a put of host memory waits for UCX only for what precedes its last 64 KiB), `putmem_nbi`'s requests |
 //! | `progress.rs` | the progress thread: sleeps on the worker's event fd, wakes to run what peers sent |
+//! | [`ucx`] | the UCX library, loaded at run time: thin checked wrappers (context, worker, endpoints, memory registrations) |
 //!
 //! Operations take heap offsets: the address on the peer is its heap base (exchanged at open)
 //! plus the offset.
@@ -46,10 +49,12 @@
 
 mod am;
 mod exec;
+mod link;
 mod progress;
 pub mod proxy;
 mod segments;
 mod staging;
+pub mod ucx;
 
 use crate::backend::{AmoOp, MemoryBackend, Width};
 use crate::bootstrap::{Bootstrap, Health};
@@ -57,12 +62,13 @@ use crate::consts::SignalOp;
 use crate::error::{Error, Result};
 use crate::heap::agree::all_ok;
 use crate::heap::group::Group;
-use crate::ucx::{self, AtomicOp, Context, Endpoint, MemType, Worker};
+use ucx::{AtomicOp, Context, Endpoint, MemType, Worker};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+pub use link::open;
 pub use segments::Segments;
 
 /// Largest put-with-signal sent as one active message (payload and signal together); larger
@@ -136,7 +142,7 @@ impl std::fmt::Debug for Net {
 /// # Safety
 /// `arg` points at the `AtomicI32` of that PE inside a live `PeerErrors` (it outlives the
 /// endpoints, see `Inner`).
-unsafe extern "C" fn on_ep_error(arg: *mut c_void, _ep: crate::ucx::sys::ucp_ep_h, status: crate::ucx::sys::ucs_status_t) {
+unsafe extern "C" fn on_ep_error(arg: *mut c_void, _ep: ucx::sys::ucp_ep_h, status: ucx::sys::ucs_status_t) {
     // SAFETY: as the function says.
     let slot = unsafe { &*(arg as *const AtomicI32) };
     let _ = slot.compare_exchange(0, i32::from(status), Ordering::AcqRel, Ordering::Acquire);

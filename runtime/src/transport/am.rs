@@ -31,7 +31,7 @@
 
 use crate::backend::{AmoOp, Width};
 use crate::consts::SignalOp;
-use crate::ucx::sys;
+use super::ucx::sys;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -13,7 +13,7 @@
 use crate::error::{Error, Result};
 use crate::heap::agree::all_ok;
 use crate::heap::group::Group;
-use crate::ucx::{Context, Endpoint, MemHandle, MemType, Rkey};
+use super::ucx::{Context, Endpoint, MemHandle, MemType, Rkey};
 use std::sync::{Arc, RwLock};
 
 /// One growth step: this PE's registration and each remote PE's key (field order: keys are

@@ -35,7 +35,7 @@
 #![allow(unsafe_code)]
 
 use super::Net;
-use crate::backend::{AmoOp, Width};
+use crate::backend::{AmoOp, RingMemory, Width};
 use crate::consts::SignalOp;
 use crate::device_state::{
     ProxyDesc, ProxyRing, AMO_ADD, AMO_AND, AMO_COMPARE_SWAP, AMO_FETCH, AMO_OR, AMO_SET, AMO_SWAP, AMO_XOR,
@@ -46,9 +46,6 @@ use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// Bytes of a ring: the header and its descriptors.
-pub const RING_BYTES: usize = std::mem::size_of::<ProxyRing>() + PROXY_SLOTS as usize * std::mem::size_of::<ProxyDesc>();
 
 /// How long the proxy keeps polling an empty ring after its last descriptor before it starts to
 /// sleep between polls: a kernel that posts again within this (a ping-pong, a pipeline) is
@@ -72,40 +69,6 @@ fn pause(polls: &mut u32, since: Instant) {
         std::thread::yield_now();
     } else {
         std::thread::sleep(IDLE_SLEEP);
-    }
-}
-
-/// Memory a ring lives in, zeroed, 64-byte aligned, [`RING_BYTES`] long: page-locked host
-/// memory that kernels write on the cuda backend, plain memory on the host backend.
-pub trait RingMemory: Send + Sync {
-    /// Its address (the same for the host and, through unified addressing, for kernels).
-    fn addr(&self) -> usize;
-}
-
-/// A ring in ordinary memory (the host backend, whose "device" posts come from host threads).
-#[derive(Debug)]
-pub struct HostRing {
-    words: Box<[AtomicU64]>,
-}
-
-impl HostRing {
-    /// A zeroed ring.
-    pub fn new() -> HostRing {
-        // u64 words are 8-byte aligned; nothing here needs more than 8 (descriptors are read
-        // whole, not with 16-byte atomics).
-        HostRing { words: (0..RING_BYTES / 8).map(|_| AtomicU64::new(0)).collect() }
-    }
-}
-
-impl Default for HostRing {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl RingMemory for HostRing {
-    fn addr(&self) -> usize {
-        self.words.as_ptr() as usize
     }
 }
 
