@@ -6,7 +6,7 @@ Outputs (each says on line 1 that it is generated; all are committed):
   torch-ext/src/generated.rs              the pyo3 functions of the rows with `native = "generated"`
   python/rshmem/_native.pyi               type stubs of rshmem._native (every row, constants, errors)
   python/rshmem/_api.py                   the public wrappers of the rows with `public` (and `__all__`)
-  python/rshmem/_signatures.py            names, order, old spellings and stream order of the [[py]] rows
+  python/rshmem/_signatures.py            names, order and stream order of the [[py]] rows
   python/rshmem/_host_calls.py            the public functions of rshmem's [[py]] rows (their `call` / `body`)
   python/rshmem/_torch_calls.py           the same for rshmem.torch's rows
   docs/python-api.md                      the reference of rshmem._native, by group
@@ -373,8 +373,6 @@ class PyRow:
     name: str
     module: str
     params: list[PyParam]
-    old: list[PyParam] | None
-    renamed: dict[str, str]
     order: str
     native: list[str]
     call: str | None = None
@@ -414,12 +412,9 @@ def parse_params(text: str, label: str) -> list[PyParam]:
     return out
 
 
-def load_py(rows: list[Row]) -> tuple[str, list[PyRow]]:
+def load_py(rows: list[Row]) -> list[PyRow]:
     with open(TABLE, "rb") as f:
         data = tomllib.load(f)
-    until = data.get("deprecated_until")
-    if not isinstance(until, str):
-        raise TableError("api/host.toml: `deprecated_until` (a version) is missing")
     natives = {r.name for r in rows}
     out = []
     for r in data.get("py", []):
@@ -429,21 +424,7 @@ def load_py(rows: list[Row]) -> tuple[str, list[PyRow]]:
         if r.get("order") not in PY_ORDERS:
             raise TableError(f"{label}: order must be one of {', '.join(PY_ORDERS)}")
         params = parse_params(r["args"], label)
-        old = parse_params(r["old"], label + " (old)") if "old" in r else None
-        renamed = dict(r.get("renamed", {}))
         names = {p.name for p in params}
-        for o, n in renamed.items():
-            if n not in names:
-                raise TableError(f"{label}: renamed {o!r} -> {n!r}, but {n!r} is not an argument")
-        if old is not None:
-            for p in old:
-                if renamed.get(p.name, p.name) not in names:
-                    raise TableError(f"{label}: old argument {p.name!r} has no new name (add it to `renamed`)")
-            if [(p.name, p.default) for p in old] == [(p.name, p.default) for p in params] \
-                    and [p.kwonly for p in old] == [p.kwonly for p in params]:
-                raise TableError(f"{label}: `old` is the same signature as `args`")
-        elif renamed:
-            raise TableError(f"{label}: `renamed` needs `old`")
         unknown = [n for n in r.get("native", []) if n not in natives]
         if unknown or not r.get("native"):
             raise TableError(f"{label}: native must name rows of this table ({unknown or 'none given'})")
@@ -457,45 +438,30 @@ def load_py(rows: list[Row]) -> tuple[str, list[PyRow]]:
         hints = dict(r.get("hints", {}))
         if set(hints) - names:
             raise TableError(f"{label}: hints for arguments it does not take: {sorted(set(hints) - names)}")
-        out.append(PyRow(r["name"], r["module"], params, old, renamed, r["order"], list(r["native"]),
+        out.append(PyRow(r["name"], r["module"], params, r["order"], list(r["native"]),
                          call, body, r.get("ret"), hints, r.get("doc")))
     keys = [(p.module, p.name) for p in out]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
         raise TableError(f"api/host.toml: duplicate [[py]] rows {dup}")
-    return until, out
+    return out
 
 
-def sig_text(params: list[PyParam]) -> str:
-    parts, star = [], False
-    for p in params:
-        if p.kwonly and not star:
-            parts.append("*")
-            star = True
-        parts.append(p.name + (f"={p.default}" if p.default is not None else ""))
-    return ", ".join(parts)
-
-
-def gen_signatures(until: str, prows: list[PyRow]) -> str:
+def gen_signatures(prows: list[PyRow]) -> str:
     def params(ps):
         return "(" + "".join(f"({p.name!r}, {p.kind!r}, {p.default!r}, {p.kwonly!r}), " for p in ps) + ")"
 
     out = [f"# {GENERATED}",
-           '"""The names, argument order, old spellings and stream order of the public functions that',
+           '"""The names, argument order and stream order of the public functions that',
            "take tensors (the [[py]] rows of api/host.toml). `rshmem._signature.public` reads it.",
            "",
-           "SIGNATURES maps `module.name` to (parameters, old parameters or None, renamed, order); a",
+           "SIGNATURES maps `module.name` to (parameters, order); a",
            'parameter is (name, kind or None, default as Python source or None, keyword-only)."""',
-           "",
-           f"DEPRECATED_UNTIL = {until!r}",
            "",
            "SIGNATURES = {"]
     for r in prows:
-        old = params(r.old) if r.old is not None else "None"
         out.append(f'    "{r.module}.{r.name}": (')
         out.append(f"        {params(r.params)},")
-        out.append(f"        {old},")
-        out.append(f"        {r.renamed!r},")
         out.append(f"        {r.order!r},")
         out.append("    ),")
     out += ["}", ""]
@@ -507,24 +473,6 @@ ORDER_WORDS = {
     "on_stream": "queued on `stream`",
     "none": "not stream-ordered",
 }
-
-
-def gen_renames_doc(until: str, prows: list[PyRow]) -> list[str]:
-    out = ["## Renamed and reordered arguments",
-           "",
-           f"The spellings on the right still work until rshmem {until}, with a `DeprecationWarning`",
-           "naming the new one (api/host.toml, `old` and `renamed` of each [[py]] row). Reduce ops",
-           "also take `rshmem.ReduceOp` and `torch.distributed.ReduceOp`, signal ops `\"set\"` / `\"add\"`,",
-           "comparisons `\"eq\"`, `\"ne\"`, `\"gt\"`, `\"ge\"`, `\"lt\"`, `\"le\"`.",
-           "",
-           "| function | now | before |",
-           "|---|---|---|"]
-    for r in prows:
-        if r.old is None:
-            continue
-        out.append(f"| `{r.module}.{r.name}` | `({sig_text(r.params)})` | `({sig_text(r.old)})` |")
-    out.append("")
-    return out
 
 
 # ------------------------------------------------------------------------------ [[py]] rows with `call`
@@ -688,7 +636,7 @@ PUBLIC_SECTIONS = [
 ]
 
 
-def gen_doc(rows: list[Row], until: str, prows: list[PyRow]) -> str:
+def gen_doc(rows: list[Row], prows: list[PyRow]) -> str:
     init_all = None
     import ast
 
@@ -725,7 +673,6 @@ def gen_doc(rows: list[Row], until: str, prows: list[PyRow]) -> str:
             note = f" *({ORDER_WORDS[order]})*" if order else ""
             out.append(f"| `{name}{sig}` | {doc.replace('|', chr(92) + '|')}{note} |")
         out.append("")
-    out += gen_renames_doc(until, prows)
     out += ["# The extension layer: `rshmem._native`",
            "",
            "The functions below are the extension module every front end of the host API calls,",
@@ -1047,16 +994,16 @@ def main() -> int:
     args = ap.parse_args()
     try:
         rows = load_table()
-        until, prows = load_py(rows)
+        prows = load_py(rows)
         dts = load_dtypes()
         outputs = {
             OUT_RS: gen_rust(rows),
             OUT_PYI: gen_stub(rows),
             OUT_API: gen_api(rows),
-            OUT_SIG: gen_signatures(until, prows),
+            OUT_SIG: gen_signatures(prows),
             OUT_CALLS: gen_host_calls(prows),
             OUT_TORCH_CALLS: gen_host_calls(prows, "rshmem.torch"),
-            OUT_DOC: gen_doc(rows, until, prows),
+            OUT_DOC: gen_doc(rows, prows),
             OUT_ENV: gen_env_doc(),
             OUT_ERRORS: gen_errors_doc(),
             OUT_DTYPE_RS: gen_dtype_rs(dts),

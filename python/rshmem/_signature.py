@@ -1,13 +1,11 @@
 """How a public function that takes tensors is called: its names and order as api/host.toml's
 [[py]] rows declare them (read from the generated `_signatures.py`), op arguments as names or
-constants, old spellings with a `DeprecationWarning`, and its order with CUDA streams.
+constants, and its order with CUDA streams.
 
 `@public` goes on each such function in `host.py`, `torch.py` and the generated `_host_calls.py`. At import it refuses a
 definition whose parameters differ from the table's row, so the table stays the one place the
 names and order are declared. On each call it:
 
-- maps an old spelling (an old keyword, the old positional order, or an op passed first) to the
-  new one and warns once per call site with `DeprecationWarning`, until `DEPRECATED_UNTIL`;
 - normalises the arguments the row marks `reduce_op`, `sig_op` or `cmp` (names, rshmem
   constants, `torch.distributed.ReduceOp`);
 - for a host call given a CUDA tensor: refuses CUDA graph capture (a host call would run once,
@@ -23,13 +21,12 @@ import enum
 import functools
 import inspect
 import sys
-import warnings
 
 from . import _native
 from ._core import Team
 from ._errors import convert
 from ._native import ArgumentTypeError, InvalidArgumentError, RshmemError, UnsupportedError
-from ._signatures import DEPRECATED_UNTIL, SIGNATURES
+from ._signatures import SIGNATURES
 
 REDUCE_OPS = ("sum", "prod", "min", "max", "and", "or", "xor")
 """The reductions, by the names every reduce call accepts."""
@@ -137,10 +134,6 @@ def _text(sig: inspect.Signature) -> str:
     return str(sig.replace(return_annotation=inspect.Signature.empty)).replace("<Team.WORLD: 0>", "Team.WORLD")
 
 
-def _is_op(x) -> bool:
-    return isinstance(x, str) or _torch_reduce_name(x) is not None
-
-
 def _first_cuda_tensor(args, kwargs):
     for x in args:
         if getattr(x, "is_cuda", False) is True:
@@ -168,7 +161,7 @@ def public(fn):
     module = _MODULES[fn.__module__]
     where = f"{module}.{fn.__name__}"
     try:
-        params, old, renamed, order = SIGNATURES[where]
+        params, order = SIGNATURES[where]
     except KeyError:
         raise RuntimeError(f"{where} is marked @public but api/host.toml has no [[py]] row for it") from None
     new_sig = _signature(params)
@@ -178,35 +171,12 @@ def public(fn):
             f"{where} is defined as {where}{_text(have)}, but api/host.toml declares {where}{_text(new_sig)}: "
             "change the row (and run tools/gen_host_api.py) or the definition"
         )
-    positional = sum(not kw for _, _, _, kw in params)
     kinds = [(i, name, _NORMALISE[kind]) for i, (name, kind, _, _) in enumerate(params) if kind]
-    old_sig = None if old is None else _signature(old)
-    old_names = frozenset(renamed)
-    op_first = old is not None and old[0][1] == "reduce_op" and params[0][1] != "reduce_op"
     host = order != "on_stream"
-
-    def from_old(args, kwargs):
-        try:
-            bound = old_sig.bind(*args, **kwargs)
-        except TypeError as e:
-            raise ArgumentTypeError(f"{where}(): {e}; call {where}{_text(new_sig)}") from None
-        warnings.warn(
-            f"{where}{_text(old_sig)} is deprecated and works until rshmem {DEPRECATED_UNTIL}: "
-            f"call {where}{_text(new_sig)}",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        return (), {renamed.get(k, k): v for k, v in bound.arguments.items()}
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         try:
-            if old_sig is not None and (
-                len(args) > positional
-                or (kwargs and not old_names.isdisjoint(kwargs))
-                or (op_first and args and _is_op(args[0]))
-            ):
-                args, kwargs = from_old(args, kwargs)
             if kinds:
                 args = list(args)
                 for i, name, norm in kinds:
@@ -224,5 +194,5 @@ def public(fn):
         except (OverflowError, TypeError, ValueError) as e:
             raise convert(where, e, fn, args, kwargs) from e
 
-    call.__rshmem_row__ = (params, old, renamed, order)
+    call.__rshmem_row__ = (params, order)
     return call

@@ -4,8 +4,7 @@
    current stream, refuse CUDA graph capture), checked with a stand-in tensor; the GPU test is
    tests/tensors/test_cuda_stream_order.py;
 2. one argument order and names for the host and on-stream forms (api/host.toml's [[py]] rows),
-   ops as names, rshmem constants and torch.distributed.ReduceOp, every old spelling still
-   working with a DeprecationWarning, `wait_until` returning the value;
+   ops as names, rshmem constants and torch.distributed.ReduceOp, `wait_until` returning the value;
 3. `RSHMEM_LOG` / `RSHMEM_DEBUG` print rank-prefixed logs;
 4. messages: the PE range of a 1-PE job, symmetric tensors that differ in shape or dtype (equal
    sizes included) between PEs;
@@ -18,7 +17,6 @@ import inspect
 import pydoc
 import sys
 import tomllib
-import warnings
 from pathlib import Path
 
 import pytest
@@ -103,7 +101,7 @@ def test_issue_15_one_call_rows_are_generated_and_their_calls_checked():
         want = "rshmem._host_calls" if row["module"] == "rshmem" else "rshmem._torch_calls"
         assert fn.__module__ == want and inspect.getdoc(fn) == row["doc"].rstrip("\n"), row["name"]
     helpers = gen_host_api.host_helpers()
-    row = gen_host_api.PyRow("wait_until", "rshmem", gen_host_api.parse_params("ivar, cmp, value", "t"), None, {},
+    row = gen_host_api.PyRow("wait_until", "rshmem", gen_host_api.parse_params("ivar, cmp, value", "t"),
                              "none", ["wait_until"], None, "int", {}, "doc")
     row.call = "_native.wait_until(_one(ivar, 'ivar'), 'int64', cmp, int(value))"
     assert gen_host_api.check_call(row, set(), helpers) == {"_one"}
@@ -123,62 +121,10 @@ def test_issue_15_one_call_rows_are_generated_and_their_calls_checked():
             gen_host_api.check_body(row, set(), helpers)
 
 
-def _old_calls(sym, me, peer):
-    """(name, the old spelling, the new spelling, check) for every kind of old spelling; each
-    spelling writes its own value, and `check` sees it arrive."""
-    n = 4
-    dst, src = sym((n,), torch.float32), torch.zeros(n)
-    sig = sym((1,), torch.int64)
-
-    def put_value(v):
-        src.fill_(v)
-        return src
-
-    def arrived(v):
-        rshmem.barrier_all()
-        assert torch.equal(dst, torch.full((n,), float(v)))
-
-    return dst, sig, [
-        ("putmem (dest, source, nbytes, pe)", lambda: rshmem.putmem(dst, put_value(1), None, peer),
-         lambda: rshmem.putmem(dst, put_value(2), peer), arrived),
-        ("putmem dest= source=", lambda: rshmem.putmem(dest=dst, source=put_value(3), nbytes=16, pe=peer),
-         lambda: rshmem.putmem(dst=dst, src=put_value(4), pe=peer, nbytes=16), arrived),
-        ("putmem_signal (dest, source, nbytes, sig_addr, signal, sig_op, pe)",
-         lambda: rshmem.putmem_signal(dst, put_value(5), None, sig[0], 1, rshmem.SIGNAL_SET, peer),
-         lambda: rshmem.putmem_signal(dst, put_value(6), sig[0], 1, "set", peer), arrived),
-        ("signal_op sig_addr= signal=", lambda: rshmem.signal_op(sig_addr=sig[0], signal=7, sig_op=rshmem.SIGNAL_SET, pe=peer),
-         lambda: rshmem.signal_op(sig=sig[0], value=8, sig_op="set", pe=peer),
-         lambda v: (rshmem.barrier_all(), rshmem.signal_wait_until(sig[0], "eq", v))),
-        ("putmem_signal_on_stream op=", lambda: rtorch.putmem_signal_on_stream(dst, put_value(9), sig[0], 1, op=rshmem.SIGNAL_SET, pe=peer),
-         lambda: rtorch.putmem_signal_on_stream(dst, put_value(10), sig[0], 1, sig_op=rshmem.SIGNAL_SET, pe=peer), arrived),
-    ]
-
-
-def test_issue_16_old_spellings_work_with_a_deprecation_warning(sym, me, peer):
-    dst, sig, cases = _old_calls(sym, me, peer)
-    value = 1
-    for label, old, new, check in cases:
-        with pytest.warns(DeprecationWarning, match=r"is deprecated and works until rshmem 0\.2\.0: call rshmem\."):
-            old()
-        check(value)
-        # No PE writes the next value before every PE has seen this one.
-        rshmem.barrier_all()
-        value += 1
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            new()
-        check(value)
-        value += 1
-        rshmem.barrier_all()
-
-
-def test_issue_16_reduce_on_stream_with_the_op_first_still_works(sym, me, npes):
+def test_issue_16_reduce_on_stream_takes_the_op_after_the_tensors(sym, me, npes):
     src, dst = sym((4,), torch.float32), sym((4,), torch.float32)
     src.fill_(me + 1)
     rshmem.barrier_all()
-    with pytest.warns(DeprecationWarning, match=r"reduce_on_stream\(op, dst, src"):
-        rtorch.reduce_on_stream("sum", dst, src)
-    assert torch.equal(dst, torch.full((4,), float(sum(range(1, npes + 1)))))
     rtorch.reduce_on_stream(dst, src, "max")
     assert torch.equal(dst, torch.full((4,), float(npes)))
 
@@ -187,8 +133,6 @@ def test_issue_16_waits_take_nelems_and_dtype_by_keyword(sym):
     flags = sym((4,), torch.int32)
     flags.fill_(3)
     assert rshmem.test_all(flags, rshmem.CMP_EQ, 3, None, nelems=2) is True
-    with pytest.warns(DeprecationWarning, match="test_all"):
-        assert rshmem.test_all(flags, rshmem.CMP_EQ, 3, None, 2) is True
 
 
 @pytest.mark.parametrize("op,want", [
