@@ -1,4 +1,4 @@
-"""Init / finalize, PE queries and teams.
+"""Init / finalize, PE queries and raw symmetric memory (teams: `_teams.py`).
 
 `init` picks how the PEs find each other (the *bootstrap*): every PE needs the same unique id,
 made on PE 0 by `get_unique_id()`, plus its rank and the PE count. Who hands the id around:
