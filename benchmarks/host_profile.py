@@ -36,7 +36,7 @@ def main() -> None:
 
     import rshmem
     import rshmem.torch as rtorch
-    from rshmem import _cuda, _native
+    from rshmem import _cuda, _native, _tensor_args
 
     torch.cuda.set_device(rtorch.device())
     dist.init_process_group("gloo")
@@ -64,7 +64,7 @@ def main() -> None:
          lambda: _native.fcollect_on_stream(team, d, s, n, "uint8", stream), True)
     step("barrier_all_on_stream (whole call)", rtorch.barrier_all_on_stream, True)
     step("stream_handle(None)", lambda: _cuda.stream_handle(None), False)
-    step("_local(tensor) x 2", lambda: (rtorch._local(dst, "dst", _native.device_ordinal()), rtorch._local(src, "src", _native.device_ordinal())), False)
+    step("_local(tensor) x 2", lambda: (_tensor_args._local(dst, "dst", _native.device_ordinal()), _tensor_args._local(src, "src", _native.device_ordinal())), False)
     step("rshmem.team_n_pes()", lambda: rshmem.team_n_pes(), False)
 
     prof = cProfile.Profile()

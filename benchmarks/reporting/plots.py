@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from benchmarks.harness.common import fmt_size  # noqa: E402
-from benchmarks.reporting.report import OURS, _good, all_series, pick  # noqa: E402
+from benchmarks.reporting.tables import OURS, _good, all_series, pick  # noqa: E402
 
 NVLINK_GBPS = 450.0
 

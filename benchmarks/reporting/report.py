@@ -10,77 +10,8 @@ import statistics
 from pathlib import Path
 
 from benchmarks.harness.common import GiB, KiB, MiB, fmt_size
-
-OURS = "rshmem"
-BAD = "!"
-
-
-# ------------------------------------------------------------------------------ selection
-
-
-def all_series(results: dict) -> list[dict]:
-    """Every series of every job, each with its job name added (key 'job')."""
-    out = []
-    for name, job in sorted(results.get("jobs", {}).items()):
-        for s in job.get("series", []):
-            out.append({**s, "job": name})
-    return sorted(out, key=lambda s: s.get("impl") != OURS)  # rshmem's columns first, order kept otherwise
-
-
-def pick(series: list[dict], suite: str, kind: str | None = None) -> list[dict]:
-    return [s for s in series if s.get("suite") == suite and (kind is None or s.get("params", {}).get("kind") == kind)]
-
-
-def _points(s: dict, xkey: str) -> dict:
-    """x -> point of a series (last one wins)."""
-    return {p[xkey]: p for p in s.get("points", []) if xkey in p}
-
-
-def _good(p: dict | None, ykey: str):
-    """The value of point `p`, or None when missing or not verified."""
-    if p is None or p.get(ykey) is None or p.get("verified") is False:
-        return None
-    return p[ykey]
-
-
-def ratio(ours, base, better: str):
-    """How much better `ours` is than `base` (>1: rshmem ahead); None when either is missing."""
-    if ours is None or base is None or ours <= 0 or base <= 0:
-        return None
-    return ours / base if better == "higher" else base / ours
-
-
-# ------------------------------------------------------------------------------ formatting
-
-
-def fnum(v, unit: str = "") -> str:
-    if v is None:
-        return "—"
-    if unit == "x":
-        return f"{v:.2f}x"
-    if abs(v) >= 100:
-        return f"{v:.0f}"
-    if abs(v) >= 10:
-        return f"{v:.1f}"
-    return f"{v:.2f}"
-
-
-def fcell(p: dict | None, ykey: str) -> str:
-    if p is None or p.get(ykey) is None:
-        return "—"
-    return fnum(p[ykey]) + (BAD if p.get("verified") is False else "")
-
-
-def fx(xkey: str, x) -> str:
-    return fmt_size(x) if xkey == "bytes" else str(x)
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    if not rows:
-        return "_no data_\n"
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+from benchmarks.reporting import report_fused
+from benchmarks.reporting.tables import BAD, OURS, _good, _points, all_series, fcell, fnum, fx, pick, ratio, table
 
 
 def _launch(s: dict) -> str:
@@ -324,12 +255,6 @@ def _notes_and_errors(results: dict) -> str:
     return ("\n".join(out) + "\n") if out else "_none_\n"
 
 
-def _fused_section(series: list) -> str:
-    from benchmarks.reporting import report_fused  # it uses this module's table helpers
-
-    return report_fused.section(series)
-
-
 def markdown(results: dict) -> str:
     """The whole results.md."""
     series = all_series(results)
@@ -360,7 +285,7 @@ def markdown(results: dict) -> str:
         "\n## All-gather: time per call (us), bytes per rank\n\n",
         value_table(ag, "bytes", "median_us"), "\n", ratio_tables(ag, "bytes", "median_us", "lower"),
         "\n## Start-up (s): until the first symmetric buffer is usable\n\n", op_table(pick(series, "init"), "s", "s"),
-        _fused_section(series),
+        report_fused.section(series),
         "\n## Notes and errors\n\n", _notes_and_errors(results),
     ]
     return "".join(parts)
@@ -373,7 +298,7 @@ def write_all(results: dict, out: Path) -> list[str]:
     md.write_text(markdown(results))
     lines.append(f"wrote {md}")
     try:
-        from benchmarks.reporting import plots
+        from benchmarks.reporting import plots  # matplotlib: the tables are written without it
 
         lines += [f"wrote {p}" for p in plots.write(results, out)]
     except ImportError as e:

@@ -11,7 +11,7 @@ ops; the all-reduce beside NCCL and torch symmetric memory; the targets of the t
 from __future__ import annotations
 
 from benchmarks.harness.common import KiB, MiB, fmt_size
-from benchmarks.reporting.report import fnum, table
+from benchmarks.reporting.tables import fnum, table
 
 OURS = "rshmem"
 

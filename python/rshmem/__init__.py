@@ -82,7 +82,6 @@ from ._native import (
 )
 from ._core import (
     LiveTensorsWarning,
-    Team,
     align,
     backend,
     calloc,
@@ -99,8 +98,10 @@ from ._core import (
     n_pes,
     ptr,
 )
-from . import _api
-from ._api import *  # noqa: F401,F403 - teams, ordering, barriers: generated from api/host.toml
+from . import _atomics, _collectives, _rma, _signals, _teams
+from ._teams import Team
+from ._teams import *  # noqa: F401,F403 - teams, ordering, barriers
+from ._calling import REDUCE_OPS, ReduceOp
 from .host import (
     CMP_EQ,
     CMP_GE,
@@ -108,13 +109,13 @@ from .host import (
     CMP_LE,
     CMP_LT,
     CMP_NE,
-    REDUCE_OPS,
-    ReduceOp,
     SIGNAL_ADD,
     SIGNAL_SET,
 )
-from . import _host_calls
-from ._host_calls import *  # noqa: F401,F403 - RMA, atomics, signals, waits, collectives: generated from api/host.toml
+from ._rma import *  # noqa: F401,F403 - puts and gets
+from ._atomics import *  # noqa: F401,F403
+from ._signals import *  # noqa: F401,F403 - signals and waits
+from ._collectives import *  # noqa: F401,F403
 
 __all__ = [
     # errors
@@ -150,7 +151,7 @@ __all__ = [
     "backend",
     "heap_in_use",
     "heap_mapped",
-    # teams (the team functions, ordering and barriers: _api.__all__, added below)
+    # teams (the team functions, ordering and barriers: _teams.__all__, added below)
     "Team",
     # raw symmetric memory
     "malloc",
@@ -158,7 +159,7 @@ __all__ = [
     "align",
     "free",
     "ptr",
-    # RMA, atomics, signals, waits, collectives: _host_calls.__all__, added below
+    # RMA, atomics, signals, waits, collectives: added below
     # signal and comparison constants
     "CMP_EQ",
     "CMP_NE",
@@ -172,5 +173,5 @@ __all__ = [
     "REDUCE_OPS",
     "ReduceOp",
 ]
-__all__ += _api.__all__
-__all__ += _host_calls.__all__
+__all__ += _teams.__all__
+__all__ += _rma.__all__ + _atomics.__all__ + _signals.__all__ + _collectives.__all__

@@ -1,4 +1,4 @@
-"""Init / finalize, PE queries and teams.
+"""Init / finalize, PE queries and raw symmetric memory (teams: `_teams.py`).
 
 `init` picks how the PEs find each other (the *bootstrap*): every PE needs the same unique id,
 made on PE 0 by `get_unique_id()`, plus its rank and the PE count. Who hands the id around:
@@ -61,31 +61,6 @@ class LiveTensorsWarning(RuntimeWarning):
     """Warned by `finalize` when symmetric tensors made by `rshmem.torch` are still referenced:
     their allocations end with the heap (their memory stays mapped here until they die, no longer
     shared with the peers), and rshmem calls on them raise afterwards."""
-
-
-class Team(int):
-    """A team of PEs, as its integer id. `Team.WORLD`, `Team.SHARED`, `Team.NODE` and
-    `Team.SAME_MYPE_NODE` always exist; `team_split_strided` makes more. `Team.INVALID` (or
-    `None`, what a split returns on the PEs it leaves out) is no team: as in NVSHMEM,
-    `team_my_pe` / `team_n_pes` / `team_translate_pe` give -1 for it, `team_destroy` does
-    nothing, a split of it gives None, and other calls raise `InvalidArgumentError`."""
-
-    WORLD: "Team"
-    SHARED: "Team"
-    NODE: "Team"
-    SAME_MYPE_NODE: "Team"
-    INVALID: "Team"
-
-    def __repr__(self) -> str:
-        names = {0: "WORLD", 1: "SHARED", 2: "NODE", 3: "SAME_MYPE_NODE", -1: "INVALID"}
-        return f"Team.{names[int(self)]}" if int(self) in names else f"Team({int(self)})"
-
-
-Team.WORLD = Team(_native.TEAM_WORLD)
-Team.SHARED = Team(_native.TEAM_SHARED)
-Team.NODE = Team(_native.TEAM_NODE)
-Team.SAME_MYPE_NODE = Team(_native.TEAM_SAME_MYPE_NODE)
-Team.INVALID = Team(_native.TEAM_INVALID)
 
 
 def global_exit(status: int) -> None:
@@ -312,33 +287,7 @@ def backend() -> str:
     return _native.backend()
 
 
-
-
-
-
-
-
-
-
-
-
-
 _ADDRESS_SPACE = 1 << 64
-
-
-def _int_arg(value, what: str, team: bool = False) -> int:
-    """`value` as an int for argument `what` (a Team, an int, a numpy integer), else
-    ArgumentTypeError naming the argument and the value (not int()'s generic message). A team
-    argument of None is Team.INVALID: what team_split_strided gives the PEs it leaves out."""
-    if team and value is None:
-        return _native.TEAM_INVALID
-    if isinstance(value, bool) or not isinstance(value, int):
-        index = getattr(type(value), "__index__", None)
-        if index is None:
-            kind = "a Team (e.g. rshmem.Team.WORLD, or one of team_split_strided)" if team else "an int"
-            raise _native.ArgumentTypeError(f"{what} must be {kind}, not {value!r}")
-        value = index(value)
-    return int(value)
 
 
 def _size_arg(value, what: str) -> int:
@@ -398,7 +347,3 @@ def heap_mapped() -> int:
     """Bytes of this PE's symmetric heap backed by memory."""
     return _native.heap_mapped()
 
-
-# The pass-through functions (teams, ordering, barriers) are generated from api/host.toml; they
-# import Team from here, so they come last.
-from ._api import *  # noqa: E402,F401,F403

@@ -5,12 +5,15 @@ torch CUDA streams as raw `CUstream` handles.
 
 from __future__ import annotations
 
+import logging
 import os
 
 import torch
 
-from . import _core, _native
+from . import _native
 from ._native import InvalidArgumentError, UnsupportedError
+
+_log = logging.getLogger("rshmem")
 
 # ----------------------------------------------------------------------------------- the device
 
@@ -35,7 +38,7 @@ def use_device() -> None:
     program chose is never changed: `rshmem.init` has checked that it is this PE's GPU."""
     wanted = ordinal()
     if not torch.cuda.is_initialized():
-        _core._log.info("rshmem: torch's current CUDA device set to cuda:%d, this PE's GPU", wanted)
+        _log.info("rshmem: torch's current CUDA device set to cuda:%d, this PE's GPU", wanted)
         torch.cuda.set_device(wanted)
 
 

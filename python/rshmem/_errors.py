@@ -49,7 +49,7 @@ def convert(where: str, e: Exception, fn=None, args=(), kwargs=None) -> RshmemEr
 
 def api(fn):
     """Decorator: `fn`'s stray `TypeError` / `OverflowError` / `ValueError` become `RshmemError`s."""
-    where = f"{fn.__module__}.{fn.__qualname__}".replace("rshmem._core.", "rshmem.").replace("rshmem._api.", "rshmem.").replace("rshmem.host.", "rshmem.")
+    where = f"{fn.__module__}.{fn.__qualname__}".replace("rshmem._core.", "rshmem.").replace("rshmem._teams.", "rshmem.").replace("rshmem.host.", "rshmem.")
 
     @functools.wraps(fn)
     def call(*args, **kwargs):

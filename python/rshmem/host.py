@@ -1,6 +1,6 @@
-"""The argument helpers of the host API on symmetric memory (puts and gets, atomics, signals,
-waits, collectives), whose public functions tools/gen_host_api.py writes from api/host.toml's
-[[py]] rows into `_host_calls.py`: each row's `call` or `body` uses the names defined here.
+"""The argument helpers of the host API on symmetric memory, shared by its public functions
+(`_rma.py`, `_atomics.py`, `_signals.py`, `_collectives.py`), and the signal and comparison
+constants.
 
 Each function takes tensors (CPU tensors on the host backend), numpy arrays, or raw addresses
 (ints). With tensors, sizes and dtypes come from the tensors and are checked; with raw
@@ -11,18 +11,14 @@ heap, which the runtime checks (`NotSymmetricError`).
 A signal word or a waited-on element is named by a 0-d view, e.g. `sig[peer]`.
 
 Arguments come in one order (destination first: `dst`, `src`; sizes and dtypes the tensors give
-are keyword-only), the same as the on-stream forms of `rshmem.torch`; api/host.toml's [[py]] rows
-declare it and `_signature.public` holds every function to it. Given CUDA tensors, the calls
-that move data first wait for torch's current stream (docs/streams.md).
+are keyword-only), the same as the on-stream forms of `rshmem.torch`. Given CUDA tensors, the
+calls that move data first wait for torch's current stream (`_calling.py`, docs/streams.md).
 """
-
 from __future__ import annotations
 
 from . import _native
-from ._core import team_n_pes  # noqa: F401 - the collectives' bodies use it
-from ._dtypes import ATOMIC_DTYPES, itemsize, runtime_name
-from ._native import DTypeError, InvalidArgumentError, NotSymmetricError  # noqa: F401 - put/get's bodies raise it
-from ._signature import REDUCE_OPS, ReduceOp  # noqa: F401 - re-exported by rshmem
+from ._dtype_names import ATOMIC_DTYPES, itemsize, runtime_name
+from ._native import DTypeError, InvalidArgumentError, NotSymmetricError
 
 CMP_EQ, CMP_NE, CMP_GT = _native.CMP_EQ, _native.CMP_NE, _native.CMP_GT
 CMP_LE, CMP_LT, CMP_GE = _native.CMP_LE, _native.CMP_LT, _native.CMP_GE

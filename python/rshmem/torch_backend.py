@@ -56,9 +56,9 @@ from torch.distributed.distributed_c10d import ReduceOp
 
 import rshmem as _rs  # the host API by tensor: collectives, signals
 
-from . import _core, _native
+from . import _core, _native, _teams
 from . import torch as rtorch
-from ._dtypes import runtime_name
+from ._dtype_names import runtime_name
 from ._native import DTypeError, InvalidArgumentError, UnsupportedError
 
 BACKEND = "rshmem"
@@ -138,7 +138,7 @@ def _split_team(ranks: list):
         stride = steps.pop()
     else:
         stride = 1
-    return _core.team_split_strided(_core.Team.WORLD, ranks[0], stride, len(ranks))
+    return _teams.team_split_strided(_teams.Team.WORLD, ranks[0], stride, len(ranks))
 
 
 def new_group(ranks=None, **kwargs):
@@ -188,7 +188,7 @@ def _create(opts, backend_options):
         if _world_parts and not _world_parts[0].live():  # rshmem was finalized and started again
             _world_parts.clear()
         if not _world_parts:
-            _world_parts.append(_Parts(_core.Team.WORLD, _workspace_bytes(), size))
+            _world_parts.append(_Parts(_teams.Team.WORLD, _workspace_bytes(), size))
         parts = _world_parts[0]
     elif key in _pending:
         parts = _pending.pop(key)
@@ -287,7 +287,7 @@ class RshmemProcessGroup(ProcessGroup):
     def _pe(self, group_rank: int, what: str) -> int:
         if not 0 <= group_rank < self.size():
             raise InvalidArgumentError(f"{what} {group_rank} is not a rank of this group of {self.size()}")
-        return _core.team_translate_pe(self._team, group_rank, _core.Team.WORLD)
+        return _teams.team_translate_pe(self._team, group_rank, _teams.Team.WORLD)
 
     def _route(self, tensors, call: str):
         """'host', 'cuda', or 'gloo' for a CPU tensor on the cuda backend."""
@@ -589,7 +589,7 @@ class RshmemProcessGroup(ProcessGroup):
             # Work queued on the GPU comes first, as a barrier after collectives promises.
             torch.cuda.current_stream(self._gpu).synchronize()
             self._stream.synchronize()
-        _core.barrier(self._team)
+        _teams.barrier(self._team)
         return _Work(None)
 
     # ------------------------------------------------------------------ point to point

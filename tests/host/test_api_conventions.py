@@ -3,9 +3,8 @@
 1. stream semantics: the decision a host call makes when given a CUDA tensor (wait for torch's
    current stream, refuse CUDA graph capture), checked with a stand-in tensor; the GPU test is
    tests/tensors/test_cuda_stream_order.py;
-2. one argument order and names for the host and on-stream forms (api/host.toml's [[py]] rows),
-   ops as names, rshmem constants and torch.distributed.ReduceOp, every old spelling still
-   working with a DeprecationWarning, `wait_until` returning the value;
+2. one argument order and names for the host and on-stream forms (the reference page lists them),
+   ops as names, rshmem constants and torch.distributed.ReduceOp, `wait_until` returning the value;
 3. `RSHMEM_LOG` / `RSHMEM_DEBUG` print rank-prefixed logs;
 4. messages: the PE range of a 1-PE job, symmetric tensors that differ in shape or dtype (equal
    sizes included) between PEs;
@@ -16,9 +15,6 @@ from __future__ import annotations
 
 import inspect
 import pydoc
-import sys
-import tomllib
-import warnings
 from pathlib import Path
 
 import pytest
@@ -27,158 +23,73 @@ import torch.distributed as dist
 
 import rshmem
 import rshmem.torch as rtorch
-from rshmem import _signature
+from rshmem import _atomics, _collectives, _on_stream, _rma, _signals
 
-TABLE = tomllib.loads((Path(__file__).resolve().parents[2] / "api" / "host.toml").read_text())
-ROWS = [r for r in TABLE["py"]]
+ROOT = Path(__file__).resolve().parents[2]
+# (module users import, function) of every public function that takes tensors
+PUBLIC = [("rshmem", n) for m in (_rma, _atomics, _signals, _collectives) for n in m.__all__] + \
+    [("rshmem.torch", n) for n in _on_stream.__all__]
 
 
-def _function(row):
-    return getattr(rshmem if row["module"] == "rshmem" else rtorch, row["name"])
+def _function(module, name):
+    return getattr(rshmem if module == "rshmem" else rtorch, name)
+
+
+def _reference_signatures() -> dict:
+    """name -> the parameters docs/python-api.md lists for it, as (name, kind, default source)."""
+    import ast
+    import re
+
+    out = {}
+    public = (ROOT / "docs" / "python-api.md").read_text().split("# The extension layer")[0]
+    for line in public.splitlines():
+        m = re.match(r"\| `(\w+)(\([^`]*?\))(?: -> [^`]*)?` \|", line)
+        if m and m.group(1) not in out:
+            a = ast.parse(f"def f{m.group(2)}: pass").body[0].args
+            defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults)
+            out[m.group(1)] = [(x.arg, "POSITIONAL_OR_KEYWORD", d and ast.unparse(d)) for x, d in zip(a.args, defaults)] + \
+                [(x.arg, "KEYWORD_ONLY", d and ast.unparse(d)) for x, d in zip(a.kwonlyargs, a.kw_defaults)]
+    return out
 
 
 # ---------------------------------------------------------------- 2: one order, one set of names
 
 
-@pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['module']}.{r['name']}")
-def test_issue_16_every_public_function_has_its_table_signature(row):
-    """The signature users see (help(), inspect) is the table's `args`, op kinds left out."""
-    fn = _function(row)
-    want = _signature._signature([(p.name, None, p.default, p.kwonly) for p in _params(row["args"])])
-    have = inspect.signature(fn)
-    assert [(p.name, p.kind, p.default) for p in have.parameters.values()] == \
-        [(p.name, p.kind, p.default) for p in want.parameters.values()]
-    assert fn.__doc__, f"{row['name']} has no docstring"
-
-
-def _params(text):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-    try:
-        import gen_host_api
-    finally:
-        sys.path.pop(0)
-    return gen_host_api.parse_params(text, "test")
+@pytest.mark.parametrize("module,name", PUBLIC, ids=lambda x: x)
+def test_issue_16_every_public_function_has_its_reference_signature(module, name):
+    """The signature users see (help(), inspect) is the one the reference page
+    (docs/python-api.md, generated from the source: `tools/gen_host_api.py --check`) lists."""
+    fn = _function(module, name)
+    want = _reference_signatures()[name]
+    have = inspect.signature(fn).parameters.values()
+    assert [(p.name, p.kind.name) for p in have] == [(n, k) for n, k, _ in want]
+    for p, (_, _, default) in zip(have, want):
+        expect = inspect.Parameter.empty if default is None else eval(default, {"Team": rshmem.Team})  # noqa: S307
+        assert p.default == expect and type(p.default) is type(expect), (name, p.name)
+    assert fn.__doc__, f"{name} has no docstring"
 
 
 def test_issue_16_host_and_on_stream_forms_share_their_arguments():
     """Every on-stream form takes its host form's arguments in the same order with the same
     names, then `stream`; sizes and dtypes are keyword-only in both."""
     pairs = 0
-    for row in ROWS:
-        if row["module"] != "rshmem.torch" or not row["name"].endswith("_on_stream"):
+    for module, name in PUBLIC:
+        if module != "rshmem.torch" or not name.endswith("_on_stream"):
             continue
-        host = getattr(rshmem, row["name"][: -len("_on_stream")], None)
-        assert host is not None, f"{row['name']} has no host form"
+        host = getattr(rshmem, name[: -len("_on_stream")], None)
+        assert host is not None, f"{name} has no host form"
         pairs += 1
         h = [p for p in inspect.signature(host).parameters.values() if p.kind != p.KEYWORD_ONLY]
-        s = [p for p in inspect.signature(_function(row)).parameters.values() if p.kind != p.KEYWORD_ONLY]
-        assert [p.name for p in s[: len(h)]] == [p.name for p in h], row["name"]
-        assert [p.name for p in s[len(h):]] == ["stream"], row["name"]
+        s = [p for p in inspect.signature(_function(module, name)).parameters.values() if p.kind != p.KEYWORD_ONLY]
+        assert [p.name for p in s[: len(h)]] == [p.name for p in h], name
+        assert [p.name for p in s[len(h):]] == ["stream"], name
     assert pairs == 13
 
 
-def test_issue_16_a_definition_that_leaves_its_row_is_refused_at_import():
-    def putmem(dest, source, nbytes, pe):  # the old order, as a body that forgot the table
-        pass
-
-    putmem.__module__ = "rshmem.host"
-    with pytest.raises(RuntimeError, match=r"api/host.toml declares rshmem.putmem\(dst, src, pe, \*, nbytes=None\)"):
-        _signature.public(putmem)
-
-
-def test_issue_15_one_call_rows_are_generated_and_their_calls_checked():
-    """A [[py]] row is the whole public function (its `call` or `body`, generated into
-    python/rshmem/_host_calls.py or _torch_calls.py): its doc is the table's, and the generator refuses code that
-    names anything but its native rows, host.py's names, generated functions, its parameters and
-    locals, or that holds statements other than assignments, calls, returns and raises."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-    try:
-        import gen_host_api
-    finally:
-        sys.path.pop(0)
-    calls = [r for r in ROWS if "call" in r or "body" in r]
-    assert len(calls) == len(ROWS) == 52
-    for row in calls:
-        fn = _function(row)
-        want = "rshmem._host_calls" if row["module"] == "rshmem" else "rshmem._torch_calls"
-        assert fn.__module__ == want and inspect.getdoc(fn) == row["doc"].rstrip("\n"), row["name"]
-    helpers = gen_host_api.host_helpers()
-    row = gen_host_api.PyRow("wait_until", "rshmem", gen_host_api.parse_params("ivar, cmp, value", "t"), None, {},
-                             "none", ["wait_until"], None, "int", {}, "doc")
-    row.call = "_native.wait_until(_one(ivar, 'ivar'), 'int64', cmp, int(value))"
-    assert gen_host_api.check_call(row, set(), helpers) == {"_one"}
-    for bad, why in (("_native.putmem(ivar)", "_native.<wait_until> only"), ("os.system(ivar)", "_native"),
-                     ("_native.wait_until(secret)", "'secret'"), ("_native.wait_until(ivar) + 1", "one function call"),
-                     ("_native.wait_until(lambda: ivar)", "calls, names and literals only")):
-        row.call = bad
-        with pytest.raises(gen_host_api.TableError, match=why):
-            gen_host_api.check_call(row, set(), helpers)
-    row.call = None
-    row.body = "n = _count(None, _nbytes(ivar, 'ivar'), what='n')\nreturn _native.wait_until(_one(ivar, 'ivar'), n, cmp, value)"
-    assert gen_host_api.check_body(row, set(), helpers) == {"_count", "_nbytes", "_one"}
-    for bad, why in (("import os", "not Import"), ("for x in ivar:\n    pass", "not For"), ("return secret", "'secret'"),
-                     ("return _native.putmem(ivar)", "_native.<wait_until> only"), ("f = lambda: 1", "Lambda")):
-        row.body = bad
-        with pytest.raises(gen_host_api.TableError, match=why):
-            gen_host_api.check_body(row, set(), helpers)
-
-
-def _old_calls(sym, me, peer):
-    """(name, the old spelling, the new spelling, check) for every kind of old spelling; each
-    spelling writes its own value, and `check` sees it arrive."""
-    n = 4
-    dst, src = sym((n,), torch.float32), torch.zeros(n)
-    sig = sym((1,), torch.int64)
-
-    def put_value(v):
-        src.fill_(v)
-        return src
-
-    def arrived(v):
-        rshmem.barrier_all()
-        assert torch.equal(dst, torch.full((n,), float(v)))
-
-    return dst, sig, [
-        ("putmem (dest, source, nbytes, pe)", lambda: rshmem.putmem(dst, put_value(1), None, peer),
-         lambda: rshmem.putmem(dst, put_value(2), peer), arrived),
-        ("putmem dest= source=", lambda: rshmem.putmem(dest=dst, source=put_value(3), nbytes=16, pe=peer),
-         lambda: rshmem.putmem(dst=dst, src=put_value(4), pe=peer, nbytes=16), arrived),
-        ("putmem_signal (dest, source, nbytes, sig_addr, signal, sig_op, pe)",
-         lambda: rshmem.putmem_signal(dst, put_value(5), None, sig[0], 1, rshmem.SIGNAL_SET, peer),
-         lambda: rshmem.putmem_signal(dst, put_value(6), sig[0], 1, "set", peer), arrived),
-        ("signal_op sig_addr= signal=", lambda: rshmem.signal_op(sig_addr=sig[0], signal=7, sig_op=rshmem.SIGNAL_SET, pe=peer),
-         lambda: rshmem.signal_op(sig=sig[0], value=8, sig_op="set", pe=peer),
-         lambda v: (rshmem.barrier_all(), rshmem.signal_wait_until(sig[0], "eq", v))),
-        ("putmem_signal_on_stream op=", lambda: rtorch.putmem_signal_on_stream(dst, put_value(9), sig[0], 1, op=rshmem.SIGNAL_SET, pe=peer),
-         lambda: rtorch.putmem_signal_on_stream(dst, put_value(10), sig[0], 1, sig_op=rshmem.SIGNAL_SET, pe=peer), arrived),
-    ]
-
-
-def test_issue_16_old_spellings_work_with_a_deprecation_warning(sym, me, peer):
-    dst, sig, cases = _old_calls(sym, me, peer)
-    value = 1
-    for label, old, new, check in cases:
-        with pytest.warns(DeprecationWarning, match=r"is deprecated and works until rshmem 0\.2\.0: call rshmem\."):
-            old()
-        check(value)
-        # No PE writes the next value before every PE has seen this one.
-        rshmem.barrier_all()
-        value += 1
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            new()
-        check(value)
-        value += 1
-        rshmem.barrier_all()
-
-
-def test_issue_16_reduce_on_stream_with_the_op_first_still_works(sym, me, npes):
+def test_issue_16_reduce_on_stream_takes_the_op_after_the_tensors(sym, me, npes):
     src, dst = sym((4,), torch.float32), sym((4,), torch.float32)
     src.fill_(me + 1)
     rshmem.barrier_all()
-    with pytest.warns(DeprecationWarning, match=r"reduce_on_stream\(op, dst, src"):
-        rtorch.reduce_on_stream("sum", dst, src)
-    assert torch.equal(dst, torch.full((4,), float(sum(range(1, npes + 1)))))
     rtorch.reduce_on_stream(dst, src, "max")
     assert torch.equal(dst, torch.full((4,), float(npes)))
 
@@ -187,8 +98,6 @@ def test_issue_16_waits_take_nelems_and_dtype_by_keyword(sym):
     flags = sym((4,), torch.int32)
     flags.fill_(3)
     assert rshmem.test_all(flags, rshmem.CMP_EQ, 3, None, nelems=2) is True
-    with pytest.warns(DeprecationWarning, match="test_all"):
-        assert rshmem.test_all(flags, rshmem.CMP_EQ, 3, None, 2) is True
 
 
 @pytest.mark.parametrize("op,want", [

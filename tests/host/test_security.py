@@ -379,7 +379,7 @@ with warnings.catch_warnings():
 t.add_(1.0)                       # writes after finalize: still mapped, no fault
 print("SUM", float(t.sum()), float(view.sum()))
 try:
-    rshmem.putmem(t, t, None, 0)
+    rshmem.putmem(t, t, 0)
 except rshmem.NotInitializedError:
     print("PUTMEM REFUSED")
 del t, view
@@ -387,9 +387,9 @@ gc.collect()                      # the last tensor gone: the memory is released
 rshmem.init()
 u = rt.create_symmetric_tensor((4,), torch.int64)
 for name, call in {
-    "putmem": lambda: rshmem.putmem(u, 0x1000, 32, 0),
-    "getmem": lambda: rshmem.getmem(0x1000, u, 32, 0),
-    "putmem_signal": lambda: rshmem.putmem_signal(u, 0x1000, 32, u[0:1], 1, rshmem.SIGNAL_SET, 0),
+    "putmem": lambda: rshmem.putmem(u, 0x1000, 0, nbytes=32),
+    "getmem": lambda: rshmem.getmem(0x1000, u, 0, nbytes=32),
+    "putmem_signal": lambda: rshmem.putmem_signal(u, 0x1000, u[0:1], 1, rshmem.SIGNAL_SET, 0, nbytes=32),
     "native getmem": lambda: rshmem._native.getmem(0x10, u.data_ptr(), 8, 0),
 }.items():
     try:

@@ -11,7 +11,7 @@ import torch
 
 import rshmem
 import rshmem.torch as rtorch
-from rshmem import _cuda, _native
+from rshmem import _cuda, _native, _tensor_args
 
 
 def test_heap_view_is_a_dlpack_view_without_a_copy_and_pins_the_heap(sym):
@@ -71,20 +71,20 @@ def test_stream_handle_takes_ints_and_refuses_the_rest():
 
 
 def test_pe_argument_check():
-    assert rtorch._pe(3) == 3
-    assert rtorch._pe(torch.tensor(2)) == 2
+    assert _tensor_args._pe(3) == 3
+    assert _tensor_args._pe(torch.tensor(2)) == 2
     for bad in ("1", 1.0, True, None):
         with pytest.raises(rshmem.InvalidArgumentError, match="pe must be an int"):
-            rtorch._pe(bad)
+            _tensor_args._pe(bad)
 
 
 def test_signal_value_wraps_to_64_bits():
-    assert rtorch._u64(-1, "t") == (1 << 64) - 1
-    assert rtorch._u64((1 << 64) - 1, "t") == (1 << 64) - 1
+    assert _tensor_args._u64(-1, "t") == (1 << 64) - 1
+    assert _tensor_args._u64((1 << 64) - 1, "t") == (1 << 64) - 1
     with pytest.raises(rshmem.InvalidArgumentError, match="64 bits"):
-        rtorch._u64(1 << 64, "t")
+        _tensor_args._u64(1 << 64, "t")
     with pytest.raises(rshmem.InvalidArgumentError, match="64 bits"):
-        rtorch._u64(-(1 << 63) - 1, "t")
+        _tensor_args._u64(-(1 << 63) - 1, "t")
 
 
 def test_host_backend_has_no_device_ordinal():

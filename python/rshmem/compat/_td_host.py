@@ -19,6 +19,8 @@ from typing import Callable
 import torch
 
 import rshmem
+from rshmem.compat._td_cuda import CUDA_CHECK, cuda, has_fullmesh_nvlink
+from rshmem.compat._td_tensors import nvshmem_create_tensor, nvshmem_free_tensor_sync
 
 __all__ = [
     "rand_tensor", "is_fp8_dtype", "support_launch_cooperative_grid",
@@ -74,8 +76,6 @@ def support_launch_cooperative_grid() -> bool:
 def cuda_occupancy_max_activate_blocks_per_multiprocessor(triton_func, num_warps, *func_args, **func_kwargs) -> int:
     """How many programs of ``triton_func`` (compiled for these arguments, not launched) fit on
     one SM at once (``cuOccupancyMaxActiveBlocksPerMultiprocessor``)."""
-    from rshmem.compat._td_utils import CUDA_CHECK, cuda  # noqa: PLC0415
-
     compiled = triton_func.run(*func_args, grid=(1,), warmup=True, num_warps=num_warps, **func_kwargs)
     compiled._init_handles()
     err, blocks = cuda.cuOccupancyMaxActiveBlocksPerMultiprocessor(cuda.CUfunction(compiled.function),
@@ -177,8 +177,6 @@ def get_intranode_max_speed_gbps(gpu_index=0, with_scale: bool = False) -> float
     """The GPU's peer bandwidth within the node, GB/s: NVLink where every GPU pair has it, else
     PCIe. ``with_scale`` gives what transfers reach in practice (0.8 of NVLink, 0.7 of PCIe), as
     Triton-distributed's performance models use it."""
-    from rshmem.compat._td_utils import has_fullmesh_nvlink  # noqa: PLC0415
-
     if has_fullmesh_nvlink() and get_nvlink_max_speed_gbps(gpu_index) > 0:
         return get_nvlink_max_speed_gbps(gpu_index) * (0.8 if with_scale else 1.0)
     return get_pcie_link_max_speed_gbps(gpu_index) * (0.7 if with_scale else 1.0)
@@ -378,8 +376,6 @@ class NVSHMEMLazyAllocator(LazyAllocator):
     ``nvshmem_free_tensor_sync``)."""
 
     def __init__(self, lazy: bool = False):
-        from rshmem.compat.triton_dist import nvshmem_create_tensor, nvshmem_free_tensor_sync  # noqa: PLC0415
-
         super().__init__(nvshmem_create_tensor, nvshmem_free_tensor_sync, lazy)
 
     def get_total_nvshmem_size(self) -> int:
@@ -402,8 +398,6 @@ def get_underlying_tensor(tensor_or_lazy):
 def nvshmem_free_lazy_tensor(tensor_or_lazy) -> None:
     """Collective: frees a symmetric tensor or an allocated LazyTensor's tensor
     (``nvshmem_free_tensor_sync``); nothing for None or an unallocated LazyTensor."""
-    from rshmem.compat.triton_dist import nvshmem_free_tensor_sync  # noqa: PLC0415
-
     underlying = get_underlying_tensor(tensor_or_lazy)
     if underlying is not None:
         nvshmem_free_tensor_sync(underlying)
@@ -427,8 +421,6 @@ def create_tensormap_2d(tensor: torch.Tensor, tile_shape, *, swizzle_bytes: int 
     """A TMA descriptor (128 bytes, a uint8 tensor on the tensor's GPU) for a 2-D row-major
     contiguous bf16 or fp32 CUDA tensor, boxes of ``tile_shape = (rows, cols)``, no swizzle or
     128-byte swizzle (``cuTensorMapEncodeTiled``)."""
-    from rshmem.compat._td_utils import CUDA_CHECK, cuda  # noqa: PLC0415
-
     if tensor.dim() != 2 or not tensor.is_cuda or not tensor.is_contiguous():
         raise ValueError("create_tensormap_2d: expected a 2-D contiguous CUDA tensor")
     kinds = {torch.bfloat16: "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", torch.float32: "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"}

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import torch
 
+from rshmem.compat._td_utils import perf_func
+
 __all__ = ["group_profile", "get_torch_prof_ctx", "AutoExportProfiler", "perf_func_with_l2_reset",
            "benchmark_latency_memory", "print_benchmark_comparison"]
 
@@ -137,8 +139,6 @@ def perf_func_with_l2_reset(func, iters: int, warmup_iters: int):
 
 def benchmark_latency_memory(func, iters: int = 100, warmup_iters: int = 10, pre_func=None):
     """(milliseconds per call, peak MiB one call allocates beyond what was allocated before)."""
-    from rshmem.compat._td_utils import perf_func  # noqa: PLC0415
-
     for _ in range(warmup_iters):
         if pre_func:
             pre_func()

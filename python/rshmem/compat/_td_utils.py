@@ -10,9 +10,6 @@ imports as ``from cuda import cuda, cudart`` and current cuda-bindings calls
 from __future__ import annotations
 
 import functools
-import importlib
-import shutil
-import subprocess
 import warnings
 from typing import Callable, Sequence
 
@@ -20,6 +17,8 @@ import torch
 
 import rshmem
 import rshmem.torch as rtorch
+from rshmem.compat._td_cuda import CUDA_CHECK, cuda, cudart, has_fullmesh_nvlink  # noqa: F401 - part of this API
+from rshmem.compat._td_host import get_numa_node_count_in_group, support_launch_cooperative_grid
 
 __all__ = [
     "cuda", "cudart", "CUDA_CHECK", "is_cuda", "is_hip", "is_maca", "is_ascend", "launch_cooperative_grid_options",
@@ -29,46 +28,6 @@ __all__ = [
     "is_nvshmem_multimem_supported", "get_group_numa_world_size", "get_triton_dist_world", "wait_eq", "set_signal",
     "BarrierAllContext", "barrier_all_on_stream", "tune", "to_hashable", "stage_cuda_collectives_through_cpu",
 ]
-
-
-class _LazyModule:
-    """A module imported on first use, so that importing the compat layer needs no cuda-bindings."""
-
-    def __init__(self, name: str):
-        self._name = name
-        self._module = None
-
-    def __getattr__(self, attr):
-        if self._module is None:
-            try:
-                self._module = importlib.import_module(self._name)
-            except ImportError as e:
-                raise ImportError(f"rshmem.compat.triton_dist: {self._name} is needed here; install cuda-bindings "
-                                  f"(pip install cuda-bindings): {e}") from e
-        return getattr(self._module, attr)
-
-    def __repr__(self):
-        return f"<lazy module {self._name}>"
-
-
-cuda = _LazyModule("cuda.bindings.driver")
-"""The CUDA driver API (``from cuda import cuda`` in Triton-distributed)."""
-cudart = _LazyModule("cuda.bindings.runtime")
-"""The CUDA runtime API (``from cuda import cudart``)."""
-
-
-def CUDA_CHECK(err) -> None:  # noqa: N802 (their name)
-    """Raises RuntimeError naming the error unless ``err`` (a driver ``CUresult`` or runtime
-    ``cudaError_t``) is success."""
-    # The enum's own name: asking the driver for a string needs a driver.
-    if isinstance(err, cuda.CUresult):
-        if err != cuda.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"CUDA driver error {int(err)} ({getattr(err, 'name', err)})")
-    elif isinstance(err, cudart.cudaError_t):
-        if err != cudart.cudaError_t.cudaSuccess:
-            raise RuntimeError(f"CUDA runtime error {int(err)} ({getattr(err, 'name', err)})")
-    else:
-        raise RuntimeError(f"CUDA_CHECK: not a CUDA status: {err!r}")
 
 
 def is_cuda() -> bool:
@@ -95,8 +54,6 @@ def is_ascend() -> bool:
 def launch_cooperative_grid_options() -> dict:
     """Launch options that make Triton launch a grid cooperatively (all programs resident):
     ``{"launch_cooperative_grid": True}`` where Triton supports it (3.3 and later), else {}."""
-    from rshmem.compat._td_host import support_launch_cooperative_grid  # noqa: PLC0415
-
     return {"launch_cooperative_grid": True} if support_launch_cooperative_grid() else {}
 
 
@@ -117,26 +74,6 @@ def aot_compile_spaces(spaces: dict):
         return fn
 
     return decorate
-
-
-def _nvlink_matrix() -> list:
-    """``nvidia-smi topo -m``: 1 where two GPUs are joined by NVLink."""
-    out = subprocess.check_output(["nvidia-smi", "topo", "-m"], text=True)
-    rows = [line.split() for line in out.splitlines() if line.startswith("GPU")]
-    return [[1 if cell.startswith("NV") else 0 for cell in row[1:len(rows) + 1]] for row in rows]
-
-
-@functools.lru_cache()
-def has_fullmesh_nvlink() -> bool:
-    """Whether every pair of visible GPUs is joined by NVLink (true with one GPU: no pairs)."""
-    n = torch.cuda.device_count()
-    if n <= 1:
-        return True
-    if shutil.which("nvidia-smi") is None:
-        warnings.warn("has_fullmesh_nvlink: nvidia-smi not found; assuming no NVLink")
-        return False
-    m = _nvlink_matrix()
-    return all(i == j or m[i][j] == 1 for i in range(min(n, len(m))) for j in range(min(n, len(m))))
 
 
 @functools.lru_cache()
@@ -269,8 +206,6 @@ def is_nvshmem_multimem_supported() -> bool:
 def get_group_numa_world_size(pg) -> int:
     """Collective over ``pg``: its size divided by ``get_numa_node_count_in_group(pg)`` (the
     PEs per NUMA domain where the group splits evenly over two, else the group size)."""
-    from rshmem.compat._td_host import get_numa_node_count_in_group  # noqa: PLC0415
-
     return pg.size() // get_numa_node_count_in_group(pg)
 
 

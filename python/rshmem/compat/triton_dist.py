@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 import rshmem
 import rshmem.torch as rtorch
+from rshmem.compat._td_tensors import nvshmem_create_tensor, nvshmem_create_tensors, nvshmem_free_tensor_sync
 
 NVSHMEM_SIGNAL_DTYPE = rtorch.SIGNAL_DTYPE
 """dtype of signal words."""
@@ -80,27 +81,6 @@ def initialize_distributed(seed=None, initialize_shmem: bool = True):
     if initialize_shmem and not rshmem.is_initialized():
         rshmem.init(dist.group.WORLD)
     return dist.group.WORLD
-
-
-def nvshmem_create_tensor(shape, dtype) -> torch.Tensor:
-    """Collective: a symmetric tensor (`rshmem.torch.create_symmetric_tensor`)."""
-    return rtorch.create_symmetric_tensor(shape, dtype)
-
-
-def nvshmem_create_tensors(shape, dtype, rank, local_world_size) -> list:
-    """Collective: the views of one symmetric allocation on every node-local PE."""
-    return rtorch.create_symmetric_tensors(shape, dtype, rank, local_world_size)
-
-
-def nvshmem_free_tensor_sync(tensor) -> None:
-    """Collective: waits until this PE's GPU work is done, then for every PE, then frees the
-    tensor. The GPU work comes first: a host barrier does not wait for kernels of the caller,
-    and one of them still in a barrier of its own (or still writing a peer's copy) would
-    otherwise meet the wrong barrier instance (docs/memory-model.md, "Barriers")."""
-    if tensor.is_cuda:
-        torch.cuda.synchronize(tensor.device)
-    rshmem.barrier_all()
-    rtorch.free_tensor(tensor)
 
 
 def nvshmem_barrier_all_on_stream(stream=None) -> None:

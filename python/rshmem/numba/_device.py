@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - older numba-cuda
     from numba.core.errors import TypingError
     from numba.core.extending import intrinsic, overload
 
-from rshmem._dtype_table import DEVICE_DTYPES
+from rshmem._dtype_facts import DEVICE_DTYPES
 from rshmem.numba import _raw
 from rshmem.numba._lower import NUMBA_DTYPES, _codegen, signature
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from llvmlite import ir
 
-from rshmem._dtype_table import DEVICE_DTYPES
+from rshmem._dtype_facts import DEVICE_DTYPES
 
 try:  # numba-cuda >= 0.21 carries its own typing core; older ones use numba's
     from numba.cuda import types

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import _core, _native
+from .. import _native, _teams
 from .._native import HeapExhaustedError, InvalidArgumentError, NotInitializedError, UnsupportedError
 
 
@@ -118,7 +118,7 @@ def _team_of_ranks(group, what: str) -> int:
     # Each PE checks its own position: if every member's group rank is its PE number and the
     # group has every PE, group rank i is PE i for all i, with no exchange at all.
     if len(ranks) == n and dist.get_rank(group) == _native.my_pe():
-        return int(_core.Team.WORLD)
+        return int(_teams.Team.WORLD)
     found = _registered_ranks.get(ranks)
     if found is None:
         if len(ranks) == n:
@@ -134,7 +134,7 @@ def team_of(group, what: str) -> int:
     """The rshmem team id an op with `group=` runs over (see the module docstring)."""
     _require_init(what)
     if group is None:
-        return int(_core.Team.WORLD)
+        return int(_teams.Team.WORLD)
     if isinstance(group, bool):
         raise InvalidArgumentError(f"{_public(what)}: group must be None, a torch.distributed group or an "
                                    f"rshmem.Team, not {group!r}")
@@ -145,9 +145,9 @@ def team_of(group, what: str) -> int:
         except _native.RshmemError as e:
             raise InvalidArgumentError(f"{_public(what)}: group={group!r} is not a live rshmem team ({e})") from None
         if size != _native.n_pes() and team not in _arenas:
-            raise _not_registered(what, f"team {_core.Team(team)!r} has {size} PEs")
+            raise _not_registered(what, f"team {_teams.Team(team)!r} has {size} PEs")
         if _native.team_my_pe(team) < 0:
-            raise InvalidArgumentError(f"{_public(what)}: this PE is not a member of team {_core.Team(team)!r}: "
+            raise InvalidArgumentError(f"{_public(what)}: this PE is not a member of team {_teams.Team(team)!r}: "
                                        "only members call the team's ops")
         return team
     return _team_of_process_group(group, what)
@@ -175,7 +175,7 @@ class Arena:
         start = -(-self.used // self.ALIGN) * self.ALIGN
         if start + nbytes > self.memory.numel():
             raise HeapExhaustedError(
-                f"{_public(what)}: team {_core.Team(self.team)!r} needs {nbytes} more bytes of workspace, but "
+                f"{_public(what)}: team {_teams.Team(self.team)!r} needs {nbytes} more bytes of workspace, but "
                 f"{start} of the {self.memory.numel()} bytes that rshmem.ops.register_group gave it are taken: "
                 "register the group with a larger workspace_bytes (or set rshmem.ops.config.group_workspace_bytes "
                 "before registering)")
@@ -193,7 +193,7 @@ def process_group(team: int):
     """The torch.distributed group of `team`'s PEs: the last one an op was given for it, or for
     the world team torch's WORLD group when it is every PE in PE order; None when there is none."""
     found = _process_groups.get(team)
-    if found is not None or team != int(_core.Team.WORLD):
+    if found is not None or team != int(_teams.Team.WORLD):
         return found
     import torch.distributed as dist
 
@@ -220,7 +220,7 @@ def symmetric(info: "TeamInfo", shape, dtype, what: str) -> torch.Tensor:
         return rtorch.create_symmetric_tensor(tuple(shape), dtype)
     arena = _arenas.get(info.team)
     if arena is None:
-        raise _not_registered(what, f"team {_core.Team(info.team)!r} has {info.size} PEs")
+        raise _not_registered(what, f"team {_teams.Team(info.team)!r} has {info.size} PEs")
     return arena.take(shape, dtype, what)
 
 
@@ -236,7 +236,7 @@ def info(team: int, what: str = "op") -> TeamInfo:
         rank = _native.team_my_pe(team)
         if rank < 0:
             raise InvalidArgumentError(f"{_public(what)}: this PE is not a member of team {team}")
-        pes = tuple(_native.team_translate_pe(team, i, int(_core.Team.WORLD)) for i in range(size))
+        pes = tuple(_native.team_translate_pe(team, i, int(_teams.Team.WORLD)) for i in range(size))
         backend = _native.backend()
         index = device().index if backend == "cuda" else -1
         found = _infos[team] = TeamInfo(team, size, rank, pes, backend, index)

@@ -25,7 +25,7 @@ One call, collective over all PEs:
 """
 from __future__ import annotations
 
-from .. import _core, _native
+from .. import _native, _teams
 from .._native import InvalidArgumentError, MismatchError, UnsupportedError
 from . import _checks, _group
 from ._config import config
@@ -71,9 +71,9 @@ def _describe(group) -> tuple:
             raise InvalidArgumentError(f"rshmem.ops.register_group: {group!r} is not a live rshmem team ({e})") from None
         if rank < 0:
             raise InvalidArgumentError(f"rshmem.ops.register_group: this PE is not a member of team "
-                                       f"{_core.Team(team)!r}: pass None on the PEs outside it")
-        pes = [_native.team_translate_pe(team, i, int(_core.Team.WORLD)) for i in range(size)]
-        return (_TEAM,) + _progression(pes, f"team {_core.Team(team)!r}") + (team,)
+                                       f"{_teams.Team(team)!r}: pass None on the PEs outside it")
+        pes = [_native.team_translate_pe(team, i, int(_teams.Team.WORLD)) for i in range(size)]
+        return (_TEAM,) + _progression(pes, f"team {_teams.Team(team)!r}") + (team,)
     import torch.distributed as dist
 
     if not (dist.is_available() and isinstance(group, dist.ProcessGroup)):
@@ -117,7 +117,7 @@ def register_group(group, *, workspace_bytes: int | None = None):
         mine = _describe(group)
     except _native.RshmemError as e:
         failure, mine = e, (_REFUSED, 0, 0, 0, -1)
-    world = _group.info(int(_core.Team.WORLD), what)
+    world = _group.info(int(_teams.Team.WORLD), what)
     table = [row[:6] for row in _checks.exchange(world, list(mine[:4]) + [workspace_bytes, mine[4]])]
     if failure is not None:
         raise failure
@@ -130,7 +130,7 @@ def register_group(group, *, workspace_bytes: int | None = None):
         members = [start + i * stride for i in range(size)]
         ranks = tuple(members) if kind == _TORCH else ()
         if size == n:
-            team = int(_core.Team.WORLD)
+            team = int(_teams.Team.WORLD)
         elif key in _known:
             team = _known[key]
             if me in members:
@@ -139,14 +139,14 @@ def register_group(group, *, workspace_bytes: int | None = None):
             if kind == _TEAM:
                 team = mine[4] if me in members else None  # made by the caller
             else:
-                made = _core.team_split_strided(_core.Team.WORLD, start, stride, size)  # every PE calls it
+                made = _teams.team_split_strided(_teams.Team.WORLD, start, stride, size)  # every PE calls it
                 team = None if made is None else int(made)
             _known[key] = team
             arena_needed = True
             if me in members:
                 joined = (team, ranks)
         if me in members:
-            result = _core.Team(team)
+            result = _teams.Team(team)
     if arena_needed:
         import torch
 

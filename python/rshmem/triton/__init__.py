@@ -19,60 +19,15 @@ bitcode, so the two modes never share a compiled kernel.
 """
 from __future__ import annotations
 
-import os
 import threading
-from pathlib import Path
 
 from rshmem.triton import language, libshmem_device
+from rshmem.triton._bitcode import _BUNDLED, _BUNDLED_CHECK, LIBRARY_NAME, bitcode_path, check_mode, extern_libs  # noqa: F401
 from rshmem.triton._lang_simt import rewrite_simt_regions
 from rshmem.triton._link import install_link_hook, references_device_library
 
 __all__ = ["libshmem_device", "language", "jit", "extern_libs", "bitcode_path", "check_mode", "install_load_hook",
            "install_link_hook", "references_device_library", "LIBRARY_NAME"]
-
-#: The key of the library in Triton's ``extern_libs``.
-LIBRARY_NAME = "libshmem_device"
-
-_BUNDLED = Path(__file__).resolve().parent / "lib" / "libshmem_device.bc"
-_BUNDLED_CHECK = _BUNDLED.with_name("libshmem_device.check.bc")
-
-
-def check_mode() -> bool:
-    """Whether ``RSHMEM_CHECK`` asks for the check-mode device library (the runtime's spelling of
-    a bool: 1/0, true/false, yes/no, on/off; unset is off).
-
-    Raises ``rshmem.ConfigError`` (a ``ValueError``) for another value; a plain ValueError where
-    the native extension is absent (compile-only use)."""
-    value = os.environ.get("RSHMEM_CHECK", "").strip().lower()
-    if value in ("", "0", "false", "no", "off"):
-        return False
-    if value in ("1", "true", "yes", "on"):
-        return True
-    try:
-        from rshmem._native import ConfigError as error
-    except ImportError:
-        error = ValueError
-    raise error(f"RSHMEM_CHECK={value!r}: expected 1/0, true/false, yes/no or on/off")
-
-
-def bitcode_path() -> Path:
-    """Path of ``libshmem_device.bc``: ``$RSHMEM_DEVICE_BC`` if set, else the packaged copy (its
-    check-mode variant under ``RSHMEM_CHECK=1``).
-
-    Raises FileNotFoundError naming the path and how to build it.
-    """
-    path = Path(os.environ.get("RSHMEM_DEVICE_BC") or (_BUNDLED_CHECK if check_mode() else _BUNDLED))
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"rshmem device library not found at {path}: build it with `python triton-lib/build.py` "
-            f"(needs clang-19), or point RSHMEM_DEVICE_BC at a libshmem_device.bc")
-    return path
-
-
-def extern_libs() -> dict[str, str]:
-    """``{"libshmem_device": path}``, for ``kernel[grid](..., extern_libs=extern_libs())``."""
-    return {LIBRARY_NAME: str(bitcode_path())}
-
 
 # ---------------------------------------------------------------- module load hook
 _hook_lock = threading.Lock()

@@ -13,7 +13,7 @@ import triton.language as tl
 from triton.language import core
 
 from rshmem.triton._extern import DeviceApiTypeError
-from rshmem.triton._lang_simt import make_vector, vector
+from rshmem.triton._lang_simt import _REG, make_vector, pack, pack_b32_v2, unpack, vector  # noqa: F401 - packing: part of this API
 from rshmem.triton._lang_thread import atomic_add, laneid, ld_acquire
 
 __all__ = [
@@ -25,9 +25,6 @@ __all__ = [
     "cp_async_bulk_wait_group", "elect_one_sync", "multimem_st_b32", "multimem_st_b64", "multimem_st_v2",
     "multimem_st_v4", "multimem_ld_reduce_v4", "multimem_ld_reduce_p_v4", "multimem_st_p_b32",
 ]
-
-_REG = {8: "h", 16: "h", 32: "r", 64: "l"}
-
 
 def _c(x):
     return core._unwrap_if_constexpr(x)
@@ -266,56 +263,6 @@ def st_vector(ptr, vec, scope="", semantic="", _semantic=None):
     for i, v in enumerate(vec.values):
         st(tl.add(ptr, i, _semantic=_semantic), v, sc, sem, _semantic=_semantic)
     return None
-
-
-# ---------------------------------------------------------------- packing
-@core.extern
-def pack_b32_v2(val0, val1, _semantic=None):
-    """uint64 with ``val0`` in the low and ``val1`` in the high 32 bits."""
-    return tl.inline_asm_elementwise("mov.b64 $0, {$1, $2};", "=l,r,r", [val0, val1], dtype=tl.uint64, is_pure=True,
-                                     pack=1, _semantic=_semantic)
-
-
-@core.extern
-def pack(src, dst_type, _semantic=None):
-    """The elements of vector ``src`` as one ``dst_type`` value (first element lowest)."""
-    src = _c(src)
-    dst_type = _c(dst_type)
-    if not isinstance(src, vector) or src.type.vector_nbits != dst_type.primitive_bitwidth:
-        raise _fail("pack", f"needs a vector of exactly {dst_type.primitive_bitwidth} bits")
-    eb = src.dtype.primitive_bitwidth
-    vals = [tl.cast(v, core.get_int_dtype(eb, False), bitcast=True, _semantic=_semantic) for v in src.values]
-    if eb == 8:
-        vals = [tl.cast(v, tl.uint16, _semantic=_semantic) for v in vals]
-    ins = ", ".join("$" + str(i + 1) for i in range(len(vals)))
-    cons = f"={_REG[dst_type.primitive_bitwidth]}," + ",".join([_REG[eb] if eb != 8 else "h"] * len(vals))
-    if eb == 8:  # mov.b32 {b8, ...} does not exist: shift the bytes into place
-        out = tl.cast(vals[0], core.get_int_dtype(dst_type.primitive_bitwidth, False), _semantic=_semantic)
-        for i, v in enumerate(vals[1:], 1):
-            wide = tl.cast(v, out.dtype, _semantic=_semantic)
-            out = out.__or__(wide.__lshift__(8 * i, _semantic=_semantic), _semantic=_semantic)
-        return tl.cast(out, dst_type, bitcast=True, _semantic=_semantic)
-    word = tl.inline_asm_elementwise(f"mov.b{dst_type.primitive_bitwidth} $0, {{{ins}}};", cons, vals,
-                                     dtype=core.get_int_dtype(dst_type.primitive_bitwidth, False), is_pure=True,
-                                     pack=1, _semantic=_semantic)
-    return tl.cast(word, dst_type, bitcast=True, _semantic=_semantic)
-
-
-@core.extern
-def unpack(src, dst_type, _semantic=None):
-    """``src`` split into a vector of ``dst_type`` elements (lowest bits first)."""
-    src = _c(src)
-    dst_type = _c(dst_type)
-    sb, db = src.dtype.primitive_bitwidth, dst_type.primitive_bitwidth
-    if sb % db or db not in (16, 32, 64) or sb not in (32, 64):
-        raise _fail("unpack", f"cannot split {src.dtype} into {dst_type}")
-    n = sb // db
-    bits = tl.cast(src, core.get_int_dtype(sb, False), bitcast=True, _semantic=_semantic)
-    outs = ", ".join("$" + str(i) for i in range(n))
-    parts = tl.inline_asm_elementwise(f"mov.b{sb} {{{outs}}}, ${n};", ",".join(["=" + _REG[db]] * n) + "," + _REG[sb],
-                                      [bits], dtype=(core.get_int_dtype(db, False),) * n, is_pure=True, pack=1,
-                                      _semantic=_semantic)
-    return vector([tl.cast(p, dst_type, bitcast=True, _semantic=_semantic) for p in parts.values])
 
 
 # ---------------------------------------------------------------- warp shuffles and votes

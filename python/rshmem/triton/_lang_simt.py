@@ -136,8 +136,6 @@ class vector(core.tensor):
     @core.builtin
     def recast(self, elem_dtype, _semantic=None):
         """The same bits read as elements of ``elem_dtype`` (the count changes with the width)."""
-        from rshmem.triton._lang_extra import pack, unpack  # noqa: PLC0415 (they build on vector)
-
         elem_dtype = core._unwrap_if_constexpr(elem_dtype)
         old = self.dtype.primitive_bitwidth
         new = elem_dtype.primitive_bitwidth
@@ -257,3 +255,57 @@ def rewrite_simt_regions(src: str) -> str:
         raw = line.encode()
         lines[lineno - 1] = (raw[:start] + new.encode() + raw[end:]).decode()
     return "".join(lines)
+
+
+# ---------------------------------------------------------------- packing
+# Vectors as one wider value and back (`vector.recast` builds on them; `language_extra` exports them).
+_REG = {8: "h", 16: "h", 32: "r", 64: "l"}
+
+
+@core.extern
+def pack_b32_v2(val0, val1, _semantic=None):
+    """uint64 with ``val0`` in the low and ``val1`` in the high 32 bits."""
+    return tl.inline_asm_elementwise("mov.b64 $0, {$1, $2};", "=l,r,r", [val0, val1], dtype=tl.uint64, is_pure=True,
+                                     pack=1, _semantic=_semantic)
+
+
+@core.extern
+def pack(src, dst_type, _semantic=None):
+    """The elements of vector ``src`` as one ``dst_type`` value (first element lowest)."""
+    src = core._unwrap_if_constexpr(src)
+    dst_type = core._unwrap_if_constexpr(dst_type)
+    if not isinstance(src, vector) or src.type.vector_nbits != dst_type.primitive_bitwidth:
+        raise DeviceApiTypeError(f"rshmem.triton.language.pack: needs a vector of exactly {dst_type.primitive_bitwidth} bits")
+    eb = src.dtype.primitive_bitwidth
+    vals = [tl.cast(v, core.get_int_dtype(eb, False), bitcast=True, _semantic=_semantic) for v in src.values]
+    if eb == 8:
+        vals = [tl.cast(v, tl.uint16, _semantic=_semantic) for v in vals]
+    ins = ", ".join("$" + str(i + 1) for i in range(len(vals)))
+    cons = f"={_REG[dst_type.primitive_bitwidth]}," + ",".join([_REG[eb] if eb != 8 else "h"] * len(vals))
+    if eb == 8:  # mov.b32 {b8, ...} does not exist: shift the bytes into place
+        out = tl.cast(vals[0], core.get_int_dtype(dst_type.primitive_bitwidth, False), _semantic=_semantic)
+        for i, v in enumerate(vals[1:], 1):
+            wide = tl.cast(v, out.dtype, _semantic=_semantic)
+            out = out.__or__(wide.__lshift__(8 * i, _semantic=_semantic), _semantic=_semantic)
+        return tl.cast(out, dst_type, bitcast=True, _semantic=_semantic)
+    word = tl.inline_asm_elementwise(f"mov.b{dst_type.primitive_bitwidth} $0, {{{ins}}};", cons, vals,
+                                     dtype=core.get_int_dtype(dst_type.primitive_bitwidth, False), is_pure=True,
+                                     pack=1, _semantic=_semantic)
+    return tl.cast(word, dst_type, bitcast=True, _semantic=_semantic)
+
+
+@core.extern
+def unpack(src, dst_type, _semantic=None):
+    """``src`` split into a vector of ``dst_type`` elements (lowest bits first)."""
+    src = core._unwrap_if_constexpr(src)
+    dst_type = core._unwrap_if_constexpr(dst_type)
+    sb, db = src.dtype.primitive_bitwidth, dst_type.primitive_bitwidth
+    if sb % db or db not in (16, 32, 64) or sb not in (32, 64):
+        raise DeviceApiTypeError(f"rshmem.triton.language.unpack: cannot split {src.dtype} into {dst_type}")
+    n = sb // db
+    bits = tl.cast(src, core.get_int_dtype(sb, False), bitcast=True, _semantic=_semantic)
+    outs = ", ".join("$" + str(i) for i in range(n))
+    parts = tl.inline_asm_elementwise(f"mov.b{sb} {{{outs}}}, ${n};", ",".join(["=" + _REG[db]] * n) + "," + _REG[sb],
+                                      [bits], dtype=(core.get_int_dtype(db, False),) * n, is_pure=True, pack=1,
+                                      _semantic=_semantic)
+    return vector([tl.cast(p, dst_type, bitcast=True, _semantic=_semantic) for p in parts.values])

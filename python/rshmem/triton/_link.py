@@ -23,6 +23,8 @@ import os
 import re
 import threading
 
+from rshmem.triton._bitcode import LIBRARY_NAME, bitcode_path
+
 #: Prefixes of the device library's C symbols (``rshmem_*``, ``rshmemx_*``, ``rshmemi_*``).
 SYMBOL_PREFIXES = ("rshmem",)
 _EXTERN_SYMBOL = re.compile(r'symbol\s*=\s*"(' + "|".join(SYMBOL_PREFIXES) + r')[A-Za-z0-9_]*"')
@@ -41,14 +43,8 @@ def references_device_library(ttgir_text: str) -> bool:
     return _EXTERN_SYMBOL.search(ttgir_text) is not None
 
 
-def _library_name():
-    from rshmem.triton import LIBRARY_NAME  # noqa: PLC0415 (rshmem.triton imports this module)
-
-    return LIBRARY_NAME
-
-
 def _without_library(options):
-    name = _library_name()
+    name = LIBRARY_NAME
     libs = tuple((k, v) for k, v in options.extern_libs if k != name)
     return dataclasses.replace(options, extern_libs=libs)
 
@@ -56,12 +52,10 @@ def _without_library(options):
 def _patched_parse_options(plain):
 
     def parse_options(self, opts):
-        from rshmem.triton import bitcode_path  # noqa: PLC0415
-
         libs = dict(opts.get("extern_libs") or {})
-        if _library_name() not in libs:
+        if LIBRARY_NAME not in libs:
             try:
-                libs[_library_name()] = str(bitcode_path())
+                libs[LIBRARY_NAME] = str(bitcode_path())
             except FileNotFoundError:
                 pass  # kernels of ours then fail in the LLVM stage, with the path and how to build it
             opts = dict(opts, extern_libs=libs)
@@ -78,7 +72,7 @@ def _stages_hook(previous):
             previous(backend, stages, options, language, capability)
         if "llir" not in stages or capability is None or not hasattr(backend, "make_llir"):
             return  # not the CUDA backend
-        name = _library_name()
+        name = LIBRARY_NAME
         ours = any(k == name for k, _ in (options.extern_libs or ()))
         stock = _without_library(options) if ours else options
 
@@ -86,9 +80,7 @@ def _stages_hook(previous):
             text = str(src)
             if references_device_library(text):
                 if not ours:
-                    from rshmem.triton import bitcode_path  # noqa: PLC0415
-
-                    bitcode_path()  # raises FileNotFoundError naming the path and how to build it
+                                bitcode_path()  # raises FileNotFoundError naming the path and how to build it
                 kernel = _KERNEL_NAME.search(text)
                 LINKED.add(kernel.group(1) if kernel else "")
                 return backend.make_llir(src, metadata, options, capability)

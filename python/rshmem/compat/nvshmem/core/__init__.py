@@ -267,7 +267,7 @@ def _forget_made() -> tuple:
 def _torch_dtype(dtype):
     import torch  # noqa: PLC0415
 
-    from rshmem._dtypes import runtime_name, torch_dtype  # noqa: PLC0415
+    from rshmem._dtype_names import runtime_name, torch_dtype  # noqa: PLC0415
 
     if isinstance(dtype, torch.dtype):
         return dtype
@@ -344,7 +344,7 @@ def get_peer_tensor(tensor, peer_pe: int = None):
 def array_get_buffer(array):
     """(address, size in bytes, dtype name) of `array`'s memory; nvshmem4py returns a cuda.core
     Buffer first, rshmem its address."""
-    from rshmem._dtypes import runtime_name  # noqa: PLC0415
+    from rshmem._dtype_names import runtime_name  # noqa: PLC0415
 
     t = as_tensor(array, "array")
     return t.data_ptr(), t.numel() * t.element_size(), runtime_name(t.dtype)

@@ -11,7 +11,7 @@ from ._native import DTypeError
 
 # runtime name -> (itemsize, torch attribute, numpy name or None); the dtypes of atomics and waits:
 # generated from api/dtypes.toml, the one dtype table.
-from ._dtype_table import ATOMIC_DTYPES, RUNTIME_DTYPES, SYNC_DTYPES  # noqa: F401
+from ._dtype_facts import ATOMIC_DTYPES, RUNTIME_DTYPES, SYNC_DTYPES  # noqa: F401
 
 
 def _torch_name(dtype) -> str | None:
