@@ -56,7 +56,7 @@ def _reference_signatures() -> dict:
 
 
 @pytest.mark.parametrize("module,name", PUBLIC, ids=lambda x: x)
-def test_issue_16_every_public_function_has_its_reference_signature(module, name):
+def test_every_public_function_has_its_reference_signature(module, name):
     """The signature users see (help(), inspect) is the one the reference page
     (docs/python-api.md, generated from the source: `tools/gen_host_api.py --check`) lists."""
     fn = _function(module, name)
@@ -69,7 +69,7 @@ def test_issue_16_every_public_function_has_its_reference_signature(module, name
     assert fn.__doc__, f"{name} has no docstring"
 
 
-def test_issue_16_host_and_on_stream_forms_share_their_arguments():
+def test_host_and_on_stream_forms_share_their_arguments():
     """Every on-stream form takes its host form's arguments in the same order with the same
     names, then `stream`; sizes and dtypes are keyword-only in both."""
     pairs = 0
@@ -86,7 +86,7 @@ def test_issue_16_host_and_on_stream_forms_share_their_arguments():
     assert pairs == 13
 
 
-def test_issue_16_reduce_on_stream_takes_the_op_after_the_tensors(sym, me, npes):
+def test_reduce_on_stream_takes_the_op_after_the_tensors(sym, me, npes):
     src, dst = sym((4,), torch.float32), sym((4,), torch.float32)
     src.fill_(me + 1)
     rshmem.barrier_all()
@@ -94,7 +94,7 @@ def test_issue_16_reduce_on_stream_takes_the_op_after_the_tensors(sym, me, npes)
     assert torch.equal(dst, torch.full((4,), float(npes)))
 
 
-def test_issue_16_waits_take_nelems_and_dtype_by_keyword(sym):
+def test_waits_take_nelems_and_dtype_by_keyword(sym):
     flags = sym((4,), torch.int32)
     flags.fill_(3)
     assert rshmem.test_all(flags, rshmem.CMP_EQ, 3, None, nelems=2) is True
@@ -104,7 +104,7 @@ def test_issue_16_waits_take_nelems_and_dtype_by_keyword(sym):
     ("sum", "sum"), ("SUM", "sum"), (rshmem.ReduceOp.MAX, "max"), (dist.ReduceOp.MIN, "min"),
     (dist.ReduceOp.PRODUCT, "prod"), (dist.ReduceOp(dist.ReduceOp.BXOR), "xor"), (dist.ReduceOp.BAND, "and"),
 ])
-def test_issue_16_reduce_ops_by_name_constant_or_torch(sym, me, npes, op, want):
+def test_reduce_ops_by_name_constant_or_torch(sym, me, npes, op, want):
     src, dst = sym((3,), torch.int32), sym((3,), torch.int32)
     src.copy_(torch.tensor([me + 1, 6, 5 + me], dtype=torch.int32))
     rshmem.barrier_all()
@@ -125,7 +125,7 @@ def _fold(ts, f):
     return out
 
 
-def test_issue_16_ops_that_have_no_reduction_are_refused(sym):
+def test_ops_that_have_no_reduction_are_refused(sym):
     t = sym((2,), torch.float32)
     with pytest.raises(rshmem.InvalidArgumentError, match=r"ReduceOp.AVG has no SHMEM reduction.*SUM, then divide"):
         rshmem.reduce(t, t, dist.ReduceOp.AVG)
@@ -140,7 +140,7 @@ def test_issue_16_ops_that_have_no_reduction_are_refused(sym):
     rshmem.barrier_all()
 
 
-def test_issue_16_signal_ops_and_comparisons_by_name(sym, me, peer):
+def test_signal_ops_and_comparisons_by_name(sym, me, peer):
     sig = sym((1,), torch.int64)
     rshmem.barrier_all()
     rshmem.signal_op(sig[0], 2, "add", peer)
@@ -164,7 +164,7 @@ class _CudaStandIn:
         return 0
 
 
-def test_issue_16_host_calls_on_cuda_tensors_wait_for_the_current_stream(monkeypatch):
+def test_host_calls_on_cuda_tensors_wait_for_the_current_stream(monkeypatch):
     seen = []
 
     class Stream:
@@ -188,7 +188,7 @@ def test_issue_16_host_calls_on_cuda_tensors_wait_for_the_current_stream(monkeyp
     assert seen == []
 
 
-def test_issue_16_host_calls_inside_cuda_graph_capture_are_refused(monkeypatch):
+def test_host_calls_inside_cuda_graph_capture_are_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
     fake = _CudaStandIn()
     for call in (lambda: rshmem.putmem(fake, fake, 0), lambda: rshmem.signal_wait_until(fake, "eq", 1)):
@@ -196,7 +196,7 @@ def test_issue_16_host_calls_inside_cuda_graph_capture_are_refused(monkeypatch):
             call()
 
 
-def test_issue_16_host_calls_on_cpu_tensors_leave_cuda_alone(sym, peer, monkeypatch):
+def test_host_calls_on_cpu_tensors_leave_cuda_alone(sym, peer, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a CPU-tensor call touched torch.cuda")
 
@@ -210,7 +210,7 @@ def test_issue_16_host_calls_on_cpu_tensors_leave_cuda_alone(sym, peer, monkeypa
 # -------------------------------------------------------------------------------- 4: messages
 
 
-def test_issue_16_pe_range_in_words(sym, npes):
+def test_pe_range_in_words(sym, npes):
     t = sym((1,), torch.int64)
     want = "the only valid PE is 0" if npes == 1 else f"valid PEs are 0 to {npes - 1}"
     with pytest.raises(rshmem.PeOutOfRangeError, match=f"has {npes} PEs?, {want}$"):
@@ -219,7 +219,7 @@ def test_issue_16_pe_range_in_words(sym, npes):
 
 
 @pytest.mark.multi
-def test_issue_16_symmetric_tensors_that_differ_between_pes_are_named(me):
+def test_symmetric_tensors_that_differ_between_pes_are_named(me):
     start = rshmem.heap_in_use()
     with pytest.raises(rshmem.MismatchError, match=r"shape \((4|5),\) and dtype torch.float32, PE \d passed a tensor of shape \((5|4),\)"):
         rtorch.create_symmetric_tensor((4 + me,), torch.float32)
@@ -236,7 +236,7 @@ def test_issue_16_symmetric_tensors_that_differ_between_pes_are_named(me):
 # ------------------------------------------------------------------------------ 6: help(rshmem)
 
 
-def test_issue_16_help_opens_with_the_functions_users_call():
+def test_help_opens_with_the_functions_users_call():
     text = pydoc.render_doc(rshmem, renderer=pydoc.plaintext)
     head = "\n".join(text.splitlines()[:80])
     for needle in ("rshmem.init()", "create_symmetric_tensor", "putmem(dst, src, pe)", "barrier_all",
@@ -254,7 +254,7 @@ _JOB = "import rshmem\nrshmem.init()\nrshmem.barrier_all()\nrshmem.finalize()\np
 
 @pytest.mark.single
 @pytest.mark.parametrize("env", [{"RSHMEM_LOG": "debug"}, {"RSHMEM_DEBUG": "1"}, {"RSHMEM_LOG": "rshmem=trace"}])
-def test_issue_16_debug_logs_are_rank_prefixed_on_stderr(env):
+def test_debug_logs_are_rank_prefixed_on_stderr(env):
     from conftest import run_pes
 
     pes = run_pes(_JOB, 2, env=env)
@@ -266,7 +266,7 @@ def test_issue_16_debug_logs_are_rank_prefixed_on_stderr(env):
 
 
 @pytest.mark.single
-def test_issue_16_no_logs_unless_asked_and_a_bad_level_is_named():
+def test_no_logs_unless_asked_and_a_bad_level_is_named():
     from conftest import run_pes
 
     (quiet,) = run_pes(_JOB, 1)
