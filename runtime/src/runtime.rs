@@ -35,6 +35,7 @@ mod atomic;
 mod collective;
 mod device;
 mod init;
+mod kernel_error;
 mod mem;
 #[cfg(feature = "mpi")]
 mod mpi_init;
