@@ -18,8 +18,9 @@ function-local ones included (moving an import into a function does not untie tw
 except those under `if TYPE_CHECKING:`. `from pkg import name` goes to `pkg/name.py` when that
 is a module, else to `pkg/__init__.py`.
 
-Usage: tools/import_cycles.py [--root DIR]; prints one circle a line (files relative to the
-root, sorted) and exits 1 when there is any, 0 otherwise.
+Usage: tools/import_cycles.py [--root DIR] [--edges]; prints one circle a line (files relative
+to the root, sorted; with --edges each file's edges inside it below) and exits 1 when there is
+any, 0 otherwise.
 """
 
 from __future__ import annotations
@@ -391,25 +392,35 @@ def strongly_connected(edges: dict[Path, set[Path]]) -> list[list[Path]]:
     return found
 
 
-def circles(root: Path = ROOT) -> list[list[str]]:
-    """Every circle, as sorted file paths relative to `root`; the list sorted."""
+def graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Every file's edges, as paths relative to `root`."""
     root = root.resolve()
-    graph: dict[Path, set[Path]] = {}
+    edges: dict[Path, set[Path]] = {}
     for crate in RUST_CRATES:
         if (root / crate / "src").is_dir():
-            graph.update(rust_edges(root / crate))
-    graph.update(python_edges(root))
-    out = [[str(p.relative_to(root)) for p in comp] for comp in strongly_connected(graph)]
-    return sorted(out)
+            edges.update(rust_edges(root / crate))
+    edges.update(python_edges(root))
+    return {str(f.relative_to(root)): {str(t.relative_to(root)) for t in ts} for f, ts in edges.items()}
+
+
+def circles(root: Path = ROOT) -> list[list[str]]:
+    """Every circle, as sorted file paths relative to `root`; the list sorted."""
+    edges = {Path(f): {Path(t) for t in ts} for f, ts in graph(root).items()}
+    return sorted([str(p) for p in comp] for comp in strongly_connected(edges))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", type=Path, default=ROOT)
+    ap.add_argument("--edges", action="store_true", help="also print the edges inside each circle")
     args = ap.parse_args()
     found = circles(args.root)
+    edges = graph(args.root) if args.edges else {}
     for comp in found:
         print(" ".join(comp))
+        for f in comp if args.edges else []:
+            inside = sorted(t for t in edges[f] if t in comp)
+            print(f"    {f} -> {' '.join(inside)}")
     sys.stdout.flush()
     print(f"{len(found)} import circle(s)", file=sys.stderr)
     return 1 if found else 0
