@@ -53,6 +53,7 @@ class Variant:
     name: str
     code: str
     klass: str
+    note: str
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ def load() -> Errors:
              for r in data.get("code", [])]
     classes = [Class(_text(r, "name", "a class"), r.get("parent"), r.get("builtin"),
                      _text(r, "doc", f"class {r.get('name')}")) for r in data.get("class", [])]
-    variants = [Variant(name, _text(r, "code", f"variant {name}"), _text(r, "class", f"variant {name}"))
+    variants = [Variant(name, _text(r, "code", f"variant {name}"), _text(r, "class", f"variant {name}"), r.get("note", ""))
                 for name, r in data.get("variant", {}).items()]
     problems = []
     for what, names in (("code", [c.name for c in codes]), ("code value", [c.value for c in codes]),
@@ -219,7 +220,7 @@ def variants_doc(errors: Errors) -> list[str]:
            "Every variant of the runtime's `rshmem::Error` (Rust), the status code the C API returns for",
            "it and the class Python raises (`api/errors.toml`; the C program `capi/tests/error_codes.c`",
            "holds the C codes to this table).", "",
-           "| `rshmem::Error` | C status | Python class |", "|---|---|---|"]
-    out += [f"| `{v.name}` | `{v.code}` | `rshmem.{v.klass}` |" for v in errors.variants]
+           "| `rshmem::Error` | C status | Python class | why |", "|---|---|---|---|"]
+    out += [f"| `{v.name}` | `{v.code}` | `rshmem.{v.klass}` | {v.note} |" for v in errors.variants]
     out.append("")
     return out
