@@ -203,11 +203,12 @@ def rust_edges(crate: Path) -> dict[Path, set[Path]]:
         for m in re.finditer(r"\bmod\s+([A-Za-z_]\w*)\s*;", code):
             if tuple(here + [m.group(1)]) in mods:
                 aliases[m.group(1)] = here + [m.group(1)]
-        reexported = {m.start() for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\b", code)}
+        # `pub use` re-exports a name (resolved through above); it is no edge of its own.
+        reexported = {m.start(1) for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+(use)\b", code)}
         for at, segs in _use_paths(code, frozenset(aliases)):
             nested = [name for s, e, name in inline if s < at < e]
             absolute = _absolute(here, nested, segs)
-            if absolute is None or any(at - 16 <= r <= at for r in reexported):
+            if absolute is None or at in reexported:
                 continue
             if tuple(absolute) in mods and not nested:
                 aliases[segs[-1]] = absolute
