@@ -166,13 +166,21 @@ def gen_classes_rs(errors: Errors, generated: str) -> str:
            "",
            "use rshmem::ErrorKind;",
            "",
+           "/// An exception class, by name: a class the table lacks is a compile error where it is raised.",
+           "#[derive(Clone, Copy, Debug, PartialEq, Eq)]",
+           "pub enum Name {"]
+    for c in errors.classes:
+        out += [f"    /// `rshmem.{c.name}`.", f"    {c.name},"]
+    out += ["}", "", "impl Name {", "    /// The Python name.", "    pub fn as_str(self) -> &'static str {", "        match self {"]
+    out += [f'            Name::{c.name} => "{c.name}",' for c in errors.classes]
+    out += ["        }", "    }", "}", "",
            "/// One exception class: its name, its parent in this hierarchy (`None` for the root) and the",
            "/// builtin exception it also derives from, if any.",
            "pub struct Class {",
            "    /// The class name.",
-           "    pub name: &'static str,",
+           "    pub name: Name,",
            "    /// The parent class of this table.",
-           "    pub parent: Option<&'static str>,",
+           "    pub parent: Option<Name>,",
            "    /// The builtin exception it also derives from.",
            "    pub builtin: Option<&'static str>,",
            "    /// Its docstring.",
@@ -182,15 +190,15 @@ def gen_classes_rs(errors: Errors, generated: str) -> str:
            "/// The hierarchy, parents before children.",
            "pub const CLASSES: &[Class] = &["]
 
-    def opt(s: str | None) -> str:
-        return "None" if s is None else f'Some("{s}")'
+    def opt(s: str | None, quote: bool) -> str:
+        return "None" if s is None else f'Some("{s}")' if quote else f"Some(Name::{s})"
 
     for c in errors.classes:
-        out.append(f'    Class {{ name: "{c.name}", parent: {opt(c.parent)}, builtin: {opt(c.builtin)}, '
+        out.append(f'    Class {{ name: Name::{c.name}, parent: {opt(c.parent, False)}, builtin: {opt(c.builtin, True)}, '
                    f'doc: "{_rs_str(c.doc)}" }},')
-    out += ["];", "", "/// The class a runtime error of `kind` raises.", "pub fn of(kind: ErrorKind) -> &'static str {",
+    out += ["];", "", "/// The class a runtime error of `kind` raises.", "pub fn of(kind: ErrorKind) -> Name {",
             "    match kind {"]
-    out += [f'        ErrorKind::{v.name} => "{v.klass}",' for v in errors.variants]
+    out += [f"        ErrorKind::{v.name} => Name::{v.klass}," for v in errors.variants]
     out += ["    }", "}", ""]
     return "\n".join(out)
 

@@ -12,6 +12,7 @@
 
 mod classes;
 
+pub use classes::Name;
 use classes::CLASSES;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -37,20 +38,20 @@ fn build(py: Python<'_>) -> PyResult<Vec<Py<PyType>>> {
         let dict = PyDict::new(py);
         dict.set_item("__doc__", class.doc)?;
         dict.set_item("__module__", "rshmem")?;
-        let ty = type_fn.call1((class.name, PyTuple::new(py, bases)?, dict))?;
+        let ty = type_fn.call1((class.name.as_str(), PyTuple::new(py, bases)?, dict))?;
         built.push(ty.cast_into::<PyType>()?.unbind());
     }
     Ok(built)
 }
 
-fn class<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyType> {
+fn class<'py>(py: Python<'py>, name: Name) -> Bound<'py, PyType> {
     let types = TYPES.get_or_try_init(py, || build(py)).expect("building the exception classes");
     let i = CLASSES.iter().position(|c| c.name == name).expect("a class of the table");
     types[i].bind(py).clone()
 }
 
-/// A Python exception of the class `name` (one of the table) with `message`.
-pub fn new_err(name: &str, message: impl Into<String>) -> PyErr {
+/// A Python exception of the class `name` with `message`.
+pub fn new_err(name: Name, message: impl Into<String>) -> PyErr {
     let message = message.into();
     Python::attach(|py| PyErr::from_type(class(py, name), (message,)))
 }
@@ -103,7 +104,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     TYPES.get_or_try_init(py, || build(py))?;
     for c in CLASSES {
-        m.add(c.name, class(py, c.name))?;
+        m.add(c.name.as_str(), class(py, c.name))?;
     }
     Ok(())
 }

@@ -3,13 +3,86 @@
 
 use rshmem::ErrorKind;
 
+/// An exception class, by name: a class the table lacks is a compile error where it is raised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Name {
+    /// `rshmem.RshmemError`.
+    RshmemError,
+    /// `rshmem.NotInitializedError`.
+    NotInitializedError,
+    /// `rshmem.AlreadyInitializedError`.
+    AlreadyInitializedError,
+    /// `rshmem.PeOutOfRangeError`.
+    PeOutOfRangeError,
+    /// `rshmem.InvalidArgumentError`.
+    InvalidArgumentError,
+    /// `rshmem.NotSymmetricError`.
+    NotSymmetricError,
+    /// `rshmem.DTypeError`.
+    DTypeError,
+    /// `rshmem.ConfigError`.
+    ConfigError,
+    /// `rshmem.ArgumentTypeError`.
+    ArgumentTypeError,
+    /// `rshmem.ArgumentRangeError`.
+    ArgumentRangeError,
+    /// `rshmem.HeapExhaustedError`.
+    HeapExhaustedError,
+    /// `rshmem.MismatchError`.
+    MismatchError,
+    /// `rshmem.PeerDiedError`.
+    PeerDiedError,
+    /// `rshmem.PeerExitedError`.
+    PeerExitedError,
+    /// `rshmem.TimeoutError`.
+    TimeoutError,
+    /// `rshmem.BootstrapRefusedError`.
+    BootstrapRefusedError,
+    /// `rshmem.UnsupportedError`.
+    UnsupportedError,
+    /// `rshmem.OsError`.
+    OsError,
+    /// `rshmem.DriverError`.
+    DriverError,
+    /// `rshmem.TransportError`.
+    TransportError,
+}
+
+impl Name {
+    /// The Python name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Name::RshmemError => "RshmemError",
+            Name::NotInitializedError => "NotInitializedError",
+            Name::AlreadyInitializedError => "AlreadyInitializedError",
+            Name::PeOutOfRangeError => "PeOutOfRangeError",
+            Name::InvalidArgumentError => "InvalidArgumentError",
+            Name::NotSymmetricError => "NotSymmetricError",
+            Name::DTypeError => "DTypeError",
+            Name::ConfigError => "ConfigError",
+            Name::ArgumentTypeError => "ArgumentTypeError",
+            Name::ArgumentRangeError => "ArgumentRangeError",
+            Name::HeapExhaustedError => "HeapExhaustedError",
+            Name::MismatchError => "MismatchError",
+            Name::PeerDiedError => "PeerDiedError",
+            Name::PeerExitedError => "PeerExitedError",
+            Name::TimeoutError => "TimeoutError",
+            Name::BootstrapRefusedError => "BootstrapRefusedError",
+            Name::UnsupportedError => "UnsupportedError",
+            Name::OsError => "OsError",
+            Name::DriverError => "DriverError",
+            Name::TransportError => "TransportError",
+        }
+    }
+}
+
 /// One exception class: its name, its parent in this hierarchy (`None` for the root) and the
 /// builtin exception it also derives from, if any.
 pub struct Class {
     /// The class name.
-    pub name: &'static str,
+    pub name: Name,
     /// The parent class of this table.
-    pub parent: Option<&'static str>,
+    pub parent: Option<Name>,
     /// The builtin exception it also derives from.
     pub builtin: Option<&'static str>,
     /// Its docstring.
@@ -18,50 +91,50 @@ pub struct Class {
 
 /// The hierarchy, parents before children.
 pub const CLASSES: &[Class] = &[
-    Class { name: "RshmemError", parent: None, builtin: Some("RuntimeError"), doc: "Base class of every rshmem error." },
-    Class { name: "NotInitializedError", parent: Some("RshmemError"), builtin: None, doc: "A call that needs the runtime came before rshmem.init(), after rshmem.finalize(), or in a process forked from a PE (a forked child is not a PE of its parent's job)." },
-    Class { name: "AlreadyInitializedError", parent: Some("RshmemError"), builtin: None, doc: "rshmem.init() was called twice without rshmem.finalize() in between." },
-    Class { name: "PeOutOfRangeError", parent: Some("RshmemError"), builtin: Some("IndexError"), doc: "A PE number outside the job or the team." },
-    Class { name: "InvalidArgumentError", parent: Some("RshmemError"), builtin: Some("ValueError"), doc: "A bad argument (size, shape, operation, a read-only destination, ...)." },
-    Class { name: "NotSymmetricError", parent: Some("InvalidArgumentError"), builtin: None, doc: "Memory that is not inside a live allocation of the symmetric heap (outside it, freed, or the runtime's own words)." },
-    Class { name: "DTypeError", parent: Some("InvalidArgumentError"), builtin: Some("TypeError"), doc: "A dtype the operation does not take, or tensors of two dtypes in one typed copy (put, get) or collective; putmem / getmem copy bytes whatever the dtypes." },
-    Class { name: "ConfigError", parent: Some("InvalidArgumentError"), builtin: None, doc: "A bad RSHMEM_* variable or init() option." },
-    Class { name: "ArgumentTypeError", parent: Some("InvalidArgumentError"), builtin: Some("TypeError"), doc: "An argument of the wrong type (e.g. a float where a byte count goes)." },
-    Class { name: "ArgumentRangeError", parent: Some("InvalidArgumentError"), builtin: Some("OverflowError"), doc: "An integer argument outside what the call takes (negative, or beyond 64 bits)." },
-    Class { name: "HeapExhaustedError", parent: Some("RshmemError"), builtin: Some("MemoryError"), doc: "The symmetric heap would grow past RSHMEM_SYMMETRIC_SIZE." },
-    Class { name: "MismatchError", parent: Some("RshmemError"), builtin: None, doc: "A collective call whose arguments differ between PEs, its symmetric buffers (dest, source) included." },
-    Class { name: "PeerDiedError", parent: Some("RshmemError"), builtin: None, doc: "A peer process exited or its connection broke." },
-    Class { name: "PeerExitedError", parent: Some("PeerDiedError"), builtin: None, doc: "A peer left the job (finalize, explicit or at exit after an exception or Ctrl-C) while this PE waited for it in a call the peer will never make." },
-    Class { name: "TimeoutError", parent: Some("RshmemError"), builtin: Some("TimeoutError"), doc: "Something did not happen in time (bootstrap, or a wait under RSHMEM_DEBUG_WAIT_TIMEOUT_MS)." },
-    Class { name: "BootstrapRefusedError", parent: Some("RshmemError"), builtin: Some("ConnectionError"), doc: "A bootstrap connection was refused: a PE of another job (launcher job id or RSHMEM_JOB_ID), of another PE count, with a secret where PE 0 has none or none where it has one (each naming both sides), or with a wrong secret." },
-    Class { name: "UnsupportedError", parent: Some("RshmemError"), builtin: Some("NotImplementedError"), doc: "Something this build, backend or machine does not do." },
-    Class { name: "OsError", parent: Some("RshmemError"), builtin: Some("OSError"), doc: "An operating-system call failed." },
-    Class { name: "DriverError", parent: Some("RshmemError"), builtin: None, doc: "A CUDA driver call failed." },
-    Class { name: "TransportError", parent: Some("RshmemError"), builtin: Some("ConnectionError"), doc: "A network-transport (UCX) call towards a PE on another host failed." },
+    Class { name: Name::RshmemError, parent: None, builtin: Some("RuntimeError"), doc: "Base class of every rshmem error." },
+    Class { name: Name::NotInitializedError, parent: Some(Name::RshmemError), builtin: None, doc: "A call that needs the runtime came before rshmem.init(), after rshmem.finalize(), or in a process forked from a PE (a forked child is not a PE of its parent's job)." },
+    Class { name: Name::AlreadyInitializedError, parent: Some(Name::RshmemError), builtin: None, doc: "rshmem.init() was called twice without rshmem.finalize() in between." },
+    Class { name: Name::PeOutOfRangeError, parent: Some(Name::RshmemError), builtin: Some("IndexError"), doc: "A PE number outside the job or the team." },
+    Class { name: Name::InvalidArgumentError, parent: Some(Name::RshmemError), builtin: Some("ValueError"), doc: "A bad argument (size, shape, operation, a read-only destination, ...)." },
+    Class { name: Name::NotSymmetricError, parent: Some(Name::InvalidArgumentError), builtin: None, doc: "Memory that is not inside a live allocation of the symmetric heap (outside it, freed, or the runtime's own words)." },
+    Class { name: Name::DTypeError, parent: Some(Name::InvalidArgumentError), builtin: Some("TypeError"), doc: "A dtype the operation does not take, or tensors of two dtypes in one typed copy (put, get) or collective; putmem / getmem copy bytes whatever the dtypes." },
+    Class { name: Name::ConfigError, parent: Some(Name::InvalidArgumentError), builtin: None, doc: "A bad RSHMEM_* variable or init() option." },
+    Class { name: Name::ArgumentTypeError, parent: Some(Name::InvalidArgumentError), builtin: Some("TypeError"), doc: "An argument of the wrong type (e.g. a float where a byte count goes)." },
+    Class { name: Name::ArgumentRangeError, parent: Some(Name::InvalidArgumentError), builtin: Some("OverflowError"), doc: "An integer argument outside what the call takes (negative, or beyond 64 bits)." },
+    Class { name: Name::HeapExhaustedError, parent: Some(Name::RshmemError), builtin: Some("MemoryError"), doc: "The symmetric heap would grow past RSHMEM_SYMMETRIC_SIZE." },
+    Class { name: Name::MismatchError, parent: Some(Name::RshmemError), builtin: None, doc: "A collective call whose arguments differ between PEs, its symmetric buffers (dest, source) included." },
+    Class { name: Name::PeerDiedError, parent: Some(Name::RshmemError), builtin: None, doc: "A peer process exited or its connection broke." },
+    Class { name: Name::PeerExitedError, parent: Some(Name::PeerDiedError), builtin: None, doc: "A peer left the job (finalize, explicit or at exit after an exception or Ctrl-C) while this PE waited for it in a call the peer will never make." },
+    Class { name: Name::TimeoutError, parent: Some(Name::RshmemError), builtin: Some("TimeoutError"), doc: "Something did not happen in time (bootstrap, or a wait under RSHMEM_DEBUG_WAIT_TIMEOUT_MS)." },
+    Class { name: Name::BootstrapRefusedError, parent: Some(Name::RshmemError), builtin: Some("ConnectionError"), doc: "A bootstrap connection was refused: a PE of another job (launcher job id or RSHMEM_JOB_ID), of another PE count, with a secret where PE 0 has none or none where it has one (each naming both sides), or with a wrong secret." },
+    Class { name: Name::UnsupportedError, parent: Some(Name::RshmemError), builtin: Some("NotImplementedError"), doc: "Something this build, backend or machine does not do." },
+    Class { name: Name::OsError, parent: Some(Name::RshmemError), builtin: Some("OSError"), doc: "An operating-system call failed." },
+    Class { name: Name::DriverError, parent: Some(Name::RshmemError), builtin: None, doc: "A CUDA driver call failed." },
+    Class { name: Name::TransportError, parent: Some(Name::RshmemError), builtin: Some("ConnectionError"), doc: "A network-transport (UCX) call towards a PE on another host failed." },
 ];
 
 /// The class a runtime error of `kind` raises.
-pub fn of(kind: ErrorKind) -> &'static str {
+pub fn of(kind: ErrorKind) -> Name {
     match kind {
-        ErrorKind::NotInitialized => "NotInitializedError",
-        ErrorKind::ForkedChild => "NotInitializedError",
-        ErrorKind::AlreadyInitialized => "AlreadyInitializedError",
-        ErrorKind::PeOutOfRange => "PeOutOfRangeError",
-        ErrorKind::NotSymmetric => "NotSymmetricError",
-        ErrorKind::NotAllocated => "NotSymmetricError",
-        ErrorKind::HeapExhausted => "HeapExhaustedError",
-        ErrorKind::Mismatch => "MismatchError",
-        ErrorKind::PeerDied => "PeerDiedError",
-        ErrorKind::PeerExited => "PeerExitedError",
-        ErrorKind::Timeout => "TimeoutError",
-        ErrorKind::Refused => "BootstrapRefusedError",
-        ErrorKind::InvalidArgument => "InvalidArgumentError",
-        ErrorKind::Config => "ConfigError",
-        ErrorKind::Unsupported => "UnsupportedError",
-        ErrorKind::Os => "OsError",
-        ErrorKind::Driver => "DriverError",
-        ErrorKind::Transport => "TransportError",
-        ErrorKind::Interrupted => "RshmemError",
-        ErrorKind::WaitTimeout => "TimeoutError",
+        ErrorKind::NotInitialized => Name::NotInitializedError,
+        ErrorKind::ForkedChild => Name::NotInitializedError,
+        ErrorKind::AlreadyInitialized => Name::AlreadyInitializedError,
+        ErrorKind::PeOutOfRange => Name::PeOutOfRangeError,
+        ErrorKind::NotSymmetric => Name::NotSymmetricError,
+        ErrorKind::NotAllocated => Name::NotSymmetricError,
+        ErrorKind::HeapExhausted => Name::HeapExhaustedError,
+        ErrorKind::Mismatch => Name::MismatchError,
+        ErrorKind::PeerDied => Name::PeerDiedError,
+        ErrorKind::PeerExited => Name::PeerExitedError,
+        ErrorKind::Timeout => Name::TimeoutError,
+        ErrorKind::Refused => Name::BootstrapRefusedError,
+        ErrorKind::InvalidArgument => Name::InvalidArgumentError,
+        ErrorKind::Config => Name::ConfigError,
+        ErrorKind::Unsupported => Name::UnsupportedError,
+        ErrorKind::Os => Name::OsError,
+        ErrorKind::Driver => Name::DriverError,
+        ErrorKind::Transport => Name::TransportError,
+        ErrorKind::Interrupted => Name::RshmemError,
+        ErrorKind::WaitTimeout => Name::TimeoutError,
     }
 }
