@@ -15,10 +15,10 @@
 extern "C" {
 #endif
 
-/* ---- status codes (capi/src/error.rs) ---- */
+/* ---- status codes (api/errors.toml) ---- */
 typedef int rshmem_status_t;
 #define RSHMEM_SUCCESS 0 /* The call did what it says. */
-#define RSHMEM_ERROR_NOT_INITIALIZED 1 /* The call came before rshmem_host_init or after rshmem_host_finalize. */
+#define RSHMEM_ERROR_NOT_INITIALIZED 1 /* The call came before rshmem_host_init, after rshmem_host_finalize, or in a process forked from a PE after init. */
 #define RSHMEM_ERROR_ALREADY_INITIALIZED 2 /* rshmem_host_init was called twice without rshmem_host_finalize in between. */
 #define RSHMEM_ERROR_PE_OUT_OF_RANGE 3 /* A PE number outside the job or the team. */
 #define RSHMEM_ERROR_INVALID_ARGUMENT 4 /* A bad argument (size, NULL out-pointer, operation, comparison, team, dtype, unreadable local buffer, ...). */
@@ -26,7 +26,7 @@ typedef int rshmem_status_t;
 #define RSHMEM_ERROR_CONFIG 6 /* A bad RSHMEM_* or launcher variable, or init attribute. */
 #define RSHMEM_ERROR_HEAP_EXHAUSTED 7 /* The symmetric heap would grow past RSHMEM_SYMMETRIC_SIZE. */
 #define RSHMEM_ERROR_MISMATCH 8 /* A collective call whose arguments differ between PEs. */
-#define RSHMEM_ERROR_PEER_DIED 9 /* A peer process exited or its connection broke. */
+#define RSHMEM_ERROR_PEER_DIED 9 /* A peer process exited or its connection broke, or it finalized while this PE waited for it. */
 #define RSHMEM_ERROR_TIMEOUT 10 /* Something did not happen in time (bootstrap, or a wait under RSHMEM_DEBUG_WAIT_TIMEOUT_MS). */
 #define RSHMEM_ERROR_REFUSED 11 /* A bootstrap connection was refused (wrong secret, wrong job). */
 #define RSHMEM_ERROR_UNSUPPORTED 12 /* Something this build, backend or machine does not do. */
@@ -35,6 +35,7 @@ typedef int rshmem_status_t;
 #define RSHMEM_ERROR_INTERRUPTED 15 /* A wait was interrupted; the PEs' collective state is undefined. */
 #define RSHMEM_ERROR_BUSY 16 /* rshmem_host_finalize while another thread is inside an rshmem call. */
 #define RSHMEM_ERROR_INTERNAL 17 /* A bug in rshmem (a panic was caught at the C boundary); please report the message. */
+#define RSHMEM_ERROR_TRANSPORT 18 /* A network-transport (UCX) call towards a PE on another host failed. */
 
 /* ---- constants (runtime/src/consts.rs) ---- */
 #ifndef RSHMEM_CMP_EQ
@@ -234,6 +235,10 @@ typedef struct {
 const char *rshmem_host_last_error(void);
 /* The name of a status code ("RSHMEM_ERROR_PE_OUT_OF_RANGE"), "unknown" for other values. */
 const char *rshmem_host_status_name(rshmem_status_t status);
+/* The name of the `index`-th variant of the runtime's error (`rshmem::Error`, in its order: "NotInitialized", ...), NULL past the last; with rshmem_host_error_status a C program can list the code each one returns. */
+const char *rshmem_host_error_variant(int index);
+/* Writes to `out` the status code every function returns for the runtime error `variant` (a name rshmem_host_error_variant gives); RSHMEM_ERROR_INVALID_ARGUMENT for another name. */
+rshmem_status_t rshmem_host_error_status(const char *variant, rshmem_status_t *out);
 /* Copies this PE's device state (rshmemi_device_state_t, `size` bytes) to `out`, for a CUDA program that writes it into its own module (rshmem_cuda.h does); RSHMEM_ERROR_UNSUPPORTED on the host backend. */
 rshmem_status_t rshmem_host_device_state(void *out, size_t size);
 

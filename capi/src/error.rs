@@ -1,74 +1,33 @@
-//! Status codes of the C ABI, and each thread's last error message.
+//! The status code of a runtime error, and each thread's last error message.
 //!
-//! Every C function returns one code of [`CODES`] (0 on success); `tools/gen_c_api.py` writes
-//! the table into `rshmem.h` and `docs/c-api.md`. The message, the runtime error's `Display`
-//! text naming the values, the PE and what to do, is kept per thread for
+//! Every C function returns one code of [`status::CODES`] (0 on success), generated from
+//! `api/errors.toml` like `rshmem.h` and `docs/c-api.md`. The message, the runtime error's
+//! `Display` text naming the values, the PE and what to do, is kept per thread for
 //! `rshmem_host_last_error()`.
 
-use rshmem::Error;
+use crate::status;
+use rshmem::{Error, ErrorKind};
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, CString};
-
-/// One status code: its C name, value and meaning.
-pub struct Code {
-    /// The C macro.
-    pub name: &'static str,
-    /// Its value.
-    pub value: c_int,
-    /// What it means (one line); tools/gen_c_api.py writes it into the header and the docs.
-    #[allow(dead_code)]
-    pub doc: &'static str,
-}
-
-/// Every status code. Values are stable: a new code takes a new number.
-pub const CODES: &[Code] = &[
-    Code { name: "RSHMEM_SUCCESS", value: 0, doc: "The call did what it says." },
-    Code { name: "RSHMEM_ERROR_NOT_INITIALIZED", value: 1, doc: "The call came before rshmem_host_init or after rshmem_host_finalize." },
-    Code { name: "RSHMEM_ERROR_ALREADY_INITIALIZED", value: 2, doc: "rshmem_host_init was called twice without rshmem_host_finalize in between." },
-    Code { name: "RSHMEM_ERROR_PE_OUT_OF_RANGE", value: 3, doc: "A PE number outside the job or the team." },
-    Code { name: "RSHMEM_ERROR_INVALID_ARGUMENT", value: 4, doc: "A bad argument (size, NULL out-pointer, operation, comparison, team, dtype, unreadable local buffer, ...)." },
-    Code { name: "RSHMEM_ERROR_NOT_SYMMETRIC", value: 5, doc: "Memory that is not inside a live allocation of the symmetric heap (outside it, freed, or the runtime's own words)." },
-    Code { name: "RSHMEM_ERROR_CONFIG", value: 6, doc: "A bad RSHMEM_* or launcher variable, or init attribute." },
-    Code { name: "RSHMEM_ERROR_HEAP_EXHAUSTED", value: 7, doc: "The symmetric heap would grow past RSHMEM_SYMMETRIC_SIZE." },
-    Code { name: "RSHMEM_ERROR_MISMATCH", value: 8, doc: "A collective call whose arguments differ between PEs." },
-    Code { name: "RSHMEM_ERROR_PEER_DIED", value: 9, doc: "A peer process exited or its connection broke." },
-    Code { name: "RSHMEM_ERROR_TIMEOUT", value: 10, doc: "Something did not happen in time (bootstrap, or a wait under RSHMEM_DEBUG_WAIT_TIMEOUT_MS)." },
-    Code { name: "RSHMEM_ERROR_REFUSED", value: 11, doc: "A bootstrap connection was refused (wrong secret, wrong job)." },
-    Code { name: "RSHMEM_ERROR_UNSUPPORTED", value: 12, doc: "Something this build, backend or machine does not do." },
-    Code { name: "RSHMEM_ERROR_OS", value: 13, doc: "An operating-system call failed." },
-    Code { name: "RSHMEM_ERROR_DRIVER", value: 14, doc: "A CUDA driver call failed." },
-    Code { name: "RSHMEM_ERROR_INTERRUPTED", value: 15, doc: "A wait was interrupted; the PEs' collective state is undefined." },
-    Code { name: "RSHMEM_ERROR_BUSY", value: 16, doc: "rshmem_host_finalize while another thread is inside an rshmem call." },
-    Code { name: "RSHMEM_ERROR_INTERNAL", value: 17, doc: "A bug in rshmem (a panic was caught at the C boundary); please report the message." },
-];
-
-/// The value of the code called `name` (one of [`CODES`]).
-pub fn code(name: &str) -> c_int {
-    CODES.iter().find(|c| c.name == name).map_or(CODES[CODES.len() - 1].value, |c| c.value)
-}
+use std::ffi::{c_char, c_int, CStr, CString};
 
 /// The status code of a runtime error.
 pub fn code_of(err: &Error) -> c_int {
-    code(match err {
-        Error::NotInitialized { .. } | Error::ForkedChild { .. } => "RSHMEM_ERROR_NOT_INITIALIZED",
-        Error::AlreadyInitialized => "RSHMEM_ERROR_ALREADY_INITIALIZED",
-        Error::PeOutOfRange { .. } => "RSHMEM_ERROR_PE_OUT_OF_RANGE",
-        Error::NotSymmetric { .. } | Error::NotAllocated { .. } => "RSHMEM_ERROR_NOT_SYMMETRIC",
-        Error::HeapExhausted { .. } => "RSHMEM_ERROR_HEAP_EXHAUSTED",
-        Error::Mismatch { .. } => "RSHMEM_ERROR_MISMATCH",
-        // A peer that left by finalizing is as gone for this call as a dead one.
-        Error::PeerDied { .. } | Error::PeerExited { .. } => "RSHMEM_ERROR_PEER_DIED",
-        Error::Timeout { .. } | Error::WaitTimeout { .. } => "RSHMEM_ERROR_TIMEOUT",
-        Error::Refused { .. } => "RSHMEM_ERROR_REFUSED",
-        Error::InvalidArgument(_) => "RSHMEM_ERROR_INVALID_ARGUMENT",
-        Error::Config { .. } => "RSHMEM_ERROR_CONFIG",
-        Error::Unsupported(_) => "RSHMEM_ERROR_UNSUPPORTED",
-        Error::Os { .. } => "RSHMEM_ERROR_OS",
-        Error::Driver { .. } => "RSHMEM_ERROR_DRIVER",
-        Error::Interrupted { .. } => "RSHMEM_ERROR_INTERRUPTED",
-        // `Error` is non-exhaustive: a variant added later is still an error, not success.
-        _ => "RSHMEM_ERROR_INTERNAL",
-    })
+    status::of(err.kind())
+}
+
+/// The runtime error kind called `name` ("Transport"), if there is one.
+pub fn kind_named(name: &str) -> Option<ErrorKind> {
+    ErrorKind::ALL.iter().copied().find(|k| k.name() == name)
+}
+
+/// The name of the `index`-th error kind as a static C string, `None` past the last.
+pub fn kind_name(index: usize) -> Option<&'static CStr> {
+    // The names are static; NUL-terminated copies are made once.
+    static NAMES: std::sync::OnceLock<Vec<CString>> = std::sync::OnceLock::new();
+    let names = NAMES.get_or_init(|| {
+        ErrorKind::ALL.iter().map(|k| CString::new(k.name()).expect("names have no NUL")).collect()
+    });
+    names.get(index).map(CString::as_c_str)
 }
 
 /// The runtime's message for `err` in a C program's terms: the runtime words its messages for
@@ -98,7 +57,7 @@ pub fn name_of(status: c_int) -> *const c_char {
     static NAMES: std::sync::OnceLock<Vec<(c_int, CString)>> = std::sync::OnceLock::new();
     static UNKNOWN: &std::ffi::CStr = c"unknown";
     let names = NAMES.get_or_init(|| {
-        CODES.iter().map(|c| (c.value, CString::new(c.name).expect("names have no NUL"))).collect()
+        status::CODES.iter().map(|&(name, value)| (value, CString::new(name).expect("names have no NUL"))).collect()
     });
     names.iter().find(|(v, _)| *v == status).map_or(UNKNOWN.as_ptr(), |(_, n)| n.as_ptr())
 }

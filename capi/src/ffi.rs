@@ -63,7 +63,7 @@ where
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic".into());
             let message = format!("{name}: internal error ({what}); this is a bug in rshmem, please report it");
-            error::fail(error::code("RSHMEM_ERROR_INTERNAL"), &message)
+            error::fail(crate::status::INTERNAL, &message)
         }
     }
 }

@@ -119,7 +119,7 @@ pub unsafe extern "C" fn rshmem_host_finalize() -> c_int {
                     Err(shared) => {
                         *slot = Some(shared);
                         return Err(Failure::Status(
-                            error::code("RSHMEM_ERROR_BUSY"),
+                            crate::status::BUSY,
                             "another thread is inside an rshmem call; wait for it to return, then finalize".into(),
                         ));
                     }
@@ -394,4 +394,31 @@ pub extern "C" fn rshmem_host_last_error() -> *const c_char {
 #[no_mangle]
 pub extern "C" fn rshmem_host_status_name(status: c_int) -> *const c_char {
     error::name_of(status)
+}
+
+/// The name of the `index`-th variant of the runtime's error, NULL past the last.
+#[no_mangle]
+pub extern "C" fn rshmem_host_error_variant(index: c_int) -> *const c_char {
+    usize::try_from(index).ok().and_then(error::kind_name).map_or(std::ptr::null(), CStr::as_ptr)
+}
+
+/// The status code every function returns for a runtime error of variant `variant`.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_error_status(variant: *const c_char, out: *mut c_int) -> c_int {
+    const NAME: &str = "rshmem_host_error_status()";
+    ffi::call(NAME, || {
+        check_out(out, "out", NAME)?;
+        if variant.is_null() {
+            return Err(Error::InvalidArgument("the variant name is NULL".into()).into());
+        }
+        // SAFETY: non-null; the header asks for a NUL-terminated string.
+        let name = unsafe { CStr::from_ptr(variant) }.to_string_lossy();
+        let kind = error::kind_named(&name).ok_or_else(|| {
+            let known: Vec<&str> = rshmem::ErrorKind::ALL.iter().map(|k| k.name()).collect();
+            Error::InvalidArgument(format!("{name:?} is no variant of the runtime's error; they are {}", known.join(", ")))
+        })?;
+        // SAFETY: non-null; the header asks for a writable rshmem_status_t.
+        unsafe { out.write(crate::status::of(kind)) };
+        Ok(())
+    })
 }

@@ -13,6 +13,8 @@
 #   5. the Rust examples of runtime/examples (simple_shift, ring_reduce) run as 2 PEs under
 #      torchrun; built with the mpi and ndarray features they are MPI programs (array_shift too)
 #      and run under mpirun; runtime/tests/arrays.rs (feature ndarray) runs.
+#   error_codes.c (one process) holds every variant of the runtime's error to its documented
+#      status code;
 #   nvshmem_names.c (NVSHMEM's further host names, NVSHMEM_TEAM_INVALID, team_split_2d, rotating
 #      test_any) runs as 2 and 3 PEs; global_exit.c as 3 processes, each of which must exit with the
 #      status one PE passed to nvshmem_global_exit;
@@ -32,6 +34,12 @@ cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags rshmem) capi/tests/host_
     $(pkg-config --libs rshmem) -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/host_api"
 readelf -d "$PREFIX/host_api" | grep -q 'NEEDED.*\[librshmem\.so\.' \
     || { echo "run.sh: host_api does not record librshmem's soname" >&2; exit 1; }
+
+echo "== every runtime error variant returns its documented status code (error_codes.c)"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Wextra -Werror $(pkg-config --cflags rshmem) capi/tests/error_codes.c \
+    $(pkg-config --libs rshmem) -Wl,-rpath,"$PREFIX/lib" -o "$PREFIX/error_codes"
+timeout 60 "$PREFIX/error_codes"
 
 echo "== 2 PEs under torchrun --no-python"
 timeout 120 "$VENV/bin/python" -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \

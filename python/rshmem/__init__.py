@@ -77,6 +77,7 @@ from ._native import (
     PeOutOfRangeError,
     RshmemError,
     TimeoutError,
+    TransportError,
     UnsupportedError,
     __version__,
 )
@@ -138,6 +139,7 @@ __all__ = [
     "UnsupportedError",
     "OsError",
     "DriverError",
+    "TransportError",
     "LiveTensorsWarning",
     # setup and queries
     "__version__",

@@ -244,6 +244,16 @@ impl Env {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
+    /// The log filter the environment asks for (`crate::log::install`): `RSHMEM_LOG`, else
+    /// `debug` under `RSHMEM_DEBUG`, else none (no logs).
+    pub fn log_directives(&self) -> Option<String> {
+        match (&self.log, self.debug) {
+            (Some(d), _) => Some(d.clone()),
+            (None, true) => Some("debug".to_string()),
+            (None, false) => None,
+        }
+    }
+
     /// Parses variables from any lookup (tests use a map).
     ///
     /// # Errors
@@ -412,5 +422,15 @@ mod tests {
         let err = parse(&[("RSHMEM_LOG", "rshmem=loud")]).unwrap_err().to_string();
         assert!(err.contains("RSHMEM_LOG") && err.contains("debug"), "{err}");
         assert_eq!(parse(&[("RSHMEM_LOG", " info ")]).unwrap().log.as_deref(), Some("info"));
+    }
+
+    #[test]
+    fn debug_means_debug_and_log_wins() {
+        let mut env = Env::from_lookup(|_| None).unwrap();
+        assert_eq!(env.log_directives(), None);
+        env.debug = true;
+        assert_eq!(env.log_directives().as_deref(), Some("debug"));
+        env.log = Some("trace".into());
+        assert_eq!(env.log_directives().as_deref(), Some("trace"));
     }
 }

@@ -1,9 +1,13 @@
 //! The one error type of the runtime.
 //!
 //! Every message says what went wrong, names the values and the PE involved, and says what to do.
-//! The Python layer maps each variant to an exception class (see `torch-ext/src/error.rs`).
+//! Each variant's C status code and Python exception class are rows of `api/errors.toml`; the
+//! front ends reach them through [`Error::kind`] (generated from that table into `error/kind.rs`).
 
 use std::time::Duration;
+
+mod kind;
+pub use kind::ErrorKind;
 
 /// Result with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

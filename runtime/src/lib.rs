@@ -94,6 +94,6 @@ pub mod runtime;
 pub mod transport;
 pub mod watchdog;
 
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use heap::SymAddr;
 pub use runtime::{InitOptions, Runtime, Team};

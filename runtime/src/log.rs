@@ -3,14 +3,13 @@
 //! Every module logs through `tracing`; nothing is printed unless `RSHMEM_LOG` (a level such as
 //! `info`, `debug`, `trace`, or `tracing_subscriber::EnvFilter` directives such as
 //! `rshmem::bootstrap=trace,info`) or `RSHMEM_DEBUG=1` (the same as `RSHMEM_LOG=debug`) asks for
-//! it. Then [`install`] sets a global `tracing_subscriber::fmt` subscriber whose lines begin with
+//! it (`Env::log_directives`). Then [`install`] sets a global `tracing_subscriber::fmt` subscriber whose lines begin with
 //! `[rshmem pe 3/8]`, so the output of all PEs of a job, interleaved on one terminal, still says
 //! who wrote what. Before the bootstrap knows this PE's number the prefix is `[rshmem pe ?]`.
 //!
 //! A program that installed its own global subscriber first keeps it; rshmem's events then go
 //! there, unprefixed.
 
-use crate::env::Env;
 use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Once;
@@ -29,25 +28,15 @@ pub fn set_pe(pe: usize, n_pes: usize) {
     PLACE.store(((pe as i64) << 32) | (n_pes as i64 & 0xffff_ffff), Ordering::Relaxed);
 }
 
-/// The filter the environment asks for: `RSHMEM_LOG`, else `debug` under `RSHMEM_DEBUG`, else
-/// none (no subscriber is installed).
-pub fn directives(env: &Env) -> Option<String> {
-    match (&env.log, env.debug) {
-        (Some(d), _) => Some(d.clone()),
-        (None, true) => Some("debug".to_string()),
-        (None, false) => None,
-    }
-}
-
-/// Installs the rank-prefixed stderr subscriber if the environment asks for logs (see the
-/// module docs); the first call decides, later calls do nothing.
-pub fn install(env: &Env) {
+/// Installs the rank-prefixed stderr subscriber with the filter `directives` (checked with
+/// [`check_directives`]), or nothing for `None`; the first call decides, later calls do nothing.
+pub fn install(directives: Option<&str>) {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let Some(directives) = directives(env) else { return };
-        // `Env` checked the directives already, so a parse error cannot happen here; if it
+        let Some(directives) = directives else { return };
+        // The caller checked the directives already, so a parse error cannot happen here; if it
         // did, logging stays off rather than failing init.
-        let Ok(filter) = EnvFilter::try_new(&directives) else { return };
+        let Ok(filter) = EnvFilter::try_new(directives) else { return };
         let subscriber = tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)
@@ -87,16 +76,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn debug_means_debug_and_log_wins() {
-        let mut env = Env::from_lookup(|_| None).unwrap();
-        assert_eq!(directives(&env), None);
-        env.debug = true;
-        assert_eq!(directives(&env).as_deref(), Some("debug"));
-        env.log = Some("trace".into());
-        assert_eq!(directives(&env).as_deref(), Some("trace"));
-    }
 
     #[test]
     fn bad_directives_are_named() {

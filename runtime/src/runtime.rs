@@ -36,6 +36,7 @@ mod atomic;
 mod collective;
 mod device;
 mod init;
+mod kernel_error;
 mod mem;
 #[cfg(feature = "mpi")]
 mod mpi_init;

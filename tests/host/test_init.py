@@ -146,3 +146,15 @@ def test_exception_hierarchy():
         if isinstance(obj, type) and issubclass(obj, BaseException) and not issubclass(obj, Warning):
             assert issubclass(obj, rshmem.RshmemError), name
     assert issubclass(rshmem.LiveTensorsWarning, RuntimeWarning)
+
+
+def test_every_error_class_is_public():
+    """Each exception class of the error table (api/errors.toml, built into rshmem._native) is
+    `rshmem.<name>` and in `rshmem.__all__`, so any runtime error can be caught by its name."""
+    native = rshmem._native
+    classes = [name for name in dir(native)
+               if isinstance(getattr(native, name), type) and issubclass(getattr(native, name), native.RshmemError)]
+    assert "TransportError" in classes and len(classes) >= 19, classes
+    for name in classes:
+        assert getattr(rshmem, name, None) is getattr(native, name), name
+        assert name in rshmem.__all__, name

@@ -4,7 +4,7 @@
 //! Python layer (`rshmem/host.py`) converts signed and float values to bits and back, so each
 //! SHMEM atomic is a one-line Python function instead of a Rust function per type.
 
-use crate::error::{new_err, IntoPy};
+use crate::error::{new_err, IntoPy, Name};
 use crate::init::{pe_arg, runtime};
 use pyo3::prelude::*;
 use rshmem::backend::{AmoOp, Width};
@@ -23,7 +23,7 @@ fn atomic(addr: usize, width: usize, op: &str, pe: i64, a: u64, b: u64) -> PyRes
         8 => Width::W64,
         other => {
             return Err(new_err(
-                "DTypeError",
+                Name::DTypeError,
                 format!("atomics work on 4- and 8-byte words, not {other}-byte ones; use int32, int64, uint32 or uint64"),
             ))
         }
@@ -39,7 +39,7 @@ fn atomic(addr: usize, width: usize, op: &str, pe: i64, a: u64, b: u64) -> PyRes
         "xor" => AmoOp::Xor(a),
         other => {
             return Err(new_err(
-                "InvalidArgumentError",
+                Name::InvalidArgumentError,
                 format!("atomic operation {other:?} is not one of fetch, set, swap, compare_swap, add, and, or, xor"),
             ))
         }

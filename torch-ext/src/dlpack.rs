@@ -17,7 +17,7 @@
 //! lives.
 #![allow(unsafe_code)]
 
-use crate::error::new_err;
+use crate::error::{new_err, Name};
 use crate::init::runtime;
 use pyo3::prelude::*;
 use rshmem::heap::HeapPin;
@@ -121,7 +121,7 @@ fn heap_view(py: Python<'_>, addr: usize, nbytes: usize, primary: bool) -> PyRes
     let len = nbytes.max(1);
     let Some(a) = heap.allocation_of(addr).filter(|a| addr + len <= a.base + a.len.max(1)) else {
         return Err(new_err(
-            "NotSymmetricError",
+            Name::NotSymmetricError,
             format!(
                 "{addr:#x} +{len} bytes is not inside a live allocation of the symmetric heap ({}): \
                  freed already, or not symmetric memory",

@@ -3,7 +3,7 @@
 //! Python names dtypes by the runtime's names (`DType::name`: `"int8"` ... `"float64"`);
 //! `rshmem/_dtypes.py` is the one table mapping torch and numpy dtypes to them.
 
-use crate::error::{new_err, IntoPy};
+use crate::error::{new_err, IntoPy, Name};
 use pyo3::prelude::*;
 use rshmem::dtype::{DType, ReduceOp, ALL_DTYPES, SYNC_DTYPES};
 
@@ -14,7 +14,7 @@ pub fn names() -> Vec<&'static str> {
 
 /// The runtime dtype called `name`; an unknown name is a `DTypeError`.
 pub fn dtype(name: &str) -> PyResult<DType> {
-    DType::parse(name).map_err(|e| new_err("DTypeError", e.to_string()))
+    DType::parse(name).map_err(|e| new_err(Name::DTypeError, e.to_string()))
 }
 
 /// The dtype of a point-to-point wait or test (`what`, e.g. `"rshmem.wait_until()"`): one of the
@@ -22,7 +22,7 @@ pub fn dtype(name: &str) -> PyResult<DType> {
 /// plain invalid argument; checking here first gives Python the dtype class.
 pub fn sync_dtype(name: &str, what: &str) -> PyResult<DType> {
     let dt = dtype(name)?;
-    dt.expect_one_of(what, &SYNC_DTYPES).map_err(|e| new_err("DTypeError", e.to_string()))?;
+    dt.expect_one_of(what, &SYNC_DTYPES).map_err(|e| new_err(Name::DTypeError, e.to_string()))?;
     Ok(dt)
 }
 
@@ -32,6 +32,6 @@ pub fn sync_dtype(name: &str, what: &str) -> PyResult<DType> {
 pub fn reduce_args(name: &str, dtype_name: &str) -> PyResult<(ReduceOp, DType)> {
     let op = ReduceOp::parse(name).py_err()?;
     let dt = dtype(dtype_name)?;
-    op.check(dt).map_err(|e| new_err("DTypeError", e.to_string()))?;
+    op.check(dt).map_err(|e| new_err(Name::DTypeError, e.to_string()))?;
     Ok((op, dt))
 }

@@ -5,7 +5,7 @@
 //! once and none holds the lock while it blocks. `finalize` takes the runtime out under the write
 //! lock and finalizes it once no other call still holds a clone.
 
-use crate::error::{new_err, IntoPy};
+use crate::error::{new_err, IntoPy, Name};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rshmem::backend::BackendKind;
@@ -88,7 +88,7 @@ fn finalize(py: Python<'_>, how: Option<String>) -> PyResult<()> {
                 Err(shared) => {
                     *slot = Some(shared);
                     return Err(new_err(
-                        "RshmemError",
+                        Name::RshmemError,
                         "rshmem.finalize() was called while another thread is inside an rshmem \
                          call; wait for that call to return, then finalize",
                     ));

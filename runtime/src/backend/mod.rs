@@ -29,10 +29,13 @@ pub use transport::{HostRing, RingMemory, Transport, RING_BYTES};
 
 use crate::bootstrap::Bootstrap;
 use crate::consts::{Cmp, SignalOp};
-use crate::device_state::DeviceState;
+use crate::device_state::{DeviceState, ErrorRecord};
 use crate::driver::stream::StreamHandle;
 use crate::env::Env;
-use crate::error::{Error, Result};
+// Only the docs name `Error` (their links).
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use std::sync::Arc;
 
 /// Which backend.
@@ -184,10 +187,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// The error a kernel of this PE recorded before it stopped, if any; `describe` names a heap
-    /// address for the message.
-    fn device_error(&self, describe: &dyn Fn(usize) -> String) -> Option<Error> {
-        let _ = describe;
+    /// The error record a kernel of this PE wrote before it stopped, if any, as the kernel wrote
+    /// it: the runtime words it (it knows the heap's allocations and the collectives' calls).
+    fn device_error(&self) -> Option<ErrorRecord> {
         None
     }
 

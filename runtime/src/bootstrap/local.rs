@@ -10,6 +10,7 @@
 //! init.
 //! Descriptors travel as `SCM_RIGHTS` on those connections, which gives the receiver its own dup.
 
+use super::deadline::deadline_after;
 use super::health::Health;
 use super::node::NodeInfo;
 use super::pending::{Need, Pending};
@@ -104,7 +105,7 @@ impl LocalExchange {
         health: Health,
         timeout: Duration,
     ) -> Result<LocalExchange> {
-        let deadline = super::deadline_after(Instant::now(), timeout);
+        let deadline = deadline_after(Instant::now(), timeout);
         let local_pes = node.local_pes.clone();
         let my_index = node.local_index;
         let mut peers: Vec<Option<UnixStream>> = (0..local_pes.len()).map(|_| None).collect();
@@ -236,7 +237,7 @@ impl LocalExchange {
         *seq = seq.wrapping_add(1);
         let what = format!("allgather_fds #{this} on PE {}", self.rank);
         self.health.check(&what)?;
-        let deadline = super::deadline_after(Instant::now(), self.timeout);
+        let deadline = deadline_after(Instant::now(), self.timeout);
         let mut msg = [0u8; MSG_LEN];
         msg[..4].copy_from_slice(&this.to_le_bytes());
         msg[4..].copy_from_slice(&(self.my_index as u32).to_le_bytes());

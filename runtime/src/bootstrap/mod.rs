@@ -30,6 +30,7 @@
 
 #[cfg(test)]
 mod fuzz;
+mod deadline;
 mod health;
 mod local;
 mod node;
@@ -46,20 +47,12 @@ pub use node::NodeInfo;
 pub use uid::UniqueId;
 
 use crate::error::{Error, Result};
+use deadline::deadline_after;
 use local::LocalListener;
 use node::HostId;
 use rendezvous::{JobIdent, PeInfo};
 use std::time::{Duration, Instant};
 use tcp::Star;
-
-/// `start + timeout`, or a century from `start` when that overflows (`Duration::MAX` means "no
-/// timeout" to callers).
-fn deadline_after(start: Instant, timeout: Duration) -> Instant {
-    start
-        .checked_add(timeout)
-        .or_else(|| start.checked_add(Duration::from_secs(100 * 365 * 24 * 3600)))
-        .unwrap_or(start)
-}
 
 /// A connected set of PEs: byte-blob collectives, peer-death watch, host layout, fd passing.
 ///

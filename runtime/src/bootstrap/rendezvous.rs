@@ -15,6 +15,7 @@
 //! `nranks - 1` have arrived it sends each the `WELCOME` table of every PE. If its deadline passes
 //! first it sends `ABORT` naming the ranks that never came.
 
+use super::deadline::deadline_after;
 use super::node::HostId;
 use super::uid::{hello_proof, nonce, secrets_equal, UniqueId, NONCE_LEN, SECRET_LEN};
 use super::pending::Pending;
@@ -425,7 +426,7 @@ pub(crate) fn join(
     // Wait a little past our own deadline: PE 0 started its clock at another moment, and its
     // verdict (which ranks never came) says more than our own timeout could.
     let grace = (timeout / 2).min(Duration::from_secs(5));
-    let verdict_by = super::deadline_after(deadline, grace);
+    let verdict_by = deadline_after(deadline, grace);
     let mut pause = Duration::from_millis(5);
     let mut s = loop {
         let mut s = connect(&uid, rank, deadline, timeout)?;

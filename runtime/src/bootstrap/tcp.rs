@@ -19,6 +19,7 @@
 //! Collectives go through PE 0 (a star): fine for the small blobs bootstrap carries (handles,
 //! sizes), with two network hops of latency.
 
+use super::deadline::deadline_after;
 use super::health::Health;
 use super::wire::{decode, encode, read_frame, write_frame, Frame, Kind, ReadError};
 use crate::error::{Error, Result};
@@ -283,7 +284,7 @@ impl Star {
         self.health.check(&what)?;
         body(
             this,
-            super::deadline_after(Instant::now(), self.timeout),
+            deadline_after(Instant::now(), self.timeout),
             &what,
         )
     }
@@ -386,7 +387,7 @@ impl Star {
         }
         let what = "finalize";
         let notice = encode(&(self.rank as u32, how.to_string()));
-        let deadline = super::deadline_after(Instant::now(), self.timeout);
+        let deadline = deadline_after(Instant::now(), self.timeout);
         let mut stall = Stall::new(self.stuck_report);
         let not_left = |s: &Star| -> Vec<usize> {
             (0..s.nranks).filter(|&pe| pe != s.rank && !s.health.has_left(pe)).collect()
@@ -446,7 +447,7 @@ impl Star {
         if self.rank != 0 {
             let _ = self.send(0, Kind::GOODBYE, 0, &[], "finalize");
         } else {
-            let deadline = super::deadline_after(Instant::now(), self.timeout);
+            let deadline = deadline_after(Instant::now(), self.timeout);
             let pending = |s: &Star| {
                 s.links
                     .iter()

@@ -2,9 +2,10 @@
 //! stopped, and publishing the device state into modules Triton loads. On a backend without a
 //! device these do nothing.
 
-use super::Runtime;
+use super::{kernel_error, Runtime};
 use crate::device_state::DeviceState;
 use crate::error::{Error, Result};
+use std::time::Duration;
 
 impl Runtime {
     /// Reports an error a kernel of this PE recorded before it stopped (`trap`): a wait past
@@ -20,10 +21,10 @@ impl Runtime {
         if let Some(e) = self.net.as_ref().and_then(|n| n.proxy_error()) {
             return Err(e);
         }
-        match self.backend.device_error(&|a| self.describe_word(a)) {
-            None => Ok(()),
-            Some(e) => Err(e),
-        }
+        let Some(rec) = self.backend.device_error() else { return Ok(()) };
+        // The wait timeout the kernels ran with (`RSHMEM_DEBUG_WAIT_TIMEOUT_MS`), for the message.
+        let timeout = self.backend.device_state().map(|s| s.debug_wait_timeout_ns).filter(|&ns| ns > 0);
+        Err(kernel_error::record_error(&rec, |a| self.describe_word(a), timeout.map(Duration::from_nanos)))
     }
 
     /// Posts `d` to this PE's proxy from a host thread, as a GPU thread posts it, and waits

@@ -60,7 +60,7 @@ impl Runtime {
     pub fn init(opts: InitOptions) -> Result<Runtime> {
         let started = std::time::Instant::now();
         let env = env::env()?;
-        crate::log::install(env);
+        crate::log::install(env.log_directives().as_deref());
         let (uid, rank, nranks) = peers(opts.uid, opts.rank, opts.nranks)?;
         crate::log::set_pe(rank, nranks);
         tracing::debug!(nranks, "joining the job");

@@ -11,16 +11,11 @@ use super::registry;
 use super::select::{self, DeviceIdentity};
 use super::stream_kernels::RuntimeKernels;
 use crate::bootstrap::Bootstrap;
-use crate::consts::Cmp;
-use crate::device_state::{
-    DeviceState, ErrorRecord, BAD_ADDRESS_BOUND_MASK, BAD_ADDRESS_REMOTE, BAD_ADDRESS_RING, BAD_ADDRESS_SEEN, ERROR_FLAG_BAD_ADDRESS, ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_MISMATCH, ERROR_FLAG_PROXY, ERROR_FLAG_UNSAFE_ADDRESS, ERROR_FLAG_WAIT_TIMEOUT,
-    CHECK_OP_AMO, CHECK_OP_G, CHECK_OP_GET, CHECK_OP_P, CHECK_OP_PUT, CHECK_OP_PUT_SIGNAL, CHECK_OP_SIGNAL,
-};
+use crate::device_state::{DeviceState, ErrorRecord};
 use crate::driver::host_mem::PinnedHost;
 use crate::env::{Env, LocalPlace};
 use crate::error::{Error, Result};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The GPU this PE opened: its memory, plus what every node-local PE learned about the others.
 pub(super) struct OpenedGpu {
@@ -217,149 +212,5 @@ impl Gpu {
     pub(super) fn unpublish(&self) -> Result<usize> {
         // SAFETY: as in `new`.
         unsafe { registry::unpublish_all(self.memory.context()) }
-    }
-
-    /// The wait timeout device code runs with (`RSHMEM_DEBUG_WAIT_TIMEOUT_MS`), for messages.
-    pub(super) fn wait_timeout(&self) -> Option<Duration> {
-        Some(self.state.debug_wait_timeout_ns).filter(|&ns| ns > 0).map(Duration::from_nanos)
-    }
-}
-
-/// The error for a record a kernel wrote; `describe` names a heap address, `timeout` is the
-/// wait timeout the kernel ran with.
-pub fn record_error(rec: &ErrorRecord, describe: impl Fn(usize) -> String, timeout: Option<Duration>) -> Error {
-    let addr = rec.addr as usize;
-    let at = |a: usize| format!("{a:#x} ({})", describe(a));
-    match rec.flag {
-        ERROR_FLAG_WAIT_TIMEOUT => Error::WaitTimeout {
-            pe: rec.pe.max(0) as usize,
-            // The word says which: a team's barrier words are described as that barrier.
-            call: "a wait in a kernel".to_string(),
-            location: at(addr),
-            cmp: i32::try_from(rec.cmp as i64).ok().and_then(|c| Cmp::from_raw(c).ok()).map_or("?", Cmp::symbol),
-            expected: rec.expected as i64,
-            seen: rec.seen as i64,
-            timeout_ms: timeout.map_or(0, |d| d.as_millis() as u64),
-        },
-        ERROR_FLAG_BAD_ADDRESS => Error::InvalidArgument(format!(
-            "a kernel on PE {} stopped: address {} cannot be reached on PE {} by load/store (not a \
-             symmetric address, or that PE is not reachable from this GPU){}; the CUDA context is \
-             unusable now, restart the job",
-            rec.pe,
-            at(addr),
-            rec.cmp as i64,
-            bad_address_seen(rec)
-        )),
-        ERROR_FLAG_BAD_ARGUMENT => Error::InvalidArgument(format!(
-            "a kernel on PE {} stopped on a bad argument {} (pointer {}): a comparison or signal \
-             operation that is not a CMP_*/SIGNAL_* value, a team this PE is not in, a root outside \
-             the team, or a missing workspace; the CUDA context is unusable now, restart the job",
-            rec.pe,
-            rec.cmp as i64,
-            at(addr)
-        )),
-        ERROR_FLAG_UNSAFE_ADDRESS => Error::InvalidArgument(format!(
-            "a kernel on PE {} built in check mode (RSHMEM_CHECK=1) stopped before a {} of {} bytes at {} \
-             on PE {}: the range is not program memory (the runtime's own words lie below the first \
-             program allocation, and nothing lies past the heap bound); the CUDA context is \
-             unusable now, restart the job",
-            rec.pe,
-            check_op_name(rec.expected),
-            rec.seen,
-            at(addr),
-            rec.cmp as i64
-        )),
-        ERROR_FLAG_MISMATCH => {
-            crate::runtime::agree::stream_mismatch(rec.pe.max(0) as usize, rec.addr, rec.cmp, rec.expected, rec.seen)
-        }
-        ERROR_FLAG_PROXY => Error::Unsupported(format!(
-            "a kernel on PE {} stopped: the proxy that carries its operations to PEs on other \
-             hosts had failed (waiting at {} for operation {}; the proxy's own error was \
-             reported by an earlier call); the CUDA context is unusable now, restart the job",
-            rec.pe,
-            at(addr),
-            rec.expected
-        )),
-        other => Error::InvalidArgument(format!(
-            "a kernel on PE {} stopped with an error record of unknown kind {other} (address {}): \
-             the device library and the runtime come from different versions",
-            rec.pe,
-            at(addr)
-        )),
-    }
-}
-
-/// What the translation of an [`ERROR_FLAG_BAD_ADDRESS`] record saw, as a parenthesis for the
-/// message (empty for a record without it): which of its conditions failed is what tells a
-/// wrong address from a PE that neither load/store nor the proxy reaches.
-fn bad_address_seen(rec: &ErrorRecord) -> String {
-    if rec.expected & BAD_ADDRESS_SEEN == 0 {
-        return String::new();
-    }
-    let bound = rec.expected & BAD_ADDRESS_BOUND_MASK;
-    let offset = if rec.seen < bound {
-        format!("offset {:#x} in this PE's heap slot, within the bound {bound:#x}", rec.seen)
-    } else {
-        format!("offset {:#x} from this PE's heap slot, outside the bound {bound:#x}", rec.seen)
-    };
-    let remote = if rec.expected & BAD_ADDRESS_REMOTE != 0 { "on another host" } else { "mapped here" };
-    let ring = if rec.expected & BAD_ADDRESS_RING != 0 { "a proxy ring" } else { "no proxy ring" };
-    format!(" (the kernel saw: {offset}; the target PE {remote}; {ring} on this PE)")
-}
-
-/// The operation of an [`ERROR_FLAG_UNSAFE_ADDRESS`] record (`CHECK_OP_*`).
-fn check_op_name(op: u64) -> &'static str {
-    match u32::try_from(op).unwrap_or(0) {
-        CHECK_OP_PUT => "put",
-        CHECK_OP_GET => "get",
-        CHECK_OP_P => "single-element put (p)",
-        CHECK_OP_G => "single-element get (g)",
-        CHECK_OP_SIGNAL => "signal operation",
-        CHECK_OP_AMO => "atomic operation",
-        CHECK_OP_PUT_SIGNAL => "put with signal",
-        _ => "device operation",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-
-    #[test]
-    fn error_records_become_errors_naming_pe_address_and_values() {
-        let describe = |a: usize| format!("allocation of 64 bytes at heap offset 0, +{}", a - 0x1000);
-        let rec = ErrorRecord { flag: ERROR_FLAG_WAIT_TIMEOUT, pe: 1, addr: 0x1008, cmp: 5, expected: 7, seen: 3 };
-        let e = record_error(&rec, describe, Some(Duration::from_millis(100)));
-        assert!(
-            matches!(e, Error::WaitTimeout { pe: 1, cmp: ">=", expected: 7, seen: 3, timeout_ms: 100, .. }),
-            "{e:?}"
-        );
-        let msg = e.to_string();
-        assert!(msg.contains("PE 1") && msg.contains("0x1008") && msg.contains("+8") && msg.contains(">= 7"), "{msg}");
-        let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 0, addr: 0x1010, cmp: 3, expected: 0, seen: 0 };
-        let msg = record_error(&rec, describe, None).to_string();
-        assert!(msg.contains("PE 0") && msg.contains("0x1010") && msg.contains("on PE 3"), "{msg}");
-        assert!(!msg.contains("the kernel saw"), "{msg}");
-        let seen = BAD_ADDRESS_SEEN | BAD_ADDRESS_REMOTE | 0x100_0000;
-        let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 1, addr: 0x1010, cmp: 0, expected: seen, seen: 0x52_2500 };
-        let msg = record_error(&rec, describe, None).to_string();
-        assert!(msg.contains("offset 0x522500 in this PE's heap slot, within the bound 0x1000000"), "{msg}");
-        assert!(msg.contains("target PE on another host") && msg.contains("no proxy ring on this PE"), "{msg}");
-        let rec = ErrorRecord { expected: seen | BAD_ADDRESS_RING, seen: u64::MAX - 15, ..rec };
-        let msg = record_error(&rec, describe, None).to_string();
-        assert!(msg.contains("outside the bound") && msg.contains("a proxy ring on this PE"), "{msg}");
-        let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ARGUMENT, pe: 0, addr: 0x1000, cmp: 77, expected: 0, seen: 0 };
-        let msg = record_error(&rec, describe, None).to_string();
-        assert!(msg.contains("bad argument 77"), "{msg}");
-        let rec = ErrorRecord { flag: ERROR_FLAG_UNSAFE_ADDRESS, pe: 0, addr: 0x1008, cmp: 1, expected: CHECK_OP_PUT_SIGNAL as u64, seen: 64 };
-        let msg = record_error(&rec, describe, None).to_string();
-        assert!(msg.contains("PE 0 built in check mode") && msg.contains("put with signal of 64 bytes"), "{msg}");
-        assert!(msg.contains("0x1008") && msg.contains("on PE 1"), "{msg}");
-        let rec = ErrorRecord { flag: ERROR_FLAG_PROXY, pe: 1, addr: 0x1000, cmp: 1, expected: 12, seen: 11 };
-        let msg = record_error(&rec, describe, None).to_string();
-        assert!(msg.contains("PE 1") && msg.contains("proxy") && msg.contains("operation 12"), "{msg}");
-        let rec = ErrorRecord { flag: 99, ..rec };
-        assert!(record_error(&rec, describe, None).to_string().contains("unknown kind 99"));
     }
 }

@@ -32,13 +32,12 @@ pub mod select;
 mod stream_kernels;
 pub mod stream_ops;
 
-pub use gpu::record_error;
 pub use memory::CudaMemory;
 
 use crate::backend::{Agreement, Backend, BackendKind, MemoryBackend, Streams};
 use crate::bootstrap::Bootstrap;
 use crate::consts::{Cmp, SignalOp};
-use crate::device_state::DeviceState;
+use crate::device_state::{DeviceState, ErrorRecord};
 use crate::driver::context;
 use crate::driver::host_mem::PinnedHost;
 use crate::driver::module::ModuleHandle;
@@ -138,9 +137,8 @@ impl Backend for CudaBackend {
         self.gpu.as_ref().map(gpu::Gpu::state)
     }
 
-    fn device_error(&self, describe: &dyn Fn(usize) -> String) -> Option<Error> {
-        let gpu = self.gpu.as_ref()?;
-        gpu.error_record().map(|rec| record_error(&rec, describe, gpu.wait_timeout()))
+    fn device_error(&self) -> Option<ErrorRecord> {
+        self.gpu.as_ref()?.error_record()
     }
 
     unsafe fn publish_module(&self, module: usize) -> Result<bool> {
