@@ -441,22 +441,19 @@ class RshmemProcessGroup(ProcessGroup):
     # group (`_allgather_base`, ...) dispatch to a C++ backend by device, which a Python process
     # group has none of ("No backend type associated with device type ...").
     def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
-        call = "all_gather_into_tensor_coalesced"
-        if len(outputs) != len(inputs):
-            raise InvalidArgumentError(f"{call}: {len(outputs)} outputs for {len(inputs)} inputs")
-        if self._route(list(outputs) + list(inputs), call) == "gloo":
-            return self._gloo.allgather_into_tensor_coalesced(outputs, inputs, opts)
-        # Each runs on the host, or in order on the group's stream: the last one's Work covers all.
-        works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs)]
-        return works[-1] if works else _Work(outputs)
+        return self._coalesced("allgather_into_tensor_coalesced", "_allgather_base", outputs, inputs, opts)
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts):
-        call = "reduce_scatter_tensor_coalesced"
+        return self._coalesced("reduce_scatter_tensor_coalesced", "_reduce_scatter_base", outputs, inputs, opts)
+
+    def _coalesced(self, call, one, outputs, inputs, opts):
+        """The coalesced method `call`: `one` (its single-tensor form) on each pair."""
         if len(outputs) != len(inputs):
             raise InvalidArgumentError(f"{call}: {len(outputs)} outputs for {len(inputs)} inputs")
         if self._route(list(outputs) + list(inputs), call) == "gloo":
-            return self._gloo.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
-        works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs)]
+            return getattr(self._gloo, call)(outputs, inputs, opts)
+        # Each runs on the host, or in order on the group's stream: the last one's Work covers all.
+        works = [getattr(self, one)(o, i, opts) for o, i in zip(outputs, inputs)]
         return works[-1] if works else _Work(outputs)
 
     def _same(self, blocks, one, call):

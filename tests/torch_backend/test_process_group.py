@@ -215,21 +215,28 @@ def test_send_recv_in_order(pg):
     dist.barrier(group=pg)
 
 
+def _two_steps(model, params):
+    """Two SGD steps of `model` on this rank's batches; the parameters after them, by `params`."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    g = torch.Generator().manual_seed(me())
+    for _ in range(2):
+        x, y = torch.randn(6, 8, generator=g), torch.randn(6, 4, generator=g)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return [params(p).detach().clone() for p in model.parameters()]
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
 def test_ddp_step_equals_gloo(pg):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     def step(group):
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
-        ddp = DDP(model, process_group=group)
-        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
-        g = torch.Generator().manual_seed(me())
-        for _ in range(2):
-            x, y = torch.randn(6, 8, generator=g), torch.randn(6, 4, generator=g)
-            opt.zero_grad()
-            torch.nn.functional.mse_loss(ddp(x), y).backward()
-            opt.step()
-        return [p.detach().clone() for p in model.parameters()]
+        return _two_steps(DDP(_model(), process_group=group), lambda p: p)
 
     ours, theirs = step(pg), step(dist.group.WORLD)
     assert dist.get_backend(dist.group.WORLD) == "gloo"
@@ -265,22 +272,14 @@ def test_fsdp2_step_equals_gloo(pg):
     from torch.distributed.fsdp import fully_shard
 
     def step(group):
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+        model = _model()
         mesh = DeviceMesh.from_group(group, "cpu")
         for layer in model:
             if isinstance(layer, torch.nn.Linear):
                 fully_shard(layer, mesh=mesh)
         fully_shard(model, mesh=mesh)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        g = torch.Generator().manual_seed(me())
-        for _ in range(2):
-            x, y = torch.randn(6, 8, generator=g), torch.randn(6, 4, generator=g)
-            opt.zero_grad()
-            torch.nn.functional.mse_loss(model(x), y).backward()
-            opt.step()
         # full_tensor() all-gathers each sharded parameter through the functional collectives
-        return [p.full_tensor().detach().clone() for p in model.parameters()]
+        return _two_steps(model, lambda p: p.full_tensor())
 
     ours, theirs = step(pg), step(dist.group.WORLD)
     for a, b in zip(ours, theirs):
