@@ -15,7 +15,8 @@
 //! | `signal.rs` | signal words: `signal_op`, `putmem_signal`, `signal_fetch`, `signal_wait_until` |
 //! | `wait.rs` | the polling loop (health checks, debug timeout) and `wait_until` / `test` families |
 //! | `sync.rs` | `fence`, `quiet`, barriers |
-//! | `team.rs` | [`Team`], the team table, `team_*` calls |
+//! | `team_table.rs` | [`Team`], the team table, the split arithmetic |
+//! | `team.rs` | the `team_*` calls |
 //! | `collective.rs` | broadcast, fcollect, alltoall, reductions |
 //! | `agree.rs` | every member of a host collective checks the others' arguments in its first barrier |
 //! | `stream.rs` | on-stream puts, gets, signals, waits, quiet, barriers (`*_on_stream`): queued on the backend's streams, or run as their host forms where it has none |
@@ -48,12 +49,13 @@ mod stream_collective;
 mod strided;
 mod sync;
 mod team;
+mod team_table;
 mod wait;
 mod workspace;
 
 pub use init::InitOptions;
 pub use raw::Access;
-pub use team::Team;
+pub use team_table::Team;
 
 use crate::backend::{Backend, BackendKind, MemoryBackend, Transport};
 use crate::bootstrap::Bootstrap;
@@ -61,7 +63,7 @@ use crate::error::{Error, Result};
 use crate::heap::{SymAddr, SymmetricHeap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use team::TeamTable;
+use team_table::TeamTable;
 
 /// Alignment of [`Runtime::malloc`] and [`Runtime::calloc`]: enough for any element type and
 /// for 128-byte vector loads on the GPU (NVSHMEM aligns its allocations the same way or less).

@@ -107,6 +107,13 @@ impl Drop for Mapped {
     }
 }
 
+/// Serial number of the next heap made in this process.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
+
+fn next_serial() -> u64 {
+    NEXT_SERIAL.fetch_add(1, Ordering::Relaxed)
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock leaves plain data that is still consistent enough to
     // report from; do not turn it into a second panic.
@@ -206,7 +213,7 @@ impl SymmetricHeap {
             growth,
             mapped: AtomicUsize::new(0),
             alloc: Mutex::new(Allocator::new(MIN_ALIGN)?),
-            serial: record::next_serial(),
+            serial: next_serial(),
             generation: AtomicU64::new(0),
             memory: HeapPin(Arc::new(Mapped { segments: Mutex::new(Vec::new()), reservation })),
             calls: Mutex::new(0),

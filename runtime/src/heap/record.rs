@@ -12,17 +12,10 @@ use super::allocator::Owner;
 use super::SymmetricHeap;
 use crate::error::{Error, Result};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Bits of [`HeapAllocation::id`] that number allocations within one heap.
 const SEQ_BITS: u32 = 40;
-
-/// Serial number of the next heap made in this process.
-static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
-
-pub(super) fn next_serial() -> u64 {
-    NEXT_SERIAL.fetch_add(1, Ordering::Relaxed)
-}
 
 /// One live allocation, seen from an address inside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

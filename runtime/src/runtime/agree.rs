@@ -40,7 +40,7 @@
 //! reads); that waits like any collective entered by one PE only (`RSHMEM_DEBUG_WAIT_TIMEOUT_MS`
 //! ends it).
 
-use super::team::TeamInfo;
+use super::team_table::TeamInfo;
 use super::workspace::AGREE_WORDS as WORDS;
 use super::{workspace, Runtime, Team};
 use crate::heap::SymAddr;

@@ -14,7 +14,7 @@
 //! <https://docs.nvidia.com/nvshmem/api/gen/api/collectives.html>
 
 use super::agree::{Kind, Signature};
-use super::team::TeamInfo;
+use super::team_table::TeamInfo;
 use super::{Runtime, Team};
 use crate::dtype::{reduce_bytes, DType, ReduceOp};
 use crate::heap::SymAddr;

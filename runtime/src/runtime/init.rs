@@ -1,6 +1,6 @@
 //! `init` and `finalize`, and the device state this PE describes itself with.
 
-use super::team::{TeamTable, PREDEFINED};
+use super::team_table::{TeamTable, PREDEFINED};
 use super::{workspace, Runtime, DEFAULT_ALIGN};
 use crate::backend::{self, BackendKind};
 use crate::bootstrap::{Bootstrap, UniqueId};

@@ -25,7 +25,7 @@
 #![allow(unsafe_code)]
 
 use super::mem::check_disjoint;
-use super::team::TeamInfo;
+use super::team_table::TeamInfo;
 use super::{Runtime, Team};
 use crate::backend::{Streams, Width};
 use crate::consts::{Cmp, SignalOp};

@@ -31,7 +31,7 @@
 
 use super::agree::{Kind, Signature};
 use super::stream::{OnStreamCall, Reach};
-use super::team::TeamInfo;
+use super::team_table::TeamInfo;
 use super::{Runtime, Team};
 use crate::backend::launch::workspace;
 use crate::backend::{Agreement, Kernel, Launch, Param, Streams};

@@ -16,7 +16,7 @@
 #![allow(unsafe_code)]
 
 use super::am::{self, Job};
-use super::Inner;
+use super::state::Inner;
 use crate::backend::{AmoOp, Width};
 use crate::consts::SignalOp;
 use crate::error::{Error, Result};
@@ -39,7 +39,7 @@ pub(super) fn start(inner: Arc<Inner>) -> Result<std::thread::JoinHandle<()>> {
 }
 
 fn run(inner: &Inner) {
-    super::enter_thread(inner, "executor");
+    inner.enter_thread("executor");
     let target = &inner.target;
     loop {
         let job = {

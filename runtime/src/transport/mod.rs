@@ -15,6 +15,7 @@
 //! | `proxy.rs` | the proxy: the thread that runs what GPU threads post for PEs on other hosts |
 //! | `staging.rs` | puts in flight: bounce buffers (a put of host memory waits for UCX only for what precedes its last 64 KiB), `putmem_nbi`'s requests |
 //! | `progress.rs` | the progress thread: sleeps on the worker's event fd, wakes to run what peers sent |
+//! | `state.rs` | what the open transport holds, shared by [`Net`] and its progress and executor threads |
 //! | [`ucx`] | the UCX library, loaded at run time: thin checked wrappers (context, worker, endpoints, memory registrations) |
 //!
 //! Operations take heap offsets: the address on the peer is its heap base (exchanged at open)
@@ -54,14 +55,16 @@ mod progress;
 pub mod proxy;
 mod segments;
 mod staging;
+mod state;
 pub mod ucx;
 
 use crate::backend::{AmoOp, MemoryBackend, Width};
-use crate::bootstrap::{Bootstrap, Health};
+use crate::bootstrap::Bootstrap;
 use crate::consts::SignalOp;
 use crate::error::{Error, Result};
 use crate::heap::agree::all_ok;
 use crate::heap::group::Group;
+use state::{Inner, PeerErrors};
 use ucx::{AtomicOp, Context, Endpoint, MemType, Worker};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
@@ -80,47 +83,6 @@ pub const AM_PUT_SIGNAL_MAX: usize = 64 << 10;
 /// where UCX would copy each of its fragments separately (many small copies that each wait for
 /// the GPU, a time slice each where processes share the GPU).
 pub const AM_PUT_SIGNAL_MAX_GPU: usize = 4 << 20;
-
-/// The first endpoint error, per PE (0: none), written by UCX's error callback.
-struct PeerErrors {
-    status: Vec<AtomicI32>,
-}
-
-/// What the open transport holds. Field order is drop order: remote keys and endpoints go
-/// before the worker, the worker before what its callbacks read.
-struct Inner {
-    segments: Segments,
-    eps: Vec<Option<Endpoint>>,
-    worker: Arc<Worker>,
-    target: Box<am::Target>,
-    errors: Box<PeerErrors>,
-    /// Per PE: puts issued since the last flush of its endpoint.
-    dirty: Vec<AtomicBool>,
-    /// Per PE: atomics posted through UCX since the last flush (completed by a quiet; later
-    /// atomics need not wait for them: the runtime's posts are adds whose order does not matter).
-    posted: Vec<AtomicBool>,
-    /// Small puts in flight from bounce buffers.
-    staging: staging::Staging,
-    /// Every PE's heap base (the address of its heap offset 0 in its own process).
-    bases: Vec<usize>,
-    me: usize,
-    secret: [u8; am::SECRET_BYTES],
-    /// The heap is host memory this process may write (put-with-signal as one message).
-    host_memory: bool,
-    /// Atomics and puts-with-signal are run by the target's runtime (`exec.rs`), not by UCX.
-    target_ops: bool,
-    /// The last id given to an `AMO` (its reply carries it).
-    next_id: AtomicU64,
-    /// The heap's memory (the executor's atomics and copies; local buffers' memory types).
-    mem: Arc<dyn MemoryBackend>,
-    /// How long the progress thread polls on after an event (`progress.rs`).
-    spin: Duration,
-    /// What the progress and proxy threads run first.
-    setup: Option<crate::backend::ThreadSetup>,
-    health: Health,
-    stop: AtomicBool,
-    _ctx: Arc<Context>,
-}
 
 /// This PE's network transport (see the module docs). Dropping it stops the progress thread,
 /// then closes the endpoints, deregisters the heap and destroys the worker and context.
@@ -281,7 +243,7 @@ impl Net {
     /// Runs what a thread touching the heap through UCX runs first (see
     /// [`crate::backend::ThreadSetup`]); a failure is logged, the thread goes on.
     pub(crate) fn enter_thread(&self, name: &str) {
-        enter_thread(&self.inner, name);
+        self.inner.enter_thread(name);
     }
 
     /// This PE's heap offset 0 (heap offsets are addresses minus this).
@@ -694,15 +656,6 @@ impl Net {
     /// Messages refused so far (bad header, wrong secret, outside the heap).
     pub fn refused(&self) -> u64 {
         self.inner.target.refused.load(Ordering::Relaxed)
-    }
-}
-
-/// [`Net::enter_thread`] on the shared state (the progress thread holds only that).
-fn enter_thread(inner: &Inner, name: &str) {
-    if let Some(setup) = &inner.setup {
-        if let Err(e) = setup() {
-            tracing::warn!(thread = name, error = %e, "cannot prepare the thread for the backend's memory");
-        }
     }
 }
 

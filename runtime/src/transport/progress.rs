@@ -25,7 +25,7 @@
 //! what owns it, and `Net` joins the thread before dropping that).
 #![allow(unsafe_code)]
 
-use super::Inner;
+use super::state::Inner;
 use crate::error::{Error, Result};
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use std::os::fd::BorrowedFd;
@@ -66,7 +66,7 @@ pub(super) fn start(inner: Arc<Inner>) -> Result<std::thread::JoinHandle<()>> {
 
 fn run(inner: &Inner, fd: i32) {
     // Incoming RMA may land in GPU memory through UCX's CUDA copies.
-    super::enter_thread(inner, "progress");
+    inner.enter_thread("progress");
     // SAFETY: the worker's event fd stays open while the worker lives (module docs).
     let efd = unsafe { BorrowedFd::borrow_raw(fd) };
     let mut last_event = std::time::Instant::now();
