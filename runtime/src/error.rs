@@ -264,7 +264,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn issue_16_pe_range_in_words() {
+    fn pe_range_in_words() {
         let one = Error::PeOutOfRange { pe: 1, n_pes: 1, scope: "the job".into() }.to_string();
         assert_eq!(one, "PE 1 is out of range: the job has 1 PE, the only valid PE is 0");
         let four = Error::PeOutOfRange { pe: -1, n_pes: 4, scope: "the job".into() }.to_string();

@@ -1,4 +1,4 @@
-//! Property tests of everything the bootstrap parses from the network (issue 12): frames,
+//! Property tests of everything the bootstrap parses from the network: frames,
 //! hellos, PE tables, allgather results and unique ids. Arbitrary and mutated bytes never panic
 //! and never make a parser ask for more than its bound; what the encoders write reads back.
 

@@ -450,10 +450,10 @@ mod tests {
         assert_eq!(h.join().unwrap(), b"zero");
     }
 
-    /// Issue 12 item 2: strangers on PE 0's abstract socket (silent, or naming a PE that is
+    /// Strangers on PE 0's abstract socket (silent, or naming a PE that is
     /// not expected) are dropped and the real PE still gets in.
     #[test]
-    fn issue_12_strangers_on_the_local_socket_are_dropped() {
+    fn strangers_on_the_local_socket_are_dropped() {
         let (l0, l1) = (LocalListener::bind().unwrap(), LocalListener::bind().unwrap());
         let table = vec![info(&l0, std::process::id()), info(&l1, std::process::id())];
         let hosts = [table[0].host.clone(), table[1].host.clone()];

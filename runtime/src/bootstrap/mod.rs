@@ -344,10 +344,10 @@ mod tests {
         }
     }
 
-    /// Issue 12 item 3: 100 silent connections and one announcing a 2^62-byte hello (then
+    /// 100 silent connections and one announcing a 2^62-byte hello (then
     /// sending data) neither stall PE 0 nor grow its memory; the job forms at once.
     #[test]
-    fn issue_12_silent_and_huge_connections_do_not_stall_init() {
+    fn silent_and_huge_connections_do_not_stall_init() {
         use std::io::{Read, Write};
         use std::net::TcpStream;
         let uid = UniqueId::new().unwrap();

@@ -202,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_16_descriptions_are_compared_before_bytes() {
+    fn descriptions_are_compared_before_bytes() {
         let f32s = Call { what: "a tensor of shape (4,) and dtype torch.float32".into(), ..Call::plain(Op::Calloc, 3, 1, 16) };
         assert_eq!(Call::decode(&f32s.encode()), Some(f32s.clone()));
         // Equal sizes, different dtypes: refused, in the caller's words.

@@ -244,7 +244,7 @@ fn translate_and_ptr_errors() {
 }
 
 #[test]
-fn issue_12_allocation_record_and_user_checks() {
+fn allocation_record_and_user_checks() {
     use super::Owner;
     let out = run(&[0, 0], |pe| {
         let h = heap(pe, 16 * MIB, MIB);

@@ -337,7 +337,7 @@ mod tests {
     }
 
     #[test]
-    fn issue_11_a_member_on_another_host_is_found_before_any_kernel_runs() {
+    fn a_member_on_another_host_is_found_before_any_kernel_runs() {
         // PEs 1, 3, 5 live on the other host (two_nodes): device code cannot reach them.
         let t = two_nodes(0);
         let reaches = |pe: usize| pe % 2 == 0;
