@@ -108,46 +108,31 @@ if ! make -s -C examples "${TARGETS[@]}" "${MAKEVARS[@]}" >"$WORK/build.log" 2>&
     report FAIL build "make -C examples ${TARGETS[*]}: log $WORK/build.log"
     exit 1
 fi
+# build NAME [FLAGS...]: capi/tests/NAME.cu against the installed library as $WORK/NAME; prints
+# the binary's path, or reports the failure (its log in $WORK/NAME-build.log) and prints nothing.
+build() {
+    local name="$1"; shift
+    if "$NVCC" -std=c++17 -arch="$CUDA_ARCH" -I"$PREFIX/include" "$@" "capi/tests/$name.cu" -o "$WORK/$name" \
+            ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem -Xlinker -rpath -Xlinker "$PREFIX/lib" >"$WORK/$name-build.log" 2>&1; then
+        echo "$WORK/$name"
+    else
+        report FAIL "$name" "does not build: log $WORK/$name-build.log" >&2
+        return 1
+    fi
+}
 COMPAT=""
 if [ -n "$MPICC" ]; then
     mpi_flags=()
     for w in $("$MPICC" -show); do
         case "$w" in -I* | -L* | -l*) mpi_flags+=("$w") ;; esac
     done
-    if "$NVCC" -std=c++17 -arch="$CUDA_ARCH" -I"$PREFIX/include" "${mpi_flags[@]}" capi/tests/nvshmem_compat.cu \
-            -o "$WORK/nvshmem_compat" ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem -Xlinker -rpath -Xlinker "$PREFIX/lib" >"$WORK/compat-build.log" 2>&1; then
-        COMPAT="$WORK/nvshmem_compat"
-    else
-        report FAIL nvshmem_compat "does not build: log $WORK/compat-build.log"
-        FAILED=$((FAILED + 1))
-    fi
+    COMPAT="$(build nvshmem_compat "${mpi_flags[@]}")" || FAILED=$((FAILED + 1))
 fi
 # NVSHMEM's half / bfloat16 and byte collectives: no MPI, started by torchrun like the examples.
-HALF_BYTES=""
-if "$NVCC" -std=c++17 -arch="$CUDA_ARCH" -I"$PREFIX/include" capi/tests/nvshmem_half_bytes.cu -o "$WORK/nvshmem_half_bytes" \
-        ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem -Xlinker -rpath -Xlinker "$PREFIX/lib" >"$WORK/half-bytes-build.log" 2>&1; then
-    HALF_BYTES="$WORK/nvshmem_half_bytes"
-else
-    report FAIL nvshmem_half_bytes "does not build: log $WORK/half-bytes-build.log"
-    FAILED=$((FAILED + 1))
-fi
-STREAM_RMA=""
-if "$NVCC" -std=c++17 -arch="$CUDA_ARCH" -I"$PREFIX/include" capi/tests/nvshmem_stream_rma.cu -o "$WORK/nvshmem_stream_rma" \
-        ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem -Xlinker -rpath -Xlinker "$PREFIX/lib" >"$WORK/stream-rma-build.log" 2>&1; then
-    STREAM_RMA="$WORK/nvshmem_stream_rma"
-else
-    report FAIL nvshmem_stream_rma "does not build: log $WORK/stream-rma-build.log"
-    FAILED=$((FAILED + 1))
-fi
+HALF_BYTES="$(build nvshmem_half_bytes)" || FAILED=$((FAILED + 1))
+STREAM_RMA="$(build nvshmem_stream_rma)" || FAILED=$((FAILED + 1))
 # A 1024-thread block calling nvshmemx_putmem_block (no launch bounds): launches and moves the data.
-PUT_1024=""
-if "$NVCC" -std=c++17 -arch="$CUDA_ARCH" -I"$PREFIX/include" capi/tests/nvshmem_put_block_1024.cu -o "$WORK/nvshmem_put_block_1024" \
-        ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem -Xlinker -rpath -Xlinker "$PREFIX/lib" >"$WORK/put-1024-build.log" 2>&1; then
-    PUT_1024="$WORK/nvshmem_put_block_1024"
-else
-    report FAIL nvshmem_put_block_1024 "does not build: log $WORK/put-1024-build.log"
-    FAILED=$((FAILED + 1))
-fi
+PUT_1024="$(build nvshmem_put_block_1024)" || FAILED=$((FAILED + 1))
 report BUILT examples "$(ls "$WORK/examples" | tr '\n' ' ')"
 
 echo "== the examples as 2 PEs"
