@@ -105,3 +105,40 @@ class Job:
 def describe(ended: list[Ended]) -> str:
     return "\n".join(f"--- PE {i} (exit {e.returncode} after {e.exited_after:.2f} s):\nstdout:\n{e.stdout}\nstderr:\n{e.stderr}"
                      for i, e in enumerate(ended))
+
+
+# docs/errors.md: a peer's death or departure is seen within this long by every blocking call.
+SEEN_WITHIN_S = 5.0
+
+
+def finalize_while_waiting(prelude: str, setup: str, call: str, after_s: float) -> str:
+    """A program whose PE 1 finalizes `after_s` after a barrier while PE 0 waits in `call` (made
+    by `setup`); each prints when (`PE 1 FINALIZED t`, `RAISED t message` or `NO ERROR`)."""
+    return prelude + f"""
+{setup}
+rshmem.barrier_all()
+if me == 1:
+    time.sleep({after_s})
+    left_at = time.time()
+    rshmem.finalize()
+    print("PE 1 FINALIZED", left_at, flush=True)
+else:
+    try:
+        {call}
+    except rshmem.PeerExitedError as e:
+        print("RAISED", time.time(), e, flush=True)
+    else:
+        print("NO ERROR", flush=True)
+"""
+
+
+def assert_leaving_seen(ended: list, call: str) -> None:
+    """PE 0 of a `finalize_while_waiting` job raised PeerExitedError naming PE 1's finalize and
+    `call`, within SEEN_WITHIN_S of it; both exited 0."""
+    assert all(e.returncode == 0 for e in ended), describe(ended)
+    out = ended[0].stdout
+    assert "RAISED" in out and "NO ERROR" not in out, describe(ended)
+    message = out.split("RAISED", 1)[1]
+    assert "PE 1 left the job (rshmem.finalize())" in message and call in message, describe(ended)
+    left_at = float(ended[1].stdout.split("PE 1 FINALIZED", 1)[1].split()[0])
+    assert float(message.split()[0]) - left_at < SEEN_WITHIN_S, describe(ended)

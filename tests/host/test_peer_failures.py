@@ -9,12 +9,9 @@ import time
 
 import pytest
 
-from peer_jobs import Job, describe
+from peer_jobs import SEEN_WITHIN_S, Job, assert_leaving_seen, describe, finalize_while_waiting
 
 pytestmark = pytest.mark.single
-
-# docs/errors.md: a peer's death or departure is seen within this long by every blocking call.
-SEEN_WITHIN_S = 5.0
 
 PRELUDE = """
 import os, signal, sys, time, torch, rshmem, rshmem.torch as rt
@@ -150,35 +147,15 @@ BLOCKING = {
 
 @pytest.mark.parametrize("call", sorted(BLOCKING))
 def test_finalize_while_the_peer_waits(call):
-    code = PRELUDE + f"""
+    setup = """
 word = rt.create_symmetric_tensor((1,), torch.int64)
 src = rt.create_symmetric_tensor((4,), torch.float32)
 dst = rt.create_symmetric_tensor((8,), torch.float32)
 src2 = rt.create_symmetric_tensor((8,), torch.float32)
-dst2 = rt.create_symmetric_tensor((8,), torch.float32)
-rshmem.barrier_all()
-if me == 1:
-    time.sleep(0.3)  # PE 0 waits in its call by now
-    left_at = time.time()
-    rshmem.finalize()
-    print("PE 1 FINALIZED", left_at, flush=True)
-else:
-    try:
-        {BLOCKING[call]}
-    except rshmem.PeerExitedError as e:
-        print("RAISED", time.time(), e, flush=True)
-    else:
-        print("NO ERROR", flush=True)
-"""
-    ended = Job(code).finish()
-    assert all(e.returncode == 0 for e in ended), describe(ended)
-    out = ended[0].stdout
-    assert "RAISED" in out and "NO ERROR" not in out, describe(ended)
-    message = out.split("RAISED", 1)[1]
-    assert "PE 1 left the job (rshmem.finalize())" in message and call in message, describe(ended)
-    raised_at = float(message.split()[0])
-    left_at = float(ended[1].stdout.split("PE 1 FINALIZED", 1)[1].split()[0])
-    assert raised_at - left_at < SEEN_WITHIN_S, describe(ended)
+dst2 = rt.create_symmetric_tensor((8,), torch.float32)"""
+    # PE 0 waits in its call by the time PE 1 leaves, 0.3 s after the barrier.
+    ended = Job(finalize_while_waiting(PRELUDE, setup, BLOCKING[call], 0.3)).finish()
+    assert_leaving_seen(ended, call)
 
 
 def test_a_finished_barrier_then_finalize_on_both_is_clean():
