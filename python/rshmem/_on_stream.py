@@ -31,30 +31,14 @@ __all__ = [
 def putmem_on_stream(dst, src, pe: int, stream=None, *, nbytes: int | None = None) -> None:
     """Copies local tensor `src` (all of it, or its first `nbytes`) into symmetric tensor `dst`
     on `pe`, ordered on `stream` (`nvshmemx_putmem_on_stream`)."""
-    index = _native.device_ordinal()
-    call = "putmem_on_stream"
-    d, s = _local(dst, "dst", index), _local(src, "src", index)
-    _same_dtype(dst, src, call)
-    n = _bytes_of(nbytes, src, call)
-    _fits(n // src.element_size(), dst.numel(), "dst", "elements", call)
-    handle = _stream(stream, call, index)
-    _native.putmem_on_stream(d, s, n, _pe(pe), handle, False)  # s: a live tensor's
-    _used_by_stream(src, stream, handle)
+    _copy_on_stream(_native.putmem_on_stream, "putmem_on_stream", dst, src, pe, stream, nbytes, mine="src")
 
 
 @on_stream
 def getmem_on_stream(dst, src, pe: int, stream=None, *, nbytes: int | None = None) -> None:
     """Fills local tensor `dst` (all of it, or its first `nbytes`) from symmetric tensor `src` on
     `pe`, ordered on `stream` (`nvshmemx_getmem_on_stream`)."""
-    index = _native.device_ordinal()
-    call = "getmem_on_stream"
-    d, s = _local(dst, "dst", index), _local(src, "src", index)
-    _same_dtype(dst, src, call)
-    n = _bytes_of(nbytes, dst, call)
-    _fits(n // dst.element_size(), src.numel(), "src", "elements", call)
-    handle = _stream(stream, call, index)
-    _native.getmem_on_stream(d, s, n, _pe(pe), handle, False)  # d: a live tensor's
-    _used_by_stream(dst, stream, handle)
+    _copy_on_stream(_native.getmem_on_stream, "getmem_on_stream", dst, src, pe, stream, nbytes, mine="dst")
 
 
 @on_stream
@@ -187,3 +171,17 @@ def reducescatter_on_stream(dst, src, op='sum', team=Team.WORLD, stream=None) ->
         raise InvalidArgumentError(f"{call}: src holds {src.numel()} elements, not a multiple of the team size {size}")
     _fits(src.numel() // size, dst.numel(), "dst", "elements", call)
     _native.reducescatter_on_stream(int(team), op, d, s, src.numel() // size, name, _stream(stream, call, index))
+
+
+def _copy_on_stream(native, call: str, dst, src, pe: int, stream, nbytes, *, mine: str) -> None:
+    """A put or get on a stream: `mine` names the local tensor (src of a put, dst of a get), whose
+    bytes (or `nbytes`) the symmetric one must hold, and which the stream uses until it has run."""
+    index = _native.device_ordinal()
+    local, remote, other = (src, dst, "dst") if mine == "src" else (dst, src, "src")
+    d, s = _local(dst, "dst", index), _local(src, "src", index)
+    _same_dtype(dst, src, call)
+    n = _bytes_of(nbytes, local, call)
+    _fits(n // local.element_size(), remote.numel(), other, "elements", call)
+    handle = _stream(stream, call, index)
+    native(d, s, n, _pe(pe), handle, False)  # the local side: a live tensor's address
+    _used_by_stream(local, stream, handle)

@@ -43,11 +43,7 @@ def getmem(dst, src, pe: int, *, nbytes: int | None = None) -> None:
 def put(dst, src, pe: int) -> None:
     """Copies tensor `src` into symmetric tensor `dst` on `pe`; both hold the same bytes and one
     dtype (`DTypeError` otherwise, as in the collectives; `putmem` copies bytes)."""
-    _same_dtype(dst, src, "put")
-    a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
-    if a is None or b is None or a != b:
-        raise InvalidArgumentError(f"put() takes two tensors of the same size; dst holds {a} bytes, src {b}")
-    _native.putmem(_addr(dst, "dst"), _addr(src, "src"), b, pe, False)
+    _native.putmem(_addr(dst, "dst"), _addr(src, "src"), _same_bytes(dst, src, "put"), pe, False)
 
 
 @after_stream
@@ -55,9 +51,7 @@ def iput(dst, src, dst_stride: int, src_stride: int, nelems: int, pe: int, *, dt
     """Copies `nelems` elements of `src`, every `src_stride`-th, into symmetric `dst` on `pe`, every
     `dst_stride`-th (`nvshmem_<type>_iput`; strides count elements). With tensors the strided
     range must lie inside each; both sides are checked before anything is copied."""
-    size = itemsize(_dtype(dtype, dst, src))
-    _strided_fits(dst, dst_stride, nelems, size, "dst")
-    _strided_fits(src, src_stride, nelems, size, "src")
+    size = _strided_size(dst, src, dst_stride, src_stride, nelems, dtype)
     _native.iput(_addr(dst, "dst"), _addr(src, "src"), dst_stride, src_stride, nelems, size, pe)
 
 
@@ -65,9 +59,7 @@ def iput(dst, src, dst_stride: int, src_stride: int, nelems: int, pe: int, *, dt
 def iget(dst, src, dst_stride: int, src_stride: int, nelems: int, pe: int, *, dtype=None) -> None:
     """Copies `nelems` elements of symmetric `src` on `pe`, every `src_stride`-th, into `dst`, every
     `dst_stride`-th (`nvshmem_<type>_iget`; strides count elements)."""
-    size = itemsize(_dtype(dtype, dst, src))
-    _strided_fits(dst, dst_stride, nelems, size, "dst")
-    _strided_fits(src, src_stride, nelems, size, "src")
+    size = _strided_size(dst, src, dst_stride, src_stride, nelems, dtype)
     _native.iget(_addr(dst, "dst"), _addr(src, "src"), dst_stride, src_stride, nelems, size, pe)
 
 
@@ -75,11 +67,7 @@ def iget(dst, src, dst_stride: int, src_stride: int, nelems: int, pe: int, *, dt
 def get(dst, src, pe: int) -> None:
     """Copies symmetric tensor `src` on `pe` into local tensor `dst`; both hold the same bytes and one
     dtype (`DTypeError` otherwise, as in the collectives; `getmem` copies bytes)."""
-    _same_dtype(dst, src, "get")
-    a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
-    if a is None or b is None or a != b:
-        raise InvalidArgumentError(f"get() takes two tensors of the same size; dst holds {a} bytes, src {b}")
-    _native.getmem(_out(dst, "dst"), _addr(src, "src"), b, pe, False)
+    _native.getmem(_out(dst, "dst"), _addr(src, "src"), _same_bytes(dst, src, "get"), pe, False)
 
 
 @after_stream
@@ -92,3 +80,20 @@ def p(dst, value, pe: int, dtype=None) -> None:
 def g(src, pe: int, dtype=None):
     """Loads one element from symmetric `src` on `pe` (`nvshmem_<type>_g`)."""
     return _native.g(_one(src, 'src'), pe, _dtype(dtype, src))
+
+
+def _same_bytes(dst, src, call: str) -> int:
+    """The bytes of `dst` and `src`, which must be tensors of one dtype and size."""
+    _same_dtype(dst, src, call)
+    a, b = _nbytes(dst, "dst"), _nbytes(src, "src")
+    if a is None or b is None or a != b:
+        raise InvalidArgumentError(f"{call}() takes two tensors of the same size; dst holds {a} bytes, src {b}")
+    return b
+
+
+def _strided_size(dst, src, dst_stride: int, src_stride: int, nelems: int, dtype) -> int:
+    """The element size of a strided copy, after checking both strided ranges lie inside their tensors."""
+    size = itemsize(_dtype(dtype, dst, src))
+    _strided_fits(dst, dst_stride, nelems, size, "dst")
+    _strided_fits(src, src_stride, nelems, size, "src")
+    return size
