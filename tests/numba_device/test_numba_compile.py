@@ -421,6 +421,8 @@ GPU_KERNELS = {  # the kernels of tests/numba_device/test_numba_gpu.py with the 
     "_peer_kernel": (_arr("int32"), types.int64),
     "_whoami": (_arr("int32"),),
     "_put_block_cases_256": (_arr("uint8"), _arr("uint8"), _arr("int64"), _arr("int64"), _arr("int64"), types.int64),
+    **{f"_{c}_block_1024": (_arr("fp32"), _arr("fp32"))
+       for c in ("reduce", "reducescatter", "broadcast", "fcollect", "alltoall")},
 }
 
 
@@ -431,3 +433,6 @@ def test_gpu_test_kernels_compile(name):
 
     ptx = shm.compile_ptx(getattr(gpu, name).py_func, GPU_KERNELS[name])
     assert not foreign_calls(ptx)
+    if name.endswith("_1024"):  # launched with 1024 threads and no register cap
+        regs = _entry_registers(ptx, (9, 0))
+        assert regs and max(regs.values()) <= 64, f"{name} cannot launch with 1024 threads: {regs}"
