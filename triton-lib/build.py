@@ -73,9 +73,8 @@ CLANG_FLAGS = [
 # against 209 with 8, 8 CTAs of 128 threads). Triton compiles every kernel with .maxntid from
 # num_warps, so ptxas fits the loop's registers to the launch and a kernel never fails to launch
 # for them; kernels compiled without launch bounds keep copy_device.h's default of 4
-# (docs/device-footprint.md). Likewise the collectives' copy keeps 2 vectors in flight here and
-# 1 in those kernels (rma_device.h, RSHMEM_COLL_COPY_UNROLL).
-TRITON_DEFINES = ("RSHMEM_COPY_UNROLL=16", "RSHMEM_COLL_COPY_UNROLL=2")
+# (docs/device-footprint.md).
+TRITON_DEFINES = ("RSHMEM_COPY_UNROLL=16",)
 
 
 def tool(name: str) -> str:
