@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Compiles the CUDA C++ programs without a GPU (CI): examples/cuda/*.cu and the NVSHMEM
 # compatibility checks capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu,
-# nvshmem_stream_rma.cu and nvshmem_put_block_1024.cu (its kernel's registers checked against a
-# 1024-thread launch), with NVIDIA's nvcc
+# nvshmem_stream_rma.cu, nvshmem_put_block_1024.cu and nvshmem_coll_block_1024.cu (their kernels'
+# registers checked against a 1024-thread launch), with NVIDIA's nvcc
 # from PyPI; then, when RSHMEM_SEEDS names the folder of the NVSHMEM guides (outside the repo),
 # the guides' example programs (capi/tests/seeds.sh).
 #
@@ -46,7 +46,23 @@ if [ -z "$regs" ] || [ "$regs" -gt 64 ]; then
     exit 1
 fi
 echo "compile_cuda.sh: put_next (1024 threads, nvshmemx_putmem_block): $regs registers per thread"
-echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu and nvshmem_put_block_1024.cu compiled"
+# The block-scope collectives (reductions, broadcast, fcollect, alltoall, barriers) the same way:
+# every coll_* kernel of nvshmem_coll_block_1024.cu within 64 registers per thread.
+# shellcheck disable=SC2046
+"$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c --resource-usage \
+    capi/tests/nvshmem_coll_block_1024.cu -o "$ROOT/target/c/nvshmem_coll_block_1024.o" 2>"$ROOT/target/c/coll_block_1024.usage"
+if ! awk 'match($0, /Compiling entry function .*coll_[a-z0-9_]+/) {
+        name = substr($0, RSTART, RLENGTH); sub(/.*_Z[0-9]+/, "", name); k = 1; next }
+      k && /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); split(r, a, " "); k = 0; n++
+        printf "compile_cuda.sh:   %-30s %3d registers per thread\n", name, a[1]
+        if (a[1] + 0 > 64) { bad = bad " " name } }
+      END { if (n < 18) { print "compile_cuda.sh: only " n " coll_* kernels found" > "/dev/stderr"; exit 1 }
+            if (bad != "") { print "compile_cuda.sh: more than 64 registers per thread, so no 1024-thread launch:" bad > "/dev/stderr"; exit 1 } }' \
+        "$ROOT/target/c/coll_block_1024.usage"; then
+    cat "$ROOT/target/c/coll_block_1024.usage" >&2
+    exit 1
+fi
+echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu, nvshmem_put_block_1024.cu and nvshmem_coll_block_1024.cu compiled"
 # The NVSHMEM guides' programs, unmodified, through nvshmem.h (the MPI ones with the wheel's
 # mpicc's flags): only when asked for, since the guides are not part of the repository.
 if [ -n "${RSHMEM_SEEDS:-}" ]; then

@@ -35,6 +35,11 @@
 #include "rshmem/device/prelude.h"
 #endif
 
+/* A kernel compiled here carries no launch bound: the collectives' copy keeps one vector per thread
+   in flight (rshmem/device/rma_device.h), as in NVRTC's build (prelude.h, for nvcc too). */
+#ifndef RSHMEM_COLL_COPY_UNROLL
+#define RSHMEM_COLL_COPY_UNROLL 1
+#endif
 #define RSHMEMI_DEVICE_STATE_DECLARED 1
 #if defined(RSHMEM_CUMODULE)
 extern "C" __device__ rshmemi_device_state_t rshmemi_device_state_d;

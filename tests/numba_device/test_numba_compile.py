@@ -347,6 +347,37 @@ def test_put_block_kernel_fits_1024_threads():
     assert regs and max(regs.values()) <= 64, f"put_block cannot launch with 1024 threads: {regs}"
 
 
+# Block-scope collectives in a kernel of 1024 threads (no launch bound): every reduction operation
+# over a sample of dtypes (half and bfloat16 included), reduce-scatter, broadcast, fcollect,
+# alltoall and the barriers.
+BLOCK_COLLECTIVES = {
+    **{f"reduce_block_{op}_{t}": f'shm.reduce_block(shm.TEAM_WORLD, a_{t}, a_{t}, "{op}")'
+       for op, t in (("sum", "fp32"), ("prod", "fp64"), ("min", "int32"), ("max", "int64"), ("sum", "fp16"),
+                     ("and", "uint32"), ("or", "int64"), ("xor", "uint8"))},
+    "reducescatter_block_sum_fp32": 'shm.reducescatter_block(shm.TEAM_WORLD, a_fp32[:4], a_fp32, "sum")',
+    "reducescatter_block_max_int16": 'shm.reducescatter_block(shm.TEAM_WORLD, a_int16[:4], a_int16, "max")',
+    "broadcast_block": "shm.broadcast_block(shm.TEAM_WORLD, a_int32, a_int32, 0)",
+    "fcollect_block": "shm.fcollect_block(shm.TEAM_WORLD, a_int64, a_int64)",
+    "alltoall_block": "shm.alltoall_block(shm.TEAM_WORLD, a_fp32, a_fp32)",
+    "barrier_all_block": "shm.barrier_all_block()",
+    "sync_all_block": "shm.sync_all_block()",
+    "barrier_block": "shm.barrier_block(shm.TEAM_WORLD)",
+    "sync_block": "shm.sync_block(shm.TEAM_NODE)",
+}
+if "bf16" in DTYPES:
+    BLOCK_COLLECTIVES["reduce_block_max_bf16"] = 'shm.reduce_block(shm.TEAM_WORLD, a_bf16, a_bf16, "max")'
+
+
+@pytest.mark.parametrize("name", sorted(BLOCK_COLLECTIVES))
+def test_block_collective_kernel_fits_1024_threads(name):
+    """A Numba kernel calling a block-scope collective (no launch bound) needs at most 64 registers
+    per thread, so a CTA of 1024 threads launches: the library's barriers, staging copy and
+    combine loop leave room for each other (docs/device-footprint.md)."""
+    ptx = shm.compile_ptx(_kernel(BLOCK_COLLECTIVES[name]), SIG)
+    regs = _entry_registers(ptx, (9, 0))
+    assert regs and max(regs.values()) <= 64, f"{name} cannot launch with 1024 threads: {regs}"
+
+
 def _entry_registers(ptx: str, cc) -> dict[str, int]:
     """Registers per thread of each kernel in linked PTX, as ptxas (inside nvJitLink) reports them."""
     from cuda.bindings import nvjitlink
@@ -390,6 +421,8 @@ GPU_KERNELS = {  # the kernels of tests/numba_device/test_numba_gpu.py with the 
     "_peer_kernel": (_arr("int32"), types.int64),
     "_whoami": (_arr("int32"),),
     "_put_block_cases_256": (_arr("uint8"), _arr("uint8"), _arr("int64"), _arr("int64"), _arr("int64"), types.int64),
+    **{f"_{c}_block_1024": (_arr("fp32"), _arr("fp32"))
+       for c in ("reduce", "reducescatter", "broadcast", "fcollect", "alltoall")},
 }
 
 
@@ -400,3 +433,6 @@ def test_gpu_test_kernels_compile(name):
 
     ptx = shm.compile_ptx(getattr(gpu, name).py_func, GPU_KERNELS[name])
     assert not foreign_calls(ptx)
+    if name.endswith("_1024"):  # launched with 1024 threads and no register cap
+        regs = _entry_registers(ptx, (9, 0))
+        assert regs and max(regs.values()) <= 64, f"{name} cannot launch with 1024 threads: {regs}"

@@ -327,6 +327,62 @@ def test_warp_collectives_and_reducescatter(core, me, npes):
         core.free_array(a)
 
 
+# One block-scope collective per kernel, launched as one block of 1024 threads with no register
+# cap: each launches only if it needs at most 64 registers per thread (test_numba_compile.py
+# checks that without a GPU).
+@shm.jit
+def _reduce_block_1024(dst, src):
+    shm.reduce_block(shm.TEAM_WORLD, dst, src, "sum")
+
+
+@shm.jit
+def _reducescatter_block_1024(dst, src):
+    shm.reducescatter_block(shm.TEAM_WORLD, dst, src, "max")
+
+
+@shm.jit
+def _broadcast_block_1024(dst, src):
+    shm.broadcast_block(shm.TEAM_WORLD, dst, src, 1)
+
+
+@shm.jit
+def _fcollect_block_1024(dst, src):
+    shm.fcollect_block(shm.TEAM_WORLD, dst, src)
+
+
+@shm.jit
+def _alltoall_block_1024(dst, src):
+    shm.alltoall_block(shm.TEAM_WORLD, dst, src)
+
+
+def test_block_collectives_launch_with_1024_threads(core, me, npes):
+    """Each block-scope collective, alone in a kernel of 1024 threads without max_registers,
+    launches and moves nvshmem4py's values; more elements than threads, with a ragged tail."""
+    n = 5 * 1024 + 77
+    index = np.arange(n * npes)
+    src = core.array((n * npes,), dtype="float32")
+    fill(src, (me + 1) * 1000 + index % 4099)  # exact in fp32 summed over the PEs
+    pes = np.arange(npes)[:, None]
+    every = (pes + 1) * 1000 + index[None, :] % 4099  # every PE's src, one row each
+    cases = (
+        (_reduce_block_1024, n, every[:, :n].sum(axis=0)),
+        (_reducescatter_block_1024, n, every[:, me * n:(me + 1) * n].max(axis=0)),
+        (_broadcast_block_1024, n * npes, every[1 % npes]),
+        (_fcollect_block_1024, n * npes * npes, every.reshape(-1)),
+        (_alltoall_block_1024, n * npes, every[:, me * n:(me + 1) * n].reshape(-1)),
+    )
+    for kernel, size, expected in cases:
+        dst = core.array((size,), dtype="float32")
+        fill(dst, np.zeros(size))
+        done(core)
+        kernel[1, 1024](dst, src)
+        done(core)
+        got = host(dst)
+        assert (got == expected).all(), f"{kernel.__name__}: {np.flatnonzero(got != expected)[:5]} wrong"
+        core.free_array(dst)
+    core.free_array(src)
+
+
 @shm.jit
 def _peer_kernel(arr, peer):
     view = shm.peer_array(arr, peer)

@@ -49,6 +49,12 @@ static __device__ __forceinline__ unsigned long long rshmemi_nvrtc_ldg_ull(const
 // what it honours through nvJitLink's link-time optimization and nvcc's whole-program inlining.
 #define RSHMEMI_COLD static __device__ __noinline__ __attribute__((unused))
 
+// The collectives' copy keeps one vector per thread in flight (rma_device.h says why): kernels
+// compiled by NVRTC's LTO-IR or nvcc carry no launch bound for ptxas to fit their registers to.
+#ifndef RSHMEM_COLL_COPY_UNROLL
+#define RSHMEM_COLL_COPY_UNROLL 1
+#endif
+
 static __device__ __forceinline__ unsigned rshmemi_nvrtc_laneid() {
   unsigned lane;
   asm("mov.u32 %0, %%laneid;" : "=r"(lane));

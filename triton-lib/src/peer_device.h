@@ -52,7 +52,7 @@ RSHMEMI_DEV void* rshmemi_peer_ptr(const void* p, int pe) { return rshmemi_peer_
 // says it is on another host, whether this PE has a proxy ring, and the offset of `p` from the
 // start of this PE's slot. The host's message then says which condition failed, from the values
 // this kernel read rather than from the host's own copy of the state. Out of line (device.h).
-RSHMEMI_COLD void rshmemi_fail_unreachable(const void* p, int pe) {
+RSHMEMI_COLD __attribute__((noreturn)) void rshmemi_fail_unreachable(const void* p, int pe) {
   const rshmemi_device_state_t* s = rshmemi_state();
   const rshmemi_peer_map m = rshmemi_peer(pe);
   const int32_t slot = rshmemi_state_i32(&s->pe_slot[(uint32_t)pe & (RSHMEM_MAX_PES - 1)]);

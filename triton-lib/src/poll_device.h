@@ -16,7 +16,7 @@
 // it before trapping: a trap stops every thread of the kernel, so a loser that trapped at once
 // (many threads failing together, e.g. every thread of a block calling a thread-scope put to a
 // bad address) could stop the winner mid-record, and the host would find no error to report.
-RSHMEMI_COLD void rshmemi_fail(uint32_t kind, const void* addr, uint64_t cmp, uint64_t expected, uint64_t seen) {
+RSHMEMI_COLD __attribute__((noreturn)) void rshmemi_fail(uint32_t kind, const void* addr, uint64_t cmp, uint64_t expected, uint64_t seen) {
   const rshmemi_device_state_t* s = rshmemi_state();
   if (s->error_buf != 0) {
     rshmemi_error_record_t* r = (rshmemi_error_record_t*)s->error_buf;

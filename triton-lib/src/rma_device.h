@@ -40,14 +40,23 @@ RSHMEMI_DEV void rshmemi_copy(void* dst, const void* src, size_t n, uint32_t lan
   rshmemi_copy_unrolled_scaled<RSHMEM_COPY_UNROLL>(dst, src, n, lane, nlanes);
 }
 
-// The collectives' copy: a short loop (2 vectors in flight per thread, one loop for every group
-// size). A collective copies once per member inside its loop over members, with barriers around;
-// with the general loop (RSHMEM_COPY_UNROLL, scaled) inlined there, LLVM and ptxas kept every
-// unrolled loop's round offsets live across the member loop, and a block-scope broadcast needed
-// 100 to 255 registers per thread (ptxas -v, sm_90), more than a 1024-thread block may have.
+// The collectives' copy: a short loop (RSHMEM_COLL_COPY_UNROLL vectors in flight per thread, one
+// loop for every group size). A collective copies once per member inside its loop over members,
+// with barriers around; with the general loop (RSHMEM_COPY_UNROLL, scaled) inlined there, LLVM
+// and ptxas kept every unrolled loop's round offsets live across the member loop, and a
+// block-scope broadcast needed 100 to 255 registers per thread (ptxas -v, sm_90), more than a
+// 1024-thread block may have. 2 by default (the Triton bitcode, whose kernels carry .reqntid, and
+// the runtime's kernels, which carry launch bounds); 1 in the CUDA C++ headers and the Numba
+// LTO-IR (nvrtc/prelude.h, capi/include/rshmem_cuda.h), whose kernels carry no launch bound: with
+// 2, a 1024-thread block-scope reduction needed 72-74 registers per thread (nvcc, sm_90), with 1
+// at most 64 (docs/device-footprint.md), and 1024 threads x 16 bytes still keep 16 KiB in flight
+// per block.
+#ifndef RSHMEM_COLL_COPY_UNROLL
+#define RSHMEM_COLL_COPY_UNROLL 2
+#endif
 RSHMEMI_DEV void rshmemi_coll_copy(void* dst, const void* src, size_t n, uint32_t lane, uint32_t nlanes) {
 #if RSHMEM_COPY_STRATEGY == 1
-  rshmemi_copy_unrolled<2>(dst, src, n, lane, nlanes);
+  rshmemi_copy_unrolled<RSHMEM_COLL_COPY_UNROLL>(dst, src, n, lane, nlanes);
 #else
   rshmemi_copy(dst, src, n, lane, nlanes);
 #endif
