@@ -16,14 +16,7 @@
 #include "nvshmem.h"
 #include "nvshmemx.h"
 
-#define CUDA_OK(call)                                                                          \
-  do {                                                                                         \
-    cudaError_t e_ = (call);                                                                   \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
+#include "cuda_ok.h"
 
 constexpr int THREADS = 1024;
 // Elements per PE: several per thread, and a tail that is not a multiple of the block.

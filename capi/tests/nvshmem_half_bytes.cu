@@ -12,14 +12,7 @@
 #include "nvshmem.h"
 #include "nvshmemx.h"
 
-#define CUDA_OK(call)                                                                          \
-  do {                                                                                         \
-    cudaError_t e_ = (call);                                                                   \
-    if (e_ != cudaSuccess) {                                                                   \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));   \
-      exit(1);                                                                                 \
-    }                                                                                          \
-  } while (0)
+#include "cuda_ok.h"
 
 constexpr int N = 4;      // elements of each half / bfloat16 reduction; PE p gives p + 1 + i at i
 constexpr int BYTES = 5;  // bytes per PE of each byte collective (no multiple of a wider type)
