@@ -14,18 +14,7 @@
 
 #define N 4
 
-static int checks = 0;
-
-#define CHECK(cond, ...)                                        \
-  do {                                                          \
-    if (!(cond)) {                                              \
-      fprintf(stderr, "PE %d: %s:%d: %s is false: ", nvshmem_my_pe(), __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                             \
-      fprintf(stderr, "\n");                                    \
-      exit(1);                                                  \
-    }                                                           \
-    checks++;                                                   \
-  } while (0)
+#include "check.h"
 
 /* PE p contributes p + 1 + i at index i (integers) so every operation has a known result. */
 static void int_reductions(int me, int npes) {

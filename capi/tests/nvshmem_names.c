@@ -24,18 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int checks = 0;
-
-#define CHECK(cond, ...)                                                                            \
-  do {                                                                                              \
-    if (!(cond)) {                                                                                  \
-      fprintf(stderr, "PE %d: %s:%d: %s is false: ", nvshmem_my_pe(), __FILE__, __LINE__, #cond);   \
-      fprintf(stderr, __VA_ARGS__);                                                                 \
-      fprintf(stderr, "\n");                                                                        \
-      exit(1);                                                                                      \
-    }                                                                                               \
-    checks++;                                                                                       \
-  } while (0)
+#include "check.h"
 
 static void constants(void) {
   int major = -1, minor = -1, patch = -1;

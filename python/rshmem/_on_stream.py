@@ -134,11 +134,9 @@ def alltoall_on_stream(dst, src, team=Team.WORLD, stream=None) -> None:
     call = "alltoall_on_stream"
     d, s = _local(dst, "dst", index), _local(src, "src", index)
     name = _typed(dst, src, call)
-    size = team_n_pes(team)
-    if src.numel() % size:
-        raise InvalidArgumentError(f"{call}: src holds {src.numel()} elements, not a multiple of the team size {size}")
+    block = _block_of(src, team, call)
     _fits(src.numel(), dst.numel(), "dst", "elements", call)
-    _native.alltoall_on_stream(int(team), d, s, src.numel() // size, name, _stream(stream, call, index))
+    _native.alltoall_on_stream(int(team), d, s, block, name, _stream(stream, call, index))
 
 
 @on_stream
@@ -166,11 +164,9 @@ def reducescatter_on_stream(dst, src, op='sum', team=Team.WORLD, stream=None) ->
     call = "reducescatter_on_stream"
     d, s = _local(dst, "dst", index), _local(src, "src", index)
     name = _typed(dst, src, call)
-    size = team_n_pes(team)
-    if src.numel() % size:
-        raise InvalidArgumentError(f"{call}: src holds {src.numel()} elements, not a multiple of the team size {size}")
-    _fits(src.numel() // size, dst.numel(), "dst", "elements", call)
-    _native.reducescatter_on_stream(int(team), op, d, s, src.numel() // size, name, _stream(stream, call, index))
+    block = _block_of(src, team, call)
+    _fits(block, dst.numel(), "dst", "elements", call)
+    _native.reducescatter_on_stream(int(team), op, d, s, block, name, _stream(stream, call, index))
 
 
 def _copy_on_stream(native, call: str, dst, src, pe: int, stream, nbytes, *, mine: str) -> None:
@@ -185,3 +181,11 @@ def _copy_on_stream(native, call: str, dst, src, pe: int, stream, nbytes, *, min
     handle = _stream(stream, call, index)
     native(d, s, n, _pe(pe), handle, False)  # the local side: a live tensor's address
     _used_by_stream(local, stream, handle)
+
+
+def _block_of(src, team, call: str) -> int:
+    """The elements of one member's block of `src`, which holds one block per member of `team`."""
+    size = team_n_pes(team)
+    if src.numel() % size:
+        raise InvalidArgumentError(f"{call}: src holds {src.numel()} elements, not a multiple of the team size {size}")
+    return src.numel() // size
