@@ -20,7 +20,7 @@
 pub const DEVICE_STATE_MAGIC: u32 = 0x4D48_5352;
 
 /// `DeviceState::version`: bumped whenever a field changes meaning, size or place.
-pub const DEVICE_STATE_VERSION: u32 = 3;
+pub const DEVICE_STATE_VERSION: u32 = 4;
 
 /// How many PEs the device state can describe (`DeviceState::pe_slot` entries).
 ///
@@ -101,6 +101,21 @@ pub const ERROR_FLAG_MISMATCH: u32 = 6;
 /// such as the barrier counters) or reaches past `heap_bound`. `addr` is the symmetric address,
 /// `cmp` the target PE, `expected` the operation (`CHECK_OP_*`), `seen` the byte count.
 pub const ERROR_FLAG_UNSAFE_ADDRESS: u32 = 7;
+
+/// `ErrorRecord::flag` once complete: a wait in a kernel gave up because a peer left the job
+/// (its departure written to `DeviceState::peer_left` by the runtime) and the wait stayed
+/// unsatisfied [`PEER_LEFT_GRACE_NS`] after the kernel saw it. `addr` is the polled address,
+/// `cmp`/`expected` the condition, `seen` the `peer_left` word.
+pub const ERROR_FLAG_PEER_LEFT: u32 = 8;
+
+/// How long a wait in a kernel keeps polling after it saw a peer's departure, for arrivals
+/// still in flight (a PE that left after its calls; through another host's transport they can
+/// land after its notice), as host waits do.
+pub const PEER_LEFT_GRACE_NS: u64 = 500_000_000;
+
+/// `DeviceState::peer_left` word: the low 32 bits hold 1 + the first PE that left the job
+/// (0: none); this bit is set when that PE died instead of finalizing.
+pub const PEER_LEFT_DIED: u64 = 0x1_0000_0000;
 
 /// `ErrorRecord::expected` of [`ERROR_FLAG_UNSAFE_ADDRESS`]: a put (`putmem`, `put`, ...).
 pub const CHECK_OP_PUT: u32 = 1;
@@ -311,6 +326,10 @@ pub struct DeviceState {
     pub proxy_ring: u64,
     /// Symmetric address (device memory) of the `u64` from which GPU threads take proxy tickets.
     pub proxy_head: u64,
+    /// Host-mapped address of a `u64` the runtime sets when a peer leaves the job (see
+    /// [`PEER_LEFT_DIED`]); waits in kernels look at it between polls and stop
+    /// ([`ERROR_FLAG_PEER_LEFT`]) instead of waiting for a PE that is gone. 0 = none.
+    pub peer_left: u64,
     /// Slot of each world PE in the heap range, [`PE_NOT_REACHABLE`] when its memory cannot be
     /// reached by load/store; entries at and beyond `n_pes` are [`PE_NOT_REACHABLE`].
     pub pe_slot: [i32; MAX_PES],
@@ -341,6 +360,7 @@ impl DeviceState {
             error_buf: 0,
             proxy_ring: 0,
             proxy_head: 0,
+            peer_left: 0,
             pe_slot: [PE_NOT_REACHABLE; MAX_PES],
         }
     }
@@ -348,7 +368,7 @@ impl DeviceState {
 
 // No padding anywhere: the size is the sum of the field sizes.
 const _: () = assert!(
-    std::mem::size_of::<DeviceState>() == 8 * 4 + 12 * 8 + 4 * MAX_PES,
+    std::mem::size_of::<DeviceState>() == 8 * 4 + 13 * 8 + 4 * MAX_PES,
     "DeviceState has padding: reorder its fields"
 );
 const _: () = assert!(std::mem::size_of::<DeviceState>() % 8 == 0);

@@ -66,7 +66,7 @@ fn layout_facts() -> Vec<(String, usize)> {
     fields!(DeviceState, "rshmemi_device_state_t", [
         magic, version, my_pe, n_pes, node_size, my_slot, flags, reserved0, heap_base,
         heap_stride, heap_bound, team_table, barrier_ws, coll_ws, coll_ws_size,
-        debug_wait_timeout_ns, error_buf, proxy_ring, proxy_head, pe_slot,
+        debug_wait_timeout_ns, error_buf, proxy_ring, proxy_head, peer_left, pe_slot,
     ]);
     fields!(TeamDesc, "rshmemi_team_desc_t", [start, stride, size, my_index]);
     fields!(ErrorRecord, "rshmemi_error_record_t", [flag, pe, addr, cmp, expected, seen]);

@@ -144,4 +144,11 @@ def test_stage_cuda_collectives_through_cpu(me, npes, monkeypatch):
     a2a = torch.empty(npes)
     dist.all_to_all_single(a2a, torch.arange(npes, dtype=torch.float32) + 10 * me)
     assert torch.equal(a2a, torch.arange(npes, dtype=torch.float32) * 10 + me)
-    assert staged == [2, 1 + npes, 2, 2]  # each call went through the staging path
+    got = torch.empty(4)
+    if me % 2 == 0 and me + 1 < npes:
+        dist.send(torch.arange(4.0) + me, me + 1)
+    elif me % 2 == 1:
+        dist.recv(got, me - 1)
+        assert torch.equal(got, torch.arange(4.0) + me - 1)
+    pairs = [1] if me + 1 < npes or me % 2 == 1 else []
+    assert staged == [2, 1 + npes, 2, 2, *pairs]  # each call went through the staging path

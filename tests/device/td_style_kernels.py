@@ -13,6 +13,7 @@ import triton.language as tl
 
 import rshmem.triton as triton_dist
 import rshmem.triton.language as dl
+from rshmem.triton import libshmem_device
 
 
 @triton.jit
@@ -232,3 +233,20 @@ def extra_helpers_kernel(i32, i64, f32, f16, u8, out64, pe):
 def fill_kernel(x, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     tl.store(x + offs, offs, mask=offs < n)
+
+
+# ---------------------------------------------------------------- warp barriers from one lane
+@triton_dist.jit
+def lone_lane_warp_barrier_kernel(out, team):
+    """Triton-distributed's test_nvshmem_api guards the warp barriers with ``thread_idx / 32 ==
+    0``: a true division, which lane 0 alone passes. Each barrier must still meet every PE's, and
+    the program then counts the barriers it left (``out[0]``, by thread 0)."""
+    thread_idx = dl.tid(0)
+    if thread_idx / 32 == 0:
+        libshmem_device.barrier_all_warp()
+        libshmem_device.sync_all_warp()
+        libshmem_device.barrier_warp(team)
+        libshmem_device.team_sync_warp(team)
+    dl.__syncthreads()
+    if thread_idx == 0:
+        tl.store(out, tl.load(out) + 4)

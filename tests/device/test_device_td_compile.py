@@ -265,3 +265,10 @@ def test_jit_drops_constexprs_from_do_not_specialize():
     # Stock Triton refuses a constexpr in do_not_specialize; Triton-distributed's jit ignores it.
     assert [p.name for p in K.fill_kernel.params if p.do_not_specialize] == ["n"]
     compile_kernel(K.fill_kernel, {"x": "*i32", "n": "i32"}, {"BLOCK": 128})
+
+
+def test_warp_barriers_called_from_one_lane_elect_among_the_lanes_that_called():
+    # Triton-distributed's test_nvshmem_api calls barrier_all_warp from lane 0 alone; the warp
+    # barrier reads which lanes called (activemask) instead of waiting for all 32.
+    ptx = compile_kernel(K.lone_lane_warp_barrier_kernel, {"out": "*i32", "team": "i32"}, num_warps=4).asm["ptx"]
+    assert "activemask.b32" in ptx

@@ -145,6 +145,18 @@ def test_vectors_shuffles_and_ballot_per_thread(dtype, vec):
 
 
 # ---------------------------------------------------------------- host helpers on a GPU
+def test_warp_barriers_called_from_lane_0_alone_meet_every_pe():
+    # As Triton-distributed's test_nvshmem_api calls them (`if thread_idx / 32 == 0:`): lane 0
+    # of warp 0 alone. Each PE runs the kernel 3 times; a barrier that waited for 32 lanes hangs,
+    # one that did not meet the other PE lets the PEs' counts drift apart.
+    out = torch.zeros(1, dtype=torch.int32, device="cuda")
+    for _ in range(3):
+        K.lone_lane_warp_barrier_kernel[(1,)](out, int(rshmem.Team.WORLD), num_warps=4)
+    torch.cuda.synchronize()
+    assert int(out.item()) == 12
+    rshmem.barrier_all()
+
+
 def test_host_helpers_on_a_gpu():
     from rshmem.compat import triton_dist as td
 

@@ -3,8 +3,8 @@ memory, on-stream barriers and waits (kernels), and a fused op's waits. Two PEs 
 (`RSHMEM_ALLOW_SHARED_GPU=1`); each test starts its own job (`peer_jobs.Job`).
 
 Host waits see a peer leave as on the host backend (docs/errors.md, "When a peer fails"); waits
-inside kernels do not, and end at `RSHMEM_DEBUG_WAIT_TIMEOUT_MS` with a record that names the
-team's barrier, which the next host call raises."""
+inside kernels see it in the word the runtime writes for them (`DeviceState::peer_left`) and stop
+with a record naming the wait, which the next host call raises."""
 
 import signal
 import time
@@ -65,37 +65,70 @@ dst = rt.create_symmetric_tensor((8,), torch.float32)"""
     assert_leaving_seen(ended, call)
 
 
-@pytest.mark.parametrize("call", ["barrier_all_on_stream", "signal_wait_until_on_stream", "all_gather_matmul"])
-def test_waits_in_kernels_end_at_the_debug_timeout_naming_the_wait(call):
-    # PE 1 dies; PE 0's kernel waits for it and cannot see that: it stops at the debug timeout
-    # and the next host call raises TimeoutError naming the wait (a team's barrier words for a
-    # barrier), and the process exits instead of hanging.
+KERNEL_WAITS = {
+    # (set-up both PEs run, the call PE 0 then makes alone)
+    "barrier_all_on_stream": ("", "rt.barrier_all_on_stream()"),
+    # The op's first call agrees on its shapes through the bootstrap (a host wait); the second
+    # is its plan alone, so PE 0 then waits inside the GEMM kernel for PE 1's shard.
+    # The fused kernel at every size (not the decode rule's gathered A + cuBLAS).
+    "all_gather_matmul": ("import rshmem.ops\nrshmem.ops.config.gemm_small_rows = 0\n"
+                          "a = torch.ones(128, 256, device='cuda', dtype=torch.float16)\n"
+                          "b = torch.ones(256, 256, device='cuda', dtype=torch.float16)\n"
+                          "rshmem.ops.all_gather_matmul(a, b)\ntorch.cuda.synchronize()",
+                          "rshmem.ops.all_gather_matmul(a, b)"),
+}
+
+
+@pytest.mark.parametrize("how", ["killed", "finalized"])
+@pytest.mark.parametrize("call", list(KERNEL_WAITS))
+def test_waits_in_kernels_see_a_peer_leave(call, how):
+    # PE 0's kernel waits for PE 1, which dies (SIGKILL) or finalizes. The kernel sees the
+    # departure in the word the runtime writes (DeviceState::peer_left), gives arrivals in flight
+    # RSHMEM_PEER_LEFT_GRACE_NS, and stops; CUDA reports the stopped kernel, and rshmem's next
+    # call names the peer and the wait. No debug timeout is set: nothing else would end the wait.
     _cuda_or_skip()
-    calls = {
-        "barrier_all_on_stream": "rshmem.barrier_all_on_stream()",
-        "signal_wait_until_on_stream": "rshmem.signal_wait_until_on_stream(word, rshmem.CMP_GE, 1)",
-        "all_gather_matmul": "rshmem.ops.all_gather_matmul(torch.ones(64, 64, device='cuda', dtype=torch.float16), "
-                             "torch.ones(64, 64, device='cuda', dtype=torch.float16))",
-    }
+    setup, waits = KERNEL_WAITS[call]
+    leave = "time.sleep(60)" if how == "killed" else "time.sleep(1.0)\n    print('LEAVING', time.time(), flush=True)\n    rshmem.finalize()\n    sys.exit(0)"
     code = PRELUDE + f"""
 word = rt.create_symmetric_tensor((1,), torch.int64)
+{setup}
 rshmem.barrier_all()
 if me == 1:
     print("READY", flush=True)
-    time.sleep(60)
+    {leave}
 time.sleep(0.5)
-{calls[call]}
-torch.cuda.synchronize()
-rshmem.check_device_error()
+started = time.time()
+print("CALLING", flush=True)
+try:
+    {waits}
+    torch.cuda.synchronize()
+except Exception as e:
+    print("CUDA SAYS", type(e).__name__, flush=True)
+try:
+    rshmem._native.check_device_error()
+except rshmem.RshmemError as e:
+    print("RAISED", time.time() - started, type(e).__name__, e, flush=True)
+    os._exit(3)
 print("NO ERROR", flush=True)
 """
-    job = Job(code, backend="cuda", env={"RSHMEM_DEBUG_WAIT_TIMEOUT_MS": "3000"})
+    job = Job(code, backend="cuda")
     job.wait_for_line(1, "READY", timeout=120)
-    job.signal(1, signal.SIGKILL)
+    if how == "killed":
+        # Once PE 0 waits in the kernel (before, its host call would see the death itself).
+        job.wait_for_line(0, "CALLING", timeout=120)
+        time.sleep(1.0)
+        job.signal(1, signal.SIGKILL)
     ended = job.finish(timeout=120)
-    survivor = ended[0]
-    assert survivor.returncode != 0 and "NO ERROR" not in survivor.stdout, describe(ended)
-    text = survivor.stderr
-    assert "PeerDiedError" in text or "TimeoutError" in text or "DriverError" in text, describe(ended)
-    if "TimeoutError" in text and call != "signal_wait_until_on_stream":
-        assert "barrier words of team" in text or "timed out" in text, describe(ended)
+    out = ended[0].stdout
+    assert "RAISED" in out and "NO ERROR" not in out, describe(ended)
+    raised = out.split("RAISED", 1)[1]
+    took = float(raised.split()[0])
+    if how == "killed":
+        assert "PeerDiedError" in raised and "PE 1 died" in raised, describe(ended)
+    else:
+        assert "PeerExitedError" in raised and "PE 1 left the job (rshmem.finalize())" in raised, describe(ended)
+    assert "a wait in a kernel on PE 0" in raised, describe(ended)
+    if call == "barrier_all_on_stream":
+        assert "barrier" in raised, describe(ended)  # the word is described as the team's barrier
+    # PE 1 leaves about 1 s after READY (finalized) or at once (killed); PE 0 waited from 0.5 s.
+    assert took < SEEN_WITHIN_S + 1.0, describe(ended)

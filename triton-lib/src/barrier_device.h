@@ -169,4 +169,25 @@ RSHMEMI_DEV void rshmemi_team_barrier_agreed(int team, bool quiet, int scope, co
 
 RSHMEMI_DEV void rshmemi_team_barrier(int team, bool quiet, int scope) { rshmemi_team_barrier_agreed(team, quiet, scope, 0); }
 
+// The exported barriers. NVSHMEM programs call the warp barriers from fewer than 32 lanes:
+// Triton-distributed's own test guards them with `thread_idx / 32 == 0`, a true division that
+// lane 0 alone passes, and NVSHMEM lets such a call through. Here the lanes that called elect one
+// to run the barrier and then meet on their own mask; a whole warp keeps the parallel arrivals.
+// Only at the API's entry, where the caller's lanes arrive together: inside the library a warp
+// may be split between two points of a function, and the collectives' barriers keep the full
+// warp's sync.
+RSHMEMI_DEV void rshmemi_team_barrier_entry(int team, bool quiet, int scope) {
+  if (scope == RSHMEMI_WARP) {
+    const uint32_t called = rshmemi_activemask();
+    if (called != 0xffffffffu) {
+      if ((1u << rshmemi_laneid()) == (called & (0u - called))) {  // the lowest lane that called
+        rshmemi_team_barrier_agreed(team, quiet, RSHMEMI_THREAD, 0);
+      }
+      __nvvm_bar_warp_sync(called);
+      return;
+    }
+  }
+  rshmemi_team_barrier_agreed(team, quiet, scope, 0);
+}
+
 #endif  // RSHMEM_BARRIER_DEVICE_H

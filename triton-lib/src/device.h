@@ -73,6 +73,12 @@ RSHMEMI_DEV uint32_t rshmemi_laneid() { return __nvvm_read_ptx_sreg_laneid(); }
 // Block and warp barriers. All threads of the block (warp) must reach them.
 RSHMEMI_DEV void rshmemi_syncthreads() { __syncthreads(); }
 RSHMEMI_DEV void rshmemi_syncwarp() { __nvvm_bar_warp_sync(0xffffffffu); }
+// The lanes of this warp that execute this call together.
+RSHMEMI_DEV uint32_t rshmemi_activemask() {
+  uint32_t m;
+  asm volatile("activemask.b32 %0;" : "=r"(m));
+  return m;
+}
 
 // Never returns, and says so to every compiler: NVVM (nvcc, NVRTC) does not know that its
 // __trap() ends the thread. Without `noreturn` on it and on the failure paths that end in it

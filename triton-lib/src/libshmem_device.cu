@@ -122,10 +122,10 @@ RSHMEM_EXPORT int32_t rshmem_quiet(void) {
 }
 
 // ---------------------------------------------------------------- barriers
-#define RSHMEMI_BARRIER_ALL(NAME, QUIET, SCOPE)            \
-  RSHMEM_EXPORT int32_t NAME(void) {                       \
-    rshmemi_team_barrier(RSHMEM_TEAM_WORLD, QUIET, SCOPE); \
-    return 0;                                              \
+#define RSHMEMI_BARRIER_ALL(NAME, QUIET, SCOPE)                  \
+  RSHMEM_EXPORT int32_t NAME(void) {                             \
+    rshmemi_team_barrier_entry(RSHMEM_TEAM_WORLD, QUIET, SCOPE); \
+    return 0;                                                    \
   }
 RSHMEMI_BARRIER_ALL(rshmem_barrier_all, true, RSHMEMI_THREAD)
 RSHMEMI_BARRIER_ALL(rshmemx_barrier_all_warp, true, RSHMEMI_WARP)
@@ -134,10 +134,10 @@ RSHMEMI_BARRIER_ALL(rshmem_sync_all, false, RSHMEMI_THREAD)
 RSHMEMI_BARRIER_ALL(rshmemx_sync_all_warp, false, RSHMEMI_WARP)
 RSHMEMI_BARRIER_ALL(rshmemx_sync_all_block, false, RSHMEMI_BLOCK)
 
-#define RSHMEMI_BARRIER_TEAM(NAME, QUIET, SCOPE) \
-  RSHMEM_EXPORT int32_t NAME(int32_t team) {     \
-    rshmemi_team_barrier(team, QUIET, SCOPE);    \
-    return 0;                                    \
+#define RSHMEMI_BARRIER_TEAM(NAME, QUIET, SCOPE)    \
+  RSHMEM_EXPORT int32_t NAME(int32_t team) {        \
+    rshmemi_team_barrier_entry(team, QUIET, SCOPE); \
+    return 0;                                       \
   }
 RSHMEMI_BARRIER_TEAM(rshmem_barrier, true, RSHMEMI_THREAD)
 RSHMEMI_BARRIER_TEAM(rshmemx_barrier_warp, true, RSHMEMI_WARP)

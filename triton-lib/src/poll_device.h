@@ -60,22 +60,62 @@ RSHMEMI_DEV T rshmemi_load_acquire(const T* p) {
 }
 
 // Whether the timeout clock is due for a look on poll number `i` (1, 2, ...): every 64th poll,
-// so a debug run does not pay a %globaltimer read per poll either.
+// so a debug run does not pay a %globaltimer read per poll either (the proxy's waits and the
+// runtime's staged collectives, which the proxy's or the runtime's own failure ends otherwise).
 RSHMEMI_DEV bool rshmemi_timer_due(uint32_t i) { return (i & 63u) == 0; }
 
 // The debug timeout (0 = none), read once per wait with an invariant load (device.h).
 RSHMEMI_DEV uint64_t rshmemi_wait_timeout() { return rshmemi_state_u64(&rshmemi_state()->debug_wait_timeout_ns); }
 
-// The timed part of rshmemi_wait_until, out of line: only a debug run (a timeout set) gets here.
+// What a long wait watches between polls, every RSHMEMI_WATCH_EVERY polls (a %globaltimer read
+// and one load of host memory, so a wait pays neither per poll): the debug timeout
+// (RSHMEM_DEBUG_WAIT_TIMEOUT_MS, 0 = none) and the runtime's word that says a peer left the job
+// (DeviceState::peer_left). A wait still unsatisfied RSHMEM_PEER_LEFT_GRACE_NS after it saw a
+// departure stops the kernel with a record naming the wait (ERROR_FLAG_PEER_LEFT) instead of
+// waiting for a PE that is gone.
+#define RSHMEMI_WATCH_EVERY 256u
+
+struct rshmemi_watch_t {
+  uint64_t start;      // when the wait began (a debug timeout's origin)
+  uint64_t timeout;    // RSHMEM_DEBUG_WAIT_TIMEOUT_MS in ns, 0 = none
+  uint64_t left_seen;  // when this wait first saw a departure, 0 = not yet
+};
+
+RSHMEMI_DEV rshmemi_watch_t rshmemi_watch_begin() {
+  rshmemi_watch_t w;
+  w.timeout = rshmemi_state_u64(&rshmemi_state()->debug_wait_timeout_ns);
+  w.start = rshmemi_globaltimer();
+  w.left_seen = 0;
+  return w;
+}
+
+// Poll number `i` (1, 2, ...) of a wait at `p` for `<cmp> target` that last read `v`.
+RSHMEMI_DEV void rshmemi_watch(rshmemi_watch_t* w, uint32_t i, const void* p, int cmp, uint64_t target, uint64_t v) {
+  if ((i & (RSHMEMI_WATCH_EVERY - 1u)) != 0) return;
+  const uint64_t now = rshmemi_globaltimer();
+  if (w->timeout != 0 && now - w->start > w->timeout) {
+    rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, p, (uint64_t)(int64_t)cmp, target, v);
+  }
+  const uint64_t word = rshmemi_state_u64(&rshmemi_state()->peer_left);
+  if (word == 0) return;
+  const uint64_t left = rshmemi_relaxed_ld_sys_u64((const uint64_t*)(uintptr_t)word);
+  if (left == 0) return;
+  if (w->left_seen == 0) {
+    w->left_seen = now;
+  } else if (now - w->left_seen > RSHMEM_PEER_LEFT_GRACE_NS) {
+    rshmemi_fail(RSHMEM_ERROR_FLAG_PEER_LEFT, p, (uint64_t)(int64_t)cmp, target, left);
+  }
+}
+
+// The waiting part of rshmemi_wait_until, out of line: a wait that the first load did not
+// satisfy.
 template <typename T>
-RSHMEMI_COLD T rshmemi_wait_until_timed(const T* p, int cmp, T target, uint64_t timeout) {
-  const uint64_t start = rshmemi_globaltimer();
+RSHMEMI_COLD T rshmemi_wait_until_slow(const T* p, int cmp, T target) {
+  rshmemi_watch_t w = rshmemi_watch_begin();
   for (uint32_t i = 1;; ++i) {
     const T v = rshmemi_load_acquire(p);
     if (rshmemi_compare(v, cmp, target)) return v;
-    if (rshmemi_timer_due(i) && rshmemi_globaltimer() - start > timeout) {
-      rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, p, (uint64_t)(int64_t)cmp, (uint64_t)target, (uint64_t)v);
-    }
+    rshmemi_watch(&w, i, p, cmp, (uint64_t)target, (uint64_t)v);
   }
 }
 
@@ -84,19 +124,14 @@ RSHMEMI_COLD T rshmemi_wait_until_timed(const T* p, int cmp, T target, uint64_t 
 //
 // Every poll is an acquire load and the returned value is the one that acquire load read, so
 // the synchronization is with the writer of the returned value (polling relaxed and re-reading
-// with acquire could return a value that no acquire read saw). Without a timeout the loop is
-// only load, compare, branch; with one, the clock is read every 64th poll, in a function of its
-// own (rshmemi_wait_until_timed).
+// with acquire could return a value that no acquire read saw). Inline there is one load and
+// compare; a wait that must spin does so in a function of its own (rshmemi_wait_until_slow),
+// which watches the debug timeout and departed peers.
 template <typename T>
 RSHMEMI_DEV T rshmemi_wait_until(const T* p, int cmp, T target) {
-  const uint64_t timeout = rshmemi_wait_timeout();
-  T v = rshmemi_load_acquire(p);
+  const T v = rshmemi_load_acquire(p);
   if (rshmemi_compare(v, cmp, target)) return v;
-  if (timeout != 0) return rshmemi_wait_until_timed<T>(p, cmp, target, timeout);
-  do {
-    v = rshmemi_load_acquire(p);
-  } while (!rshmemi_compare(v, cmp, target));
-  return v;
+  return rshmemi_wait_until_slow<T>(p, cmp, target);
 }
 
 // Whether `status` (may be null) excludes entry i.
@@ -164,36 +199,30 @@ RSHMEMI_DEV int64_t rshmemi_vector_test(const T* ivars, size_t n, const int32_t*
   else return rshmemi_test_some<T>(ivars, n, status, cmp, target);
 }
 
-// The timed part of rshmemi_wait_vector, out of line (as rshmemi_wait_until_timed). Scalars
+// The waiting part of rshmemi_wait_vector, out of line (as rshmemi_wait_until_slow). Scalars
 // only: a lambda passed by value to an out-of-line function crashed NVPTX's instruction
 // selection in Triton's LLVM.
 template <typename T, int KIND>
-RSHMEMI_COLD int64_t rshmemi_wait_vector_timed(const T* ivars, size_t n, const int32_t* status, int cmp, T target,
-                                               size_t start, int64_t none, uint64_t timeout) {
-  const uint64_t t0 = rshmemi_globaltimer();
+RSHMEMI_COLD int64_t rshmemi_wait_vector_slow(const T* ivars, size_t n, const int32_t* status, int cmp, T target,
+                                              size_t start, int64_t none) {
+  rshmemi_watch_t w = rshmemi_watch_begin();
   for (uint32_t i = 1;; ++i) {
     const int64_t r = rshmemi_vector_test<T, KIND>(ivars, n, status, cmp, target, start);
     if (r != none) return r;
-    if (rshmemi_timer_due(i) && rshmemi_globaltimer() - t0 > timeout) {
-      rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, ivars, (uint64_t)(int64_t)cmp, (uint64_t)target,
-                   (uint64_t)rshmemi_load_acquire(ivars));
+    if ((i & (RSHMEMI_WATCH_EVERY - 1u)) == 0) {
+      rshmemi_watch(&w, i, ivars, cmp, (uint64_t)target, (uint64_t)rshmemi_load_acquire(ivars));
     }
   }
 }
 
 // The vector waits poll the vector test until it reports progress (a result other than `none`),
-// with the same timeout rule as rshmemi_wait_until (the record names the first array element).
+// watched as rshmemi_wait_until's (the record names the first array element).
 template <typename T, int KIND>
 RSHMEMI_DEV int64_t rshmemi_wait_vector(const T* ivars, size_t n, const int32_t* status, int cmp, T target, size_t start,
                                         int64_t none) {
-  const uint64_t timeout = rshmemi_wait_timeout();
-  int64_t r = rshmemi_vector_test<T, KIND>(ivars, n, status, cmp, target, start);
+  const int64_t r = rshmemi_vector_test<T, KIND>(ivars, n, status, cmp, target, start);
   if (r != none) return r;
-  if (timeout != 0) return rshmemi_wait_vector_timed<T, KIND>(ivars, n, status, cmp, target, start, none, timeout);
-  do {
-    r = rshmemi_vector_test<T, KIND>(ivars, n, status, cmp, target, start);
-  } while (r == none);
-  return r;
+  return rshmemi_wait_vector_slow<T, KIND>(ivars, n, status, cmp, target, start, none);
 }
 
 #endif  // RSHMEM_POLL_DEVICE_H

@@ -111,8 +111,7 @@ static __device__ __attribute__((noinline)) void rshmemi_rt_staged_wait(const ui
                                                                         uint64_t* agree, uint64_t desc, uint64_t seq) {
   const rshmemi_device_state_t* s = rshmemi_state();
   const int me = rshmemi_state_i32(&s->my_pe);
-  const uint64_t timeout = rshmemi_wait_timeout();
-  const uint64_t start = timeout != 0 ? rshmemi_globaltimer() : 0;
+  rshmemi_watch_t w = rshmemi_watch_begin();
   for (uint32_t i = 1;; ++i) {
     const uint64_t v = rshmemi_ld_acquire_sys_u64(flag);
     if (v >= e) return;
@@ -125,9 +124,7 @@ static __device__ __attribute__((noinline)) void rshmemi_rt_staged_wait(const ui
       rshmemi_fail(RSHMEM_ERROR_FLAG_MISMATCH, (const void*)(uintptr_t)((seq << 32) | (seq & 0xffffffffull)),
                    (uint64_t)pe, desc, rshmemi_relaxed_ld_sys_u64(agree + 2 * pe));
     }
-    if (timeout != 0 && rshmemi_timer_due(i) && rshmemi_globaltimer() - start > timeout) {
-      rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, flag, (uint64_t)RSHMEM_CMP_GE, e, v);
-    }
+    rshmemi_watch(&w, i, flag, RSHMEM_CMP_GE, e, v);
   }
 }
 

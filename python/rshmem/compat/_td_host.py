@@ -217,15 +217,11 @@ def get_numa_node_count_in_group(pg) -> int:
 
 # ---------------------------------------------------------------- rshmem state
 def has_nvshmemi_bc_built() -> bool:
-    """Whether the device library's bitcode is there (rshmem's counterpart of NVSHMEM's
-    ``libnvshmemi_device.bc``)."""
-    from rshmem.triton import bitcode_path  # noqa: PLC0415
-
-    try:
-        bitcode_path()
-    except FileNotFoundError:
-        return False
-    return True
+    """False: rshmem has no counterpart of NVSHMEM's optional ``libnvshmemi_device.bc``, the
+    internal transfer layer (``nvshmemi_transfer_rma*``) behind Triton-distributed's
+    ``putmem_rma*`` / ``putmem_signal_rma*``; the scripts skip what needs it, as on an NVSHMEM
+    install built without it."""
+    return False
 
 
 def init_nvshmem_by_torch_process_group(pg) -> None:

@@ -268,7 +268,9 @@ def barrier_all_on_stream(ctx: BarrierAllContext, stream=None) -> None:
 
 
 # ---------------------------------------------------------------- reference collectives on gloo
-_STAGED = ("all_gather", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single")
+# send / recv too: gloo reads and writes their buffer as host memory ("writev: Bad address" and
+# an abort, where Triton-distributed's pipeline test sends CUDA tensors).
+_STAGED = ("all_gather", "all_gather_into_tensor", "reduce_scatter_tensor", "all_to_all_single", "send", "recv")
 
 
 def _tensors_of(value) -> list:
@@ -280,7 +282,8 @@ def _tensors_of(value) -> list:
 
 
 def _needs_staging(group, tensors) -> bool:
-    """gloo has no CUDA all_gather / reduce_scatter / all_to_all: those calls would raise."""
+    """gloo has no CUDA all_gather / reduce_scatter / all_to_all (those calls raise) and takes a
+    CUDA tensor's device address for host memory in send / recv."""
     import torch.distributed as dist  # noqa: PLC0415
 
     return dist.get_backend(group) == "gloo" and any(t.is_cuda for t in tensors)
@@ -355,10 +358,10 @@ def stage_cuda_collectives_through_cpu() -> None:
 
     PEs sharing one GPU run torch.distributed on gloo (NCCL refuses two ranks on one GPU), and
     gloo refuses CUDA tensors for all_gather, all_gather_into_tensor, reduce_scatter_tensor and
-    all_to_all_single; Triton-distributed calls them on CUDA tensors for its reference results.
-    After this call:
+    all_to_all_single, and send / recv of a CUDA tensor abort the process; Triton-distributed
+    calls them on CUDA tensors for its reference results. After this call:
 
-    - those four take CUDA tensors on a gloo group, through host copies (calls on other
+    - those six take CUDA tensors on a gloo group, through host copies (calls on other
       backends, on CPU tensors, or with ``async_op=True`` are unchanged);
     - where ``rshmem.torch.dist_backend()`` is gloo (a shared GPU, or none),
       ``init_process_group`` and ``new_group`` given a backend that names NCCL (``"nccl"``,

@@ -92,6 +92,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Once started on a device: what writes a peer's departure where this PE's kernels' waits
+    /// look (`DeviceState::peer_left`); the runtime hands it to [`crate::bootstrap::Health`].
+    fn peer_left_notifier(&self) -> Option<crate::bootstrap::DepartureNotifier> {
+        None
+    }
+
     /// The error record a kernel of this PE wrote before it stopped, if any, as the kernel wrote
     /// it: the runtime words it (it knows the heap's allocations and the collectives' calls).
     fn device_error(&self) -> Option<ErrorRecord> {

@@ -7,6 +7,7 @@
 //! says how it leaves (an explicit finalize, the exit handler, after which exception). Readers of
 //! the fast path only load two atomics.
 
+use crate::device_state::PEER_LEFT_DIED;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +16,10 @@ use std::sync::{Arc, Mutex};
 /// No PE is known dead (or known to have left).
 const NOBODY: usize = usize::MAX;
 
-#[derive(Debug)]
+/// Told of each departure as a `DeviceState::peer_left` word ([`PEER_LEFT_DIED`] and 1 + the
+/// PE): the cuda backend writes it where its kernels' waits look.
+pub type DepartureNotifier = Arc<dyn Fn(u64) + Send + Sync>;
+
 struct Inner {
     /// The first PE seen dead.
     dead: AtomicUsize,
@@ -23,6 +27,14 @@ struct Inner {
     left: AtomicUsize,
     /// Every PE that announced it leaves, with what it said.
     leavers: Mutex<BTreeMap<usize, String>>,
+    /// Who else hears of departures (kernels' waits, through the cuda backend).
+    notify: Mutex<Option<DepartureNotifier>>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner").field("dead", &self.dead).field("left", &self.left).finish_non_exhaustive()
+    }
 }
 
 /// Whether every peer is still in the job; cheap to clone and to check (two atomic loads).
@@ -42,6 +54,7 @@ impl Health {
                 dead: AtomicUsize::new(NOBODY),
                 left: AtomicUsize::new(NOBODY),
                 leavers: Mutex::new(BTreeMap::new()),
+                notify: Mutex::new(None),
             }),
         }
     }
@@ -135,6 +148,24 @@ impl Health {
         self.inner.leavers.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&pe)
     }
 
+    /// From now on tells `notify` of every departure, and at once of one already known (a peer
+    /// may leave before this PE's device started).
+    pub fn on_departure(&self, notify: DepartureNotifier) {
+        let mut slot = self.inner.notify.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(pe) = self.dead_pe() {
+            notify(departure_word(pe, true));
+        } else if let Some(pe) = self.left_pe() {
+            notify(departure_word(pe, false));
+        }
+        *slot = Some(notify);
+    }
+
+    fn tell(&self, pe: usize, died: bool) {
+        if let Some(notify) = self.inner.notify.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            notify(departure_word(pe, died));
+        }
+    }
+
     /// Records that `pe` is gone. The first report wins, so every later error names the same PE.
     /// Returns whether this call was the first report.
     pub(crate) fn mark_dead(&self, pe: usize) -> bool {
@@ -145,6 +176,7 @@ impl Health {
             .is_ok();
         if first {
             tracing::warn!(pe, "bootstrap: PE {pe} died or disconnected");
+            self.tell(pe, true);
         }
         first
     }
@@ -155,8 +187,14 @@ impl Health {
         self.inner.leavers.lock().unwrap_or_else(|p| p.into_inner()).entry(pe).or_insert(how);
         if self.inner.left.compare_exchange(NOBODY, pe, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             tracing::debug!(pe, "bootstrap: PE {pe} leaves the job");
+            self.tell(pe, false);
         }
     }
+}
+
+/// The `DeviceState::peer_left` word for `pe`'s departure.
+fn departure_word(pe: usize, died: bool) -> u64 {
+    (pe as u64 + 1) | if died { PEER_LEFT_DIED } else { 0 }
 }
 
 #[cfg(test)]
@@ -174,6 +212,20 @@ mod tests {
         assert_eq!(seen_elsewhere.dead_pe(), Some(3));
         let msg = seen_elsewhere.check("barrier").unwrap_err().to_string();
         assert!(msg.contains("PE 3") && msg.contains("barrier"), "{msg}");
+    }
+
+    #[test]
+    fn departures_reach_the_notifier_once_each_and_one_known_before_at_once() {
+        let h = Health::new();
+        h.mark_left(2, "finalize".into());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let into = seen.clone();
+        h.on_departure(Arc::new(move |w| into.lock().unwrap().push(w)));
+        h.mark_left(2, "again".into());
+        h.mark_left(1, "finalize".into()); // not the first to leave: the word keeps PE 2
+        h.mark_dead(0);
+        h.mark_dead(3);
+        assert_eq!(*seen.lock().unwrap(), vec![3, 1 | PEER_LEFT_DIED]);
     }
 
     #[test]

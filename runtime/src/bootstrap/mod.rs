@@ -41,7 +41,7 @@ mod tcp;
 mod uid;
 mod wire;
 
-pub use health::Health;
+pub use health::{DepartureNotifier, Health};
 pub use local::LocalExchange;
 pub use node::NodeInfo;
 pub use uid::UniqueId;

@@ -25,7 +25,7 @@ pub struct PinnedHost {
 // SAFETY: the pointer is plain host memory owned by this value; moving it to another thread
 // moves the ownership. Reads and writes go through `&self` / `&mut self` methods.
 unsafe impl Send for PinnedHost {}
-// SAFETY: shared access only reads the address (`addr`) or does volatile reads.
+// SAFETY: shared access reads the address (`addr`), does volatile reads or atomic stores.
 unsafe impl Sync for PinnedHost {}
 
 impl PinnedHost {
@@ -79,6 +79,23 @@ impl PinnedHost {
         assert!(off % 8 == 0 && off + 8 <= self.len, "PinnedHost read at {off} of {}", self.len);
         // SAFETY: as in `write_u64`.
         unsafe { std::ptr::read_volatile(self.ptr.cast::<u8>().add(off).cast::<u64>()) }
+    }
+}
+
+impl PinnedHost {
+    /// Stores `value` at byte offset `off` (8-byte aligned, inside the buffer) through a shared
+    /// reference, as one atomic store with release ordering: for a word that other threads of
+    /// this process publish into while kernels poll it.
+    ///
+    /// # Panics
+    /// As [`PinnedHost::write_u64`].
+    pub fn store_u64(&self, off: usize, value: u64) {
+        assert!(off % 8 == 0 && off + 8 <= self.len, "PinnedHost store at {off} of {}", self.len);
+        // SAFETY: in bounds and aligned (checked above; cuMemAllocHost memory is page-aligned),
+        // live while `self` is; an AtomicU64 has the layout of a u64, and every host access of
+        // such a word goes through this atomic or the volatile reads.
+        let word = unsafe { &*self.ptr.cast::<u8>().add(off).cast::<std::sync::atomic::AtomicU64>() };
+        word.store(value, std::sync::atomic::Ordering::Release);
     }
 }
 

@@ -24,7 +24,10 @@ impl Runtime {
         let Some(rec) = self.backend.device_error() else { return Ok(()) };
         // The wait timeout the kernels ran with (`RSHMEM_DEBUG_WAIT_TIMEOUT_MS`), for the message.
         let timeout = self.backend.device_state().map(|s| s.debug_wait_timeout_ns).filter(|&ns| ns > 0);
-        Err(kernel_error::record_error(&rec, |a| self.describe_word(a), timeout.map(Duration::from_nanos)))
+        let health = self.boot.health();
+        Err(kernel_error::record_error(&rec, |a| self.describe_word(a), timeout.map(Duration::from_nanos), |pe| {
+            health.how_left(pe)
+        }))
     }
 
     /// Posts `d` to this PE's proxy from a host thread, as a GPU thread posts it, and waits

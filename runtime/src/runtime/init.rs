@@ -121,6 +121,9 @@ impl Runtime {
             proxy_head: if proxy_ring == 0 { 0 } else { ws + workspace::PROXY_HEAD },
         });
         rt.backend.start(state)?;
+        if let Some(notify) = rt.backend.peer_left_notifier() {
+            rt.boot.health().on_departure(notify);
+        }
         // Every PE's barrier words and team table must be in place before any PE can arrive
         // at a barrier.
         rt.boot.barrier()?;

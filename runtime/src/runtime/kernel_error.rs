@@ -8,17 +8,34 @@ use crate::consts::Cmp;
 use crate::device_state::{
     ErrorRecord, BAD_ADDRESS_BOUND_MASK, BAD_ADDRESS_REMOTE, BAD_ADDRESS_RING, BAD_ADDRESS_SEEN, CHECK_OP_AMO, CHECK_OP_G,
     CHECK_OP_GET, CHECK_OP_P, CHECK_OP_PUT, CHECK_OP_PUT_SIGNAL, CHECK_OP_SIGNAL, ERROR_FLAG_BAD_ADDRESS,
-    ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_MISMATCH, ERROR_FLAG_PROXY, ERROR_FLAG_UNSAFE_ADDRESS, ERROR_FLAG_WAIT_TIMEOUT,
+    ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_MISMATCH, ERROR_FLAG_PEER_LEFT, ERROR_FLAG_PROXY, ERROR_FLAG_UNSAFE_ADDRESS, ERROR_FLAG_WAIT_TIMEOUT,
+    PEER_LEFT_DIED,
 };
 use crate::error::Error;
 use std::time::Duration;
 
 /// The error for a record a kernel wrote; `describe` names a heap address, `timeout` is the
-/// wait timeout the kernel ran with.
-pub(super) fn record_error(rec: &ErrorRecord, describe: impl Fn(usize) -> String, timeout: Option<Duration>) -> Error {
+/// wait timeout the kernel ran with, `how_left` what a departed peer said when it left.
+pub(super) fn record_error(
+    rec: &ErrorRecord,
+    describe: impl Fn(usize) -> String,
+    timeout: Option<Duration>,
+    how_left: impl Fn(usize) -> Option<String>,
+) -> Error {
     let addr = rec.addr as usize;
     let at = |a: usize| format!("{a:#x} ({})", describe(a));
     match rec.flag {
+        ERROR_FLAG_PEER_LEFT => {
+            let pe = ((rec.seen & 0xffff_ffff) as usize).saturating_sub(1);
+            let cmp = i32::try_from(rec.cmp as i64).ok().and_then(|c| Cmp::from_raw(c).ok()).map_or("?", Cmp::symbol);
+            let during = format!("a wait in a kernel on PE {} at {} for a value {cmp} {}", rec.pe, at(addr), rec.expected as i64);
+            if rec.seen & PEER_LEFT_DIED != 0 {
+                Error::PeerDied { pe, during }
+            } else {
+                let how = how_left(pe).unwrap_or_else(|| "finalize".to_string());
+                Error::PeerExited { pe, during, how }
+            }
+        }
         ERROR_FLAG_WAIT_TIMEOUT => Error::WaitTimeout {
             pe: rec.pe.max(0) as usize,
             // The word says which: a team's barrier words are described as that barrier.
@@ -117,7 +134,7 @@ mod tests {
     fn error_records_become_errors_naming_pe_address_and_values() {
         let describe = |a: usize| format!("allocation of 64 bytes at heap offset 0, +{}", a - 0x1000);
         let rec = ErrorRecord { flag: ERROR_FLAG_WAIT_TIMEOUT, pe: 1, addr: 0x1008, cmp: 5, expected: 7, seen: 3 };
-        let e = record_error(&rec, describe, Some(Duration::from_millis(100)));
+        let e = record_error(&rec, describe, Some(Duration::from_millis(100)), |_| None);
         assert!(
             matches!(e, Error::WaitTimeout { pe: 1, cmp: ">=", expected: 7, seen: 3, timeout_ms: 100, .. }),
             "{e:?}"
@@ -125,28 +142,35 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("PE 1") && msg.contains("0x1008") && msg.contains("+8") && msg.contains(">= 7"), "{msg}");
         let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 0, addr: 0x1010, cmp: 3, expected: 0, seen: 0 };
-        let msg = record_error(&rec, describe, None).to_string();
+        let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("PE 0") && msg.contains("0x1010") && msg.contains("on PE 3"), "{msg}");
         assert!(!msg.contains("the kernel saw"), "{msg}");
         let seen = BAD_ADDRESS_SEEN | BAD_ADDRESS_REMOTE | 0x100_0000;
         let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 1, addr: 0x1010, cmp: 0, expected: seen, seen: 0x52_2500 };
-        let msg = record_error(&rec, describe, None).to_string();
+        let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("offset 0x522500 in this PE's heap slot, within the bound 0x1000000"), "{msg}");
         assert!(msg.contains("target PE on another host") && msg.contains("no proxy ring on this PE"), "{msg}");
         let rec = ErrorRecord { expected: seen | BAD_ADDRESS_RING, seen: u64::MAX - 15, ..rec };
-        let msg = record_error(&rec, describe, None).to_string();
+        let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("outside the bound") && msg.contains("a proxy ring on this PE"), "{msg}");
         let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ARGUMENT, pe: 0, addr: 0x1000, cmp: 77, expected: 0, seen: 0 };
-        let msg = record_error(&rec, describe, None).to_string();
+        let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("bad argument 77"), "{msg}");
         let rec = ErrorRecord { flag: ERROR_FLAG_UNSAFE_ADDRESS, pe: 0, addr: 0x1008, cmp: 1, expected: CHECK_OP_PUT_SIGNAL as u64, seen: 64 };
-        let msg = record_error(&rec, describe, None).to_string();
+        let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("PE 0 built in check mode") && msg.contains("put with signal of 64 bytes"), "{msg}");
         assert!(msg.contains("0x1008") && msg.contains("on PE 1"), "{msg}");
         let rec = ErrorRecord { flag: ERROR_FLAG_PROXY, pe: 1, addr: 0x1000, cmp: 1, expected: 12, seen: 11 };
-        let msg = record_error(&rec, describe, None).to_string();
+        let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("PE 1") && msg.contains("proxy") && msg.contains("operation 12"), "{msg}");
+        let rec = ErrorRecord { flag: ERROR_FLAG_PEER_LEFT, pe: 0, addr: 0x1008, cmp: 5, expected: 2, seen: 2 };
+        let e = record_error(&rec, describe, None, |pe| (pe == 1).then(|| "rshmem.finalize()".to_string()));
+        assert!(matches!(&e, Error::PeerExited { pe: 1, how, .. } if how == "rshmem.finalize()"), "{e:?}");
+        let msg = e.to_string();
+        assert!(msg.contains("PE 1 left") && msg.contains("kernel on PE 0") && msg.contains("+8") && msg.contains(">= 2"), "{msg}");
+        let rec = ErrorRecord { seen: 2 | PEER_LEFT_DIED, ..rec };
+        assert!(matches!(record_error(&rec, describe, None, |_| None), Error::PeerDied { pe: 1, .. }));
         let rec = ErrorRecord { flag: 99, ..rec };
-        assert!(record_error(&rec, describe, None).to_string().contains("unknown kind 99"));
+        assert!(record_error(&rec, describe, None, |_| None).to_string().contains("unknown kind 99"));
     }
 }

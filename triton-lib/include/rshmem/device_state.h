@@ -85,7 +85,7 @@
 /*
  `DeviceState::version`: bumped whenever a field changes meaning, size or place.
  */
-#define RSHMEM_DEVICE_STATE_VERSION 3
+#define RSHMEM_DEVICE_STATE_VERSION 4
 
 /*
  How many PEs the device state can describe (`DeviceState::pe_slot` entries).
@@ -201,6 +201,27 @@
  `cmp` the target PE, `expected` the operation (`CHECK_OP_*`), `seen` the byte count.
  */
 #define RSHMEM_ERROR_FLAG_UNSAFE_ADDRESS 7
+
+/*
+ `ErrorRecord::flag` once complete: a wait in a kernel gave up because a peer left the job
+ (its departure written to `DeviceState::peer_left` by the runtime) and the wait stayed
+ unsatisfied [`PEER_LEFT_GRACE_NS`] after the kernel saw it. `addr` is the polled address,
+ `cmp`/`expected` the condition, `seen` the `peer_left` word.
+ */
+#define RSHMEM_ERROR_FLAG_PEER_LEFT 8
+
+/*
+ How long a wait in a kernel keeps polling after it saw a peer's departure, for arrivals
+ still in flight (a PE that left after its calls; through another host's transport they can
+ land after its notice), as host waits do.
+ */
+#define RSHMEM_PEER_LEFT_GRACE_NS 500000000
+
+/*
+ `DeviceState::peer_left` word: the low 32 bits hold 1 + the first PE that left the job
+ (0: none); this bit is set when that PE died instead of finalizing.
+ */
+#define RSHMEM_PEER_LEFT_DIED 4294967296
 
 /*
  `ErrorRecord::expected` of [`ERROR_FLAG_UNSAFE_ADDRESS`]: a put (`putmem`, `put`, ...).
@@ -426,6 +447,12 @@ typedef struct {
    Symmetric address (device memory) of the `u64` from which GPU threads take proxy tickets.
    */
   uint64_t proxy_head;
+  /*
+   Host-mapped address of a `u64` the runtime sets when a peer leaves the job (see
+   [`PEER_LEFT_DIED`]); waits in kernels look at it between polls and stop
+   ([`ERROR_FLAG_PEER_LEFT`]) instead of waiting for a PE that is gone. 0 = none.
+   */
+  uint64_t peer_left;
   /*
    Slot of each world PE in the heap range, [`PE_NOT_REACHABLE`] when its memory cannot be
    reached by load/store; entries at and beyond `n_pes` are [`PE_NOT_REACHABLE`].

@@ -17,6 +17,9 @@ use crate::env::{Env, LocalPlace};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
+/// Where the `peer_left` word lies in the error record's page-locked buffer: right after the record.
+const PEER_LEFT_OFFSET: usize = std::mem::size_of::<ErrorRecord>();
+
 /// The GPU this PE opened: its memory, plus what every node-local PE learned about the others.
 pub(super) struct OpenedGpu {
     /// GPU memory of this PE's device.
@@ -131,7 +134,8 @@ pub(super) fn open(boot: &Bootstrap, requested: Option<i32>, env: &Env) -> Resul
 /// record, then lets go of the memory.
 pub(super) struct Gpu {
     kernels: RuntimeKernels,
-    error_buf: PinnedHost,
+    /// The error record, then the `peer_left` word (shared with the bootstrap's watchers).
+    error_buf: Arc<PinnedHost>,
     state: Box<DeviceState>,
     pub(super) memory: Arc<CudaMemory>,
 }
@@ -151,11 +155,13 @@ impl Gpu {
     /// device-library version (its state global has another size).
     pub(super) fn new(memory: Arc<CudaMemory>, mut state: DeviceState) -> Result<Gpu> {
         let ctx = memory.context().clone();
-        let mut error_buf = PinnedHost::new(&ctx, std::mem::size_of::<ErrorRecord>())?;
+        let mut error_buf = PinnedHost::new(&ctx, PEER_LEFT_OFFSET + 8)?;
         for off in (0..error_buf.len()).step_by(8) {
             error_buf.write_u64(off, 0);
         }
         state.error_buf = error_buf.addr() as u64;
+        state.peer_left = (error_buf.addr() + PEER_LEFT_OFFSET) as u64;
+        let error_buf = Arc::new(error_buf);
         // What every kernel will translate with: a BAD_ADDRESS record's "the kernel saw" is
         // compared with this line of RSHMEM_LOG=debug.
         let n = usize::try_from(state.n_pes).unwrap_or(0).min(state.pe_slot.len());
@@ -206,6 +212,13 @@ impl Gpu {
             expected: self.error_buf.read_u64(24),
             seen: self.error_buf.read_u64(32),
         })
+    }
+
+    /// What writes a peer's departure (`DeviceState::peer_left`) where this PE's kernels' waits
+    /// look; it keeps the word's memory alive for as long as it is held.
+    pub(super) fn peer_left_notifier(&self) -> crate::bootstrap::DepartureNotifier {
+        let buf = self.error_buf.clone();
+        Arc::new(move |word| buf.store_u64(PEER_LEFT_OFFSET, word))
     }
 
     /// Clears the state in every remembered module (at finalize).

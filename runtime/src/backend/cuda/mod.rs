@@ -137,6 +137,10 @@ impl Backend for CudaBackend {
         self.gpu.as_ref().map(gpu::Gpu::state)
     }
 
+    fn peer_left_notifier(&self) -> Option<crate::bootstrap::DepartureNotifier> {
+        self.gpu.as_ref().map(gpu::Gpu::peer_left_notifier)
+    }
+
     fn device_error(&self) -> Option<ErrorRecord> {
         self.gpu.as_ref()?.error_record()
     }
