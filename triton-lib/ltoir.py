@@ -68,9 +68,6 @@ def options() -> list[str]:
         f"-arch={ARCH}", "-dlto", "-rdc=true", "-std=c++17", "-fmad=true",
         f"-I{HERE / 'nvrtc' / 'include'}", f"-I{HERE / 'include'}", f"-I{HERE / 'src'}", f"-I{_cuda_headers()}",
         f"-include={PRELUDE}",
-        # A reduction's fetch from members on other hosts out of line (collective_device.h says
-        # why only here).
-        "-DRSHMEMI_REDUCE_FETCH=RSHMEMI_COLD",
     ]
 
 

@@ -391,7 +391,7 @@ rshmem_status_t rshmem_host_getmem_on_stream(void *dst, const void *src, size_t 
 rshmem_status_t rshmem_host_putmem_signal_on_stream(void *dst, const void *src, size_t nbytes, void *sig, uint64_t value, int sig_op, int pe, void *stream);
 /* Queues the update of the signal word `sig` on `pe` (`nvshmemx_signal_op_on_stream`). */
 rshmem_status_t rshmem_host_signal_op_on_stream(void *sig, uint64_t value, int sig_op, int pe, void *stream);
-/* Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`). */
+/* Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (any `CMP_*`) to `value` (`nvshmemx_signal_wait_until_on_stream`): a one-thread kernel polls the word, and stops with a record naming this call when a peer leaves the job while it waits. */
 rshmem_status_t rshmem_host_signal_wait_until_on_stream(void *sig, int cmp, uint64_t value, void *stream);
 /* Completes every put and signal queued on the stream before it (`nvshmemx_quiet_on_stream`). */
 rshmem_status_t rshmem_host_quiet_on_stream(void *stream);

@@ -684,7 +684,7 @@ pub unsafe extern "C" fn rshmem_host_signal_op_on_stream(sig: *mut c_void, value
     })
 }
 
-/// Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`).
+/// Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (any `CMP_*`) to `value` (`nvshmemx_signal_wait_until_on_stream`): a one-thread kernel polls the word, and stops with a record naming this call when a peer leaves the job while it waits.
 #[no_mangle]
 pub unsafe extern "C" fn rshmem_host_signal_wait_until_on_stream(sig: *mut c_void, cmp: c_int, value: u64, stream: *mut c_void) -> c_int {
     const NAME: &str = "rshmem_host_signal_wait_until_on_stream()";

@@ -1,7 +1,9 @@
 /* An NVSHMEM host program, in NVSHMEM's names (nvshmem.h): a matrix of npes rows of K * npes ints,
    row r on PE r, is transposed block-wise with strided gets, then summed along the rows and the
    columns of a 2D grid of teams. Checks every value and prints "correct", or names the first wrong
-   one and exits 1. Runs on either backend (`RSHMEM_BACKEND=host` needs no GPU):
+   one and exits 1. The CPU reads and writes the symmetric heap, as an OpenSHMEM host program does,
+   so it runs on the host backend, which it asks for unless RSHMEM_BACKEND says otherwise (on the
+   cuda backend the heap is GPU memory, and those accesses would fault, as with NVSHMEM):
      torchrun --nproc-per-node 4 --no-python build/matrix_teams
    Built with -DRSHMEM_WITH_MPI by mpicc (`make mpi`: build/matrix_teams_mpi) it starts NVSHMEM's
    unique-id way: rank 0 makes the id, MPI_Bcast shares it, and every rank passes it to
@@ -10,6 +12,7 @@
    Names used: nvshmem_init_thread / nvshmem_query_thread (or the unique-id initializer path),
    nvshmem_info_get_name / _version, nvshmem_int_iget, nvshmem_iput32, nvshmem_team_split_2d with
    nvshmem_team_config_t, NVSHMEM_TEAM_INVALID, nvshmem_int_sum_reduce over the teams. */
+#define _POSIX_C_SOURCE 200809L /* setenv under -std=c11 */
 #ifdef RSHMEM_WITH_MPI
 #include <mpi.h>
 #endif
@@ -30,6 +33,7 @@ static int wrong(int me, const char *what, int i, int got, int want) {
 static int value(int r, int j) { return 1000 * r + j; }
 
 int main(int argc, char **argv) {
+  setenv("RSHMEM_BACKEND", "host", 0);
 #ifdef RSHMEM_WITH_MPI
   MPI_Init(&argc, &argv);
   int rank, nranks;

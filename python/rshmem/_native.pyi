@@ -309,7 +309,7 @@ def signal_op_on_stream(sig: int, value: int, sig_op: int, pe: int, stream: int)
     ...
 
 def signal_wait_until_on_stream(sig: int, cmp: int, value: int, stream: int) -> None:
-    """Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`)."""
+    """Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (any `CMP_*`) to `value` (`nvshmemx_signal_wait_until_on_stream`): a one-thread kernel polls the word, and stops with a record naming this call when a peer leaves the job while it waits."""
     ...
 
 def quiet_on_stream(stream: int) -> None:

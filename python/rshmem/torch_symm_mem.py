@@ -29,7 +29,8 @@ Differences from torch's CUDA backend (docs/pytorch-backend.md):
 - barrier / put_signal / wait_signal count on 64-bit rshmem signal words of the signal pad
   (word `channel * world_size + peer`), not torch's 32-bit flags; the pad is zero after every
   completed synchronization, as torch requires. On GPUs they are queued on the current stream
-  and wait without a timeout (`cuStreamWaitValue64`); on the host backend `timeout_ms` holds.
+  and wait in a one-thread kernel (no timeout but `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`; a peer that leaves
+  the job ends the wait with an error); on the host backend `timeout_ms` holds.
 - No multicast (`has_multicast_support()` is False).
 """
 

@@ -76,6 +76,18 @@ impl Cmp {
         })
     }
 
+    /// The SHMEM constant (`CMP_*`), as device code takes it.
+    pub fn raw(self) -> i32 {
+        match self {
+            Cmp::Eq => CMP_EQ,
+            Cmp::Ne => CMP_NE,
+            Cmp::Gt => CMP_GT,
+            Cmp::Le => CMP_LE,
+            Cmp::Lt => CMP_LT,
+            Cmp::Ge => CMP_GE,
+        }
+    }
+
     /// Whether `value <op> target` holds.
     pub fn holds<T: PartialOrd>(self, value: T, target: T) -> bool {
         match self {

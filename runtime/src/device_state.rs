@@ -108,6 +108,11 @@ pub const ERROR_FLAG_UNSAFE_ADDRESS: u32 = 7;
 /// `cmp`/`expected` the condition, `seen` the `peer_left` word.
 pub const ERROR_FLAG_PEER_LEFT: u32 = 8;
 
+/// `ErrorRecord::cmp` bit of an [`ERROR_FLAG_WAIT_TIMEOUT`] or [`ERROR_FLAG_PEER_LEFT`] record:
+/// the wait was the kernel that `signal_wait_until_on_stream` queues (the comparison is in the
+/// low bits), so the message names that call instead of "a wait in a kernel".
+pub const WAIT_ON_STREAM: u64 = 0x100;
+
 /// How long a wait in a kernel keeps polling after it saw a peer's departure, for arrivals
 /// still in flight (a PE that left after its calls; through another host's transport they can
 /// land after its notice), as host waits do.

@@ -68,6 +68,8 @@ dst = rt.create_symmetric_tensor((8,), torch.float32)"""
 KERNEL_WAITS = {
     # (set-up both PEs run, the call PE 0 then makes alone)
     "barrier_all_on_stream": ("", "rt.barrier_all_on_stream()"),
+    # A one-thread kernel polling the word (not a stream memory operation, which nothing ends).
+    "signal_wait_until_on_stream": ("", "rt.signal_wait_until_on_stream(word[0], rshmem.CMP_GE, 1)"),
     # The op's first call agrees on its shapes through the bootstrap (a host wait); the second
     # is its plan alone, so PE 0 then waits inside the GEMM kernel for PE 1's shard.
     # The fused kernel at every size (not the decode rule's gathered A + cuBLAS).
@@ -127,7 +129,8 @@ print("NO ERROR", flush=True)
         assert "PeerDiedError" in raised and "PE 1 died" in raised, describe(ended)
     else:
         assert "PeerExitedError" in raised and "PE 1 left the job (rshmem.finalize())" in raised, describe(ended)
-    assert "a wait in a kernel on PE 0" in raised, describe(ended)
+    waiter = "signal_wait_until_on_stream" if call == "signal_wait_until_on_stream" else "a wait in a kernel"
+    assert f"{waiter} on PE 0" in raised, describe(ended)
     if call == "barrier_all_on_stream":
         assert "barrier" in raised, describe(ended)  # the word is described as the team's barrier
     # PE 1 leaves about 1 s after READY (finalized) or at once (killed); PE 0 waited from 0.5 s.

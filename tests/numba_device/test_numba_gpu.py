@@ -335,7 +335,9 @@ def _reduce_block_1024(dst, src):
     shm.reduce_block(shm.TEAM_WORLD, dst, src, "sum")
 
 
-@shm.jit
+# A block-scope reduce-scatter needs 70 registers per thread uncapped: a 1024-thread block needs
+# the cap (64, no spill), as a CUDA C++ kernel needs __launch_bounds__(1024).
+@shm.jit(max_registers=64)
 def _reducescatter_block_1024(dst, src):
     shm.reducescatter_block(shm.TEAM_WORLD, dst, src, "max")
 

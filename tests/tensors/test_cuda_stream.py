@@ -203,6 +203,27 @@ def test_signal_op_on_stream_add_and_set(me, peer, left):
     free(sig)
 
 
+@pytest.mark.parametrize("cmp, value", [("CMP_NE", 0), ("CMP_GT", 6), ("CMP_LT", 8), ("CMP_LE", 7), ("CMP_GE", 7)])
+def test_signal_wait_on_stream_takes_every_comparison(me, peer, left, cmp, value):
+    """The wait is a kernel, so every comparison works on a stream (the driver's stream wait had
+    only ==, >= and a mask). The word starts at 100 for CMP_LT / CMP_LE, which only the peer's
+    SET of 7 satisfies; the data put before the signal is there for the stream's next kernel."""
+    n = 4099
+    dst = sym((n,), torch.float32)
+    sig = sym((1,), torch.int64)
+    if cmp in ("CMP_LT", "CMP_LE"):
+        sig.fill_(100)
+    torch.cuda.synchronize()
+    rshmem.barrier_all()
+    rtorch.putmem_signal_on_stream(dst, rand(n, torch.float32, seed=me), sig[0], 7, rshmem.SIGNAL_SET, peer)
+    rtorch.signal_wait_until_on_stream(sig[0], getattr(rshmem, cmp), value)
+    seen = dst.clone()
+    torch.cuda.synchronize()
+    assert same_bits(seen, rand(n, torch.float32, seed=left))
+    assert sig.tolist() == [7]
+    free(dst, sig)
+
+
 def test_quiet_on_stream_then_signal(me, peer, left):
     n = 1 << 21
     dst = sym((n,), torch.bfloat16)

@@ -22,7 +22,10 @@ if backend == "RSHMEM":
 else:
     dist.init_process_group("gloo")
     rshmem.init(dist.group.WORLD)
-symm_mem.set_backend(backend)
+if backend != "CUDA":
+    # torch 2.11 registers its CUDA backend as the default for CUDA tensors, not by name:
+    # set_backend("CUDA") raises "does not find allocation backend CUDA".
+    symm_mem.set_backend(backend)
 me, n = dist.get_rank(), dist.get_world_size()
 dev = torch.device("cuda", torch.cuda.current_device())
 group = dist.group.WORLD.group_name
@@ -42,8 +45,9 @@ h.barrier()
 pad = h.get_signal_pad(me, (symm_mem.get_signal_pad_size() // 4,), torch.int32)
 torch.cuda.synchronize()
 res["pad_zero"] = bool((pad == 0).all())
-symm_mem._SymmetricMemory.memset32(pad, 0, 0, 4)
-symm_mem._SymmetricMemory.stream_write_value32(pad, 0, 0)
+# torch's memset32 / stream_write_value32 take the pad as a flat uint32 tensor.
+symm_mem._SymmetricMemory.memset32(pad.view(torch.uint32), 0, 0, 4)
+symm_mem._SymmetricMemory.stream_write_value32(pad.view(torch.uint32), 0, 0)
 
 g = torch.Generator().manual_seed(7 + me)
 x = symm_mem.empty(1024, dtype=torch.bfloat16, device=dev)

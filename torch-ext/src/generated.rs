@@ -346,7 +346,7 @@ pub fn signal_op_on_stream(py: Python<'_>, sig: usize, value: u64, sig_op: i32, 
     .py_err()
 }
 
-/// Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (`CMP_EQ`, `CMP_GE` or `CMP_GT`) to `value` (`nvshmemx_signal_wait_until_on_stream`).
+/// Makes later work on the stream wait until this PE's signal word `sig` compares `cmp` (any `CMP_*`) to `value` (`nvshmemx_signal_wait_until_on_stream`): a one-thread kernel polls the word, and stops with a record naming this call when a peer leaves the job while it waits.
 #[pyfunction]
 #[pyo3(signature = (sig, cmp, value, stream))]
 pub fn signal_wait_until_on_stream(py: Python<'_>, sig: usize, cmp: i32, value: u64, stream: usize) -> PyResult<()> {

@@ -156,17 +156,10 @@ RSHMEMI_DEV bool rshmemi_team_far(const rshmemi_team_desc_t* t, const void* p) {
 
 // Fetches the staged chunk of every member of `t` on another host (`bytes` at byte offset `at`
 // of its workspace `ws`) into fetch + i * bytes for member i, and waits until all have landed
-// (the proxy runs tickets in order). Called by one thread of the group.
-//
-// Inline by default; the Numba LTO-IR keeps it out of line (triton-lib/ltoir.py defines
-// RSHMEMI_REDUCE_FETCH as RSHMEMI_COLD): there ptxas (inside nvJitLink) then fit a 1024-thread
-// block-scope reduce-scatter in 58 registers per thread instead of 74, a reduction in 44-46
-// instead of 50. Under nvcc (the CUDA C++ headers) the same call cost 4 more (68 for a
-// reduction), so the headers keep it inline; the Triton bitcode too (its kernels carry .reqntid).
-#ifndef RSHMEMI_REDUCE_FETCH
-#define RSHMEMI_REDUCE_FETCH RSHMEMI_DEV
-#endif
-RSHMEMI_REDUCE_FETCH void rshmemi_reduce_fetch(const rshmemi_team_desc_t* t, void* ws, void* fetch, size_t bytes, size_t at) {
+// (the proxy runs tickets in order). Called by one thread of the group. Inline: out of line it
+// cost a 1024-thread block-scope reduce-scatter 4 more registers under nvcc and in Numba's link
+// (74 against 70; a reduction the same 62), measured as each links at launch.
+RSHMEMI_DEV void rshmemi_reduce_fetch(const rshmemi_team_desc_t* t, void* ws, void* fetch, size_t bytes, size_t at) {
   rshmemi_proxy_ring_t* r = 0;
   uint64_t last = 0;
   for (int i = 0; i < t->size; ++i) {

@@ -16,6 +16,7 @@
 //   rshmemi_rt_fcollect_staged: any number of blocks (the same on every PE and in every call) of
 //                               RSHMEMI_RT_FCOLLECT_THREADS threads.
 //   rshmemi_rt_reduce:  1 block of RSHMEMI_RT_REDUCE_THREADS threads (reductions and reduce-scatters).
+//   rshmemi_rt_signal_wait: 1 thread.
 //   rshmemi_amo32, rshmemi_amo64, rshmemi_signal_add: 1 thread
 //                       (runtime/src/backend/cuda/kernels.rs).
 //
@@ -53,6 +54,22 @@ extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(32)
     rshmemi_rt_agree(int32_t team, uint64_t* slots, uint64_t desc, uint64_t seq) {
   const rshmemi_agree_t a = {slots, desc, seq};
   rshmemi_team_barrier_agreed(team, true, RSHMEMI_WARP, &a);
+}
+
+// On-stream signal wait (signal_wait_until_on_stream): work queued after it waits until
+// `*addr <cmp> value`. One thread polls with acquire loads and watches the debug timeout and the
+// runtime's word for departed peers (poll_device.h), so a stream that waits for a peer that left
+// stops with a record naming the call, where a stream memory operation (cuStreamWaitValue64)
+// would wait forever; and every comparison works, where the driver has only ==, >= and a mask.
+// In this module, not the one-thread kernels' (RSHMEMI_RT_OPS): the wait reads the published
+// device state, which that module, loaded before the state exists, never receives.
+extern "C" __global__ void RSHMEMI_LAUNCH_BOUNDS(1) rshmemi_rt_signal_wait(const uint64_t* addr, int32_t cmp, uint64_t value) {
+  rshmemi_watch_t w = rshmemi_watch_begin();
+  for (uint32_t i = 1;; ++i) {
+    const uint64_t v = rshmemi_load_acquire(addr);
+    if (rshmemi_compare(v, cmp, value)) return;
+    rshmemi_watch(&w, i, addr, cmp | (int)RSHMEM_WAIT_ON_STREAM, value, v);
+  }
 }
 #endif  // RSHMEMI_RT_BARRIER
 

@@ -6,7 +6,7 @@ One call, in stream order (the protocol is in `_kernels_gemm`):
 2. The consumer GEMM is launched on the caller's stream first, so the GPU starts on the local
    shard at once; it waits for the other shards tile row by tile row.
 3. The producer runs on a side stream per peer, after that event: it waits until the peer has
-   finished reading this PE's slot (`busy[p] == 0`, `cuStreamWaitValue`), marks it taken, then
+   finished reading this PE's slot (`busy[p] == 0`, `signal_wait_until_on_stream`), marks it taken, then
    moves the shard in `n_chunks` chunks of rows, each with a flag on the peer: by the copy engine
    (`putmem_signal_on_stream`) or by `ag_push_kernel`'s `putmem_signal_block` (a few CTAs, whose
    SMs the GEMM leaves free so both always run). `rshmem.ops.config.ag_producer` picks one;

@@ -3,7 +3,7 @@ evenly between the PEs in team order.
 
 One call, in stream order on the caller's stream (the protocol is in `_kernels_gemm`): for each
 peer, wait until it has consumed what this PE pushed into its slot last time (`busy[p] == 0`,
-`cuStreamWaitValue`) and mark the slot taken; then one persistent kernel computes the peers'
+`signal_wait_until_on_stream`) and mark the slot taken; then one persistent kernel computes the peers'
 chunks first, pushing each finished tile into the owner's `recv[me]` (one flag per program once
 its tiles are all there), and its own chunk last, adding the peers' tiles in its epilogue. No host allocation or synchronization after
 the first call of a shape: back to back calls and CUDA graph capture are safe.

@@ -25,7 +25,7 @@ impl Runtime {
         // The wait timeout the kernels ran with (`RSHMEM_DEBUG_WAIT_TIMEOUT_MS`), for the message.
         let timeout = self.backend.device_state().map(|s| s.debug_wait_timeout_ns).filter(|&ns| ns > 0);
         let health = self.boot.health();
-        Err(kernel_error::record_error(&rec, |a| self.describe_word(a), timeout.map(Duration::from_nanos), |pe| {
+        Err(kernel_error::record_error(&rec, |a, wait| self.describe_wait_word(a, wait), timeout.map(Duration::from_nanos), |pe| {
             health.how_left(pe)
         }))
     }

@@ -9,26 +9,42 @@ use crate::device_state::{
     ErrorRecord, BAD_ADDRESS_BOUND_MASK, BAD_ADDRESS_REMOTE, BAD_ADDRESS_RING, BAD_ADDRESS_SEEN, CHECK_OP_AMO, CHECK_OP_G,
     CHECK_OP_GET, CHECK_OP_P, CHECK_OP_PUT, CHECK_OP_PUT_SIGNAL, CHECK_OP_SIGNAL, ERROR_FLAG_BAD_ADDRESS,
     ERROR_FLAG_BAD_ARGUMENT, ERROR_FLAG_MISMATCH, ERROR_FLAG_PEER_LEFT, ERROR_FLAG_PROXY, ERROR_FLAG_UNSAFE_ADDRESS, ERROR_FLAG_WAIT_TIMEOUT,
-    PEER_LEFT_DIED,
+    PEER_LEFT_DIED, WAIT_ON_STREAM,
 };
 use crate::error::Error;
 use std::time::Duration;
 
-/// The error for a record a kernel wrote; `describe` names a heap address, `timeout` is the
-/// wait timeout the kernel ran with, `how_left` what a departed peer said when it left.
+/// What a kernel's wait recorded besides its word, for describing a barrier's word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct WaitSeen {
+    /// The value the wait awaited.
+    pub expected: u64,
+    /// The value it last read (a timeout's record; a departure's record holds the departure).
+    pub seen: Option<u64>,
+}
+
+/// The error for a record a kernel wrote; `describe` names a heap address (given what a wait
+/// recorded, a barrier's word also says how many arrivals it counted),
+/// `timeout` is the wait timeout the kernel ran with, `how_left` what a departed peer said when
+/// it left.
 pub(super) fn record_error(
     rec: &ErrorRecord,
-    describe: impl Fn(usize) -> String,
+    describe: impl Fn(usize, Option<WaitSeen>) -> String,
     timeout: Option<Duration>,
     how_left: impl Fn(usize) -> Option<String>,
 ) -> Error {
     let addr = rec.addr as usize;
-    let at = |a: usize| format!("{a:#x} ({})", describe(a));
+    let at = |a: usize| format!("{a:#x} ({})", describe(a, None));
+    // A wait's record: which wait (signal_wait_until_on_stream's kernel marks its comparison)
+    // and the comparison.
+    let on_stream = rec.cmp & WAIT_ON_STREAM != 0;
+    let waiter = if on_stream { "signal_wait_until_on_stream" } else { "a wait in a kernel" };
+    let wait_cmp = || i32::try_from(rec.cmp & 0xff).ok().and_then(|c| Cmp::from_raw(c).ok()).map_or("?", Cmp::symbol);
+    let at_wait = |seen: Option<u64>| format!("{addr:#x} ({})", describe(addr, Some(WaitSeen { expected: rec.expected, seen })));
     match rec.flag {
         ERROR_FLAG_PEER_LEFT => {
             let pe = ((rec.seen & 0xffff_ffff) as usize).saturating_sub(1);
-            let cmp = i32::try_from(rec.cmp as i64).ok().and_then(|c| Cmp::from_raw(c).ok()).map_or("?", Cmp::symbol);
-            let during = format!("a wait in a kernel on PE {} at {} for a value {cmp} {}", rec.pe, at(addr), rec.expected as i64);
+            let during = format!("{waiter} on PE {} at {} for a value {} {}", rec.pe, at_wait(None), wait_cmp(), rec.expected as i64);
             if rec.seen & PEER_LEFT_DIED != 0 {
                 Error::PeerDied { pe, during }
             } else {
@@ -39,9 +55,9 @@ pub(super) fn record_error(
         ERROR_FLAG_WAIT_TIMEOUT => Error::WaitTimeout {
             pe: rec.pe.max(0) as usize,
             // The word says which: a team's barrier words are described as that barrier.
-            call: "a wait in a kernel".to_string(),
-            location: at(addr),
-            cmp: i32::try_from(rec.cmp as i64).ok().and_then(|c| Cmp::from_raw(c).ok()).map_or("?", Cmp::symbol),
+            call: waiter.to_string(),
+            location: at_wait(Some(rec.seen)),
+            cmp: wait_cmp(),
             expected: rec.expected as i64,
             seen: rec.seen as i64,
             timeout_ms: timeout.map_or(0, |d| d.as_millis() as u64),
@@ -132,7 +148,12 @@ mod tests {
 
     #[test]
     fn error_records_become_errors_naming_pe_address_and_values() {
-        let describe = |a: usize| format!("allocation of 64 bytes at heap offset 0, +{}", a - 0x1000);
+        let describe = |a: usize, wait: Option<WaitSeen>| {
+            let counted = wait
+                .map(|w| format!(", {:?} of {}", w.seen, w.expected))
+                .unwrap_or_default();
+            format!("allocation of 64 bytes at heap offset 0, +{}{counted}", a - 0x1000)
+        };
         let rec = ErrorRecord { flag: ERROR_FLAG_WAIT_TIMEOUT, pe: 1, addr: 0x1008, cmp: 5, expected: 7, seen: 3 };
         let e = record_error(&rec, describe, Some(Duration::from_millis(100)), |_| None);
         assert!(
@@ -141,6 +162,7 @@ mod tests {
         );
         let msg = e.to_string();
         assert!(msg.contains("PE 1") && msg.contains("0x1008") && msg.contains("+8") && msg.contains(">= 7"), "{msg}");
+        assert!(msg.contains("+8, Some(3) of 7"), "a timed-out wait's word is described with its values: {msg}");
         let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 0, addr: 0x1010, cmp: 3, expected: 0, seen: 0 };
         let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("PE 0") && msg.contains("0x1010") && msg.contains("on PE 3"), "{msg}");
@@ -170,6 +192,12 @@ mod tests {
         assert!(msg.contains("PE 1 left") && msg.contains("kernel on PE 0") && msg.contains("+8") && msg.contains(">= 2"), "{msg}");
         let rec = ErrorRecord { seen: 2 | PEER_LEFT_DIED, ..rec };
         assert!(matches!(record_error(&rec, describe, None, |_| None), Error::PeerDied { pe: 1, .. }));
+        // signal_wait_until_on_stream's kernel marks its comparison; the message names the call.
+        let msg = record_error(&ErrorRecord { cmp: WAIT_ON_STREAM | 2, ..rec }, describe, None, |_| None).to_string();
+        assert!(msg.contains("signal_wait_until_on_stream on PE 0") && msg.contains("> 2") && !msg.contains("kernel on"), "{msg}");
+        let timeout = ErrorRecord { flag: ERROR_FLAG_WAIT_TIMEOUT, cmp: WAIT_ON_STREAM | 5, ..rec };
+        let e = record_error(&timeout, describe, Some(Duration::from_millis(100)), |_| None);
+        assert!(matches!(&e, Error::WaitTimeout { cmp: ">=", call, .. } if call == "signal_wait_until_on_stream"), "{e:?}");
         let rec = ErrorRecord { flag: 99, ..rec };
         assert!(record_error(&rec, describe, None, |_| None).to_string().contains("unknown kind 99"));
     }

@@ -13,7 +13,9 @@
 //!   node-local peer's heap is mapped in our reservation);
 //! - signals are a stream memory operation (set) or a one-thread kernel (add), queued after the
 //!   data, so the target sees the data once it sees the signal;
-//! - `signal_wait_until_on_stream` is a stream wait: later work on the stream waits;
+//! - `signal_wait_until_on_stream` is a one-thread kernel that polls the word: later work on the
+//!   stream waits, and the kernel stops with a record naming the call when a peer leaves the job
+//!   (or a debug timeout passes) instead of waiting forever;
 //! - barriers are the runtime's barrier kernel, which uses the same never-reset words as host
 //!   and in-kernel barriers, so all three interoperate.
 //!
@@ -373,13 +375,14 @@ impl Runtime {
     }
 
     /// Makes work queued on `stream` after this call wait until this PE's signal word at
-    /// `sig_addr` compares `cmp` to `value` (`CMP_EQ`, `CMP_GE` or `CMP_GT` on a stream). Data
-    /// put before the matching signal is visible to the stream's later work. On the host backend
-    /// it waits here.
+    /// `sig_addr` compares `cmp` to `value` (any comparison). Data put before the matching
+    /// signal is visible to the stream's later work. On the host backend it waits here. On the
+    /// cuda backend a wait that a departed peer leaves unsatisfied stops its kernel, and the next
+    /// call that checks ([`Runtime::check_device_error`]) raises [`Error::PeerDied`] /
+    /// [`Error::PeerExited`] naming `signal_wait_until_on_stream`.
     ///
     /// # Errors
-    /// As [`Runtime::signal_wait_until`]; [`Error::Unsupported`] for `CMP_NE`, `CMP_LT`, `CMP_LE`
-    /// (the driver cannot wait for those) and without 64-bit stream memory operations.
+    /// As [`Runtime::signal_wait_until`]; [`Error::Driver`].
     ///
     /// # Safety
     /// See the module docs.

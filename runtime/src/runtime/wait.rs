@@ -9,7 +9,7 @@
 //! the program wants to stop (Ctrl-C in Python, [`crate::watchdog`]), and after
 //! `RSHMEM_STUCK_REPORT_MS` without the word moving it prints once what it waits for.
 
-use super::Runtime;
+use super::{kernel_error, Runtime};
 use crate::backend::Width;
 use crate::consts::Cmp;
 use crate::dtype::{DType, SYNC_DTYPES};
@@ -214,19 +214,27 @@ impl Runtime {
     }
 
     /// A symmetric word for messages: its allocation and offset, and for a team's barrier words
-    /// (what device and on-stream barriers wait on) which team's barrier it is.
-    pub(super) fn describe_word(&self, addr: usize) -> String {
+    /// (what device and on-stream barriers wait on) which team's barrier it is. With what a
+    /// kernel's wait on a team's arrival word recorded (`wait`), also which barrier instance and
+    /// how many arrivals it counted.
+    pub(super) fn describe_wait_word(&self, addr: usize, wait: Option<kernel_error::WaitSeen>) -> String {
         let first = self.barrier_words(0);
         let per_team = crate::device_state::BARRIER_WS_BYTES_PER_TEAM as usize;
         let place = self.heap.describe(addr);
-        match addr.checked_sub(first).map(|off| off / per_team) {
-            Some(slot) if slot < crate::consts::MAX_TEAMS => {
-                let team = super::Team(slot as i32);
-                let name = self.teams().get(team).map_or_else(|_| format!("team {slot}"), |t| format!("{} (members {:?})", t.name, t.members));
-                format!("{place}: the barrier words of {name}")
-            }
-            _ => place,
+        let Some(off) = addr.checked_sub(first) else { return place };
+        let slot = off / per_team;
+        if slot >= crate::consts::MAX_TEAMS {
+            return place;
         }
+        let teams = self.teams();
+        let Ok(t) = teams.get(super::Team(slot as i32)) else {
+            return format!("{place}: the barrier words of team {slot}");
+        };
+        let mut text = format!("{place}: the barrier words of {} (members {:?})", t.name, t.members);
+        if let (Some(w), true) = (wait, off % per_team == 0) {
+            text += &barrier_wait_seen(w, &t.members, self.my_pe());
+        }
+        text
     }
 
     /// What a barrier awaits, for the stuck report: the team, its counter, and which members
@@ -505,9 +513,47 @@ impl Runtime {
     }
 }
 
+/// What a kernel's wait on a team's arrival word saw, for its record's message. The arrival word
+/// (the first of the team's barrier words) counts `e * n` arrivals by the end of barrier instance
+/// `e`, each member adding one to every member's word, itself included. The stopped kernel's
+/// context cannot read the members' own words any more, so the count is what there is: when only
+/// this PE's own arrival is counted, every other member is missing.
+fn barrier_wait_seen(w: kernel_error::WaitSeen, members: &[usize], me: usize) -> String {
+    let n = members.len() as u64;
+    if n == 0 {
+        return String::new();
+    }
+    let e = w.expected / n;
+    let mut text = format!("; barrier #{e}");
+    if let Some(seen) = w.seen {
+        let counted = seen.saturating_sub(e.saturating_sub(1) * n);
+        text += &format!(": {counted} of {n} arrivals counted");
+        if counted == 1 {
+            let missing: Vec<usize> = members.iter().copied().filter(|&pe| pe != me).collect();
+            text += &format!(" (this PE's own): PEs not in this barrier yet: {missing:?}");
+        }
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{next_any_start, rotated_first};
+    use super::{barrier_wait_seen, next_any_start, rotated_first};
+    use super::kernel_error::WaitSeen;
+
+    #[test]
+    fn a_kernels_barrier_record_names_the_missing_members_when_the_count_does() {
+        let seen = |expected, seen| WaitSeen { expected, seen };
+        // Barrier #3 of 2 members: 2 * 3 arrivals expected, 2 * 2 + 1 seen: only this PE's own.
+        let text = barrier_wait_seen(seen(6, Some(5)), &[0, 1], 0);
+        assert_eq!(text, "; barrier #3: 1 of 2 arrivals counted (this PE's own): PEs not in this barrier yet: [1]");
+        let text = barrier_wait_seen(seen(8, Some(5)), &[4, 5, 6, 7], 6);
+        assert_eq!(text, "; barrier #2: 1 of 4 arrivals counted (this PE's own): PEs not in this barrier yet: [4, 5, 7]");
+        // 3 of 4 arrived: which one is missing is not in the record; a departure's record has no count.
+        assert_eq!(barrier_wait_seen(seen(8, Some(7)), &[0, 1, 2, 3], 2), "; barrier #2: 3 of 4 arrivals counted");
+        assert_eq!(barrier_wait_seen(seen(8, None), &[0, 1, 2, 3], 2), "; barrier #2");
+        assert_eq!(barrier_wait_seen(seen(4, Some(1)), &[], 0), "");
+    }
 
     #[test]
     fn rotation_wraps_to_the_first_ready_word() {

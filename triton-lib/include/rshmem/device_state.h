@@ -211,6 +211,13 @@
 #define RSHMEM_ERROR_FLAG_PEER_LEFT 8
 
 /*
+ `ErrorRecord::cmp` bit of an [`ERROR_FLAG_WAIT_TIMEOUT`] or [`ERROR_FLAG_PEER_LEFT`] record:
+ the wait was the kernel that `signal_wait_until_on_stream` queues (the comparison is in the
+ low bits), so the message names that call instead of "a wait in a kernel".
+ */
+#define RSHMEM_WAIT_ON_STREAM 256
+
+/*
  How long a wait in a kernel keeps polling after it saw a peer's departure, for arrivals
  still in flight (a PE that left after its calls; through another host's transport they can
  land after its notice), as host waits do.

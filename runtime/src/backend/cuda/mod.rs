@@ -6,8 +6,8 @@
 //! | `gpu.rs` | opening the GPU (collective over the node-local PEs), the published state, the error record kernels write |
 //! | `memory.rs` | [`CudaMemory`]: the [`MemoryBackend`] (same file roles as `backend::host`: [`reserve`], [`chunk`], `atomic.rs`) |
 //! | [`kernels`] | the one-thread kernels of host atomics and the on-stream signal add |
-//! | `stream_kernels.rs` | the kernels on a caller's stream: loaded at init; the barriers launched with their parameters, the collectives' kernels as the runtime's [`crate::backend::Launch`] says |
-//! | [`stream_ops`] | on-stream copies, signals, waits |
+//! | `stream_kernels.rs` | the kernels on a caller's stream: loaded at init; the barriers and the signal wait launched with their parameters, the collectives' kernels as the runtime's [`crate::backend::Launch`] says |
+//! | [`stream_ops`] | on-stream copies and signals |
 //! | `barrier_order.rs` | host barriers ordered after the barrier kernels queued on streams |
 //! | [`registry`] | writing the device state into every loaded module that links the device library |
 //! | [`image`] | the kernel modules as built into the crate (PTX and cubins), and which form a GPU loads |
@@ -183,8 +183,9 @@ impl Streams for CudaBackend {
     }
 
     unsafe fn wait(&self, stream: StreamHandle, addr: usize, cmp: Cmp, value: u64) -> Result<()> {
+        stream_ops::check_aligned(addr, "wait")?;
         // SAFETY: forwarded contract.
-        unsafe { self.memory.stream_ops().wait(stream, addr, cmp, value) }
+        unsafe { self.started()?.kernels().signal_wait(stream, addr, cmp.raw(), value) }
     }
 
     unsafe fn barrier(&self, stream: StreamHandle, team: i32) -> Result<()> {

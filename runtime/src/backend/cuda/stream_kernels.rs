@@ -32,6 +32,7 @@ use std::sync::Arc;
 
 const BARRIER: &CStr = c"rshmemi_rt_barrier";
 const AGREE: &CStr = c"rshmemi_rt_agree";
+const SIGNAL_WAIT: &CStr = c"rshmemi_rt_signal_wait";
 
 /// One warp: lane 0 runs the barrier, the others only wait at the warp sync (the `.cu` file's
 /// launch bounds say 32).
@@ -117,6 +118,7 @@ pub(super) struct RuntimeKernels {
     ctx: Arc<PrimaryContext>,
     barrier: Function,
     agree: Function,
+    signal_wait: Function,
     /// The collectives' kernels, in [`Kernel::ALL`]'s order.
     launchable: Vec<Launchable>,
     order: BarrierOrder,
@@ -146,6 +148,7 @@ impl RuntimeKernels {
             ctx: ctx.clone(),
             barrier: barrier.function(BARRIER)?,
             agree: barrier.function(AGREE)?,
+            signal_wait: barrier.function(SIGNAL_WAIT)?,
             launchable,
             order: BarrierOrder::new(ctx),
             _modules: [barrier, fcollect, reduce],
@@ -175,6 +178,26 @@ impl RuntimeKernels {
         // which copies the value; the caller vouches for the stream; the function comes from
         // our live module of the bound context.
         self.order.queue(team, stream, || unsafe { module::launch(self.barrier, BARRIER_DIMS, stream, &mut params) })
+    }
+
+    /// Enqueues `rshmemi_rt_signal_wait`: work queued after it on `stream` waits until the
+    /// 64-bit word at `addr` satisfies `*addr <cmp> value` (`cmp` a `CMP_*` value), or the
+    /// kernel stops with an error record (a debug timeout, a peer that left the job).
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this context (or 0); `addr` stays a mapped, 8-byte-aligned
+    /// address of this GPU until the kernel has run.
+    pub(super) unsafe fn signal_wait(&self, stream: StreamHandle, addr: usize, cmp: i32, value: u64) -> Result<()> {
+        self.ctx.bind()?;
+        let mut p_addr = addr as u64;
+        let mut p_cmp = cmp;
+        let mut p_value = value;
+        let mut params: [*mut c_void; 3] =
+            [(&mut p_addr as *mut u64).cast(), (&mut p_cmp as *mut i32).cast(), (&mut p_value as *mut u64).cast()];
+        // SAFETY: pointers matching `.u64, .u32, .u64` (checked against the PTX by the tests);
+        // they outlive the call; the function belongs to our live module; the caller vouches for
+        // the stream and the address.
+        unsafe { module::launch(self.signal_wait, LaunchDims::SINGLE_THREAD, stream, &mut params) }
     }
 
     /// Enqueues a barrier over `team` that also checks `a` against every member's
@@ -254,6 +277,7 @@ mod tests {
     fn ptx_entries_match_the_launch_code() {
         assert_eq!(entry_params(BARRIER_PTX, "rshmemi_rt_barrier"), [".u32"]);
         assert_eq!(entry_params(BARRIER_PTX, "rshmemi_rt_agree"), [".u32", ".u64", ".u64", ".u64"]);
+        assert_eq!(entry_params(BARRIER_PTX, "rshmemi_rt_signal_wait"), [".u64", ".u32", ".u64"]);
         assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect"), [".u32", ".u64", ".u64", ".u64", ".u64", ".u64", ".u64"]);
         assert_eq!(entry_params(FCOLLECT_PTX, "rshmemi_rt_fcollect_staged"), [".u64"; 11]);
         assert_eq!(

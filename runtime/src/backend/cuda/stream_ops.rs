@@ -1,7 +1,8 @@
-//! The on-stream building blocks of `*_on_stream` operations: copies, signal updates and
-//! waits, queued on a caller's stream (a `torch.cuda.Stream`, say). Addresses of node-local
-//! peers are plain addresses inside our own reservation (the heap maps their chunks there), so
-//! a put or get is an ordinary async copy between two mapped addresses.
+//! The on-stream building blocks of `*_on_stream` operations: copies and signal updates, queued
+//! on a caller's stream (a `torch.cuda.Stream`, say). Addresses of node-local peers are plain
+//! addresses inside our own reservation (the heap maps their chunks there), so a put or get is an
+//! ordinary async copy between two mapped addresses. (The on-stream wait is a runtime kernel:
+//! `stream_kernels.rs`.)
 //!
 //! # Safety
 //! The caller vouches that the addresses stay mapped until the stream has run the operation,
@@ -9,47 +10,13 @@
 #![allow(unsafe_code)]
 
 use super::kernels::Kernels;
-use crate::consts::{Cmp, SignalOp};
+use crate::consts::SignalOp;
 use crate::driver::context::PrimaryContext;
-use crate::driver::stream::{self, StreamHandle, WaitCmp};
+use crate::driver::stream::{self, StreamHandle};
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
-/// How a SHMEM comparison `*addr <cmp> value` runs as `cuStreamWaitValue64`: the driver's
-/// condition and the value to pass.
-///
-/// The driver offers `==`, a wrapping `>=` (`(int64_t)(*addr - value) >= 0`) and two mask
-/// tests. So `CMP_EQ` maps to `==`, `CMP_GE` to the wrapping `>=` (the same as unsigned `>=`
-/// while the two values are less than 2^63 apart, which holds for counters and flags), and
-/// `CMP_GT v` to `>= v + 1`. `CMP_NE`, `CMP_LT` and `CMP_LE` have no stream form.
-///
-/// # Errors
-/// [`Error::Unsupported`] for `CMP_NE`, `CMP_LT`, `CMP_LE`, and for `CMP_GT u64::MAX` (no value
-/// is greater).
-pub fn wait_condition(cmp: Cmp, value: u64) -> Result<(WaitCmp, u64)> {
-    let unsupported = |name: &str| {
-        Err(Error::Unsupported(format!(
-            "waiting on a stream for {name} {value}: cuStreamWaitValue64 can only wait for ==, \
-             >= or > (CMP_EQ, CMP_GE, CMP_GT); wait with one of those, or in a kernel \
-             (signal_wait_until supports every comparison)"
-        )))
-    };
-    match cmp {
-        Cmp::Eq => Ok((WaitCmp::Eq, value)),
-        Cmp::Ge => Ok((WaitCmp::Geq, value)),
-        Cmp::Gt => match value.checked_add(1) {
-            Some(v) => Ok((WaitCmp::Geq, v)),
-            None => Err(Error::Unsupported(format!(
-                "waiting on a stream for CMP_GT {value}: no 64-bit value is greater"
-            ))),
-        },
-        Cmp::Ne => unsupported("CMP_NE"),
-        Cmp::Lt => unsupported("CMP_LT"),
-        Cmp::Le => unsupported("CMP_LE"),
-    }
-}
-
-/// Stream-ordered puts, gets, signals and waits on symmetric memory.
+/// Stream-ordered puts, gets and signals on symmetric memory.
 ///
 /// Holds the runtime's kernels (for `SIGNAL_ADD`) and the context; cheap to share.
 #[derive(Debug, Clone)]
@@ -126,32 +93,13 @@ impl StreamOps {
             SignalOp::Add => unsafe { self.kernels.signal_add(stream, addr, value) },
         }
     }
-
-    /// Makes work queued on `stream` after this wait until the 64-bit word at `addr` satisfies
-    /// `*addr <cmp> value` (see [`wait_condition`] for which comparisons exist). Returns at once.
-    ///
-    /// # Errors
-    /// [`Error::Unsupported`] for comparisons the driver cannot express or without 64-bit
-    /// stream memory operations; [`Error::Driver`].
-    ///
-    /// # Safety
-    /// `addr` must stay a mapped, 8-byte-aligned address until the wait is over; `stream` must be
-    /// a live stream of this PE's device.
-    ///
-    /// # References
-    /// <https://docs.nvidia.com/nvshmem/api/gen/api/signal.html> (`nvshmemx_signal_wait_until_on_stream`)
-    #[doc(alias = "nvshmemx_signal_wait_until_on_stream")]
-    pub unsafe fn wait(&self, stream: StreamHandle, addr: usize, cmp: Cmp, value: u64) -> Result<()> {
-        check_aligned(addr, "wait")?;
-        let (cond, v) = wait_condition(cmp, value)?;
-        self.need_mem_ops("a wait")?;
-        self.ctx.bind()?;
-        // SAFETY: the caller's contract above.
-        unsafe { stream::wait_value64(stream, addr, v, cond) }
-    }
 }
 
-fn check_aligned(addr: usize, what: &str) -> Result<()> {
+/// Refuses a signal address that is not 8-byte aligned (signals are 64-bit words).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the address.
+pub(super) fn check_aligned(addr: usize, what: &str) -> Result<()> {
     if addr % 8 != 0 {
         return Err(Error::InvalidArgument(format!(
             "{what} on a stream: signal address {addr:#x} is not 8-byte aligned (signals are 64-bit words)"
@@ -163,20 +111,6 @@ fn check_aligned(addr: usize, what: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn comparisons_map_to_driver_conditions_or_say_why_not() {
-        assert_eq!(wait_condition(Cmp::Eq, 3).unwrap(), (WaitCmp::Eq, 3));
-        assert_eq!(wait_condition(Cmp::Ge, 3).unwrap(), (WaitCmp::Geq, 3));
-        assert_eq!(wait_condition(Cmp::Gt, 3).unwrap(), (WaitCmp::Geq, 4));
-        let e = wait_condition(Cmp::Gt, u64::MAX).unwrap_err();
-        assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
-        for (cmp, name) in [(Cmp::Ne, "CMP_NE"), (Cmp::Lt, "CMP_LT"), (Cmp::Le, "CMP_LE")] {
-            let e = wait_condition(cmp, 1).unwrap_err();
-            assert!(matches!(e, Error::Unsupported(_)), "{e:?}");
-            assert!(e.to_string().contains(name), "{e}");
-        }
-    }
 
     #[test]
     fn signal_words_must_be_aligned() {
