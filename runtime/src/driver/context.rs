@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 /// (`runtime/build.rs`: the copy loops use cache-eviction qualifiers), which a driver older than
 /// 12.0 refuses to load (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`) wherever no cubin fits the GPU.
 /// And the driver symbols come from cudarc's `cuda-11070` bindings, the first release with the
-/// `_v2` stream memory operation (`cuStreamWriteValue64_v2`); every
+/// `_v2` stream memory operations (`cuStreamWaitValue64_v2`, `cuStreamWriteValue64_v2`); every
 /// 12.x driver has them. Checking 12.0 here turns both into one clear error at init.
 pub const MIN_DRIVER_VERSION: i32 = 12000;
 
@@ -290,7 +290,7 @@ impl Device {
         Ok((major, minor))
     }
 
-    /// Whether `cuStreamWriteValue64` works on this device.
+    /// Whether `cuStreamWaitValue64` / `cuStreamWriteValue64` work on this device.
     ///
     /// # Errors
     /// [`Error::Driver`] from `cuDeviceGetAttribute`.

@@ -11,7 +11,7 @@
 //! | [`context`] | library probe, version check, `cuInit`, devices, primary context, peer access queries |
 //! | [`vmm`] | virtual memory management: `cuMemAddressReserve`, `cuMemCreate`, export/import as a POSIX fd, `cuMemMap`, `cuMemSetAccess`, ... |
 //! | [`module`] | `cuModuleLoadData`, `cuModuleGetGlobal`, `cuModuleGetFunction`, `cuLaunchKernel` |
-//! | [`stream`] | streams, events, `cuMemcpyAsync`, `cuStreamWriteValue64` |
+//! | [`stream`] | streams, events, `cuMemcpyAsync`, `cuStreamWriteValue64`, `cuStreamWaitValue64` |
 //! | [`host_mem`] | page-locked host memory (`cuMemAllocHost`) |
 //! | [`mod@pointer`] | what the driver knows about an address (`cuPointerGetAttribute`) |
 //! | [`deferred`] | errors from `Drop`, kept until the runtime asks for them |

@@ -301,3 +301,47 @@ pub unsafe fn write_value64(stream: StreamHandle, addr: usize, value: u64) -> Re
         sys::cuStreamWriteValue64_v2(stream.raw(), addr as sys::CUdeviceptr, value, flags)
     })
 }
+
+/// What [`wait_value64`] waits for. These are all the driver offers
+/// (`CUstreamWaitValue_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitCmp {
+    /// `(int64_t)(*addr - value) >= 0`: "greater or equal" in wrapping (cyclic) arithmetic.
+    Geq,
+    /// `*addr == value`.
+    Eq,
+    /// `(*addr & value) != 0`.
+    And,
+    /// `~(*addr | value) != 0`.
+    Nor,
+}
+
+impl WaitCmp {
+    fn flag(self) -> u32 {
+        use sys::CUstreamWaitValue_flags::*;
+        (match self {
+            WaitCmp::Geq => CU_STREAM_WAIT_VALUE_GEQ,
+            WaitCmp::Eq => CU_STREAM_WAIT_VALUE_EQ,
+            WaitCmp::And => CU_STREAM_WAIT_VALUE_AND,
+            WaitCmp::Nor => CU_STREAM_WAIT_VALUE_NOR,
+        }) as u32
+    }
+}
+
+/// `cuStreamWaitValue64_v2`: work queued on `stream` after this waits until the 64-bit word at
+/// `addr` satisfies `cmp` against `value`.
+///
+/// # Errors
+/// [`crate::Error::Driver`] (`CUDA_ERROR_NOT_SUPPORTED` on devices without 64-bit stream
+/// memory operations).
+///
+/// # Safety
+/// `addr` must stay a mapped, device-accessible, 8-byte-aligned address until the wait ends.
+pub unsafe fn wait_value64(stream: StreamHandle, addr: usize, value: u64, cmp: WaitCmp) -> Result<()> {
+    // SAFETY: "Enqueues a synchronization of the stream on the given memory location. Work
+    // ordered after the operation will block until the given condition on the memory is
+    // satisfied"; the caller's contract above.
+    check("cuStreamWaitValue64_v2", unsafe {
+        sys::cuStreamWaitValue64_v2(stream.raw(), addr as sys::CUdeviceptr, value, cmp.flag())
+    })
+}
