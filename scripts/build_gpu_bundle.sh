@@ -44,7 +44,7 @@ WHEEL="$(ls "$BUNDLE"/rshmem-*.whl)"
 
 # pyproject.toml's [tool.maturin] include puts the (git-ignored) bitcode and the LTO-IR for Numba
 # kernels (rshmem.numba; build.py makes it when PY has NVRTC) in the wheel; check them.
-"$PY" - "$WHEEL" "$BC_IN_WHEEL" rshmem/numba/lib/libshmem_device.ltoir <<'PYCHECK'
+"$PY" - "$WHEEL" "$BC_IN_WHEEL" rshmem/triton/lib/libnvshmem_device.bc rshmem/numba/lib/libshmem_device.ltoir <<'PYCHECK'
 import sys, zipfile
 wheel, *needs = sys.argv[1:]
 for need in needs:

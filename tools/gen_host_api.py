@@ -556,6 +556,11 @@ def gen_dtype_h(dts: list[dict]) -> str:
     out += xmacro("RSHMEMI_FOR_INT_DTYPE_CODES", "X(kernel code, C type) for the integer dtypes", ints, [code, ctype])
     out += xmacro("RSHMEMI_FOR_FLOAT_DTYPE_CODES", "X(kernel code, C type) for the floating dtypes",
                   [d for d in dts if d["kind"] == "float"], [code, ctype])
+    # NVSHMEM's type names (nvshmem_<name>_sum_reduce, ...) with their dtype: the names torch's
+    # Triton NVSHMEM extension calls (triton-lib/src/torch_nvshmem.cu), C types left out.
+    nv = [{"nv": n.split(":")[0].strip(), "device": d["device"]} for d in dts for n in d.get("nvshmem", [])]
+    out += xmacro("RSHMEMI_FOR_NVSHMEM_TYPE_NAMES", "X(NVSHMEM's type name, dtype) for every NVSHMEM type name", nv,
+                  [lambda r: r["nv"], name])
     out += ["#endif /* RSHMEM_DTYPES_H */", ""]
     return "\n".join(out)
 

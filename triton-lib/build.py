@@ -22,7 +22,11 @@ Steps:
      RSHMEM_CHECK=1; the default library has no trace of the checks.
      The bitcode is copied to --python-out (default python/rshmem/triton/lib/libshmem_device.bc,
      or $RSHMEM_DEVICE_BC_OUT), where rshmem.triton.extern_libs() finds it.
-  6. When NVRTC and the CUDA headers are here (cuda-bindings, nvidia-cuda-nvrtc, -runtime and
+  6. src/torch_nvshmem.cu (NVSHMEM's device names with the types torch's Triton NVSHMEM extension
+     declares) linked with the library gives libnvshmem_device.bc, one self-contained bitcode that
+     rshmem.torch_symm_mem hands to torch's `requires_nvshmem` kernels in place of NVSHMEM's; it
+     is copied beside the library (--python-out) and checked to call nothing it does not define.
+  7. When NVRTC and the CUDA headers are here (cuda-bindings, nvidia-cuda-nvrtc, -runtime and
      -cccl: torch and numba-cuda[cu13] install them), the same sources become
      libshmem_device.ltoir for Numba kernels (ltoir.py: compute_80, which nvJitLink links into
      kernels for every SUPPORTED architecture), copied to python/rshmem/numba/lib/
@@ -50,6 +54,9 @@ API_H = INCLUDE / "rshmem" / "api.h"
 DEFAULT_OUT = HERE / "build"
 # The check-mode variant's file name, beside the default one.
 CHECK_NAME = "libshmem_device.check.bc"
+# Step 6: torch's extension links a library by this file name's role ("libnvshmem_device").
+TORCH_SRC = HERE / "src" / "torch_nvshmem.cu"
+TORCH_NAME = "libnvshmem_device.bc"
 DEFAULT_PY_OUT = ROOT / "python" / "rshmem" / "triton" / "lib" / "libshmem_device.bc"
 DEFAULT_LTOIR_OUT = ROOT / "python" / "rshmem" / "numba" / "lib" / "libshmem_device.ltoir"
 STATE_GLOBAL = "rshmemi_device_state_d"
@@ -140,6 +147,25 @@ def check_symbols(bc: Path) -> int:
     return len(declared)
 
 
+def build_torch_library(out: Path, library: Path) -> tuple[Path, int]:
+    """Step 6: the wrappers linked with `library` (already without the ftz flag), and the number
+    of NVSHMEM names they define. Every function the result calls is defined in it (LLVM's
+    intrinsics and the CUDA runtime's printf aside), so a missing rshmem symbol fails here, not
+    in a user's kernel."""
+    raw, linked, bc = out / "torch_nvshmem.bc.raw", out / (TORCH_NAME + ".raw"), out / TORCH_NAME
+    compile_bc(TORCH_SRC, raw, TRITON_DEFINES)
+    run([tool("llvm-link"), str(library), str(raw), "-o", str(linked)])
+    strip_reflect_ftz(linked, bc)
+    raw.unlink()
+    linked.unlink()
+    undefined = [s for s in run([tool("llvm-nm"), "--undefined-only", "-j", str(bc)]).stdout.split()
+                 if not s.startswith("llvm.") and s != "vprintf"]
+    if undefined:
+        sys.exit(f"build.py: {TORCH_NAME} calls functions it does not define: {', '.join(undefined)}")
+    names = [s for s in run([tool("llvm-nm"), "--defined-only", "-j", str(bc)]).stdout.split() if s.startswith("nvshmem")]
+    return bc, len(names)
+
+
 def emit_ptx(bcs: list[Path], out_dir: Path) -> Path:
     linked = out_dir / "libshmem_device.linked.bc"
     if len(bcs) > 1:
@@ -169,19 +195,21 @@ def main() -> int:
     # The check-mode variant (peer_device.h, "Check mode"): the same library with its address
     # checks compiled in, which rshmem.triton links under RSHMEM_CHECK=1.
     check_bc, _ = build_library(out, CHECK_NAME, (*TRITON_DEFINES, "RSHMEM_CHECK=1"))
+    torch_bc, n_torch = build_torch_library(out, bc)
     extras = []
     for i, cu in enumerate(args.extra_cu):
         extra = out / f"extra{i}.bc"
         compile_bc(cu, extra)
         extras.append(extra)
     ptx = emit_ptx([bc, *extras], out)
-    print(f"build.py: {bc} ({n} functions), {ptx}")
+    print(f"build.py: {bc} ({n} functions), {ptx}, {torch_bc} ({n_torch} NVSHMEM names)")
     if args.python_out:
         py_out = Path(args.python_out)
         py_out.parent.mkdir(parents=True, exist_ok=True)
         install(bc, py_out)
         install(check_bc, py_out.parent / CHECK_NAME)
-        print(f"build.py: copied to {args.python_out} (and {CHECK_NAME} beside it)")
+        install(torch_bc, py_out.parent / TORCH_NAME)
+        print(f"build.py: copied to {args.python_out} (and {CHECK_NAME}, {TORCH_NAME} beside it)")
     if args.ltoir_out:
         build_ltoir(out, Path(args.ltoir_out))
     return 0
@@ -197,7 +225,7 @@ def install(src: Path, dst: Path) -> None:
 
 
 def build_ltoir(out: Path, copy_to: Path) -> None:
-    """Step 6: the LTO-IR for Numba kernels, when NVRTC is here."""
+    """Step 7: the LTO-IR for Numba kernels, when NVRTC is here."""
     sys.path.insert(0, str(HERE))
     import ltoir  # noqa: PLC0415 (beside this file)
 

@@ -32,6 +32,10 @@ Differences from torch's CUDA backend (docs/pytorch-backend.md):
   and wait in a one-thread kernel (no timeout but `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`; a peer that leaves
   the job ends the wait with an error); on the host backend `timeout_ms` holds.
 - No multicast (`has_multicast_support()` is False).
+
+torch's Triton NVSHMEM extension (`@requires_nvshmem` kernels calling `nvshmem.put`, `signal_op`,
+`barrier_all`, ...) runs on RSHMEM too: while the current device's backend is RSHMEM, those
+kernels link rshmem's stand-in for NVSHMEM's device library (`rshmem._nvshmem_triton`).
 """
 
 from __future__ import annotations
@@ -139,6 +143,10 @@ def register() -> None:
         device = rtorch.device().type
     ext.register_backend(_native.__file__, device)
     _state["device"] = device
+    if device == "cuda":
+        from . import _nvshmem_triton
+
+        _nvshmem_triton.install()
 
 
 def release() -> int:

@@ -443,14 +443,17 @@ def test_reduce_overhead_compile_records_prepared_shapes():
     rshmem.barrier_all()
 
 
+@pytest.mark.parametrize("producer", ["sm", "copy_engine"])
 @pytest.mark.parametrize("rows", [1, 16, 128, 512])
-def test_small_rows_run_as_the_gathered_a_and_cublas(rows):
+def test_small_rows_run_as_the_gathered_a_and_cublas(rows, producer):
     """Decode-sized calls (`config.gemm_small_rows`): AllGather+GEMM gathers A into the workspace
-    and multiplies with cuBLAS; back to back, both layouts, the gathered A, and a CUDA graph."""
+    and multiplies with cuBLAS, every step on the caller's stream; back to back, both layouts,
+    the gathered A, and a CUDA graph, with either producer (the SM one also copies this PE's rows)."""
     W, me = rshmem.n_pes(), rshmem.my_pe()
     m = max(1, rows // W)
     M, K, N = W * m, 512, 768
     ops.config.gemm_small_rows = 512
+    old_producer, ops.config.ag_producer = ops.config.ag_producer, producer
     try:
         got = []
         for it in range(3):
@@ -480,6 +483,7 @@ def test_small_rows_run_as_the_gathered_a_and_cublas(rows):
             _check(ops.matmul_reduce_scatter(a, B), a @ B, "GEMM+ReduceScatter on one PE")
     finally:
         ops.config.gemm_small_rows = 0
+        ops.config.ag_producer = old_producer
     torch.cuda.synchronize()
     rshmem.barrier_all()
 

@@ -17,6 +17,11 @@ One call, in stream order (the protocol is in `_kernels_gemm`):
    GEMM's last CTA.
 5. The caller's stream waits for the side streams: everything later on it sees the call done.
 
+Decode sizes (`small_rows`: the gathered A, then one cuBLAS GEMM) run every step on the caller's
+stream instead: the GEMM waits for all of A anyway, so side streams would overlap nothing and
+cost their events (about 10 us of CPU per call). There the SM producer's grid has one more
+column, this PE itself, so its own rows reach its slot in the same launch.
+
 Nothing here allocates or synchronizes on the host after the first call of a shape, so the op
 may be called back to back and captured in a CUDA graph (side streams fork from and join the
 capturing stream). The side streams exist and the producer and release kernels are loaded
@@ -44,11 +49,23 @@ PUSH_WARPS = 16
 _consumer = Kernel(kg.ag_gemm_kernel, "all_gather_matmul")
 _push = Kernel(kg.ag_push_kernel, "all_gather_matmul")
 _release = Kernel(kg.release_kernel, "all_gather_matmul")
-_streams: dict = {}
+_streams: dict = {}  # device index -> side streams
+_callers: dict = {}  # raw handle -> the caller's stream as a torch object
 
 
 def forget() -> None:
     _streams.clear()
+    _callers.clear()
+
+
+def _stream(handle: int, dev) -> torch.cuda.Stream:
+    """The caller's stream (current, raw `handle`) as a torch Stream object for events, kept per
+    handle: `torch.cuda.current_stream()` builds a new object on every call (a few us). (Not
+    `ExternalStream(handle)`: for handle 0, the default stream, torch hands out a pool stream.)"""
+    found = _callers.get(handle)
+    if found is None:
+        found = _callers[handle] = torch.cuda.current_stream(dev)
+    return found
 
 
 def _side_streams(count: int) -> list:
@@ -208,7 +225,7 @@ class Plan:
         my_pe = self.my_pe = info.pes[me]
         self.my_row0 = me * m
         flags, busy, pes = space.flags, space.busy, _workspace.pes(info)
-        self.sides = _side_streams(W - 1 + (1 if return_a and not self.small else 0))
+        self.sides = [] if self.small else _side_streams(W - 1 + (1 if return_a else 0))
         self.side_handles = [s.cuda_stream for s in self.sides]
         self.ready = torch.cuda.Event()
         row = K * elt
@@ -221,6 +238,9 @@ class Plan:
             chunks = tuple((buf3d[me, ci * chunk_rows].data_ptr(), ci * chunk_rows * row,
                             (min(m, (ci + 1) * chunk_rows) - ci * chunk_rows) * row,
                             flags[me * FLAG_STRIDE + ci].data_ptr()) for ci in range(n_chunks))
+            if self.small:
+                self.peers.append((None, None, busy[p].data_ptr(), info.pes[p], chunks))
+                continue
             self.peers.append((self.sides[side], self.side_handles[side], busy[p].data_ptr(), info.pes[p], chunks))
         # The copy-out of the gathered A: (flag address, rows in `full`, rows of the buffer) per chunk.
         self.copies = []
@@ -235,7 +255,9 @@ class Plan:
         release_args = (flags, space.counter, busy, pes, me, W, n_chunks, FLAG_STRIDE)
         # Loaded before the GEMM ever starts waiting for the peers: a load while it runs would wait
         # for it (`_launch`'s docstring), and the peers' GEMMs for this PE's producer.
-        self.push = _push.bind((n_chunks, W - 1), push_args, (), (0,), num_warps=PUSH_WARPS) if how == "sm" else None
+        # (On the small path the grid's last column is this PE: its own rows into its own slot.)
+        self.push = _push.bind((n_chunks, W if self.small else W - 1), push_args, (), (0,), num_warps=PUSH_WARPS) \
+            if how == "sm" else None
         self.release = _release.bind((1,), release_args, (RESET_BLOCK,), (), num_warps=4) \
             if return_a or self.small else None
         if self.small:
@@ -256,15 +278,13 @@ class Plan:
             if self.return_a:
                 full.copy_(a)
             return c, full
-        main = torch.cuda.current_stream(self.dev)
-        handle = main.cuda_stream
+        if self.small:
+            return self._small(a, b, c, full)
+        handle = _cuda.current_raw_stream(self.index)
+        main = _stream(handle, self.dev)
         ready = self.ready
         ready.record(main)
-        small = self.small
-        if small:
-            self.own.copy_(a)
-        else:
-            self.consumer.launch(handle, a, b, c)
+        self.consumer.launch(handle, a, b, c)
         a_ptr = a.data_ptr()
         my_pe, copy_engine = self.my_pe, self.how == "copy_engine"
         for side, side_handle, busy, pe, chunks in self.peers:
@@ -278,16 +298,9 @@ class Plan:
                                                     False)
         if self.push is not None:
             self.push.launch(self.side_handles[0], a)
-        if small:
-            for flag in self.waits:
-                _native.signal_wait_until_on_stream(flag, CMP_GE, 1, handle)
-            torch.mm(self.gathered, b, out=c)
-            if self.return_a:
-                full.copy_(self.gathered)
-        elif self.return_a:
+        if self.return_a:
             out, out_handle = self.sides[-1], self.side_handles[-1]
             out.wait_event(ready)
-            m, me = self.m, self.W and self.consumer  # noqa: F841 - keep names short below
             with torch.cuda.stream(out):
                 full[self.my_row0:self.my_row0 + self.m].copy_(a)
                 for flag, r0, r1, view in self.copies:
@@ -297,6 +310,29 @@ class Plan:
             main.wait_stream(s)
         if self.release is not None:
             self.release.launch(handle)
+        return c, full
+
+    def _small(self, a, b, c, full):
+        """A call at decode sizes, every step on the caller's stream (see the module docstring)."""
+        handle = _cuda.current_raw_stream(self.index)
+        my_pe = self.my_pe
+        for _, _, busy, _, _ in self.peers:
+            _native.signal_wait_until_on_stream(busy, CMP_EQ, 0, handle)
+            _native.signal_op_on_stream(busy, 1, SIGNAL_SET, my_pe, handle)
+        if self.push is not None:
+            self.push.launch(handle, a)
+        else:
+            self.own.copy_(a)
+            a_ptr = a.data_ptr()
+            for _, _, _, pe, chunks in self.peers:
+                for dst, off, nbytes, flag in chunks:
+                    _native.putmem_signal_on_stream(dst, a_ptr + off, nbytes, flag, 1, SIGNAL_SET, pe, handle, False)
+        for flag in self.waits:
+            _native.signal_wait_until_on_stream(flag, CMP_GE, 1, handle)
+        torch.mm(self.gathered, b, out=c)
+        if self.return_a:
+            full.copy_(self.gathered)
+        self.release.launch(handle)
         return c, full
 
 

@@ -55,4 +55,32 @@
   X(10, float) \
   X(11, double)
 
+/* X(NVSHMEM's type name, dtype) for every NVSHMEM type name */
+#define RSHMEMI_FOR_NVSHMEM_TYPE_NAMES(X) \
+  X(char, int8) \
+  X(schar, int8) \
+  X(int8, int8) \
+  X(short, int16) \
+  X(int16, int16) \
+  X(int, int32) \
+  X(int32, int32) \
+  X(long, int64) \
+  X(longlong, int64) \
+  X(int64, int64) \
+  X(ptrdiff, int64) \
+  X(uchar, uint8) \
+  X(uint8, uint8) \
+  X(ushort, uint16) \
+  X(uint16, uint16) \
+  X(uint, uint32) \
+  X(uint32, uint32) \
+  X(ulong, uint64) \
+  X(ulonglong, uint64) \
+  X(uint64, uint64) \
+  X(size, uint64) \
+  X(half, fp16) \
+  X(bfloat16, bf16) \
+  X(float, fp32) \
+  X(double, fp64)
+
 #endif /* RSHMEM_DTYPES_H */
