@@ -1,5 +1,6 @@
-"""One 2-PE run of torch's symm_mem API on one backend ("RSHMEM" or "CUDA"), then a DDP step over
-the process-group backend given (cuda:rshmem or gloo); each rank saves its results to
+"""One 2-PE run of torch's symm_mem API on one backend ("RSHMEM" or "CUDA"), torch's symm_mem ops
+and Inductor's micro-pipeline TP on it, then a DDP step over the process-group backend given
+(cuda:rshmem or gloo) and, on cuda:rshmem, an all_reduce in a CUDA graph; each rank saves its results to
 `<out>/<backend>_<rank>.pt` for test_symm_mem_gpu.py to compare. Started by that test under
 torchrun: `python -m torch.distributed.run --nproc-per-node 2 symm_mem_gpu_program.py RSHMEM out`."""
 import os
@@ -62,6 +63,60 @@ res["ag"], res["ag_mm"] = ag.cpu(), mm[0].cpu()
 torch.cuda.synchronize()
 h.barrier()
 
+# torch's GEMM + reduce-scatter and its two-shot all-reduce (in place, on a symm_mem tensor).
+a2 = torch.randn(64, 32, generator=g).to(dev)
+res["mm_rs"] = torch.ops.symm_mem.fused_matmul_reduce_scatter(a2, b, "sum", 0, group).cpu()
+y = symm_mem.empty(2048, dtype=torch.float32, device=dev)
+symm_mem.rendezvous(y, group)
+y.copy_(torch.randn(2048, generator=g).to(dev))
+try:
+    torch.ops.symm_mem.two_shot_all_reduce_(y, "sum", group)
+    res["two_shot"] = y.cpu()
+except RuntimeError as e:  # recorded: the test compares it with the CUDA backend's
+    res["two_shot"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+torch.cuda.synchronize()
+h.barrier()
+
+# Inductor's micro-pipeline (async) tensor parallelism: all_gather + mm compiled into torch's
+# fused_all_gather_matmul, which runs on the backend's memory.
+import torch._inductor.config as inductor_config  # noqa: E402
+from torch._inductor.utils import run_and_get_code  # noqa: E402
+from torch.distributed._functional_collectives import all_gather_tensor  # noqa: E402
+
+symm_mem.enable_symm_mem_for_group(group)
+full_a = torch.randn(2 * 128, 64, generator=torch.Generator().manual_seed(11)).to(dev)
+w = torch.randn(64, 96, generator=torch.Generator().manual_seed(12)).to(dev)
+
+
+def ag_mm(shard, w):
+    return all_gather_tensor(shard, 0, group) @ w
+
+
+inductor_config._micro_pipeline_tp = True
+torch._dynamo.reset()
+got, code = run_and_get_code(torch.compile(ag_mm, fullgraph=True), full_a[me * 128:(me + 1) * 128].contiguous(), w)
+res["mptp"] = got.cpu()
+res["mptp_fused"] = "fused_all_gather_matmul" in "\n".join(code)
+torch.testing.assert_close(got, full_a @ w, rtol=2e-3, atol=2e-3)
+# ... and mm + reduce_scatter into torch's fused_matmul_reduce_scatter.
+from torch.distributed._functional_collectives import reduce_scatter_tensor  # noqa: E402
+
+parts = [torch.randn(2 * 64, 64, generator=torch.Generator().manual_seed(20 + r)).to(dev) for r in range(n)]
+
+
+def mm_rs(x, w):
+    return reduce_scatter_tensor(x @ w, "sum", 0, group)
+
+
+torch._dynamo.reset()
+got, code = run_and_get_code(torch.compile(mm_rs, fullgraph=True), parts[me], w)
+inductor_config._micro_pipeline_tp = False
+res["mptp_rs"] = got.cpu()
+res["mptp_rs_fused"] = "fused_matmul_reduce_scatter" in "\n".join(code)
+torch.testing.assert_close(got, sum(p @ w for p in parts)[me * 64:(me + 1) * 64], rtol=2e-3, atol=2e-3)
+torch.cuda.synchronize()
+h.barrier()
+
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 torch.manual_seed(0)
@@ -73,6 +128,24 @@ torch.nn.functional.mse_loss(ddp(xs), ys).backward()
 opt.step()
 res["ddp"] = [p.detach().cpu() for p in model.parameters()]
 res["pg"] = dist.get_backend()
+
+if backend == "RSHMEM":
+    # The process group's all_reduce on CUDA tensors captured in a CUDA graph and replayed (gloo,
+    # the other run's group, cannot be captured).
+    t = torch.full((1024,), float(me + 1), device=dev)
+    dist.all_reduce(t)  # the first call makes the group's workspace: not capturable
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            dist.all_reduce(t)
+        for _ in range(2):
+            t.fill_(float(me + 1))
+            graph.replay()
+        torch.cuda.synchronize()
+        res["pg_graph"] = t.cpu()
+    except Exception as e:  # noqa: BLE001 - recorded for the test's message
+        res["pg_graph"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
 
 os.makedirs(out, exist_ok=True)
 torch.save(res, os.path.join(out, f"{backend}_{me}.pt"))

@@ -186,6 +186,10 @@ def _ops_cases() -> list:
     out.append(("ops_gemm", "ag_push_kernel", {"a_shard": "*u8", "buf": "*u8", "flags": "*i64", "pes": "*i32",
                                                **ints("me", "W", "m", "row_bytes", "chunk_rows", "flag_stride")},
                 {}, {"num_warps": 16}))
+    out.append(("ops_gemm", "ag_gather_kernel", {"a_shard": "*u8", "buf": "*u8", "flags": "*i64", "busy": "*i64",
+                                                 "pes": "*i32", **ints("me", "W", "my_pe", "m", "row_bytes",
+                                                                       "flag_stride")},
+                {}, {"num_warps": 16}))
     out.append(("ops_gemm", "release_kernel", {**ws, **ints("me", "W", "n_flags", "flag_stride")},
                 {"RESET_BLOCK": 64}, {"num_warps": 4}))
     for form, dt, op in (("one_shot", "bf16", 0), ("one_shot", "fp32", 2), ("two_shot", "bf16", 1),

@@ -19,8 +19,11 @@ One call, in stream order (the protocol is in `_kernels_gemm`):
 
 Decode sizes (`small_rows`: the gathered A, then one cuBLAS GEMM) run every step on the caller's
 stream instead: the GEMM waits for all of A anyway, so side streams would overlap nothing and
-cost their events (about 10 us of CPU per call). There the SM producer's grid has one more
-column, this PE itself, so its own rows reach its slot in the same launch.
+cost their events (about 10 us of CPU per call). With the SM producer and one chunk per shard
+(the usual decode case) one launch, `ag_gather_kernel`, does the whole gather: the busy waits, the
+puts, this PE's own rows, the waits for the peers' flags; then `torch.mm` and the release. With
+more chunks the SM producer's grid has one more column, this PE itself, so its own rows reach its
+slot in the same launch, and the waits are the stream's.
 
 Nothing here allocates or synchronizes on the host after the first call of a shape, so the op
 may be called back to back and captured in a CUDA graph (side streams fork from and join the
@@ -48,6 +51,7 @@ PUSH_WARPS = 16
 
 _consumer = Kernel(kg.ag_gemm_kernel, "all_gather_matmul")
 _push = Kernel(kg.ag_push_kernel, "all_gather_matmul")
+_gather = Kernel(kg.ag_gather_kernel, "all_gather_matmul")
 _release = Kernel(kg.release_kernel, "all_gather_matmul")
 _streams: dict = {}  # device index -> side streams
 _callers: dict = {}  # raw handle -> the caller's stream as a torch object
@@ -255,9 +259,14 @@ class Plan:
         release_args = (flags, space.counter, busy, pes, me, W, n_chunks, FLAG_STRIDE)
         # Loaded before the GEMM ever starts waiting for the peers: a load while it runs would wait
         # for it (`_launch`'s docstring), and the peers' GEMMs for this PE's producer.
+        # Decode sizes with one chunk per shard (the usual case) and the SM producer: the busy
+        # waits, the puts and the flag waits are one kernel (`ag_gather_kernel`).
+        gather = self.small and how == "sm" and n_chunks == 1
+        self.gather = _gather.bind((W,), (a.view(torch.uint8), space.buf, flags, busy, pes, me, W, my_pe, m, row,
+                                          FLAG_STRIDE), (), (0,), num_warps=PUSH_WARPS) if gather else None
         # (On the small path the grid's last column is this PE: its own rows into its own slot.)
         self.push = _push.bind((n_chunks, W if self.small else W - 1), push_args, (), (0,), num_warps=PUSH_WARPS) \
-            if how == "sm" else None
+            if how == "sm" and not gather else None
         self.release = _release.bind((1,), release_args, (RESET_BLOCK,), (), num_warps=4) \
             if return_a or self.small else None
         if self.small:
@@ -315,6 +324,13 @@ class Plan:
     def _small(self, a, b, c, full):
         """A call at decode sizes, every step on the caller's stream (see the module docstring)."""
         handle = _cuda.current_raw_stream(self.index)
+        if self.gather is not None:
+            self.gather.launch(handle, a)
+            torch.mm(self.gathered, b, out=c)
+            if self.return_a:
+                full.copy_(self.gathered)
+            self.release.launch(handle)
+            return c, full
         my_pe = self.my_pe
         for _, _, busy, _, _ in self.peers:
             _native.signal_wait_until_on_stream(busy, CMP_EQ, 0, handle)

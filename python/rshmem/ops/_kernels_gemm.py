@@ -204,6 +204,31 @@ def ag_push_kernel(a_shard, buf, flags, pes, me, W, m, row_bytes, chunk_rows, fl
                             shm.SIGNAL_SET, pe)
 
 
+@rt.jit(do_not_specialize=["me", "W", "my_pe", "m", "row_bytes", "flag_stride"])
+def ag_gather_kernel(a_shard, buf, flags, busy, pes, me, W, my_pe, m, row_bytes, flag_stride):
+    """The whole gather of a decode-sized AllGather+GEMM (one chunk per shard) in one launch,
+    program j for PE `me + 1 + j`: for a peer p, wait until p has freed this PE's slot
+    (`busy[p] == 0`), mark it taken, put the shard into it and set `flags[me, 0]` there; the last
+    program (this PE) copies the shard into its own slot and waits for every peer's flag, so the
+    caller's stream can multiply the gathered A when the kernel ends. One program per peer and
+    one thread of it waits and marks, so nothing can see the slot taken before the wait ends."""
+    p = (me + 1 + tl.program_id(0)) % W
+    pe = tl.load(pes + p)
+    nbytes = tl.cast(m, tl.int64) * row_bytes
+    dst = buf + tl.cast(me * m, tl.int64) * row_bytes
+    if p != me:
+        if tid(0) == 0:
+            shm.signal_wait_until(busy + p, shm.CMP_EQ, 0)
+            shm.signal_op(busy + p, 1, shm.SIGNAL_SET, my_pe)
+        # No thread writes the peer's slot before the wait (bar.sync after thread 0's acquire).
+        syncthreads()
+    shm.putmem_signal_block(dst, a_shard, nbytes, flags + me * flag_stride, 1, shm.SIGNAL_SET, pe)
+    if p == me:
+        for s in range(0, W):
+            if s != me:
+                shm.signal_wait_until(flags + s * flag_stride, shm.CMP_GE, 1)
+
+
 @rt.jit(do_not_specialize=["me", "W", "n_flags", "flag_stride"])
 def release_kernel(flags, counter, busy, pes, me, W, n_flags, flag_stride, RESET_BLOCK: tl.constexpr):
     """One program: the end of a call whose consumer left the release to the caller

@@ -39,7 +39,7 @@ pub(super) fn record_error(
     // and the comparison.
     let on_stream = rec.cmp & WAIT_ON_STREAM != 0;
     let waiter = if on_stream { "signal_wait_until_on_stream" } else { "a wait in a kernel" };
-    let wait_cmp = || i32::try_from(rec.cmp & 0xff).ok().and_then(|c| Cmp::from_raw(c).ok()).map_or("?", Cmp::symbol);
+    let wait_cmp = || i32::try_from(rec.cmp & (WAIT_ON_STREAM - 1)).ok().and_then(|c| Cmp::from_raw(c).ok()).map_or("?", Cmp::symbol);
     let at_wait = |seen: Option<u64>| format!("{addr:#x} ({})", describe(addr, Some(WaitSeen { expected: rec.expected, seen })));
     match rec.flag {
         ERROR_FLAG_PEER_LEFT => {
