@@ -22,8 +22,8 @@ stream instead: the GEMM waits for all of A anyway, so side streams would overla
 cost their events (about 10 us of CPU per call). With the SM producer and one chunk per shard
 (the usual decode case) one launch, `ag_gather_kernel`, does the whole gather: the busy waits, the
 puts, this PE's own rows, the waits for the peers' flags; then `torch.mm` and the release. With
-more chunks the SM producer's grid has one more column, this PE itself, so its own rows reach its
-slot in the same launch, and the waits are the stream's.
+more chunks (a `gemm_small_rows` raised above the default) or the copy-engine producer, the steps
+are those of the fused path, queued on the caller's stream, and this PE's rows are copied in.
 
 Nothing here allocates or synchronizes on the host after the first call of a shape, so the op
 may be called back to back and captured in a CUDA graph (side streams fork from and join the
@@ -264,8 +264,7 @@ class Plan:
         gather = self.small and how == "sm" and n_chunks == 1
         self.gather = _gather.bind((W,), (a.view(torch.uint8), space.buf, flags, busy, pes, me, W, my_pe, m, row,
                                           FLAG_STRIDE), (), (0,), num_warps=PUSH_WARPS) if gather else None
-        # (On the small path the grid's last column is this PE: its own rows into its own slot.)
-        self.push = _push.bind((n_chunks, W if self.small else W - 1), push_args, (), (0,), num_warps=PUSH_WARPS) \
+        self.push = _push.bind((n_chunks, W - 1), push_args, (), (0,), num_warps=PUSH_WARPS) \
             if how == "sm" and not gather else None
         self.release = _release.bind((1,), release_args, (RESET_BLOCK,), (), num_warps=4) \
             if return_a or self.small else None
@@ -335,10 +334,10 @@ class Plan:
         for _, _, busy, _, _ in self.peers:
             _native.signal_wait_until_on_stream(busy, CMP_EQ, 0, handle)
             _native.signal_op_on_stream(busy, 1, SIGNAL_SET, my_pe, handle)
+        self.own.copy_(a)
         if self.push is not None:
             self.push.launch(handle, a)
         else:
-            self.own.copy_(a)
             a_ptr = a.data_ptr()
             for _, _, _, pe, chunks in self.peers:
                 for dst, off, nbytes, flag in chunks:
