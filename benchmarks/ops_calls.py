@@ -12,7 +12,8 @@ The four times of a path, medians:
 - `host_us`: CPU time inside the call (`perf_counter_ns` from entry to return), with the GPU
   synchronized every few calls so that a full launch queue never blocks the call.
 
-Paths: `rshmem` (the op as `rshmem.ops` exposes it; `rshmem fused` is the same with
+Paths: `rshmem` (the op as `rshmem.ops` exposes it, and `rshmem in place` for
+`rshmem.ops.all_reduce_`, which at W=1 has nothing to do after its first call; `rshmem fused` is the same with
 `config.gemm_small_rows = 0`, the fused kernel at every size, where the installed rshmem has that
 rule), `mm` (cuBLAS `torch.mm` of the whole A: nothing to gather at W=1), `nccl` (NCCL
 `all_gather_into_tensor` + `mm`, or `mm` + `reduce_scatter_tensor`; `all_reduce` in place),
@@ -113,6 +114,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, fewer shapes")
     ap.add_argument("--host-only", action="store_true", help="rshmem's host time only (PEs sharing a GPU)")
     ap.add_argument("--label", default="", help="a name for this build in the JSON and table")
+    ap.add_argument("--ops", default="ag,rs,ar", help="which ops: ag (all_gather_matmul), rs "
+                    "(matmul_reduce_scatter), ar (all_reduce), comma-separated")
     args = ap.parse_args()
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", "31311")
@@ -169,8 +172,9 @@ def main() -> None:
             torch_ok = True
         except Exception as e:  # noqa: BLE001
             print(f"torch symmetric memory unavailable: {e}")
-    ag_shapes = AG_SHAPES[:3] if args.quick or args.host_only else AG_SHAPES
-    rs_shapes = RS_SHAPES[:3] if args.quick or args.host_only else RS_SHAPES
+    which = set(args.ops.split(","))
+    ag_shapes = (AG_SHAPES[:3] if args.quick or args.host_only else AG_SHAPES) if "ag" in which else []
+    rs_shapes = (RS_SHAPES[:3] if args.quick or args.host_only else RS_SHAPES) if "rs" in which else []
     g = torch.Generator(device=dev).manual_seed(1)
     for M, K, N in ag_shapes:
         m = max(1, M // W)
@@ -217,10 +221,13 @@ def main() -> None:
                        lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", 0, name))
             del b
         del a, weight
-    for nbytes in AR_BYTES[::3] if args.host_only else AR_BYTES:
+    for nbytes in (AR_BYTES[::3] if args.host_only else AR_BYTES) if "ar" in which else []:
         x = torch.randn(nbytes // 2, generator=g, device=dev).to(bf16)
         label = f"{nbytes >> 10} KiB"
         record("all_reduce", label, "-", "rshmem", lambda: ops.all_reduce(x))
+        # in place (the values grow from call to call; the time does not depend on them)
+        y = x.clone()
+        record("all_reduce", label, "-", "rshmem in place", lambda: ops.all_reduce_(y))
         if args.host_only:
             continue
         record("all_reduce", label, "-", "nccl", lambda: dist.all_reduce(x))

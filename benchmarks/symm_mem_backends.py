@@ -1,10 +1,14 @@
 """torch's symm_mem all-reduces and a process group's all_reduce on rshmem, beside torch's own
 backends: torch's CUDA SymmetricMemory backend and NCCL.
 
-    python -m benchmarks.symm_mem_backends [--calls 500] [--repeats 5] [--json out.json] [--png out.png]
+    python -m benchmarks.symm_mem_backends [--pes 1] [--calls 500] [--repeats 5] [--json out.json] [--png out.png]
 
-One GPU, W=1, where issue 31 sets its targets: nothing crosses a link, so each path's own cost
-shows. Each backend runs in a process of its own (a process cannot change its symm_mem backend
+One GPU, W=1 by default, where issue 31 sets its targets: nothing crosses a link, so each path's
+own cost shows (one PE's all-reduce is the identity: it measures each path's fixed cost). With
+`--pes 2` two processes share the GPU (RSHMEM_ALLOW_SHARED_GPU, torch's
+TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES): the host time per call is what a 2-GPU job's would be,
+the GPU times are not (the PEs' kernels share the SMs); NCCL refuses two ranks on one GPU, so the
+CUDA side has no `dist.all_reduce` there. Each backend runs in a process of its own (a process cannot change its symm_mem backend
 once a tensor exists):
 
 - `CUDA`: torch's CUDA symm_mem backend, process group `cpu:gloo,cuda:nccl`;
@@ -34,6 +38,8 @@ BACKENDS = ("CUDA", "RSHMEM")
 
 
 def _worker(backend: str, calls: int, repeats: int) -> None:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
     import torch
     import torch.distributed as dist
     import torch.distributed._symmetric_memory as symm_mem
@@ -86,6 +92,8 @@ def _worker(backend: str, calls: int, repeats: int) -> None:
             "two_shot_all_reduce_": lambda: torch.ops.symm_mem.two_shot_all_reduce_(inp, "sum", group),
             "dist.all_reduce": lambda: dist.all_reduce(plain),
         }
+        if backend == "CUDA" and world > 1:
+            del paths["dist.all_reduce"]  # NCCL: one GPU per rank
         for op, fn in paths.items():
             row = {"backend": backend, "op": op, "bytes": nbytes}
             try:
@@ -94,7 +102,8 @@ def _worker(backend: str, calls: int, repeats: int) -> None:
                 row.update(eager_us=eager_us(fn), host_us=host_us(fn))
             except Exception as e:  # noqa: BLE001 - a path that fails is reported as such
                 row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-            print("ROW " + json.dumps(row), flush=True)
+            if rank == 0:
+                print("ROW " + json.dumps(row), flush=True)
     dist.destroy_process_group()
 
 
@@ -106,6 +115,7 @@ def _free_port() -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pes", type=int, default=1, help="processes sharing the GPU (1 or 2)")
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", default=None)
@@ -119,23 +129,38 @@ def main() -> None:
         return
     rows = []
     for backend in BACKENDS:
-        env = dict(os.environ, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(_free_port()), RSHMEM_BACKEND="cuda")
-        done = subprocess.run([sys.executable, "-m", "benchmarks.symm_mem_backends", "--worker", backend, "--calls",
-                               str(args.calls), "--repeats", str(args.repeats)], env=env, capture_output=True,
-                              text=True, timeout=900)
-        got = [json.loads(line[4:]) for line in done.stdout.splitlines() if line.startswith("ROW ")]
-        if done.returncode != 0:
-            print(f"{backend} worker failed ({done.returncode}):\n{done.stderr[-3000:]}")
-        rows += got
+        port = str(_free_port())
+        procs = []
+        for rank in range(args.pes):
+            env = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(args.pes),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RSHMEM_BACKEND="cuda", RSHMEM_ALLOW_SHARED_GPU="1",
+                       TORCH_SYMM_MEM_ALLOW_OVERLAPPING_DEVICES="1")
+            procs.append(subprocess.Popen([sys.executable, "-m", "benchmarks.symm_mem_backends", "--worker", backend,
+                                           "--calls", str(args.calls), "--repeats", str(args.repeats)], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for rank, proc in enumerate(procs):
+            try:
+                out, err = proc.communicate(timeout=900)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, err = proc.communicate()
+            if rank == 0:
+                rows += [json.loads(line[4:]) for line in out.splitlines() if line.startswith("ROW ")]
+            if proc.returncode != 0:
+                print(f"{backend} worker {rank} failed ({proc.returncode}):\n{err[-3000:]}")
     table = {(r["op"], r["bytes"], r["backend"]): r for r in rows}
-    print("torch's symm_mem all-reduces and dist.all_reduce, W=1, bf16, medians (us per call):")
+    print(f"torch's symm_mem all-reduces and dist.all_reduce, W={args.pes}, bf16, medians (us per call):")
     print(f"  {'op':22s} {'size':>8s} {'CUDA eager':>11s} {'RSHMEM eager':>13s} {'ratio':>6s} "
           f"{'CUDA host':>10s} {'RSHMEM host':>12s} {'ratio':>6s}")
     out = []
     for op in ("one_shot_all_reduce", "two_shot_all_reduce_", "dist.all_reduce"):
         for nbytes in SIZES:
             base, mine = table.get((op, nbytes, "CUDA"), {}), table.get((op, nbytes, "RSHMEM"), {})
+            if "eager_us" in mine and not base:
+                out.append({"op": op, "bytes": nbytes, "rshmem": mine})
+                print(f"  {op:22s} {nbytes >> 10:>6d}Ki {'-':>11s} {mine['eager_us']:13.2f} {'':6s} "
+                      f"{'-':>10s} {mine['host_us']:12.2f}")
+                continue
             if "eager_us" not in base or "eager_us" not in mine:
                 print(f"  {op:22s} {nbytes >> 10:>6d}Ki  CUDA: {base.get('error', 'no result')}; "
                       f"RSHMEM: {mine.get('error', 'no result')}")
@@ -149,7 +174,8 @@ def main() -> None:
           "and process group)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "compared": out, "calls": args.calls, "repeats": args.repeats}, f, indent=1)
+            json.dump({"pes": args.pes, "rows": rows, "compared": out, "calls": args.calls, "repeats": args.repeats}, f,
+                      indent=1)
     if args.png and out:
         import matplotlib
 
@@ -158,7 +184,7 @@ def main() -> None:
 
         fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharey=False)
         for ax, op in zip(axes, ("one_shot_all_reduce", "two_shot_all_reduce_", "dist.all_reduce")):
-            pts = [r for r in out if r["op"] == op]
+            pts = [r for r in out if r["op"] == op and "cuda" in r]
             xs = [r["bytes"] >> 10 for r in pts]
             ax.plot(xs, [r["cuda"]["eager_us"] for r in pts], "o-", label="CUDA backend / NCCL")
             ax.plot(xs, [r["rshmem"]["eager_us"] for r in pts], "s-", label="RSHMEM / rshmem PG")

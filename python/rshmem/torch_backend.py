@@ -22,6 +22,12 @@ What runs where:
   `"cpu:gloo,cuda:rshmem"` torch's own gloo is dropped and the rule above decides for CPU
   tensors too.
 
+A CUDA all_reduce of one contiguous float32, float16 or bfloat16 tensor of up to 1 MiB
+(`FAST_ALL_REDUCE_BYTES`) with SUM, AVG, MAX or MIN runs `rshmem.ops.all_reduce`'s kernels in
+place on the caller's stream: after the first call of a shape (which agrees on it with the other
+ranks and makes the workspace), one kernel launch and no copies, the latency path NCCL's eager
+all_reduce is measured against (docs/benchmarks.md). Everything else stages:
+
 Every collective stages the caller's tensors through a symmetric workspace of the group
 (`RSHMEM_PG_WORKSPACE_BYTES`, default 8 MiB per group, in chunks when a message is larger):
 rshmem's collectives take symmetric memory, torch's tensors are ordinary memory. That is one copy
@@ -31,7 +37,10 @@ neither allocate symmetric tensors and call `rshmem.torch`'s collectives on them
 
 Streams: on the cuda backend a collective waits for the caller's current stream, runs on the
 group's own stream and returns a `Work` whose `wait()` makes the caller's current stream wait
-for it (as NCCL's does); `get_future()` is a CUDA-aware future, so DDP's hooks compose. On the
+for it (as NCCL's does); `get_future()` is a CUDA-aware future, so DDP's hooks compose. The fast
+all_reduce above runs on the caller's stream itself: its `wait()` on that stream has nothing to
+do, from another stream it waits for the caller's; a small all-reduce gives up overlapping the
+caller's next kernels for the stream switch and event it saves (tens of microseconds). On the
 host backend a call completes before it returns.
 
 Groups: rshmem teams are made by a call every PE joins (`team_split_strided`), while torch
@@ -56,13 +65,17 @@ from torch.distributed.distributed_c10d import ReduceOp
 
 import rshmem as _rs  # the host API by tensor: collectives, signals
 
-from . import _core, _native, _teams
+from . import _core, _cuda, _native, _teams
 from . import torch as rtorch
 from ._dtype_names import runtime_name
 from ._native import DTypeError, InvalidArgumentError, UnsupportedError
 
 BACKEND = "rshmem"
 _DEFAULT_WORKSPACE = 8 << 20
+# CUDA all_reduces up to this size run rshmem.ops.all_reduce's kernels on the caller's stream
+# (latency decides there); larger ones run on the group's stream, overlapping the caller's work
+# as NCCL's do, which a gradient bucket of DDP wants.
+FAST_ALL_REDUCE_BYTES = 1 << 20
 _RED = ReduceOp.RedOpType
 _OPS = {_RED.SUM: "sum", _RED.PRODUCT: "prod", _RED.MIN: "min", _RED.MAX: "max",
         _RED.BAND: "and", _RED.BOR: "or", _RED.BXOR: "xor"}
@@ -241,6 +254,68 @@ class _Work(Work):
         return fut
 
 
+# rshmem.ops (Triton) is imported by the first CUDA all_reduce, not by the host backend.
+_ops_checks = _ops_library = None
+
+
+def _import_ops() -> None:
+    global _ops_checks, _ops_library
+    from .ops import _checks, _library
+
+    _ops_checks, _ops_library = _checks, _library
+
+
+def _stream_of(raw: int, device: int):
+    """The torch stream whose handle is `raw` on `device` (torch's ExternalStream of handle 0 is
+    not the legacy default stream, so that one is looked up)."""
+    current = torch.cuda.current_stream(device)
+    if current.cuda_stream == raw:
+        return current
+    default = torch.cuda.default_stream(device)
+    if default.cuda_stream == raw:
+        return default
+    return torch.cuda.ExternalStream(raw, device=device)
+
+
+class _CallerWork(Work):
+    """A collective queued on the caller's own stream (the all_reduce's fast path): nothing is
+    recorded per call; `wait` from another stream, `is_completed` and `get_future` record an
+    event on that stream when asked, which covers the collective and whatever the caller queued
+    after it (later, never earlier)."""
+
+    def __init__(self, result, raw: int, device: int):
+        super().__init__()
+        self._result, self._raw, self._device = result, raw, device
+
+    def _event(self):
+        event = torch.cuda.Event()
+        event.record(_stream_of(self._raw, self._device))
+        return event
+
+    def wait(self, timeout=timedelta(0)):  # noqa: B008 - torch's signature
+        if _cuda.current_raw_stream(self._device) != self._raw:
+            torch.cuda.current_stream(self._device).wait_event(self._event())
+        return True
+
+    def is_completed(self):
+        return self._event().query()
+
+    def is_success(self):
+        return True
+
+    def exception(self):
+        return None
+
+    def result(self):
+        return self._result
+
+    def get_future(self):
+        fut = torch.futures.Future(devices=[self._device])
+        with torch.cuda.stream(_stream_of(self._raw, self._device)):
+            fut.set_result(self._result)  # records the caller's stream for fut.wait()
+        return fut
+
+
 def _flat(t: torch.Tensor) -> torch.Tensor:
     if not t.is_contiguous():
         raise InvalidArgumentError(f"the rshmem backend takes contiguous tensors (got strides {t.stride()}); "
@@ -357,9 +432,14 @@ class RshmemProcessGroup(ProcessGroup):
 
     def allreduce(self, tensors, opts):
         call = "all_reduce"
-        if self._route(tensors, call) == "gloo":
+        route = self._route(tensors, call)
+        if route == "gloo":
             return self._gloo.allreduce(tensors, opts)
         op, avg = self._op(opts, tensors[0].dtype, call)
+        if route == "cuda":
+            work = self._allreduce_ops(tensors, op, avg)
+            if work is not None:
+                return work
 
         def body(cuda):
             for t in tensors:
@@ -374,6 +454,27 @@ class RshmemProcessGroup(ProcessGroup):
                 if avg:
                     t.div_(self.size())
         return self._run(tensors, tensors, body)
+
+    def _allreduce_ops(self, tensors, op: str, avg: bool):
+        """The fast path of a CUDA all_reduce: `rshmem.ops.all_reduce`'s kernels (one launch per
+        call once its plan exists, no staging copies), in place, on the caller's stream. For one
+        contiguous tensor of a dtype and op they take; None sends the call the general way (and
+        a call captured in a CUDA graph whose shape no eager call had, which has no plan)."""
+        if len(tensors) != 1:
+            return None
+        if _ops_library is None:
+            _import_ops()
+        t = tensors[0]
+        name = "avg" if avg else op
+        if t.dtype not in _ops_checks.REDUCE_DTYPES or name not in _ops_library.REDUCE_OPS or \
+                not t.is_contiguous() or not 0 < t.numel() * t.element_size() <= FAST_ALL_REDUCE_BYTES:
+            return None
+        flat = t.view(-1)
+        team = int(self._team)
+        if _ops_checks.capturing() and not _ops_library.all_reduce_planned(flat, name, team):
+            return None
+        _ops_library.all_reduce_in_place(flat, name, team)
+        return _CallerWork(tensors, _cuda.current_raw_stream(self._gpu), self._gpu)
 
     def broadcast(self, tensors, opts):
         call = "broadcast"

@@ -135,3 +135,42 @@ print("NO ERROR", flush=True)
         assert "barrier" in raised, describe(ended)  # the word is described as the team's barrier
     # PE 1 leaves about 1 s after READY (finalized) or at once (killed); PE 0 waited from 0.5 s.
     assert took < SEEN_WITHIN_S + 1.0, describe(ended)
+
+
+def test_on_stream_barrier_one_of_three_never_calls_times_out():
+    # 3 PEs; PEs 0 and 1 call barrier_all_on_stream, PE 2 never does and stays alive (it sleeps
+    # past the debug timeout, then finalizes). The two waiting kernels stop at
+    # RSHMEM_DEBUG_WAIT_TIMEOUT_MS with a record naming the barrier, their next call raises, and
+    # every process exits: no PE is left waiting for another.
+    _cuda_or_skip()
+    code = PRELUDE + """
+rshmem.barrier_all()
+started = time.time()
+if me == 2:
+    print("READY", flush=True)
+    time.sleep(8.0)
+    try:
+        rshmem.finalize()
+    except rshmem.RshmemError as e:
+        print("FINALIZE RAISED", type(e).__name__, flush=True)
+    os._exit(0)
+try:
+    rt.barrier_all_on_stream()
+    torch.cuda.synchronize()
+except Exception as e:
+    print("CUDA SAYS", type(e).__name__, flush=True)
+try:
+    rshmem._native.check_device_error()
+except rshmem.RshmemError as e:
+    print("RAISED", time.time() - started, type(e).__name__, e, flush=True)
+    os._exit(3)
+print("NO ERROR", flush=True)
+"""
+    job = Job(code, n=3, backend="cuda", env={"RSHMEM_DEBUG_WAIT_TIMEOUT_MS": "3000"})
+    ended = job.finish(timeout=90)
+    for pe in (0, 1):
+        out = ended[pe].stdout
+        assert "RAISED" in out and "NO ERROR" not in out, describe(ended)
+        raised = out.split("RAISED", 1)[1]
+        assert "barrier" in raised, describe(ended)
+        assert float(raised.split()[0]) < 3.0 + SEEN_WITHIN_S, describe(ended)

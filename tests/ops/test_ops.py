@@ -70,6 +70,31 @@ def test_all_reduce_matches_torch(me, npes, dtype, op):
     assert torch.equal(xs[me], _global((3, 37), dtype, 10 + me)), "the input was changed"
 
 
+@pytest.mark.parametrize("dtype", DTYPES + [torch.float32], ids=str)
+@pytest.mark.parametrize("op", ["sum", "avg", "max", "min"])
+def test_in_place_all_reduce_matches_all_reduce(me, npes, dtype, op):
+    for shape in ((3, 37), (5,)):
+        xs = [_global(shape, dtype, 10 + p) for p in range(npes)]
+        want = ops.all_reduce(xs[me], op=op)
+        for _ in range(2):  # the first call of a key makes its plan, the second runs it
+            x = xs[me].clone()
+            assert ops.all_reduce_(x, op=op) is x
+            assert torch.equal(x, want), (shape, op)
+    with torch.no_grad():
+        x = _global((4,), torch.float32, 3).requires_grad_()
+        ops.all_reduce_(x)
+    with pytest.raises(rshmem.InvalidArgumentError, match="all_reduce_: x requires grad"):
+        ops.all_reduce_(torch.ones(3, requires_grad=True))
+    with pytest.raises(rshmem.DTypeError, match="this op takes float16, bfloat16, float32"):
+        ops.all_reduce_(torch.ones(3, dtype=torch.int32))
+    with pytest.raises(rshmem.InvalidArgumentError, match="contiguous"):
+        ops.all_reduce_(torch.ones((4, 4))[:, 1])
+    compiled = torch.compile(lambda t: ops.all_reduce_(t.mul_(2)), backend="aot_eager", fullgraph=True)
+    x = torch.full((6,), float(me + 1))
+    compiled(x)
+    assert torch.equal(x, torch.full((6,), float(sum(2 * (p + 1) for p in range(npes)))))
+
+
 def test_ops_are_torch_custom_ops_with_fake_shapes(npes):
     a = torch.empty((4, 8), dtype=torch.bfloat16, device="meta")
     b = torch.empty((8, 6), dtype=torch.bfloat16, device="meta")

@@ -193,6 +193,22 @@ def test_all_reduce_is_bit_exact(nbytes, dtype, op, form):
     assert torch.equal(got, _ar_reference(xs, op))
 
 
+@pytest.mark.parametrize("nbytes,dtype,op", AR_CASES)
+def test_in_place_all_reduce_is_bit_exact(nbytes, dtype, op):
+    # The plan's kernel writes over its input (out = x): the same bits as the out-of-place call,
+    # aligned or not (an unaligned x takes the copy back), on the second call (the plan) too.
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    n = nbytes // dtype.itemsize
+    xs = [_rand((n,), dtype, 300 + p) for p in range(W)]
+    want = _ar_reference(xs, op)
+    buf = torch.zeros(n + 1, dtype=dtype, device=_dev())
+    for x in (xs[me].clone(), xs[me].clone(), buf[1:], buf[1:]):
+        x.copy_(xs[me])
+        assert ops.all_reduce_(x, op=op) is x
+        assert torch.equal(x, want)
+    assert buf[0].item() == 0
+
+
 def test_back_to_back_calls_on_one_stream():
     """Three calls of each op queued with no synchronization between them, each with other data:
     a fast PE must never overwrite a slot its peer has not consumed yet."""

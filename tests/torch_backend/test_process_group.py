@@ -88,6 +88,70 @@ def test_all_reduce_avg(pg, dtype):
     torch.testing.assert_close(t, (sum(x.double() for x in ins) / n()).to(dtype))
 
 
+def _want(ins, op):
+    if op == "AVG":
+        return sum(x.double() for x in ins) / len(ins)
+    fold = {"SUM": torch.add, "MAX": torch.maximum, "MIN": torch.minimum, "PRODUCT": torch.mul}[op]
+    want = ins[0].double()
+    for x in ins[1:]:
+        want = fold(want, x.double())
+    return want
+
+
+def _cuda_pg(pg):
+    if rshmem.backend() != "cuda":
+        pytest.skip("CUDA tensors go through rshmem only on the cuda backend (on the host backend there are none)")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("op", ["SUM", "AVG", "MAX", "MIN", "PRODUCT"])
+def test_cuda_all_reduce(pg, dtype, op):
+    # SUM/AVG/MAX/MIN of these dtypes take the ops' kernels in place on the caller's stream (the
+    # first call of a shape makes its plan, the second launches it); PRODUCT the staged path.
+    dev = _cuda_pg(pg)
+    ins = [data(r, (3, 257), dtype, seed=5) for r in range(n())]
+    want = _want(ins, op).to(dtype)
+    for _ in range(2):
+        t = ins[me()].to(dev)
+        dist.all_reduce(t, getattr(dist.ReduceOp, op), group=pg)
+        torch.testing.assert_close(t.cpu(), want)
+    # not 16-byte aligned: the plan of an aligned call cannot write over it
+    buf = torch.zeros(1 + ins[0].numel(), dtype=dtype, device=dev)
+    for _ in range(2):
+        t = buf[1:].view(3, 257)
+        t.copy_(ins[me()])
+        dist.all_reduce(t, getattr(dist.ReduceOp, op), group=pg)
+        torch.testing.assert_close(t.cpu(), want)
+        assert buf[0].item() == 0
+
+
+@pytest.mark.gpu
+def test_cuda_all_reduce_streams_and_futures(pg):
+    dev = _cuda_pg(pg)
+    side = torch.cuda.Stream(dev)
+    for k in range(3):
+        t = torch.full((4096,), float(me() + k), device=dev)
+        work = dist.all_reduce(t, group=pg, async_op=True)
+        with torch.cuda.stream(side):
+            work.wait()  # the side stream waits for the caller's
+            got = t * 2
+        torch.cuda.current_stream(dev).wait_stream(side)
+        want = 2.0 * sum(r + k for r in range(n()))
+        assert torch.all(got == want).item()
+    fut = dist.all_reduce(t, group=pg, async_op=True).get_future()
+    (res,) = fut.wait()
+    assert torch.all(res == 2.0 * sum(r + 2 for r in range(n()))).item()
+    work = dist.all_reduce(t, group=pg, async_op=True)
+    torch.cuda.synchronize(dev)
+    assert work.is_completed()
+    # larger than the fast path takes: the group's stream, the staged copies
+    big = torch.full((3 << 20,), float(me() + 1), device=dev)
+    dist.all_reduce(big, group=pg)
+    assert torch.all(big == sum(range(1, n() + 1))).item()
+
+
 def test_all_reduce_chunked_and_empty(pg):
     # 4 Mi floats: more than one chunk of the 8 MiB workspace.
     big = torch.full((4 << 20,), float(me() + 1))

@@ -10,6 +10,9 @@
   `x` (fp16, bf16, fp32), as a new tensor. On GPUs, from `config.allreduce_nccl_min_bytes` (8 MiB)
   up over a group whose torch.distributed backend is NCCL, this is NCCL's `all_reduce` (faster at
   those sizes; see `rshmem.ops._allreduce`); rshmem's one-shot / two-shot kernels otherwise.
+- `all_reduce_(x, *, op="sum", group=None)`: the same, in place (x holds the result), as
+  `torch.distributed.all_reduce` and torch's `two_shot_all_reduce_` are: no output to allocate,
+  one launch per call on GPUs; no autograd (use `all_reduce` where a gradient must flow).
 - `prepare(op, *args, **kwargs)`: the first-call work of a call, computing nothing (see below).
 - `register_group(group)`: makes a group of only some PEs usable as `group=` (see below).
 
@@ -61,7 +64,7 @@ from ._config import Config, config
 from ._library import REDUCE_OPS
 from ._register import register_group
 
-__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "prepare", "register_group", "config",
+__all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "all_reduce_", "prepare", "register_group", "config",
            "Config", "REDUCE_OPS"]
 
 
@@ -128,6 +131,23 @@ def all_reduce(x, *, op: str = "sum", group=None):
     return torch.ops.rshmem.all_reduce(x, op, team)
 
 
+def all_reduce_(x, *, op: str = "sum", group=None):
+    """`op` over the PEs of `x`, written into `x`; returns `x`. See the module docstring."""
+    team = _team(group, "all_reduce_")
+    _checks.is_tensor(x, "x", "all_reduce_")
+    if torch.is_grad_enabled() and x.requires_grad:
+        from .._native import InvalidArgumentError
+
+        raise InvalidArgumentError("rshmem.ops.all_reduce_: x requires grad, and an in-place all-reduce has no "
+                                   "gradient here; use rshmem.ops.all_reduce (out of place), or call it under "
+                                   "torch.no_grad()")
+    if _direct(x):
+        _library.all_reduce_in_place(x, op, team)
+    else:
+        torch.ops.rshmem.all_reduce_(x, op, team)
+    return x
+
+
 def _prepare_all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
     team = _team(group, "all_gather_matmul")
     _checks.is_tensor(a_shard, "a_shard", "all_gather_matmul")
@@ -156,6 +176,7 @@ _PREPARE = {
     "all_gather_matmul": (all_gather_matmul, _prepare_all_gather_matmul),
     "matmul_reduce_scatter": (matmul_reduce_scatter, _prepare_matmul_reduce_scatter),
     "all_reduce": (all_reduce, _prepare_all_reduce),
+    "all_reduce_": (all_reduce_, _prepare_all_reduce),
 }
 
 

@@ -168,6 +168,13 @@ class Plan:
         self.kernel.launch(_cuda.current_raw_stream(self.index), out, x)
         return out
 
+    def in_place(self, x: torch.Tensor) -> None:
+        """x = the call's result, written over x. Both kernels read every element of x (the
+        puts, this PE's term of the sum) before the same program writes it, and no program reads
+        another's elements of x, so `out` may be `x`; the plan's key holds x's alignment, which
+        `out`'s specialization (an `empty_like`, aligned) then matches only for an aligned x."""
+        self.kernel.launch(_cuda.current_raw_stream(self.index), x, x)
+
 
 def plan(x: torch.Tensor, op: str, info: _group.TeamInfo):
     """The `Plan` of a call like `x`'s, or None where a call does more than one launch (several

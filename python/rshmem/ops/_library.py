@@ -6,6 +6,7 @@ for `torch.compile` and meta tensors) and autograd.
   fp16, bf16, or fp8 e4m3 (C in bf16, no gradient).
 - `rshmem::matmul_reduce_scatter(Tensor a, Tensor b, int team) -> Tensor`.
 - `rshmem::all_reduce(Tensor x, str op, int team) -> Tensor`.
+- `rshmem::all_reduce_(Tensor(a!) x, str op, int team) -> ()`: the same, written into x.
 
 Backward: AllGather+GEMM's input gradient is a GEMM+ReduceScatter (dC @ B^T), its weight gradient
 a local GEMM with the gathered A; GEMM+ReduceScatter's input gradient is an AllGather+GEMM
@@ -255,6 +256,43 @@ def all_reduce_impl(x: Tensor, op: str, team: int, prepare: bool = False) -> Ten
         return _allreduce.run(x, op, info, prepare)
     _plans[pk] = plan
     return x if prepare else plan(x)
+
+
+def all_reduce_in_place(x: Tensor, op: str, team: int) -> None:
+    """x = `op` over the team's PEs of x (contiguous), in place, on the caller's stream
+    (`rshmem.ops.all_reduce_`, the process group's all_reduce). After the first call of a key it
+    is one launch of the plan writing over x where the call has one (one piece on rshmem's
+    kernels, 16-byte aligned), nothing on one PE, else the op's path and a copy back. The first
+    call of a key checks and agrees as `all_reduce` does (its messages name `all_reduce`)."""
+    pk = ("all_reduce", team, op, x.dtype, x.shape, x.stride(), x.get_device(), _aligned(x))
+    plan = _plans.get(pk)
+    if plan is None:
+        out = all_reduce_impl(x, op, team)
+        plan = _plans.get(pk)
+        if plan is not _copy:
+            x.copy_(out)
+        return
+    if plan is _copy:
+        return
+    if pk[-1] and hasattr(plan, "in_place"):
+        plan.in_place(x)
+    else:
+        x.copy_(plan(x))
+
+
+@torch.library.custom_op("rshmem::all_reduce_", mutates_args=("x",))
+def all_reduce_(x: Tensor, op: str, team: int) -> None:
+    all_reduce_in_place(x, op, team)
+
+
+@all_reduce_.register_fake
+def _(x, op, team):
+    return None
+
+
+def all_reduce_planned(x: Tensor, op: str, team: int) -> bool:
+    """Whether a call like this one has its plan (may run during CUDA graph capture)."""
+    return ("all_reduce", team, op, x.dtype, x.shape, x.stride(), x.get_device(), _aligned(x)) in _plans
 
 
 @torch.library.custom_op("rshmem::all_reduce", mutates_args=())
