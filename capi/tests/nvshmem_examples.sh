@@ -3,10 +3,12 @@
 # repository: NVSHMEM_EXAMPLES names the folder) built against rshmem's nvshmem.h / nvshmemx.h
 # and librshmem.so with nothing changed but the include and link line, then run on a GPU.
 #
-#   NVSHMEM_EXAMPLES=<nvshmem>/examples bash capi/tests/nvshmem_examples.sh [OUTDIR]
+#   NVSHMEM_EXAMPLES=<nvshmem>/examples bash capi/tests/nvshmem_examples.sh [--build-only] [OUTDIR]
+#
+# --build-only compiles them and stops (no GPU needed: PyPI's nvcc, NVCC_LDFLAGS=-L<its lib>).
 #
 # Each is compiled as NVSHMEM's CMake file does it, with rshmem in NVSHMEM's place:
-#     $NVCC -std=c++17 -arch=$CUDA_ARCH -I$PREFIX/include [MPI's flags] prog.cu -L$PREFIX/lib -lrshmem -lcuda
+#     $NVCC -std=c++17 -arch=$CUDA_ARCH -I$PREFIX/include [MPI's flags] prog.cu -L$PREFIX/lib -lrshmem [-lcuda]
 # (PREFIX: RSHMEM_PREFIX, default .gpu/c; MPI's flags from `$MPICC -show` as capi/tests/seeds.sh
 # reads them) and run with a deadline as 2 PEs: under $MPIRUN -np 2 for the MPI programs, under
 # torchrun --no-python for the others. A program passes when every PE exits 0 (the examples check
@@ -23,6 +25,8 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
+BUILD_ONLY=0
+[ "${1:-}" = "--build-only" ] && { BUILD_ONLY=1; shift; }
 SRC="${NVSHMEM_EXAMPLES:?set NVSHMEM_EXAMPLES to the examples folder of NVIDIA/nvshmem}"
 OUTDIR="$(realpath -m "${1:-/tmp/rshmem-nvshmem-examples}")"
 PREFIX="$(realpath -m "${RSHMEM_PREFIX:-$ROOT/.gpu/c}")"
@@ -63,7 +67,7 @@ if [ -n "$MPICC" ]; then
         esac
     done
 fi
-GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
+GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
 [ "$GPUS" -lt 2 ] && export RSHMEM_ALLOW_SHARED_GPU=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export RSHMEM_DEBUG_WAIT_TIMEOUT_MS="${RSHMEM_DEBUG_WAIT_TIMEOUT_MS:-60000}"
@@ -74,11 +78,13 @@ said() { grep -vE 'elastic|Traceback|File "|^\s*$|torch.distributed|warnings.war
 
 # build NAME MPI: compiles one example (the examples build side by side).
 build() {
-    local name="$1" mpi="$2" src="$SRC/$1.cu" flags=() lang=()
+    local name="$1" mpi="$2" src="$SRC/$1.cu" flags=() lang=() driver=()
     [ -f "$src" ] || { src="$SRC/$1.cpp"; lang=(-x cu); }
     [ "$mpi" = yes ] && flags=("${MPI_FLAGS[@]}")
+    # the driver API's library where the program calls it (user-buffer's cuMem* calls)
+    grep -qE '\bcu[A-Z][A-Za-z]*\(' "$src" && driver=(-lcuda)
     "$NVCC" -std=c++17 -arch="$CUDA_ARCH" -I"$PREFIX/include" "${flags[@]}" "${lang[@]}" "$src" -o "$OUTDIR/$name" \
-        ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem -lcuda -Xlinker -rpath -Xlinker "$PREFIX/lib" \
+        ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem "${driver[@]}" -Xlinker -rpath -Xlinker "$PREFIX/lib" \
         >"$OUTDIR/$name.build.log" 2>&1 || rm -f "$OUTDIR/$name"
 }
 
@@ -102,6 +108,11 @@ while read -r name mpi device expect; do
     built+=("$name $mpi $device $expect")
 done <<< "$EXAMPLES"
 
+if [ "$BUILD_ONLY" -eq 1 ]; then
+    for row in "${built[@]}"; do report BUILT "${row%% *}" ""; done
+    echo "nvshmem_examples.sh: $FAILED did not build"
+    exit "$FAILED"
+fi
 for row in "${built[@]}"; do
     read -r name mpi device expect <<< "$row"
     bin="$OUTDIR/$name" log="$OUTDIR/$name.log"

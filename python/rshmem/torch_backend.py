@@ -254,15 +254,19 @@ class _Work(Work):
         return fut
 
 
-# rshmem.ops (Triton) is imported by the first CUDA all_reduce, not by the host backend.
-_ops_checks = _ops_library = None
+# rshmem.ops (Triton) is imported by the first CUDA all_reduce, not by the host backend; then
+# _fast_ops maps (dtype, torch's reduce op) to the ops' name for what the fast path takes.
+_ops_library = _fast_ops = None
 
 
 def _import_ops() -> None:
-    global _ops_checks, _ops_library
+    global _ops_library, _fast_ops
     from .ops import _checks, _library
 
-    _ops_checks, _ops_library = _checks, _library
+    names = {_RED.SUM: "sum", _RED.AVG: "avg", _RED.MAX: "max", _RED.MIN: "min"}
+    _fast_ops = {(dt, kind): name for dt in _checks.REDUCE_DTYPES for kind, name in names.items()
+                 if name in _library.REDUCE_OPS}
+    _ops_library = _library
 
 
 def _stream_of(raw: int, device: int):
@@ -330,6 +334,7 @@ class RshmemProcessGroup(ProcessGroup):
         super().__init__(rank, size)
         self._parts = parts
         self._team = parts.team
+        self._team_id = int(parts.team)
         self._gpu = _native.device_ordinal()
         self._stream = None
         self._gloo = None
@@ -431,15 +436,14 @@ class RshmemProcessGroup(ProcessGroup):
     # ------------------------------------------------------------------ collectives
 
     def allreduce(self, tensors, opts):
-        call = "all_reduce"
-        route = self._route(tensors, call)
-        if route == "gloo":
-            return self._gloo.allreduce(tensors, opts)
-        op, avg = self._op(opts, tensors[0].dtype, call)
-        if route == "cuda":
-            work = self._allreduce_ops(tensors, op, avg)
+        if self._gpu is not None and len(tensors) == 1:
+            work = self._allreduce_ops(tensors[0], opts)
             if work is not None:
                 return work
+        call = "all_reduce"
+        if self._route(tensors, call) == "gloo":
+            return self._gloo.allreduce(tensors, opts)
+        op, avg = self._op(opts, tensors[0].dtype, call)
 
         def body(cuda):
             for t in tensors:
@@ -455,26 +459,24 @@ class RshmemProcessGroup(ProcessGroup):
                     t.div_(self.size())
         return self._run(tensors, tensors, body)
 
-    def _allreduce_ops(self, tensors, op: str, avg: bool):
+    def _allreduce_ops(self, t, opts):
         """The fast path of a CUDA all_reduce: `rshmem.ops.all_reduce`'s kernels (one launch per
         call once its plan exists, no staging copies), in place, on the caller's stream. For one
-        contiguous tensor of a dtype and op they take; None sends the call the general way (and
-        a call captured in a CUDA graph whose shape no eager call had, which has no plan)."""
-        if len(tensors) != 1:
-            return None
-        if _ops_library is None:
+        contiguous tensor of a dtype and op they take, on this PE's GPU; None sends the call the
+        general way (with its checks and errors), as it does a call captured in a CUDA graph
+        whose shape no eager call had (which has no plan). Every test here is one the general
+        path makes too, in the order that costs least when it passes."""
+        if _fast_ops is None:
             _import_ops()
-        t = tensors[0]
-        name = "avg" if avg else op
-        if t.dtype not in _ops_checks.REDUCE_DTYPES or name not in _ops_library.REDUCE_OPS or \
-                not t.is_contiguous() or not 0 < t.numel() * t.element_size() <= FAST_ALL_REDUCE_BYTES:
+        name = _fast_ops.get((t.dtype, opts.reduceOp.op))
+        if name is None or not t.is_cuda or not t.is_contiguous() or t.get_device() != self._gpu or \
+                not 0 < t.numel() * t.element_size() <= FAST_ALL_REDUCE_BYTES:
             return None
-        flat = t.view(-1)
-        team = int(self._team)
-        if _ops_checks.capturing() and not _ops_library.all_reduce_planned(flat, name, team):
+        team = self._team_id
+        if torch.cuda.is_current_stream_capturing() and not _ops_library.all_reduce_planned(t, name, team):
             return None
-        _ops_library.all_reduce_in_place(flat, name, team)
-        return _CallerWork(tensors, _cuda.current_raw_stream(self._gpu), self._gpu)
+        _ops_library.all_reduce_in_place(t, name, team)
+        return _CallerWork([t], _cuda.current_raw_stream(self._gpu), self._gpu)
 
     def broadcast(self, tensors, opts):
         call = "broadcast"

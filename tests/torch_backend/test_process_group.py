@@ -306,6 +306,8 @@ def test_ddp_step_equals_gloo(pg):
     assert dist.get_backend(dist.group.WORLD) == "gloo"
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for a, b in zip(ours, _reference_two_steps()):  # what the GPU test compares with
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_functional_collectives(pg):
@@ -348,6 +350,56 @@ def test_fsdp2_step_equals_gloo(pg):
     ours, theirs = step(pg), step(dist.group.WORLD)
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def _reference_two_steps():
+    """The unsharded model trained on every rank's batches at once (the mean of the ranks'
+    losses), as DDP and FSDP2 with their default gradient averaging train it."""
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    gens = [torch.Generator().manual_seed(r) for r in range(n())]
+    for _ in range(2):
+        batches = [(torch.randn(6, 8, generator=g), torch.randn(6, 4, generator=g)) for g in gens]
+        opt.zero_grad()
+        loss = sum(torch.nn.functional.mse_loss(model(x), y) for x, y in batches) / n()
+        loss.backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.gpu
+def test_cuda_ddp_and_fsdp2_steps_equal_the_unsharded_model(pg):
+    # DDP and FSDP2 (fully_shard over a CUDA DeviceMesh of the group) on CUDA tensors over
+    # cuda:rshmem: all_reduce (the fast path for DDP's small buckets), all_gather_into_tensor
+    # and reduce_scatter_tensor (FSDP2's, through the coalesced overrides).
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = _cuda_pg(pg)
+    want = _reference_two_steps()
+
+    def on_gpu(model, params):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(me())
+        for _ in range(2):
+            x, y = torch.randn(6, 8, generator=g).to(dev), torch.randn(6, 4, generator=g).to(dev)
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+        return [params(p).detach().cpu() for p in model.parameters()]
+
+    ddp = on_gpu(DDP(_model().to(dev), device_ids=[dev.index], process_group=pg), lambda p: p)
+    model = _model().to(dev)
+    mesh = DeviceMesh.from_group(pg, "cuda")
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    fsdp = on_gpu(model, lambda p: p.full_tensor())
+    for got, what in ((ddp, "DDP"), (fsdp, "FSDP2")):
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=what)
 
 
 # ------------------------------------------------------------------------------ groups
