@@ -62,7 +62,21 @@ if ! awk 'match($0, /Compiling entry function .*coll_[a-z0-9_]+/) {
     cat "$ROOT/target/c/coll_block_1024.usage" >&2
     exit 1
 fi
-echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu, nvshmem_put_block_1024.cu and nvshmem_coll_block_1024.cu compiled"
+# A 1024-thread kernel calling a g, a warp put and a block put (the shape of NVIDIA's MoE shuffle
+# example) within 64 registers per thread, with the CUDA C++ copy loop's default (rshmem_cuda.h).
+# shellcheck disable=SC2046
+"$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c --resource-usage \
+    capi/tests/nvshmem_shuffle_1024.cu -o "$ROOT/target/c/nvshmem_shuffle_1024.o" 2>"$ROOT/target/c/shuffle_1024.usage"
+regs="$(awk '/Compiling entry function .*shuffle/ {k = 1} k && /Used [0-9]+ registers/ {
+    sub(/.*Used /, ""); print $1; exit }' "$ROOT/target/c/shuffle_1024.usage")"
+if [ -z "$regs" ] || [ "$regs" -gt 64 ]; then
+    echo "compile_cuda.sh: shuffle (1024 threads, nvshmem_int64_g + put_nbi_warp + put_nbi_block) needs ${regs:-?}" \
+         "registers per thread; a 1024-thread block allows 64" >&2
+    cat "$ROOT/target/c/shuffle_1024.usage" >&2
+    exit 1
+fi
+echo "compile_cuda.sh: shuffle (1024 threads, g + warp put + block put): $regs registers per thread"
+echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu, nvshmem_put_block_1024.cu, nvshmem_shuffle_1024.cu and nvshmem_coll_block_1024.cu compiled"
 # The NVSHMEM guides' programs, unmodified, through nvshmem.h (the MPI ones with the wheel's
 # mpicc's flags): only when asked for, since the guides are not part of the repository.
 if [ -n "${RSHMEM_SEEDS:-}" ]; then

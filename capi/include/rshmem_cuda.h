@@ -40,6 +40,14 @@
 #ifndef RSHMEM_COLL_COPY_UNROLL
 #define RSHMEM_COLL_COPY_UNROLL 1
 #endif
+/* ...and the RMA copy loop keeps 2 vectors of 16 bytes per thread in flight (copy_device.h: 4 in
+   NVRTC's build for Numba, 16 in Triton's, where ptxas fits registers to the launch size). With 4,
+   a kernel calling a g, a _warp put and a _block put, as NVIDIA's moe_shuffle example does, needed
+   70-78 registers per thread (nvcc 13, sm_90) and could not launch 1024 threads; with 2, 52-60
+   (capi/tests/nvshmem_shuffle_1024.cu is checked in CI). */
+#ifndef RSHMEM_COPY_UNROLL
+#define RSHMEM_COPY_UNROLL 2
+#endif
 #define RSHMEMI_DEVICE_STATE_DECLARED 1
 #if defined(RSHMEM_CUMODULE)
 extern "C" __device__ rshmemi_device_state_t rshmemi_device_state_d;

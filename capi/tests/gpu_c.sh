@@ -7,7 +7,7 @@
 #   bash capi/tests/gpu_c.sh            (scripts/gpu_check.sh c runs it as its step `c`)
 #
 # Builds examples/ (make: the CUDA C++ programs, the C host program, its MPI form),
-# capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_put_block_1024.cu and nvshmem_coll_block_1024.cu into $WORK (default /tmp/rshmem-c), then
+# capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_put_block_1024.cu, nvshmem_coll_block_1024.cu and nvshmem_shuffle_1024.cu into $WORK (default /tmp/rshmem-c), then
 # runs each as 2 PEs with a deadline: the CUDA C++ examples, nvshmem_half_bytes and the C program
 # under torchrun --no-python, the MPI programs
 # under the wheel's mpirun, the Rust examples under torchrun; each checks its own result and exits
@@ -135,6 +135,8 @@ STREAM_RMA="$(build nvshmem_stream_rma)" || FAILED=$((FAILED + 1))
 PUT_1024="$(build nvshmem_put_block_1024)" || FAILED=$((FAILED + 1))
 # 1024-thread blocks calling the block-scope collectives: launch and compute the right results.
 COLL_1024="$(build nvshmem_coll_block_1024)" || FAILED=$((FAILED + 1))
+# 1024-thread blocks calling a g, a warp put and a block put (a MoE token shuffle's shape).
+SHUFFLE_1024="$(build nvshmem_shuffle_1024)" || FAILED=$((FAILED + 1))
 report BUILT examples "$(ls "$WORK/examples" | tr '\n' ' ')"
 
 echo "== the examples as 2 PEs"
@@ -155,6 +157,7 @@ if [ -n "$COMPAT" ]; then run nvshmem_compat mpirun "$COMPAT"; else report SKIP 
 [ -n "$STREAM_RMA" ] && run nvshmem_stream_rma torchrun "$STREAM_RMA"
 [ -n "$PUT_1024" ] && run nvshmem_put_block_1024 torchrun "$PUT_1024"
 [ -n "$COLL_1024" ] && run nvshmem_coll_block_1024 torchrun "$COLL_1024"
+[ -n "$SHUFFLE_1024" ] && run nvshmem_shuffle_1024 torchrun "$SHUFFLE_1024"
 for ex in "$BUNDLE"/examples/*; do
     [ -x "$ex" ] && run "rust_$(basename "$ex")" torchrun "$ex"
 done

@@ -137,6 +137,22 @@ print("NO ERROR", flush=True)
     assert took < SEEN_WITHIN_S + 1.0, describe(ended)
 
 
+def _fewer_gpus_than(n: int) -> bool:
+    try:
+        import torch
+
+        return torch.cuda.device_count() < n
+    except ImportError:
+        return True
+
+
+# On one H200 shared by the 3 PEs (2026-12-03, RSHMEM_DEBUG=1): PE 1's kernel timed out at 3.3 s
+# and raised; PE 0's kernel, launched at the same moment with the same timeout, never timed out
+# nor saw PE 1 die or PE 2 leave (PE 0's host logged both), and PE 0 stayed in
+# torch.cuda.synchronize until killed. Twice in one job, PE 0 both times. Not seen with 2 PEs.
+# Strict: a pass on a shared GPU (XPASS) fails, so this mark goes once the cause is fixed.
+@pytest.mark.xfail(condition=_fewer_gpus_than(3), strict=True,
+                   reason="3 PEs sharing one GPU: the other waiting kernel stops making progress once one kernel traps")
 def test_on_stream_barrier_one_of_three_never_calls_times_out():
     # 3 PEs; PEs 0 and 1 call barrier_all_on_stream, PE 2 never does and stays alive (it sleeps
     # past the debug timeout, then finalizes). The two waiting kernels stop at
