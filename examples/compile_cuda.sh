@@ -32,20 +32,29 @@ PKG="env PKG_CONFIG_PATH=$ROOT/target/c/lib/pkgconfig pkg-config"
 # shellcheck disable=SC2046
 "$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \
     capi/tests/nvshmem_stream_rma.cu -o "$ROOT/target/c/nvshmem_stream_rma.o"
+# check_1024 NAME KERNEL WHAT_IF_OVER WHAT: compiles capi/tests/nvshmem_NAME.cu with ptxas's
+# resource usage (kept in target/c/NAME.usage) and fails unless the first kernel whose entry name
+# matches KERNEL uses at most 64 registers per thread, what a 1024-thread block allows (the
+# kernel has no launch bounds). WHAT_IF_OVER names the kernel in the error, WHAT in the count.
+check_1024() {
+    local name="$1" kernel="$2" what_if_over="$3" what="$4" usage="$ROOT/target/c/$1.usage" regs
+    # shellcheck disable=SC2046
+    "$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c --resource-usage \
+        "capi/tests/nvshmem_$name.cu" -o "$ROOT/target/c/nvshmem_$name.o" 2>"$usage"
+    regs="$(awk -v kernel="$kernel" '$0 ~ ("Compiling entry function .*" kernel) {k = 1}
+        k && /Used [0-9]+ registers/ { sub(/.*Used /, ""); print $1; exit }' "$usage")"
+    if [ -z "$regs" ] || [ "$regs" -gt 64 ]; then
+        echo "compile_cuda.sh: $what_if_over needs ${regs:-?} registers per thread;" \
+             "a 1024-thread block allows 64" >&2
+        cat "$usage" >&2
+        exit 1
+    fi
+    echo "compile_cuda.sh: $what: $regs registers per thread"
+}
 # A 1024-thread block calling nvshmemx_putmem_block, no launch bounds: ptxas's register count for
 # the kernel must allow the launch (<= 64 per thread), as it must on a GPU (gpu_c.sh runs it).
-# shellcheck disable=SC2046
-"$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c --resource-usage \
-    capi/tests/nvshmem_put_block_1024.cu -o "$ROOT/target/c/nvshmem_put_block_1024.o" 2>"$ROOT/target/c/put_block_1024.usage"
-regs="$(awk '/Compiling entry function .*put_next/ {k = 1} k && /Used [0-9]+ registers/ {
-    sub(/.*Used /, ""); print $1; exit }' "$ROOT/target/c/put_block_1024.usage")"
-if [ -z "$regs" ] || [ "$regs" -gt 64 ]; then
-    echo "compile_cuda.sh: put_next (1024 threads, nvshmemx_putmem_block) needs ${regs:-?} registers per thread;" \
-         "a 1024-thread block allows 64" >&2
-    cat "$ROOT/target/c/put_block_1024.usage" >&2
-    exit 1
-fi
-echo "compile_cuda.sh: put_next (1024 threads, nvshmemx_putmem_block): $regs registers per thread"
+check_1024 put_block_1024 put_next "put_next (1024 threads, nvshmemx_putmem_block)" \
+    "put_next (1024 threads, nvshmemx_putmem_block)"
 # The block-scope collectives (reductions, broadcast, fcollect, alltoall, barriers) the same way:
 # every coll_* kernel of nvshmem_coll_block_1024.cu within 64 registers per thread.
 # shellcheck disable=SC2046
@@ -64,18 +73,8 @@ if ! awk 'match($0, /Compiling entry function .*coll_[a-z0-9_]+/) {
 fi
 # A 1024-thread kernel calling a g, a warp put and a block put (the shape of NVIDIA's MoE shuffle
 # example) within 64 registers per thread, with the CUDA C++ copy loop's default (rshmem_cuda.h).
-# shellcheck disable=SC2046
-"$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c --resource-usage \
-    capi/tests/nvshmem_shuffle_1024.cu -o "$ROOT/target/c/nvshmem_shuffle_1024.o" 2>"$ROOT/target/c/shuffle_1024.usage"
-regs="$(awk '/Compiling entry function .*shuffle/ {k = 1} k && /Used [0-9]+ registers/ {
-    sub(/.*Used /, ""); print $1; exit }' "$ROOT/target/c/shuffle_1024.usage")"
-if [ -z "$regs" ] || [ "$regs" -gt 64 ]; then
-    echo "compile_cuda.sh: shuffle (1024 threads, nvshmem_int64_g + put_nbi_warp + put_nbi_block) needs ${regs:-?}" \
-         "registers per thread; a 1024-thread block allows 64" >&2
-    cat "$ROOT/target/c/shuffle_1024.usage" >&2
-    exit 1
-fi
-echo "compile_cuda.sh: shuffle (1024 threads, g + warp put + block put): $regs registers per thread"
+check_1024 shuffle_1024 shuffle "shuffle (1024 threads, nvshmem_int64_g + put_nbi_warp + put_nbi_block)" \
+    "shuffle (1024 threads, g + warp put + block put)"
 echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu, nvshmem_put_block_1024.cu, nvshmem_shuffle_1024.cu and nvshmem_coll_block_1024.cu compiled"
 # The NVSHMEM guides' programs, unmodified, through nvshmem.h (the MPI ones with the wheel's
 # mpicc's flags): only when asked for, since the guides are not part of the repository.
