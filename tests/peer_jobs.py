@@ -132,6 +132,26 @@ else:
 """
 
 
+def wait_on_device(call: str) -> str:
+    """The end of a GPU program whose start imports os, time, torch and rshmem and sets `started`:
+    this PE makes `call` (one line, e.g. a kernel's wait) and synchronizes the device, printing
+    `CUDA SAYS <error type>` if CUDA raised; then, if rshmem's device error check raises (a kernel's
+    wait stopped), prints `RAISED <seconds since started> <error type> <message>` and exits 3, else
+    prints `NO ERROR`."""
+    return f"""try:
+    {call}
+    torch.cuda.synchronize()
+except Exception as e:
+    print("CUDA SAYS", type(e).__name__, flush=True)
+try:
+    rshmem._native.check_device_error()
+except rshmem.RshmemError as e:
+    print("RAISED", time.time() - started, type(e).__name__, e, flush=True)
+    os._exit(3)
+print("NO ERROR", flush=True)
+"""
+
+
 def assert_leaving_seen(ended: list, call: str) -> None:
     """PE 0 of a `finalize_while_waiting` job raised PeerExitedError naming PE 1's finalize and
     `call`, within SEEN_WITHIN_S of it; both exited 0."""

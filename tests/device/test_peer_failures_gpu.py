@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from peer_jobs import SEEN_WITHIN_S, Job, assert_leaving_seen, describe, finalize_while_waiting
+from peer_jobs import SEEN_WITHIN_S, Job, assert_leaving_seen, describe, finalize_while_waiting, wait_on_device
 
 pytestmark = [pytest.mark.gpu, pytest.mark.single]
 
@@ -101,18 +101,7 @@ if me == 1:
 time.sleep(0.5)
 started = time.time()
 print("CALLING", flush=True)
-try:
-    {waits}
-    torch.cuda.synchronize()
-except Exception as e:
-    print("CUDA SAYS", type(e).__name__, flush=True)
-try:
-    rshmem._native.check_device_error()
-except rshmem.RshmemError as e:
-    print("RAISED", time.time() - started, type(e).__name__, e, flush=True)
-    os._exit(3)
-print("NO ERROR", flush=True)
-"""
+""" + wait_on_device(waits)
     job = Job(code, backend="cuda")
     job.wait_for_line(1, "READY", timeout=120)
     if how == "killed":
@@ -170,18 +159,7 @@ if me == 2:
     except rshmem.RshmemError as e:
         print("FINALIZE RAISED", type(e).__name__, flush=True)
     os._exit(0)
-try:
-    rt.barrier_all_on_stream()
-    torch.cuda.synchronize()
-except Exception as e:
-    print("CUDA SAYS", type(e).__name__, flush=True)
-try:
-    rshmem._native.check_device_error()
-except rshmem.RshmemError as e:
-    print("RAISED", time.time() - started, type(e).__name__, e, flush=True)
-    os._exit(3)
-print("NO ERROR", flush=True)
-"""
+""" + wait_on_device("rt.barrier_all_on_stream()")
     job = Job(code, n=3, backend="cuda", env={"RSHMEM_DEBUG_WAIT_TIMEOUT_MS": "3000"})
     ended = job.finish(timeout=90)
     for pe in (0, 1):
