@@ -9,7 +9,7 @@
 #
 # Each is compiled as NVSHMEM's CMake file does it, with rshmem in NVSHMEM's place:
 #     $NVCC -std=c++17 -arch=$CUDA_ARCH -I$PREFIX/include [MPI's flags] prog.cu -L$PREFIX/lib -lrshmem [-lcuda]
-# (PREFIX: RSHMEM_PREFIX, default .gpu/c; MPI's flags from `$MPICC -show` as capi/tests/seeds.sh
+# (PREFIX: RSHMEM_PREFIX, default .gpu/c; MPI's flags from `$MPICC -show` as capi/tests/mpi_flags.sh
 # reads them) and run with a deadline as 2 PEs: under $MPIRUN -np 2 for the MPI programs, under
 # torchrun --no-python for the others. A program passes when every PE exits 0 (the examples check
 # their own results and exit non-zero, or print "FAILED", when wrong).
@@ -58,15 +58,9 @@ user-buffer no rank refused
 MPIRUN="${MPIRUN:-$(command -v mpirun || true)}"
 MPICC="${MPICC:-}"
 if [ -z "$MPICC" ] && [ -n "$MPIRUN" ] && [ -x "$(dirname "$MPIRUN")/mpicc" ]; then MPICC="$(dirname "$MPIRUN")/mpicc"; fi
-MPI_FLAGS=()
-if [ -n "$MPICC" ]; then
-    for w in $("$MPICC" -show); do
-        case "$w" in
-            -I* | -L* | -l*) MPI_FLAGS+=("$w") ;;
-            -Wl,*) IFS=, read -ra parts <<< "${w#-Wl,}"; for x in "${parts[@]}"; do MPI_FLAGS+=(-Xlinker "$x"); done ;;
-        esac
-    done
-fi
+# shellcheck source=capi/tests/mpi_flags.sh
+source "$ROOT/capi/tests/mpi_flags.sh"
+mpi_flags "$MPICC"
 GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)"
 [ "$GPUS" -lt 2 ] && export RSHMEM_ALLOW_SHARED_GPU=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1

@@ -53,17 +53,9 @@ MPIRUN="${MPIRUN:-$(command -v mpirun || true)}"
 MPICC="${MPICC:-}"
 if [ -z "$MPICC" ] && [ -n "$MPIRUN" ] && [ -x "$(dirname "$MPIRUN")/mpicc" ]; then MPICC="$(dirname "$MPIRUN")/mpicc"; fi
 [ -n "$MPICC" ] || MPICC="$(command -v mpicc || true)"
-MPI_FLAGS=()
-if [ -n "$MPICC" ]; then
-    # `mpicc -show` prints the compiler, then -I/-L/-l/-Wl flags; nvcc takes -I/-L/-l and the
-    # linker's through -Xlinker.
-    for w in $("$MPICC" -show); do
-        case "$w" in
-            -I* | -L* | -l*) MPI_FLAGS+=("$w") ;;
-            -Wl,*) IFS=, read -ra parts <<< "${w#-Wl,}"; for x in "${parts[@]}"; do MPI_FLAGS+=(-Xlinker "$x"); done ;;
-        esac
-    done
-fi
+# shellcheck source=capi/tests/mpi_flags.sh
+source "$ROOT/capi/tests/mpi_flags.sh"
+mpi_flags "$MPICC"
 
 GPUS=0
 if [ "$RUN" -eq 1 ]; then
