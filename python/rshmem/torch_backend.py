@@ -213,25 +213,13 @@ def _create(opts, backend_options):
     return RshmemProcessGroup(store, rank, size, parts, opts.timeout)
 
 
-class _Work(Work):
-    """A finished (host) or queued (cuda, on the group's stream) collective."""
+class _ResultWork(Work):
+    """What `_Work` and `_CallerWork` share: a success with no exception, whose `result` is the one
+    it was made with; `_device` is the collective's GPU (None on the host)."""
 
-    def __init__(self, result, stream=None, device=None):
+    def __init__(self, result, device=None):
         super().__init__()
-        self._result = result
-        self._event = None
-        if stream is not None:
-            self._event = torch.cuda.Event()
-            self._event.record(stream)
-        self._device = device
-
-    def wait(self, timeout=timedelta(0)):  # noqa: B008 - torch's signature
-        if self._event is not None:
-            torch.cuda.current_stream(self._device).wait_event(self._event)
-        return True
-
-    def is_completed(self):
-        return self._event is None or self._event.query()
+        self._result, self._device = result, device
 
     def is_success(self):
         return True
@@ -241,6 +229,25 @@ class _Work(Work):
 
     def result(self):
         return self._result
+
+
+class _Work(_ResultWork):
+    """A finished (host) or queued (cuda, on the group's stream) collective."""
+
+    def __init__(self, result, stream=None, device=None):
+        super().__init__(result, device)
+        self._event = None
+        if stream is not None:
+            self._event = torch.cuda.Event()
+            self._event.record(stream)
+
+    def wait(self, timeout=timedelta(0)):  # noqa: B008 - torch's signature
+        if self._event is not None:
+            torch.cuda.current_stream(self._device).wait_event(self._event)
+        return True
+
+    def is_completed(self):
+        return self._event is None or self._event.query()
 
     def get_future(self):
         if self._event is None:
@@ -281,15 +288,15 @@ def _stream_of(raw: int, device: int):
     return torch.cuda.ExternalStream(raw, device=device)
 
 
-class _CallerWork(Work):
+class _CallerWork(_ResultWork):
     """A collective queued on the caller's own stream (the all_reduce's fast path): nothing is
     recorded per call; `wait` from another stream, `is_completed` and `get_future` record an
     event on that stream when asked, which covers the collective and whatever the caller queued
     after it (later, never earlier)."""
 
     def __init__(self, result, raw: int, device: int):
-        super().__init__()
-        self._result, self._raw, self._device = result, raw, device
+        super().__init__(result, device)
+        self._raw = raw
 
     def _event(self):
         event = torch.cuda.Event()
@@ -303,15 +310,6 @@ class _CallerWork(Work):
 
     def is_completed(self):
         return self._event().query()
-
-    def is_success(self):
-        return True
-
-    def exception(self):
-        return None
-
-    def result(self):
-        return self._result
 
     def get_future(self):
         fut = torch.futures.Future(devices=[self._device])
