@@ -290,6 +290,11 @@ def gen_stub(rows: list[Row]) -> str:
     for name, bases, doc in error_classes():
         out += ["", f"class {name}({bases}):", f'    """{doc}"""']
     out += ["", "", "class HeapPin:", '    """Keeps the heap\'s memory mapped while it lives."""', ""]
+    out += ["", "class PackedLaunch:",
+            '    """One kernel launch with its parameters packed once (rshmem.ops\' steady state)."""', "",
+            "    def __init__(self, function: int, grid: tuple[int, int, int], threads: int, shared_bytes: int,",
+            "                 values: list[int | bytes], varying: list[int]) -> None: ...",
+            "    def launch(self, stream: int, *values: int | bytes) -> None: ...", ""]
     for r in rows:
         out += ["", f"def {r.name}{stub_sig(r)}:", f'    """{r.doc}"""', "    ..."]
     out.append("")

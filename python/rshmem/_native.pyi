@@ -84,6 +84,14 @@ class HeapPin:
     """Keeps the heap's memory mapped while it lives."""
 
 
+class PackedLaunch:
+    """One kernel launch with its parameters packed once (rshmem.ops' steady state)."""
+
+    def __init__(self, function: int, grid: tuple[int, int, int], threads: int, shared_bytes: int,
+                 values: list[int | bytes], varying: list[int]) -> None: ...
+    def launch(self, stream: int, *values: int | bytes) -> None: ...
+
+
 def atomic(addr: int, width: int, op: str, pe: int, a: int = 0, b: int = 0) -> int:
     """Applies atomic `op` to the `width`-byte word at symmetric `addr` on `pe` and returns the old bits. `op` is one of `fetch`, `set`, `swap`, `compare_swap` (`a` = expected, `b` = new), `add`, `and`, `or`, `xor`; other operations use `a`."""
     ...

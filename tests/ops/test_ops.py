@@ -402,6 +402,28 @@ def test_a_kernel_not_compiled_raises_during_capture_instead_of_compiling(monkey
     assert not kernel._compiled
 
 
+def test_packed_launch_words_are_what_tritons_launcher_passes():
+    """The packed launch (`_launch._word`) puts each parameter in the low bytes of a word as
+    Triton's C launcher passes it: integers wrapped to their width, floats as their bits (bf16
+    the top half of the float32), a null pointer as 0; a type it cannot pack is a KeyError, so
+    the kernel keeps Triton's launcher."""
+    import struct
+
+    from rshmem.ops._launch import _word
+
+    assert _word("*bf16", 0x7F0000001000) == 0x7F0000001000 and _word("*i32", None) == 0
+    assert _word("i32", -1) == 0xFFFF_FFFF and _word("i32", 7) == 7 and _word("i64", -2) == (1 << 64) - 2
+    assert _word("i1", True) == 1 and _word("u8", 255) == 255 and _word("i16", -1) == 0xFFFF
+    assert _word("fp32", 1.5) == struct.unpack("<I", struct.pack("<f", 1.5))[0]
+    assert _word("fp64", -0.25) == struct.unpack("<Q", struct.pack("<d", -0.25))[0]
+    assert _word("fp16", 1.0) == 0x3C00 and _word("bf16", 1.0) == 0x3F80
+    with pytest.raises(KeyError):
+        _word("nvTmaDesc", object())
+    with pytest.raises(rshmem.RshmemError):
+        # On the host backend (or before init) there is no kernel to pack: a clear refusal.
+        rshmem._native.PackedLaunch(0, (1, 1, 1), 32, 0, [0, 0, 0], [])
+
+
 # ------------------------------------------------------------------ the cached steady state
 
 

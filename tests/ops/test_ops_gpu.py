@@ -209,6 +209,48 @@ def test_in_place_all_reduce_is_bit_exact(nbytes, dtype, op):
     assert buf[0].item() == 0
 
 
+def test_planned_all_reduce_launches_through_the_packed_launch():
+    # After the first call of a key, the plan's kernel goes through rshmem's packed launch (one
+    # call into the extension, `cuLaunchKernel` with the words packed once), not Triton's
+    # launcher; calls with other tensors of the same key (new pointers) stay exact.
+    from rshmem.ops import _library
+
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    n = 3000
+    xs = [_rand((n,), torch.bfloat16, 700 + p) for p in range(W)]
+    want = _ar_reference(xs, "sum")
+    ops.all_reduce(xs[me])
+    plans = [p for k, p in _library._plans.items() if k[0] == "all_reduce" and k[4] == (n,)]
+    assert plans and all(p.kernel._native is not None for p in plans), plans
+    outs = [ops.all_reduce(xs[me].clone()) for _ in range(8)]
+    y = xs[me].clone()
+    ops.all_reduce_(y)
+    torch.cuda.synchronize()
+    for out in outs + [y]:
+        assert torch.equal(out, want)
+    assert all(p.kernel._native is not None for p in plans)  # no launch fell back
+
+
+@pytest.mark.parametrize("rows", [16, 1024])
+def test_planned_gemm_ops_launch_through_the_packed_launch(rows):
+    # The GEMM kernels take TMA descriptors: the packed launch carries their 128 bytes, re-encoded
+    # (and cached) per base address. Calls after the plan with new inputs and outputs (new
+    # descriptors) stay exact, and every kernel of both plans went through the packed launch.
+    from rshmem.ops import _launch, _library
+
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    M, K, N = rows * W, 512, 768
+    k = K // W
+    _library.forget_plans()
+    for it in range(3):
+        A, B, shard = _ag_inputs((M, K, N), BF16, 800 + it)
+        _check(ops.all_gather_matmul(shard, B), A @ B, f"AG+GEMM call {it}")
+        a, b = A[:, me * k:(me + 1) * k].contiguous(), B[me * k:(me + 1) * k]
+        _check(ops.matmul_reduce_scatter(a, b), (A @ B)[me * rows:(me + 1) * rows], f"GEMM+RS call {it}")
+    bounds = [v for p in _library._plans.values() for v in vars(p).values() if isinstance(v, _launch.Bound)]
+    assert bounds and all(b._native is not None for b in bounds), [(getattr(b._ck, "name", b._ck), b._native) for b in bounds]
+
+
 def test_back_to_back_calls_on_one_stream():
     """Three calls of each op queued with no synchronization between them, each with other data:
     a fast PE must never overwrite a slot its peer has not consumed yet."""

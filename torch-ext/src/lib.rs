@@ -21,6 +21,7 @@ mod dtype;
 mod error;
 mod generated;
 mod init;
+mod launch;
 mod memory;
 mod rma;
 
@@ -60,5 +61,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     generated::register(m)?;
     device::register(m)?;
     dlpack::register(m)?;
+    launch::register(m)?;
     Ok(())
 }

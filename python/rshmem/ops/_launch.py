@@ -19,6 +19,16 @@ encoded once per base address (`cuTensorMapEncodeTiled` is host work, a few of t
 launch) and kept in a small cache per argument, so a loop over the same weights and recycled
 outputs encodes nothing.
 
+A `Bound` launch goes one step further still where it can: its parameters are packed once
+(`_native.PackedLaunch`: a word per scalar or pointer, a TMA descriptor's 128 bytes), and a call
+is one call into the Rust extension that writes the changed pointers (and descriptors, their
+bytes cached per base address like the encoded maps) and calls `cuLaunchKernel`. Triton's C
+launcher parses every argument and asks the driver about every pointer on each call (several µs,
+most of an all-reduce's host time). The packing is checked once against the driver's own
+parameter layout (`cuFuncGetParamInfo`); a kernel the check refuses (a driver without that call,
+a parameter list Triton passes another way) keeps Triton's launcher, and so does a call on a
+thread where the launch fails (no CUDA context current), from then on.
+
 `prepare` compiles and loads a kernel without launching it. An op whose kernels wait for each
 other (a GEMM spinning on flags that a producer kernel sets) must prepare every kernel of the call
 before the first one launches: loading a module while a kernel of the context runs waits for that
@@ -34,12 +44,14 @@ message says to prepare the call eagerly first.
 """
 from __future__ import annotations
 
+import ctypes
+
 import torch
 from triton.backends.compiler import BaseBackend
 from triton.tools.tensor_descriptor import TensorDescriptor
 from triton.runtime.jit import native_specialize_impl
 
-from .. import _cuda
+from .. import _cuda, _native
 from .._native import RshmemError
 from . import _checks
 
@@ -145,6 +157,65 @@ def _raw_launcher(run):
     return cells.get("launcher"), cells.get("tensordesc_meta")
 
 
+_INT_BITS = {"i1": 8, "u1": 8, "i8": 8, "u8": 8, "i16": 16, "u16": 16, "i32": 32, "u32": 32, "i64": 64, "u64": 64}
+_FLOAT_FORMATS = {"fp32": ("<f", "<I"), "f32": ("<f", "<I"), "fp64": ("<d", "<Q"), "fp16": ("<e", "<H")}
+
+
+def _word(ty: str, value) -> int:
+    """The 64-bit word holding `value` as a kernel parameter of Triton type `ty`, as Triton's
+    launcher passes it (low bytes, little-endian); KeyError for a type packed no other way."""
+    if ty[0] == "*":
+        return 0 if value is None else value
+    bits = _INT_BITS.get(ty)
+    if bits is not None:
+        return int(value) & ((1 << bits) - 1)
+    import struct
+
+    if ty == "bf16":  # Triton's launcher truncates the float32 bits
+        return struct.unpack("<I", struct.pack("<f", value))[0] >> 16
+    pack, unpack = _FLOAT_FORMATS[ty]
+    return struct.unpack(unpack, struct.pack(pack, value))[0]
+
+
+def _map_bytes(m) -> bytes:
+    """The 128 bytes of a Triton `PyCUtensorMap`: the C object is `{PyObject_HEAD;
+    _Alignas(128) CUtensorMap tensorMap;}` (256 bytes, the map at offset 128), the bytes Triton's
+    launcher itself passes."""
+    return ctypes.string_at(id(m) + 128, 128)
+
+
+def _packed(ck, run, grid, types: list, final: list, where: dict, varying: tuple):
+    """A `_native.PackedLaunch` of this launch, or None where Triton's launcher must do it (an
+    aggregate argument, launch attributes, scratch memory, a driver that cannot check the
+    layout). `types` are the Triton types of `final`, Triton's launcher's arguments."""
+    if getattr(run, "launch_cooperative_grid", True) or getattr(run, "launch_pdl", True) or \
+            getattr(run, "num_ctas", 2) != 1 or grid[0] * grid[1] * grid[2] == 0:
+        return None
+    if len(types) != len(final) or not all(isinstance(t, str) for t in types):
+        return None
+    values, slot = [], {}
+    try:
+        for i, (ty, v) in enumerate(zip(types, final)):
+            if ty == "constexpr":
+                continue
+            slot[i] = len(values)
+            if ty == "nvTmaDesc":
+                if type(v).__basicsize__ != 256:
+                    return None  # not the layout `_map_bytes` reads
+                values.append(_map_bytes(v))
+            else:
+                values.append(_word(ty, v))
+    except (KeyError, TypeError):
+        return None
+    values += [0, 0]  # global and profile scratch: none (`_raw_launcher` checked)
+    num_warps, _, shared = ck.packed_metadata
+    try:
+        return _native.PackedLaunch(ck.function, grid, 32 * num_warps, shared, values,
+                                    [slot[where[i]] for i in varying])
+    except (RshmemError, KeyError):
+        return None
+
+
 class Bound:
     """One compiled kernel with its grid and arguments packed; `launch(stream, *tensors)` runs it
     with the tensors of the positions given to `Kernel.bind` replaced."""
@@ -164,31 +235,34 @@ class Bound:
         # the plan. Only the fixed arguments (workspaces, sizes, constexprs) are.
         self._args = [None if i in varying else a for i, a in enumerate(all_args)]
         self._slots = []
+        self._native = None
         if raw is not None:
             from triton.backends.nvidia.driver import make_tensordesc_arg
 
             self._make = make_tensordesc_arg
-            final, where, k = [], {}, 0
+            final, types, where, k = [], [], {}, 0
             for i, a in enumerate(all_args):
                 where[i] = len(final)
                 if isinstance(a, TensorDescriptor):
                     final.extend(make_tensordesc_arg(a, metas[k]))
+                    n = len(a.shape)
+                    types += ["nvTmaDesc"] + ["i32"] * n + ["i64"] * n
                     k += 1
-                elif hasattr(a, "data_ptr"):
-                    final.append(a.data_ptr())
                 else:
-                    final.append(a)
+                    final.append(a.data_ptr() if hasattr(a, "data_ptr") else a)
+                    types.append(sig[i])
             meta_of = dict(zip(descs, metas or ()))
             for i in varying:
                 a = all_args[i]
                 if isinstance(a, TensorDescriptor):
                     like = _DescLike(None, a.shape, a.strides, a.padding)
-                    self._slots.append((where[i], like, meta_of[i], {a.base.data_ptr(): final[where[i]]}))
+                    self._slots.append((where[i], like, meta_of[i], {a.base.data_ptr(): [final[where[i]], None]}))
                 else:
                     self._slots.append((where[i], None, None, None))
             self._head = (*self.grid, 0, ck.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
                           ck.packed_metadata, None, None, None)
             self._final = final
+            self._native = _packed(ck, run, self.grid, types, final, where, varying)
         else:
             for i in varying:
                 a = all_args[i]
@@ -197,24 +271,41 @@ class Bound:
         if raw is not None:
             self._args = None  # the packed `final` list is all a launch needs
 
+    def _map(self, slot, t, as_bytes: bool):
+        """The encoded descriptor of varying `slot` over tensor `t` (cached per base address): the
+        `PyCUtensorMap` for Triton's launcher, its bytes for the packed launch."""
+        _, like, meta, maps = slot
+        ptr = t.data_ptr()
+        m = maps.get(ptr)
+        if m is None:
+            if len(maps) >= _MAX_MAPS:
+                maps.clear()
+            like.base = t
+            m = maps[ptr] = [self._make(like, meta)[0], None]
+            like.base = None
+        if not as_bytes:
+            return m[0]
+        if m[1] is None:
+            m[1] = _map_bytes(m[0])
+        return m[1]
+
     def launch(self, stream: int, *tensors) -> None:
+        native = self._native
+        if native is not None:
+            try:
+                native.launch(stream, *[t.data_ptr() if slot[1] is None else self._map(slot, t, True)
+                                        for slot, t in zip(self._slots, tensors)])
+                return
+            except RshmemError:
+                # e.g. a thread with no CUDA context current, which Triton's launcher makes
+                # current: it takes this call and every later one.
+                self._native = None
         if self._raw is None:
             self._launch_run(stream, tensors)
             return
         final = self._final.copy()
-        for (pos, like, meta, maps), t in zip(self._slots, tensors):
-            if like is None:
-                final[pos] = t.data_ptr()
-                continue
-            ptr = t.data_ptr()
-            m = maps.get(ptr)
-            if m is None:
-                if len(maps) >= _MAX_MAPS:
-                    maps.clear()
-                like.base = t
-                m = maps[ptr] = self._make(like, meta)[0]
-                like.base = None
-            final[pos] = m
+        for slot, t in zip(self._slots, tensors):
+            final[slot[0]] = t.data_ptr() if slot[1] is None else self._map(slot, t, False)
         gx, gy, gz, _, fn, coop, pdl, gs, ps, pm, lm, h1, h2 = self._head
         self._raw(gx, gy, gz, stream, fn, coop, pdl, gs, ps, pm, lm, h1, h2, *final)
 

@@ -11,6 +11,7 @@
 //! | [`context`] | library probe, version check, `cuInit`, devices, primary context, peer access queries |
 //! | [`vmm`] | virtual memory management: `cuMemAddressReserve`, `cuMemCreate`, export/import as a POSIX fd, `cuMemMap`, `cuMemSetAccess`, ... |
 //! | [`module`] | `cuModuleLoadData`, `cuModuleGetGlobal`, `cuModuleGetFunction`, `cuLaunchKernel` |
+//! | [`packed`] | one kernel launch packed once (`cuFuncGetParamInfo`, `cuLaunchKernel`) |
 //! | [`stream`] | streams, events, `cuMemcpyAsync`, `cuStreamWriteValue64`, `cuStreamWaitValue64` |
 //! | [`host_mem`] | page-locked host memory (`cuMemAllocHost`) |
 //! | [`mod@pointer`] | what the driver knows about an address (`cuPointerGetAttribute`) |
@@ -29,6 +30,7 @@ pub mod context;
 pub mod deferred;
 pub mod host_mem;
 pub mod module;
+pub mod packed;
 pub mod pointer;
 pub mod stream;
 pub mod vmm;
