@@ -270,14 +270,15 @@ def test_calls_before_init_raise_and_ops_work_after_reinit():
     assert torch.equal(ops.all_reduce(torch.ones(3)), torch.full((3,), float(rshmem.n_pes())))
 
 
-def test_config_rejects_unknown_choices():
-    old = ops.config.allreduce_form
-    ops.config.allreduce_form = "three_shot"
+@pytest.mark.parametrize("field,bad", [("allreduce_form", "three_shot"), ("launcher", "cupy")])
+def test_config_rejects_unknown_choices(field, bad):
+    old = getattr(ops.config, field)
+    setattr(ops.config, field, bad)
     try:
-        with pytest.raises(rshmem.ConfigError, match="allreduce_form='three_shot'"):
+        with pytest.raises(rshmem.ConfigError, match=f"{field}='{bad}'"):
             ops.config.check()
     finally:
-        ops.config.allreduce_form = old
+        setattr(ops.config, field, old)
 
 
 def test_prepare_does_the_first_call_work_of_each_op(me, npes):

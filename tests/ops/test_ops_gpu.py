@@ -229,6 +229,16 @@ def test_planned_all_reduce_launches_through_the_packed_launch():
     for out in outs + [y]:
         assert torch.equal(out, want)
     assert all(p.kernel._native is not None for p in plans)  # no launch fell back
+    # launcher="triton" (a config change drops the plans): Triton's C launcher, the same bits.
+    ops.config.launcher = "triton"
+    try:
+        out = ops.all_reduce(xs[me])
+        out2 = ops.all_reduce(xs[me])
+        plans = [p for k, p in _library._plans.items() if k[0] == "all_reduce" and k[4] == (n,)]
+        assert plans and all(p.kernel._native is None for p in plans)
+    finally:
+        ops.config.launcher = "rshmem"
+    assert torch.equal(out, want) and torch.equal(out2, want)
 
 
 @pytest.mark.parametrize("rows", [16, 1024])

@@ -15,6 +15,7 @@ time; every PE must use the same values (they decide collective behaviour).
 | `allreduce_nccl_min_bytes` | `RSHMEM_OPS_ALLREDUCE_NCCL_MIN_BYTES` | 8 MiB | on GPUs, all-reduces of at least this many bytes over a group whose torch.distributed backend is NCCL are NCCL's `all_reduce` (see `_allreduce`); `0`: never |
 | `gemm_small_rows` | `RSHMEM_OPS_GEMM_SMALL_ROWS` | 512 | AllGather+GEMM with at most this many rows of C (all PEs' tokens), and GEMM+ReduceScatter on one PE with at most this many rows of A, run as the gathered A and one cuBLAS GEMM (`torch.mm`) instead of the fused kernel: at decode sizes the GEMM is latency-bound and cuBLAS's small-M kernels win (measured in `docs/benchmarks.md`); `0`: always the fused kernel |
 | `group_workspace_bytes` | `RSHMEM_OPS_GROUP_WORKSPACE_BYTES` | `0`: 1 GiB on the cuda backend, 64 MiB on the host backend | symmetric memory `register_group` sets aside on every PE for the workspaces of a group of only some PEs (1 GiB holds AllGather+GEMM, GEMM+ReduceScatter and all-reduce workspaces at 8192 x 8192 bf16) |
+| `launcher` | `RSHMEM_OPS_LAUNCHER` | `rshmem` | how a planned call launches its kernels: `rshmem` (the packed launch, `_launch`), `triton` (Triton's C launcher with the same packed arguments: the comparison, and a way around the packed launch should it ever be wrong) |
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from .._native import ConfigError
 _PRODUCERS = ("auto", "copy_engine", "sm")
 _ON_CHANGE: list = []  # called after any field of `config` is set
 _FORMS = ("auto", "one_shot", "two_shot")
+_LAUNCHERS = ("rshmem", "triton")
 
 
 def _int(name: str, default: int) -> int:
@@ -62,6 +64,7 @@ class Config:
     allreduce_nccl_min_bytes: int = _int("RSHMEM_OPS_ALLREDUCE_NCCL_MIN_BYTES", 8 << 20)
     gemm_small_rows: int = _int("RSHMEM_OPS_GEMM_SMALL_ROWS", 512)
     group_workspace_bytes: int = _int("RSHMEM_OPS_GROUP_WORKSPACE_BYTES", 0)
+    launcher: str = _choice("RSHMEM_OPS_LAUNCHER", "rshmem", _LAUNCHERS)
 
     def __setattr__(self, name, value) -> None:
         # The ops' plans (`_library`) hold choices made from these values: a change drops them.
@@ -75,6 +78,8 @@ class Config:
             raise ConfigError(f"rshmem.ops.config.ag_producer={self.ag_producer!r}; allowed: {', '.join(_PRODUCERS)}")
         if self.allreduce_form not in _FORMS:
             raise ConfigError(f"rshmem.ops.config.allreduce_form={self.allreduce_form!r}; allowed: {', '.join(_FORMS)}")
+        if self.launcher not in _LAUNCHERS:
+            raise ConfigError(f"rshmem.ops.config.launcher={self.launcher!r}; allowed: {', '.join(_LAUNCHERS)}")
 
 
 config = Config()

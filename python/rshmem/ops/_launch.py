@@ -54,6 +54,7 @@ from triton.runtime.jit import native_specialize_impl
 from .. import _cuda, _native
 from .._native import RshmemError
 from . import _checks
+from ._config import config
 
 
 def _spec(arg):
@@ -188,6 +189,9 @@ def _packed(ck, run, grid, types: list, final: list, where: dict, varying: tuple
     """A `_native.PackedLaunch` of this launch, or None where Triton's launcher must do it (an
     aggregate argument, launch attributes, scratch memory, a driver that cannot check the
     layout). `types` are the Triton types of `final`, Triton's launcher's arguments."""
+    config.check()
+    if config.launcher != "rshmem":
+        return None
     if getattr(run, "launch_cooperative_grid", True) or getattr(run, "launch_pdl", True) or \
             getattr(run, "num_ctas", 2) != 1 or grid[0] * grid[1] * grid[2] == 0:
         return None
