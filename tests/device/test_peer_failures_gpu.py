@@ -138,10 +138,16 @@ def _fewer_gpus_than(n: int) -> bool:
 # On one H200 shared by the 3 PEs (2026-12-03, RSHMEM_DEBUG=1): PE 1's kernel timed out at 3.3 s
 # and raised; PE 0's kernel, launched at the same moment with the same timeout, never timed out
 # nor saw PE 1 die or PE 2 leave (PE 0's host logged both), and PE 0 stayed in
-# torch.cuda.synchronize until killed. Twice in one job, PE 0 both times. Not seen with 2 PEs.
+# torch.cuda.synchronize until killed. The cause, narrowed down in a later job (the same H200,
+# signal_wait_until_on_stream on a word nobody sets, RSHMEM_DEBUG_WAIT_TIMEOUT_MS=3000): two
+# kernels of two processes sharing the GPU that stop (trap) at the same moment. With 2 PEs
+# waiting from the same instant, PE 0 raised at 3.6 s and PE 1's kernel never stopped; with PE 1
+# starting 1.5 s later, PE 0 raised at 3.5 s and PE 1's kernel saw PE 0 die and raised 2.9 s
+# after its start. With 3 PEs all waiting, two raised at 3.7 s and the third never stopped. On
+# GPUs of their own no two PEs share a context's time slices, and the waiting kernels stop.
 # Strict: a pass on a shared GPU (XPASS) fails, so this mark goes once the cause is fixed.
 @pytest.mark.xfail(condition=_fewer_gpus_than(3), strict=True,
-                   reason="3 PEs sharing one GPU: the other waiting kernel stops making progress once one kernel traps")
+                   reason="PEs sharing one GPU whose kernels stop (trap) at the same moment: one of them never stops")
 def test_on_stream_barrier_one_of_three_never_calls_times_out():
     # 3 PEs; PEs 0 and 1 call barrier_all_on_stream, PE 2 never does and stays alive (it sleeps
     # past the debug timeout, then finalizes). The two waiting kernels stop at
