@@ -62,6 +62,18 @@ pub unsafe fn get_global(module: ModuleHandle, name: &CStr) -> Result<Option<Glo
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Function(usize);
 
+impl Function {
+    /// A `CUfunction` loaded by someone else (a Triton kernel), as an integer; the caller of
+    /// [`launch`] vouches for it as for every other argument.
+    pub(super) fn from_raw(f: usize) -> Function {
+        Function(f)
+    }
+
+    pub(super) fn raw(self) -> sys::CUfunction {
+        self.0 as sys::CUfunction
+    }
+}
+
 /// A module rshmem loaded itself (its own PTX kernels).
 ///
 /// Owns the `CUmodule` and an `Arc` of the context it lives in; dropping it unloads the module

@@ -13,7 +13,7 @@
 //! [`Error::InvalidArgument`], and keeps its own launcher, instead of a kernel reading garbage.
 #![allow(unsafe_code)]
 
-use super::module::LaunchDims;
+use super::module::{launch, Function, LaunchDims};
 use super::stream::StreamHandle;
 use super::{check, sys};
 use crate::error::{Error, Result};
@@ -41,7 +41,7 @@ fn param_info_fn() -> Option<ParamInfoFn> {
 }
 
 /// The byte size of each parameter of `function`, as the driver reads them.
-fn param_sizes(function: usize) -> Result<Vec<usize>> {
+fn param_sizes(function: Function) -> Result<Vec<usize>> {
     let f = param_info_fn()
         .ok_or_else(|| Error::Unsupported("this CUDA driver has no cuFuncGetParamInfo (CUDA 12.4 and later)".into()))?;
     let mut sizes = Vec::new();
@@ -50,7 +50,7 @@ fn param_sizes(function: usize) -> Result<Vec<usize>> {
         // SAFETY: "Returns the offset and size of a kernel parameter in the device-side
         // parameter layout"; an index past the last parameter returns CUDA_ERROR_INVALID_VALUE.
         // The caller of `PackedLaunch::new` vouches for `function`; both outputs are live locals.
-        let r = unsafe { f(function as sys::CUfunction, sizes.len(), &mut offset, &mut size) };
+        let r = unsafe { f(function.raw(), sizes.len(), &mut offset, &mut size) };
         if r as u32 == sys::CUresult::CUDA_ERROR_INVALID_VALUE as u32 && !sizes.is_empty() {
             return Ok(sizes);
         }
@@ -81,7 +81,7 @@ struct Chunk([u8; 128]);
 /// A kernel, its launch geometry and its parameter values, packed once (see the module docs).
 #[derive(Debug)]
 pub struct PackedLaunch {
-    function: usize,
+    function: Function,
     dims: LaunchDims,
     /// The parameters' values, each from the start of its own chunk(s). Read and written only
     /// through `params`; held here so that it lives as long as they do.
@@ -137,6 +137,7 @@ impl PackedLaunch {
     /// `function` must be a `CUfunction` of a module loaded in the context current on this
     /// thread (and on every thread that launches it), alive for as long as this value is.
     pub unsafe fn new(function: usize, dims: LaunchDims, values: &[Param<'_>], varying: Vec<usize>) -> Result<PackedLaunch> {
+        let function = Function::from_raw(function);
         let sizes = param_sizes(function)?;
         if sizes.len() != values.len() {
             return Err(Error::Unsupported(format!(
@@ -198,27 +199,10 @@ impl PackedLaunch {
             // SAFETY: `params[i]` starts parameter i's chunks (see the fields).
             unsafe { put(self.params[i], self.sizes[i], v, i) }?;
         }
-        let (gx, gy, gz) = self.dims.grid;
-        let (bx, by, bz) = self.dims.block;
-        // SAFETY: "Kernel parameters to f can be specified ... via kernelParams ... an array of
-        // N pointers to each of the parameters" and the driver copies them before returning;
-        // `params` points at each parameter's value, written in its driver size (checked in
-        // `new` and in `put`); the caller's contract covers the rest.
-        check("cuLaunchKernel", unsafe {
-            sys::cuLaunchKernel(
-                self.function as sys::CUfunction,
-                gx,
-                gy,
-                gz,
-                bx,
-                by,
-                bz,
-                self.dims.shared_bytes,
-                stream.raw(),
-                self.params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        })
+        // SAFETY: `params` points at each parameter's value, written in its driver size (checked
+        // in `new` and in `put`), and the driver copies them before returning; the caller's
+        // contract covers the rest.
+        unsafe { launch(self.function, self.dims, stream, &mut self.params) }
     }
 }
 
