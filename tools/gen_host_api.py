@@ -646,7 +646,14 @@ PEER_FAILURES = [
     "barrier, an on-stream signal wait and the AllGather+GEMM kernel, the peer killed or finalizing).",
     "",
     "What is not covered: a dead PE whose sockets stay open because a child process forked from it",
-    "still holds them; and a host that vanishes (TCP keepalive notices it after about 25 s).",
+    "still holds them; a host that vanishes (TCP keepalive notices it after about 25 s); and PEs that",
+    "share one GPU (`RSHMEM_ALLOW_SHARED_GPU=1`) whose kernels stop at the same moment. On one H200",
+    "(2026-12-03), two or three PEs whose kernels waited on a word nobody set, from the same instant",
+    "with the same `RSHMEM_DEBUG_WAIT_TIMEOUT_MS`: one kernel (of 2) or two (of 3) stopped and raised,",
+    "and the last one never stopped, though its host had seen the others die; its process stayed in",
+    "`torch.cuda.synchronize()` until killed. Started 1.5 s apart, both stopped and raised as described above. With a",
+    "GPU per PE the kernels do not share a GPU's time slices and each stops on its own",
+    "(`test_on_stream_barrier_one_of_three_never_calls_times_out`, strict xfail on fewer than 3 GPUs).",
     "",
 ]
 
