@@ -118,6 +118,12 @@ pub const WAIT_ON_STREAM: u64 = 0x100;
 /// land after its notice), as host waits do.
 pub const PEER_LEFT_GRACE_NS: u64 = 500_000_000;
 
+/// Per index among the PEs sharing a GPU, how much later a wait in a kernel stops than the
+/// first sharer's would ([`DeviceState::stop_delay_ms`]). Measured on an H200: kernels of two
+/// processes that trapped within a few ms of each other left one running; about 1.3 s apart
+/// both stopped.
+pub const STOP_STAGGER_MS: u32 = 1000;
+
 /// `DeviceState::peer_left` word: the low 32 bits hold 1 + the first PE that left the job
 /// (0: none); this bit is set when that PE died instead of finalizing.
 pub const PEER_LEFT_DIED: u64 = 0x1_0000_0000;
@@ -299,8 +305,11 @@ pub struct DeviceState {
     pub my_slot: i32,
     /// `DEVICE_FLAG_*` bits.
     pub flags: u32,
-    /// Zero; keeps the 64-bit fields 8-byte aligned.
-    pub reserved0: u32,
+    /// Milliseconds a wait in a kernel adds to the debug timeout and to [`PEER_LEFT_GRACE_NS`]
+    /// before it stops the kernel: [`STOP_STAGGER_MS`] times this PE's index among the PEs
+    /// sharing its GPU (0 on a GPU of its own). Kernels of processes sharing a GPU that trap at
+    /// the same moment can leave one of them running for good, so sharers stop one at a time.
+    pub stop_delay_ms: u32,
     /// This process's address of slot 0 of the symmetric heap range.
     pub heap_base: u64,
     /// Distance in bytes between consecutive slots.
@@ -352,7 +361,7 @@ impl DeviceState {
             node_size: 0,
             my_slot: PE_NOT_REACHABLE,
             flags: DEVICE_FLAG_INITIALIZED,
-            reserved0: 0,
+            stop_delay_ms: 0,
             heap_base: 0,
             heap_stride: 0,
             heap_bound: 0,

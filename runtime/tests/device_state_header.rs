@@ -64,7 +64,7 @@ fn layout_facts() -> Vec<(String, usize)> {
         };
     }
     fields!(DeviceState, "rshmemi_device_state_t", [
-        magic, version, my_pe, n_pes, node_size, my_slot, flags, reserved0, heap_base,
+        magic, version, my_pe, n_pes, node_size, my_slot, flags, stop_delay_ms, heap_base,
         heap_stride, heap_bound, team_table, barrier_ws, coll_ws, coll_ws_size,
         debug_wait_timeout_ns, error_buf, proxy_ring, proxy_head, peer_left, pe_slot,
     ]);

@@ -126,28 +126,34 @@ print("CALLING", flush=True)
     assert took < SEEN_WITHIN_S + 1.0, describe(ended)
 
 
-def _fewer_gpus_than(n: int) -> bool:
-    try:
-        import torch
-
-        return torch.cuda.device_count() < n
-    except ImportError:
-        return True
+# PEs sharing one GPU whose kernels stop (trap) at the same moment: on one H200 (2026-12-03) one
+# of them never stopped, though its host had seen the others die (2 PEs waiting from the same
+# instant: PE 0 raised at 3.6 s, PE 1's kernel ran until killed; started 1.5 s apart both raised).
+# So sharers stop one at a time: a PE's waits give up DeviceState::stop_delay_ms later
+# (STOP_STAGGER_MS per index among the GPU's sharers). These tests are that case.
 
 
-# On one H200 shared by the 3 PEs (2026-12-03, RSHMEM_DEBUG=1): PE 1's kernel timed out at 3.3 s
-# and raised; PE 0's kernel, launched at the same moment with the same timeout, never timed out
-# nor saw PE 1 die or PE 2 leave (PE 0's host logged both), and PE 0 stayed in
-# torch.cuda.synchronize until killed. The cause, narrowed down in a later job (the same H200,
-# signal_wait_until_on_stream on a word nobody sets, RSHMEM_DEBUG_WAIT_TIMEOUT_MS=3000): two
-# kernels of two processes sharing the GPU that stop (trap) at the same moment. With 2 PEs
-# waiting from the same instant, PE 0 raised at 3.6 s and PE 1's kernel never stopped; with PE 1
-# starting 1.5 s later, PE 0 raised at 3.5 s and PE 1's kernel saw PE 0 die and raised 2.9 s
-# after its start. With 3 PEs all waiting, two raised at 3.7 s and the third never stopped. On
-# GPUs of their own no two PEs share a context's time slices, and the waiting kernels stop.
-# Strict: a pass on a shared GPU (XPASS) fails, so this mark goes once the cause is fixed.
-@pytest.mark.xfail(condition=_fewer_gpus_than(3), strict=True,
-                   reason="PEs sharing one GPU whose kernels stop (trap) at the same moment: one of them never stops")
+@pytest.mark.parametrize("n", [2, 3])
+def test_kernels_of_pes_sharing_a_gpu_that_time_out_together_all_stop(n):
+    # Every PE's kernel waits from the same instant, with the same debug timeout, for a signal
+    # nobody sends. Each one stops and raises (its own timeout, or the departure of a PE that
+    # stopped before it), one stagger step after the last.
+    _cuda_or_skip()
+    code = PRELUDE + """
+word = rt.create_symmetric_tensor((1,), torch.int64)
+rshmem.barrier_all()
+started = time.time()
+""" + wait_on_device("rt.signal_wait_until_on_stream(word[0], rshmem.CMP_GE, 1)")
+    ended = Job(code, n=n, backend="cuda", env={"RSHMEM_DEBUG_WAIT_TIMEOUT_MS": "3000"}).finish(timeout=90)
+    for pe in range(n):
+        out = ended[pe].stdout
+        assert "RAISED" in out and "NO ERROR" not in out, describe(ended)
+        raised = out.split("RAISED", 1)[1]
+        assert "signal_wait_until_on_stream on PE" in raised, describe(ended)
+        assert raised.split()[1] in ("TimeoutError", "PeerDiedError"), describe(ended)
+        assert float(raised.split()[0]) < 3.0 + (n - 1) * 1.0 + SEEN_WITHIN_S, describe(ended)
+
+
 def test_on_stream_barrier_one_of_three_never_calls_times_out():
     # 3 PEs; PEs 0 and 1 call barrier_all_on_stream, PE 2 never does and stays alive (it sleeps
     # past the debug timeout, then finalizes). The two waiting kernels stop at

@@ -64,14 +64,25 @@ RSHMEMI_DEV T rshmemi_load_acquire(const T* p) {
 // runtime's staged collectives, which the proxy's or the runtime's own failure ends otherwise).
 RSHMEMI_DEV bool rshmemi_timer_due(uint32_t i) { return (i & 63u) == 0; }
 
-// The debug timeout (0 = none), read once per wait with an invariant load (device.h).
-RSHMEMI_DEV uint64_t rshmemi_wait_timeout() { return rshmemi_state_u64(&rshmemi_state()->debug_wait_timeout_ns); }
+// How much later than the first of its GPU's sharers this PE's waits stop (stop_delay_ms, 0 on
+// a GPU of its own): kernels of processes sharing a GPU that trap at the same moment can leave
+// one running for good.
+RSHMEMI_DEV uint64_t rshmemi_stop_delay_ns() {
+  return (uint64_t)(uint32_t)rshmemi_state_i32((const int32_t*)&rshmemi_state()->stop_delay_ms) * 1000000ull;
+}
+
+// The debug timeout (0 = none) plus this PE's stop delay, read once per wait with invariant
+// loads (device.h).
+RSHMEMI_DEV uint64_t rshmemi_wait_timeout() {
+  const uint64_t t = rshmemi_state_u64(&rshmemi_state()->debug_wait_timeout_ns);
+  return t == 0 ? 0 : t + rshmemi_stop_delay_ns();
+}
 
 // What a long wait watches between polls, every RSHMEMI_WATCH_EVERY polls (a %globaltimer read
 // and one load of host memory, so a wait pays neither per poll): the debug timeout
 // (RSHMEM_DEBUG_WAIT_TIMEOUT_MS, 0 = none) and the runtime's word that says a peer left the job
-// (DeviceState::peer_left). A wait still unsatisfied RSHMEM_PEER_LEFT_GRACE_NS after it saw a
-// departure stops the kernel with a record naming the wait (ERROR_FLAG_PEER_LEFT) instead of
+// (DeviceState::peer_left). A wait still unsatisfied RSHMEM_PEER_LEFT_GRACE_NS (plus the stop
+// delay) after it saw a departure stops the kernel with a record naming the wait (ERROR_FLAG_PEER_LEFT) instead of
 // waiting for a PE that is gone.
 #define RSHMEMI_WATCH_EVERY 256u
 
@@ -83,7 +94,7 @@ struct rshmemi_watch_t {
 
 RSHMEMI_DEV rshmemi_watch_t rshmemi_watch_begin() {
   rshmemi_watch_t w;
-  w.timeout = rshmemi_state_u64(&rshmemi_state()->debug_wait_timeout_ns);
+  w.timeout = rshmemi_wait_timeout();
   w.start = rshmemi_globaltimer();
   w.left_seen = 0;
   return w;
@@ -102,7 +113,7 @@ RSHMEMI_DEV void rshmemi_watch(rshmemi_watch_t* w, uint32_t i, const void* p, in
   if (left == 0) return;
   if (w->left_seen == 0) {
     w->left_seen = now;
-  } else if (now - w->left_seen > RSHMEM_PEER_LEFT_GRACE_NS) {
+  } else if (now - w->left_seen > RSHMEM_PEER_LEFT_GRACE_NS + rshmemi_stop_delay_ns()) {
     rshmemi_fail(RSHMEM_ERROR_FLAG_PEER_LEFT, p, (uint64_t)(int64_t)cmp, target, left);
   }
 }

@@ -40,6 +40,12 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         0
     }
 
+    /// This PE's index, in PE order, among the PEs of [`Backend::device_sharers`] (0 when the
+    /// GPU is its own or there is none).
+    fn device_sharer_index(&self) -> usize {
+        0
+    }
+
     /// Whether this PE's device reaches world PE `pe`'s memory by load/store once the heap maps
     /// it (false for PEs on other hosts, or GPUs without peer access).
     fn load_store(&self, pe: usize) -> bool {

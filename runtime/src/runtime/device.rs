@@ -22,8 +22,13 @@ impl Runtime {
             return Err(e);
         }
         let Some(rec) = self.backend.device_error() else { return Ok(()) };
-        // The wait timeout the kernels ran with (`RSHMEM_DEBUG_WAIT_TIMEOUT_MS`), for the message.
-        let timeout = self.backend.device_state().map(|s| s.debug_wait_timeout_ns).filter(|&ns| ns > 0);
+        // The wait timeout the kernels ran with (`RSHMEM_DEBUG_WAIT_TIMEOUT_MS` plus this PE's
+        // stop delay on a shared GPU), for the message.
+        let timeout = self
+            .backend
+            .device_state()
+            .filter(|s| s.debug_wait_timeout_ns > 0)
+            .map(|s| s.debug_wait_timeout_ns.saturating_add(u64::from(s.stop_delay_ms) * 1_000_000));
         let health = self.boot.health();
         Err(kernel_error::record_error(&rec, |a, wait| self.describe_wait_word(a, wait), timeout.map(Duration::from_nanos), |pe| {
             health.how_left(pe)

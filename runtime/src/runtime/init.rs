@@ -4,7 +4,7 @@ use super::team_table::{TeamTable, PREDEFINED};
 use super::{workspace, Runtime, DEFAULT_ALIGN};
 use crate::backend::{self, BackendKind};
 use crate::bootstrap::{Bootstrap, UniqueId};
-use crate::device_state::{DeviceState, DEVICE_FLAG_ALL_REACHABLE, MAX_PES, PE_NOT_REACHABLE};
+use crate::device_state::{DeviceState, DEVICE_FLAG_ALL_REACHABLE, MAX_PES, PE_NOT_REACHABLE, STOP_STAGGER_MS};
 use crate::env;
 use crate::error::{Error, Result};
 use crate::heap::layout::Layout;
@@ -117,6 +117,7 @@ impl Runtime {
             coll_ws,
             coll_ws_size: workspace::COLL_WS_BYTES_PER_TEAM,
             wait_timeout,
+            sharer_index: rt.backend.device_sharer_index(),
             proxy_ring,
             proxy_head: if proxy_ring == 0 { 0 } else { ws + workspace::PROXY_HEAD },
         });
@@ -212,6 +213,8 @@ struct StateInputs<'a> {
     coll_ws: usize,
     coll_ws_size: usize,
     wait_timeout: Option<Duration>,
+    /// This PE's index among the PEs sharing its GPU (0 on a GPU of its own).
+    sharer_index: usize,
     /// The proxy's ring, 0 without one.
     proxy_ring: usize,
     /// Symmetric address of the ticket word, 0 without a proxy.
@@ -234,6 +237,7 @@ fn device_state(i: &StateInputs<'_>) -> DeviceState {
     s.coll_ws_size = i.coll_ws_size as u64;
     s.proxy_ring = i.proxy_ring as u64;
     s.proxy_head = i.proxy_head as u64;
+    s.stop_delay_ms = u32::try_from(i.sharer_index).unwrap_or(u32::MAX).saturating_mul(STOP_STAGGER_MS);
     s.debug_wait_timeout_ns = i.wait_timeout.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1));
     let mut all = true;
     for pe in 0..i.n_pes {
@@ -332,6 +336,7 @@ mod tests {
             coll_ws: 0x30,
             coll_ws_size: 1 << 20,
             wait_timeout: Some(Duration::from_millis(250)),
+            sharer_index: 2,
             proxy_ring: 0,
             proxy_head: 0,
         });
@@ -342,6 +347,7 @@ mod tests {
         assert_eq!(s.user_base, 0x900);
         assert_eq!((s.team_table, s.barrier_ws, s.coll_ws, s.coll_ws_size), (0x10, 0x20, 0x30, 1 << 20));
         assert_eq!(s.debug_wait_timeout_ns, 250_000_000);
+        assert_eq!(s.stop_delay_ms, 2 * STOP_STAGGER_MS, "the third PE on a GPU stops two steps later");
         assert_eq!(&s.pe_slot[..5], &[0, PE_NOT_REACHABLE, 1, PE_NOT_REACHABLE, PE_NOT_REACHABLE]);
         assert_eq!(s.error_buf, 0);
 
@@ -359,11 +365,12 @@ mod tests {
             coll_ws: 0,
             coll_ws_size: 0,
             wait_timeout: None,
+            sharer_index: 0,
             proxy_ring: 0,
             proxy_head: 0,
         });
         assert_eq!(s.flags, DEVICE_FLAG_INITIALIZED | DEVICE_FLAG_ALL_REACHABLE);
-        assert_eq!((s.heap_bound, s.debug_wait_timeout_ns), (4096, 0));
+        assert_eq!((s.heap_bound, s.debug_wait_timeout_ns, s.stop_delay_ms), (4096, 0, 0));
         assert_eq!(&s.pe_slot[..4], &[0, 1, 2, 3]);
     }
 

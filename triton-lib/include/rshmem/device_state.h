@@ -225,6 +225,14 @@
 #define RSHMEM_PEER_LEFT_GRACE_NS 500000000
 
 /*
+ Per index among the PEs sharing a GPU, how much later a wait in a kernel stops than the
+ first sharer's would ([`DeviceState::stop_delay_ms`]). Measured on an H200: kernels of two
+ processes that trapped within a few ms of each other left one running; about 1.3 s apart
+ both stopped.
+ */
+#define RSHMEM_STOP_STAGGER_MS 1000
+
+/*
  `DeviceState::peer_left` word: the low 32 bits hold 1 + the first PE that left the job
  (0: none); this bit is set when that PE died instead of finalizing.
  */
@@ -397,9 +405,12 @@ typedef struct {
    */
   uint32_t flags;
   /*
-   Zero; keeps the 64-bit fields 8-byte aligned.
+   Milliseconds a wait in a kernel adds to the debug timeout and to [`PEER_LEFT_GRACE_NS`]
+   before it stops the kernel: [`STOP_STAGGER_MS`] times this PE's index among the PEs
+   sharing its GPU (0 on a GPU of its own). Kernels of processes sharing a GPU that trap at
+   the same moment can leave one of them running for good, so sharers stop one at a time.
    */
-  uint32_t reserved0;
+  uint32_t stop_delay_ms;
   /*
    This process's address of slot 0 of the symmetric heap range.
    */

@@ -31,6 +31,8 @@ pub(super) struct OpenedGpu {
     pub load_store: Vec<bool>,
     /// How many node-local PEs (this one included) use this PE's GPU: 1 unless the GPU is shared.
     pub sharers: usize,
+    /// This PE's index among them, in PE order (0 on a GPU of its own).
+    pub sharer_index: usize,
 }
 
 /// This PE's place on its host: the launcher's variables (`LOCAL_RANK`, ..., read by `env.rs`)
@@ -98,7 +100,9 @@ pub(super) fn open(boot: &Bootstrap, requested: Option<i32>, env: &Env) -> Resul
     }
     let ids: Vec<DeviceIdentity> = node.iter().map(|(_, id)| id.clone()).collect();
     let my_uuid = node.iter().find(|(pe, _)| *pe == me).map(|(_, id)| id.uuid);
-    let sharers = ids.iter().filter(|id| Some(id.uuid) == my_uuid).count().max(1);
+    let sharing: Vec<usize> = node.iter().filter(|(_, id)| Some(id.uuid) == my_uuid).map(|&(pe, _)| pe).collect();
+    let sharers = sharing.len().max(1);
+    let sharer_index = sharing.iter().filter(|&&pe| pe < me).count();
     if sharers > 1 {
         tracing::info!(sharers, "this PE's GPU is shared by {sharers} PEs (RSHMEM_ALLOW_SHARED_GPU=1)");
     }
@@ -123,7 +127,7 @@ pub(super) fn open(boot: &Bootstrap, requested: Option<i32>, env: &Env) -> Resul
         load_store[*pe] = r.load_store;
     }
     let memory = Arc::new(CudaMemory::new(device, &select::access_devices(&reach))?);
-    Ok(OpenedGpu { memory, ordinal: device.ordinal() as i32, load_store, sharers })
+    Ok(OpenedGpu { memory, ordinal: device.ordinal() as i32, load_store, sharers, sharer_index })
 }
 
 /// What a started cuda backend publishes and launches.

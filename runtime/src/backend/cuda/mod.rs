@@ -61,6 +61,7 @@ pub struct CudaBackend {
     ordinal: i32,
     load_store: Vec<bool>,
     sharers: usize,
+    sharer_index: usize,
     gpu: Option<gpu::Gpu>,
 }
 
@@ -75,7 +76,14 @@ impl CudaBackend {
     /// bad device ordinal or a shared GPU; [`Error::Driver`]; bootstrap errors.
     pub fn open(boot: &Bootstrap, device: Option<i32>, env: &Env) -> Result<CudaBackend> {
         let g = gpu::open(boot, device, env)?;
-        Ok(CudaBackend { memory: g.memory, ordinal: g.ordinal, load_store: g.load_store, sharers: g.sharers, gpu: None })
+        Ok(CudaBackend {
+            memory: g.memory,
+            ordinal: g.ordinal,
+            load_store: g.load_store,
+            sharers: g.sharers,
+            sharer_index: g.sharer_index,
+            gpu: None,
+        })
     }
 
     fn started(&self) -> Result<&gpu::Gpu> {
@@ -100,6 +108,10 @@ impl Backend for CudaBackend {
 
     fn device_sharers(&self) -> usize {
         self.sharers
+    }
+
+    fn device_sharer_index(&self) -> usize {
+        self.sharer_index
     }
 
     fn load_store(&self, pe: usize) -> bool {
