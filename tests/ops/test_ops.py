@@ -425,6 +425,25 @@ def test_packed_launch_words_are_what_tritons_launcher_passes():
         rshmem._native.PackedLaunch(0, (1, 1, 1), 32, 0, [0, 0, 0], [])
 
 
+def test_descriptor_views_are_checked_before_the_driver_is_asked():
+    """`_native.tensor_map_bytes` (the encoder the packed launch uses for descriptors that change
+    with the call) refuses a malformed view with a clear error, here without a driver too; with
+    no driver that can encode, it says so."""
+    from rshmem._native import tensor_map_bytes
+
+    bf16 = 10  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+    with pytest.raises(rshmem.InvalidArgumentError, match="innermost stride is 1, not 64"):
+        tensor_map_bytes(0x1000, bf16, 2, [64, 256], [1, 64], [128, 64], 3, False)
+    with pytest.raises(rshmem.InvalidArgumentError, match="1 to 5 dimensions"):
+        tensor_map_bytes(0x1000, bf16, 2, [64, 256], [256, 1], [128], 3, False)
+    with pytest.raises(rshmem.InvalidArgumentError, match="1 to 5 dimensions"):
+        tensor_map_bytes(0x1000, bf16, 2, [1] * 6, [1] * 6, [1] * 6, 3, False)
+    try:
+        tensor_map_bytes(0x1000, bf16, 2, [64, 256], [256, 1], [128, 64], 3, False)
+    except rshmem.UnsupportedError as e:
+        assert "cuTensorMapEncodeTiled" in str(e)
+
+
 # ------------------------------------------------------------------ the cached steady state
 
 

@@ -243,9 +243,10 @@ def test_planned_all_reduce_launches_through_the_packed_launch():
 
 @pytest.mark.parametrize("rows", [16, 1024])
 def test_planned_gemm_ops_launch_through_the_packed_launch(rows):
-    # The GEMM kernels take TMA descriptors: the packed launch carries their 128 bytes, re-encoded
-    # (and cached) per base address. Calls after the plan with new inputs and outputs (new
+    # The GEMM kernels take TMA descriptors: the packed launch encodes them from the tensors'
+    # addresses (the same bytes as Triton's encoder). Calls after the plan with new inputs and outputs (new
     # descriptors) stay exact, and every kernel of both plans went through the packed launch.
+    from rshmem import _native
     from rshmem.ops import _launch, _library
 
     W, me = rshmem.n_pes(), rshmem.my_pe()
@@ -259,6 +260,21 @@ def test_planned_gemm_ops_launch_through_the_packed_launch(rows):
         _check(ops.matmul_reduce_scatter(a, b), (A @ B)[me * rows:(me + 1) * rows], f"GEMM+RS call {it}")
     bounds = [v for p in _library._plans.values() for v in vars(p).values() if isinstance(v, _launch.Bound)]
     assert bounds and all(b._native is not None for b in bounds), [(getattr(b._ck, "name", b._ck), b._native) for b in bounds]
+    # Every varying descriptor is encoded by the packed launch from an address, to the bytes
+    # Triton's own encoder gives for the same view.
+    from triton.backends.nvidia.driver import make_tensordesc_arg
+
+    maps = [(b, s) for b in bounds for s in b._slots if s[1] is not None]
+    assert rows < 1024 or maps, "the fused GEMM kernels take descriptors"
+    assert all(b._by_address for b, _ in maps), [getattr(b._ck, "name", b._ck) for b, _ in maps if not b._by_address]
+    t = torch.empty(1 << 22, dtype=torch.uint8, device=_dev())
+    for _, (_, like, meta, _) in maps:
+        like.base = t
+        try:
+            want = _launch._map_bytes(make_tensordesc_arg(like, meta)[0])
+        finally:
+            like.base = None
+        assert _native.tensor_map_bytes(t.data_ptr(), *_launch._map_args(like, meta)) == want, (like.shape, meta)
 
 
 def test_back_to_back_calls_on_one_stream():

@@ -18,6 +18,7 @@ use pyo3::types::{PyBytes, PyTuple};
 use rshmem::driver::module::LaunchDims;
 use rshmem::driver::packed::{self, Param};
 use rshmem::driver::stream::StreamHandle;
+use rshmem::driver::tensor_map::{TensorMapBytes, TiledMap};
 
 /// The most varying values one launch takes (an op's inputs and output).
 const MAX_VARYING: usize = 8;
@@ -28,6 +29,34 @@ fn param<'a>(v: &'a Bound<'_, PyAny>) -> PyResult<Param<'a>> {
         Ok(b) => Ok(Param::Bytes(b.as_bytes())),
         Err(_) => Ok(Param::Word(v.extract::<u64>()?)),
     }
+}
+
+/// A tiled TMA view as Triton's `fill_tma_descriptor` takes it: driver data type, element size,
+/// shape and element strides and tile (outermost first), swizzle mode, NaN padding.
+#[allow(clippy::too_many_arguments)]
+fn tiled_map(data_type: u32, elem_size: u64, shape: Vec<u64>, strides: Vec<u64>, tile: Vec<u32>, swizzle: u32, nan: bool) -> PyResult<TiledMap> {
+    TiledMap::new(data_type, elem_size, &shape, &strides, &tile, swizzle, nan).py_err()
+}
+
+/// The 128 bytes of the TMA descriptor of a tiled view at `base` (arguments as
+/// `PackedLaunch.vary_map`'s), encoded by the driver as `PackedLaunch` encodes it.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn tensor_map_bytes<'py>(
+    py: Python<'py>,
+    base: u64,
+    data_type: u32,
+    elem_size: u64,
+    shape: Vec<u64>,
+    strides: Vec<u64>,
+    tile: Vec<u32>,
+    swizzle: u32,
+    nan: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let map = tiled_map(data_type, elem_size, shape, strides, tile, swizzle, nan)?;
+    let mut out = TensorMapBytes([0; 128]);
+    map.encode(base, &mut out).py_err()?;
+    Ok(PyBytes::new(py, &out.0))
 }
 
 /// One kernel with its grid, block and parameter values packed: `launch(stream, *values)`
@@ -64,6 +93,25 @@ impl PackedLaunch {
         Ok(PackedLaunch { inner })
     }
 
+    /// Makes launch value `k` a base address: a launch encodes the TMA descriptor of this view
+    /// at it (driver data type, element size, shape, element strides and tile outermost first,
+    /// swizzle mode, NaN padding: Triton's `fill_tma_descriptor` arguments).
+    #[allow(clippy::too_many_arguments)]
+    fn vary_map(
+        &mut self,
+        k: usize,
+        data_type: u32,
+        elem_size: u64,
+        shape: Vec<u64>,
+        strides: Vec<u64>,
+        tile: Vec<u32>,
+        swizzle: u32,
+        nan: bool,
+    ) -> PyResult<()> {
+        let map = tiled_map(data_type, elem_size, shape, strides, tile, swizzle, nan)?;
+        self.inner.vary_map(k, map).py_err()
+    }
+
     /// Enqueues the kernel on `stream` with `values` (in the order of `varying`: integers, or a
     /// descriptor's bytes).
     #[pyo3(signature = (stream, *values))]
@@ -85,5 +133,6 @@ impl PackedLaunch {
 
 /// Adds this file's class.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PackedLaunch>()
+    m.add_class::<PackedLaunch>()?;
+    m.add_function(wrap_pyfunction!(tensor_map_bytes, m)?)
 }

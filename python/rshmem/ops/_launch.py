@@ -21,8 +21,12 @@ outputs encodes nothing.
 
 A `Bound` launch goes one step further still where it can: its parameters are packed once
 (`_native.PackedLaunch`: a word per scalar or pointer, a TMA descriptor's 128 bytes), and a call
-is one call into the Rust extension that writes the changed pointers (and descriptors, their
-bytes cached per base address like the encoded maps) and calls `cuLaunchKernel`. Triton's C
+is one call into the Rust extension that writes the changed pointers and calls `cuLaunchKernel`.
+A descriptor that changes with the call's tensors is encoded there from the tensor's address
+(`PackedLaunch.vary_map`: Triton's `fill_tma_descriptor` arguments, one driver call, only when the
+address differs from the last call's), so a step whose every layer has new activations pays no
+Python per descriptor; where that cannot be set up, the descriptors' bytes are passed, cached per
+base address like the encoded maps. Triton's C
 launcher parses every argument and asks the driver about every pointer on each call (several µs,
 most of an all-reduce's host time). The packing is checked once against the driver's own
 parameter layout (`cuFuncGetParamInfo`); a kernel the check refuses (a driver without that call,
@@ -220,6 +224,31 @@ def _packed(ck, run, grid, types: list, final: list, where: dict, varying: tuple
         return None
 
 
+def _vary_maps(native, slots) -> bool:
+    """Has `native` encode the descriptor of each varying descriptor slot from an address, with
+    the arguments Triton's `make_tensordesc_arg` gives `fill_tma_descriptor`; False (nothing to
+    rely on) where a slot's metadata is not what is read here or the driver cannot encode."""
+    try:
+        for k, (_, like, meta, _) in enumerate(slots):
+            if like is not None:
+                native.vary_map(k, *_map_args(like, meta))
+    except (RshmemError, KeyError, TypeError, OverflowError):
+        return False
+    return True
+
+
+def _map_args(like, meta) -> tuple:
+    """The view of descriptor `like` with Triton metadata `meta` as `PackedLaunch.vary_map` and
+    `_native.tensor_map_bytes` take it: what `make_tensordesc_arg` gives `fill_tma_descriptor`."""
+    from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
+
+    shape = list(like.shape)
+    if meta["fp4_padded"]:
+        shape[-1] *= 2
+    return (TMA_DTYPE_DEVICE_TO_HOST[meta["elem_type"]], meta["elem_size"], shape, list(like.strides),
+            list(meta["block_size"]), meta["swizzle"], like.padding == "nan")
+
+
 class Bound:
     """One compiled kernel with its grid and arguments packed; `launch(stream, *tensors)` runs it
     with the tensors of the positions given to `Kernel.bind` replaced."""
@@ -240,6 +269,7 @@ class Bound:
         self._args = [None if i in varying else a for i, a in enumerate(all_args)]
         self._slots = []
         self._native = None
+        self._by_address = False
         if raw is not None:
             from triton.backends.nvidia.driver import make_tensordesc_arg
 
@@ -267,6 +297,9 @@ class Bound:
                           ck.packed_metadata, None, None, None)
             self._final = final
             self._native = _packed(ck, run, self.grid, types, final, where, varying)
+            # A launch passes addresses alone when the packed launch encodes each varying
+            # descriptor itself (else the descriptors' bytes, cached per address by `_map`).
+            self._by_address = self._native is not None and _vary_maps(self._native, self._slots)
         else:
             for i in varying:
                 a = all_args[i]
@@ -297,8 +330,11 @@ class Bound:
         native = self._native
         if native is not None:
             try:
-                native.launch(stream, *[t.data_ptr() if slot[1] is None else self._map(slot, t, True)
-                                        for slot, t in zip(self._slots, tensors)])
+                if self._by_address:
+                    native.launch(stream, *[t.data_ptr() for t in tensors])
+                else:
+                    native.launch(stream, *[t.data_ptr() if slot[1] is None else self._map(slot, t, True)
+                                            for slot, t in zip(self._slots, tensors)])
                 return
             except RshmemError:
                 # e.g. a thread with no CUDA context current, which Triton's launcher makes

@@ -12,6 +12,8 @@
 //! | [`vmm`] | virtual memory management: `cuMemAddressReserve`, `cuMemCreate`, export/import as a POSIX fd, `cuMemMap`, `cuMemSetAccess`, ... |
 //! | [`module`] | `cuModuleLoadData`, `cuModuleGetGlobal`, `cuModuleGetFunction`, `cuLaunchKernel` |
 //! | [`packed`] | one kernel launch packed once (`cuFuncGetParamInfo`, `cuLaunchKernel`) |
+//! | [`tensor_map`] | TMA descriptors (`cuTensorMapEncodeTiled`) |
+//! | `newer` | calls newer than cudarc's bindings, looked up by name |
 //! | [`stream`] | streams, events, `cuMemcpyAsync`, `cuStreamWriteValue64`, `cuStreamWaitValue64` |
 //! | [`host_mem`] | page-locked host memory (`cuMemAllocHost`) |
 //! | [`mod@pointer`] | what the driver knows about an address (`cuPointerGetAttribute`) |
@@ -30,9 +32,11 @@ pub mod context;
 pub mod deferred;
 pub mod host_mem;
 pub mod module;
+mod newer;
 pub mod packed;
 pub mod pointer;
 pub mod stream;
+pub mod tensor_map;
 pub mod vmm;
 
 pub use cudarc::driver::sys;

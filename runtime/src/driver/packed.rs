@@ -5,7 +5,9 @@
 //! Python, asks the driver about every pointer and builds the parameter array on each call,
 //! which is most of such a call's host time. A [`PackedLaunch`] holds the parameter values, one
 //! 64-bit word each (a TMA descriptor its 128 bytes), and the array of pointers to them, made
-//! once; a call writes the values that change and calls `cuLaunchKernel`.
+//! once; a call writes the values that change and calls `cuLaunchKernel`. A descriptor that
+//! changes with the call's tensors is encoded here from the tensor's address
+//! ([`PackedLaunch::vary_map`]), so the caller passes only addresses.
 //!
 //! The kernel's parameter list is checked against the driver's own (`cuFuncGetParamInfo`,
 //! CUDA 12.4 drivers and later) when the launch is made, so a caller that packed the wrong
@@ -15,34 +17,14 @@
 
 use super::module::{launch, Function, LaunchDims};
 use super::stream::StreamHandle;
+use super::tensor_map::TiledMap;
 use super::{check, sys};
 use crate::error::{Error, Result};
 use std::ffi::c_void;
-use std::sync::OnceLock;
-
-type ParamInfoFn = unsafe extern "C" fn(sys::CUfunction, usize, *mut usize, *mut usize) -> sys::CUresult;
-
-/// `cuFuncGetParamInfo` from the driver library, if it has it. cudarc binds the CUDA 11.7
-/// driver API, which lacks it, so it is looked up here once.
-fn param_info_fn() -> Option<ParamInfoFn> {
-    static FOUND: OnceLock<Option<(libloading::Library, ParamInfoFn)>> = OnceLock::new();
-    FOUND
-        .get_or_init(|| {
-            // SAFETY: loading the driver library that cudarc already loaded (its initializers
-            // ran); the symbol's type is the documented signature of cuFuncGetParamInfo.
-            unsafe {
-                let lib = libloading::Library::new("libcuda.so.1").ok()?;
-                let f = *lib.get::<ParamInfoFn>(b"cuFuncGetParamInfo\0").ok()?;
-                Some((lib, f))
-            }
-        })
-        .as_ref()
-        .map(|(_, f)| *f)
-}
 
 /// The byte size of each parameter of `function`, as the driver reads them.
 fn param_sizes(function: Function) -> Result<Vec<usize>> {
-    let f = param_info_fn()
+    let f = super::newer::param_info()
         .ok_or_else(|| Error::Unsupported("this CUDA driver has no cuFuncGetParamInfo (CUDA 12.4 and later)".into()))?;
     let mut sizes = Vec::new();
     loop {
@@ -92,6 +74,9 @@ pub struct PackedLaunch {
     sizes: Box<[usize]>,
     /// The parameters a launch rewrites, in the order of its `values`.
     varying: Box<[usize]>,
+    /// Per varying parameter: the view whose descriptor a launch encodes from a base address
+    /// (see [`PackedLaunch::vary_map`]), with the base last encoded (0: none yet).
+    maps: Box<[Option<(TiledMap, u64)>]>,
 }
 
 // SAFETY: the raw pointers point into `_storage`, owned by the same value and moved with it
@@ -167,8 +152,26 @@ impl PackedLaunch {
             _storage: storage,
             params: params.into_boxed_slice(),
             sizes: sizes.into_boxed_slice(),
+            maps: vec![None; varying.len()].into_boxed_slice(),
             varying: varying.into_boxed_slice(),
         })
+    }
+
+    /// Makes varying value `k` a base address: a launch encodes the TMA descriptor of `map` at
+    /// it (only when it differs from the last), instead of taking the descriptor's bytes.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] when `k` is not a varying value or its parameter is not a
+    /// 128-byte descriptor.
+    pub fn vary_map(&mut self, k: usize, map: TiledMap) -> Result<()> {
+        let Some(&i) = self.varying.get(k) else {
+            return Err(Error::InvalidArgument(format!("this launch has {} values, not {}", self.varying.len(), k + 1)));
+        };
+        if self.sizes[i] != 128 {
+            return Err(Error::InvalidArgument(format!("parameter {i} is {} bytes, not a TMA descriptor", self.sizes[i])));
+        }
+        self.maps[k] = Some((map, 0));
+        Ok(())
     }
 
     /// How many values a launch takes.
@@ -180,7 +183,7 @@ impl PackedLaunch {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a wrong number of values or one that does not fit its
-    /// parameter (nothing is launched); [`Error::Driver`] from `cuLaunchKernel`
+    /// parameter (nothing is launched); [`Error::Driver`] from `cuTensorMapEncodeTiled` or `cuLaunchKernel`
     /// (`CUDA_ERROR_INVALID_CONTEXT` on a thread where the kernel's context is not current).
     ///
     /// # Safety
@@ -195,9 +198,23 @@ impl PackedLaunch {
                 values.len()
             )));
         }
-        for (&i, &v) in self.varying.iter().zip(values) {
-            // SAFETY: `params[i]` starts parameter i's chunks (see the fields).
-            unsafe { put(self.params[i], self.sizes[i], v, i) }?;
+        for ((&i, &v), map) in self.varying.iter().zip(values).zip(self.maps.iter_mut()) {
+            match (map, v) {
+                (Some((_, last)), Param::Word(base)) if *last == base => {}
+                (Some((view, last)), Param::Word(base)) => {
+                    *last = 0; // a failed encode leaves no descriptor to reuse
+                    // SAFETY: parameter i is one 128-byte chunk at 128-byte alignment (`vary_map`).
+                    unsafe { view.encode_at(base, self.params[i]) }?;
+                    *last = base;
+                }
+                (map, v) => {
+                    if let Some((_, last)) = map {
+                        *last = 0; // the bytes written now are no encoded view
+                    }
+                    // SAFETY: `params[i]` starts parameter i's chunks (see the fields).
+                    unsafe { put(self.params[i], self.sizes[i], v, i) }?;
+                }
+            }
         }
         // SAFETY: `params` points at each parameter's value, written in its driver size (checked
         // in `new` and in `put`), and the driver copies them before returning; the caller's
