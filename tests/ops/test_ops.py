@@ -182,6 +182,50 @@ def test_all_reduce_gradient_is_the_all_reduce_of_the_gradient(me, npes):
         z.sum().backward()
 
 
+def test_eager_calls_needing_a_gradient_skip_the_dispatcher_with_the_custom_ops_gradients(me, npes):
+    """An eager call whose tensors need a gradient runs the op in a `torch.autograd.Function`
+    (`_library.AllGatherMatmul`, ...) instead of the custom op's dispatcher and autograd layer;
+    its outputs and gradients are the custom op's, and the custom op stays the path wherever
+    something would want to see it (torch.func transforms, tensor subclasses)."""
+    from rshmem.ops import _library
+
+    path = _library._path
+    plain, w = torch.ones(2, 3), torch.nn.Parameter(torch.ones(3, 4))
+    assert path(plain, w.detach()) == _library.DIRECT and path(plain, w) == _library.AUTOGRAD
+    with torch.no_grad():
+        assert path(plain, w) == _library.DIRECT
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert path(plain.as_subclass(Sub), w) == _library.DISPATCH
+    seen = []
+    torch.func.grad(lambda x: (seen.append(path(x)) or x).sum())(torch.ones(3))
+    assert seen == [_library.DISPATCH]
+
+    K, N, m = 8, 6, 3
+    a = _global((npes * m, K), torch.float32, 30)[me * m:(me + 1) * m].contiguous()
+    b = _global((K, N), torch.float32, 31)
+    a2 = _global((npes * 2, K), torch.float32, 32 + me)
+    x = _global((5,), torch.float32, 40 + me)
+    grads = []
+    for eager in (True, False):
+        ai, a2i, bi, xi = (t.clone().requires_grad_() for t in (a, a2, b, x))
+        if eager:
+            c, r, y = ops.all_gather_matmul(ai, bi), ops.matmul_reduce_scatter(a2i, bi), ops.all_reduce(xi)
+        else:
+            c = torch.ops.rshmem.all_gather_matmul(ai, bi, 0, True)[0]
+            r = torch.ops.rshmem.matmul_reduce_scatter(a2i, bi, 0)
+            y = torch.ops.rshmem.all_reduce(xi, "sum", 0)
+        names = [type(t.grad_fn).__name__ for t in (c, r, y)]
+        assert all(("AllGatherMatmul" in n or "MatmulReduceScatter" in n or "AllReduce" in n) == eager
+                   for n in names), names
+        (c.square().sum() + r.square().sum() + (y * (me + 1)).sum()).backward()
+        grads.append((c.detach(), r.detach(), y.detach(), ai.grad, a2i.grad, bi.grad, xi.grad))
+    for got, want in zip(*grads):
+        assert torch.equal(got, want)
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_torch_compile_of_a_module_using_the_ops(me, npes, dtype):
     _, par = _twins(8, 16, 7, dtype)

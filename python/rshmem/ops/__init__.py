@@ -61,7 +61,7 @@ from .. import _core
 from . import _checks, _group, _library, _register, _tuning, _workspace
 from . import _config as _config_module
 from ._config import Config, config
-from ._library import REDUCE_OPS
+from ._library import AUTOGRAD, DIRECT, REDUCE_OPS, _path
 from ._register import register_group
 
 __all__ = ["all_gather_matmul", "matmul_reduce_scatter", "all_reduce", "all_reduce_", "prepare", "register_group", "config",
@@ -78,26 +78,6 @@ def _team(group, what: str) -> int:
     return 0 if group is None else _team_of(group, what)
 
 
-def _direct(*tensors) -> bool:
-    """Whether an eager call may run the op's implementation directly, skipping torch's
-    dispatcher (a few microseconds per call, which small all-reduces feel): only for plain
-    tensors that need no gradient, with no compiler, torch function mode or dispatch mode around
-    that would want to see the op."""
-    if torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled():
-        return False
-    if _dispatch_depth() and _get_current_dispatch_mode() is not None:
-        return False
-    grad = torch.is_grad_enabled()
-    for t in tensors:
-        if type(t) is not torch.Tensor or (grad and t.requires_grad) or t.is_meta:
-            return False
-    return True
-
-
-# The depth of torch's dispatch-mode stack (0: no mode, the common case, without walking it).
-_dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
-
-
 def all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
     """`all_gather(a_shard) @ b` (and the gathered A with `return_a`); see the module docstring."""
     team = _team(group, "all_gather_matmul")
@@ -105,8 +85,11 @@ def all_gather_matmul(a_shard, b, *, group=None, return_a: bool = False):
     _checks.is_tensor(b, "b", "all_gather_matmul")
     # The weight gradient needs the gathered A: ask for it whenever autograd may want it.
     need_a = return_a or (torch.is_grad_enabled() and b.requires_grad)
-    if _direct(a_shard, b):
+    path = _path(a_shard, b)
+    if path == DIRECT:
         c, full = _library.all_gather_matmul_impl(a_shard, b, team, need_a)
+    elif path == AUTOGRAD:
+        c, full = _library.AllGatherMatmul.apply(a_shard, b, team, need_a)
     else:
         c, full = torch.ops.rshmem.all_gather_matmul(a_shard, b, team, need_a)
     return (c, full) if return_a else c
@@ -117,8 +100,11 @@ def matmul_reduce_scatter(a, b, *, group=None):
     team = _team(group, "matmul_reduce_scatter")
     _checks.is_tensor(a, "a", "matmul_reduce_scatter")
     _checks.is_tensor(b, "b", "matmul_reduce_scatter")
-    if _direct(a, b):
+    path = _path(a, b)
+    if path == DIRECT:
         return _library.matmul_reduce_scatter_impl(a, b, team)
+    if path == AUTOGRAD:
+        return _library.MatmulReduceScatter.apply(a, b, team)
     return torch.ops.rshmem.matmul_reduce_scatter(a, b, team)
 
 
@@ -126,8 +112,11 @@ def all_reduce(x, *, op: str = "sum", group=None):
     """`op` over the PEs of `x`, as a new tensor; see the module docstring."""
     team = _team(group, "all_reduce")
     _checks.is_tensor(x, "x", "all_reduce")
-    if _direct(x):
+    path = _path(x)
+    if path == DIRECT:
         return _library.all_reduce_impl(x, op, team)
+    if path == AUTOGRAD:
+        return _library.AllReduce.apply(x, op, team)
     return torch.ops.rshmem.all_reduce(x, op, team)
 
 
@@ -141,7 +130,7 @@ def all_reduce_(x, *, op: str = "sum", group=None):
         raise InvalidArgumentError("rshmem.ops.all_reduce_: x requires grad, and an in-place all-reduce has no "
                                    "gradient here; use rshmem.ops.all_reduce (out of place), or call it under "
                                    "torch.no_grad()")
-    if _direct(x):
+    if _path(x) == DIRECT:
         _library.all_reduce_in_place(x, op, team)
     else:
         torch.ops.rshmem.all_reduce_(x, op, team)

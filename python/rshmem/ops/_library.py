@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .. import _native
 from .._native import InvalidArgumentError, UnsupportedError
@@ -72,6 +73,65 @@ def _gemm_inputs(what: str, a, b, team: int, aname: str, dtypes=GEMM_DTYPES):
         raise InvalidArgumentError(f"rshmem.ops.{what}: {aname} is {_dims(a)} and b is {_dims(b)}: b must have "
                                    f"{a.shape[1]} rows ({aname}'s columns)")
     return info, b_t
+
+
+# How an eager call reaches the op (`_path`).
+DIRECT, AUTOGRAD, DISPATCH = 0, 1, 2
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _path(*tensors) -> int:
+    """How a call may run: DIRECT (the op's implementation, skipping torch's dispatcher: a few
+    microseconds per call, which small all-reduces feel) for plain tensors that need no
+    gradient; AUTOGRAD (the implementation in a `torch.autograd.Function` with the custom op's
+    backward: the custom op's autograd layer costs tens of microseconds per call, which every
+    training step's forward pays) when one needs a gradient; DISPATCH (the custom op) with a
+    compiler, a torch function or dispatch mode, functorch transforms, or tensor subclasses
+    around, which would want to see the op."""
+    if torch.compiler.is_compiling() or torch._C._is_torch_function_mode_enabled():
+        return DISPATCH
+    if _dispatch_depth() and _get_current_dispatch_mode() is not None:
+        return DISPATCH
+    grad = torch.is_grad_enabled()
+    needs = False
+    for t in tensors:
+        if type(t) not in _PLAIN or t.is_meta:
+            return DISPATCH
+        needs = needs or (grad and t.requires_grad)
+    if needs and _functorch_active():
+        return DISPATCH
+    return AUTOGRAD if needs else DIRECT
+
+
+# The depth of torch's dispatch-mode stack (0: no mode, the common case, without walking it).
+_dispatch_depth = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
+# Whether torch.func transforms (grad, vmap, ...) are active; where torch cannot say, assume so.
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: True)
+
+
+def _eager_autograd(name: str, impl, setup, backward) -> type:
+    """A `torch.autograd.Function` running a custom op's implementation, setup and backward: what
+    an eager call that needs a gradient goes through (`rshmem.ops._path`), the same forward and
+    gradient as the custom op without torch's dispatcher and its autograd layer around it."""
+
+    def forward(ctx, *inputs):
+        out = impl(*inputs)
+        setup(ctx, inputs, out)
+        return out
+
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
+                                                   "backward": staticmethod(backward),
+                                                   "forward_impl": staticmethod(impl)})
+
+
+def _call(function: type, op, *args):
+    """An op called by another op's backward, as `rshmem.ops` calls it (`_path`): its
+    implementation directly in an eager backward, its `function` where the gradient needs a
+    gradient itself, the custom op `op` under a compiler."""
+    path = _path(*[a for a in args if isinstance(a, Tensor)])
+    if path == DIRECT:
+        return function.forward_impl(*args)
+    return function.apply(*args) if path == AUTOGRAD else op(*args)
 
 
 # ------------------------------------------------------------------------ all_gather_matmul
@@ -132,11 +192,11 @@ def _ag_backward(ctx, grad_c, grad_full):
     if grad_c is not None:
         grad_c = grad_c.contiguous()
     if ctx.needs_input_grad[0]:
-        grad_a = torch.ops.rshmem.matmul_reduce_scatter(grad_c, b.t(), ctx.team)
+        grad_a = _call(MatmulReduceScatter, torch.ops.rshmem.matmul_reduce_scatter, grad_c, b.t(), ctx.team)
         if grad_full is not None and grad_full.numel():
             # The gathered A was an output too: its gradient comes back to its rows' owners.
             info = _group.info(ctx.team)
-            summed = torch.ops.rshmem.all_reduce(grad_full.contiguous(), "sum", ctx.team)
+            summed = _call(AllReduce, torch.ops.rshmem.all_reduce, grad_full.contiguous(), "sum", ctx.team)
             m = grad_a.shape[0]
             grad_a = grad_a + summed[info.rank * m:(info.rank + 1) * m]
     if ctx.needs_input_grad[1]:
@@ -148,6 +208,7 @@ def _ag_backward(ctx, grad_c, grad_full):
 
 
 all_gather_matmul.register_autograd(_ag_backward, setup_context=_ag_setup)
+AllGatherMatmul = _eager_autograd("AllGatherMatmul", all_gather_matmul_impl, _ag_setup, _ag_backward)
 
 
 # -------------------------------------------------------------------- matmul_reduce_scatter
@@ -217,7 +278,8 @@ def _rs_backward(ctx, grad):
     need_a, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     grad_a = grad_b = None
     if need_a or need_b:
-        gathered_grad_a, full = torch.ops.rshmem.all_gather_matmul(grad, b.t(), ctx.team, need_b)
+        gathered_grad_a, full = _call(AllGatherMatmul, torch.ops.rshmem.all_gather_matmul, grad, b.t(), ctx.team,
+                                      need_b)
         if need_a:
             grad_a = gathered_grad_a
         if need_b:
@@ -226,6 +288,7 @@ def _rs_backward(ctx, grad):
 
 
 matmul_reduce_scatter.register_autograd(_rs_backward, setup_context=_rs_setup)
+MatmulReduceScatter = _eager_autograd("MatmulReduceScatter", matmul_reduce_scatter_impl, _rs_setup, _rs_backward)
 
 
 # ------------------------------------------------------------------------------- all_reduce
@@ -312,7 +375,8 @@ def _ar_setup(ctx, inputs, output):
 def _ar_backward(ctx, grad):
     if ctx.op not in ("sum", "avg"):
         raise UnsupportedError(f"rshmem.ops.all_reduce: op={ctx.op!r} has no gradient here (only sum and avg)")
-    return torch.ops.rshmem.all_reduce(grad.contiguous(), ctx.op, ctx.team), None, None
+    return _call(AllReduce, torch.ops.rshmem.all_reduce, grad.contiguous(), ctx.op, ctx.team), None, None
 
 
 all_reduce.register_autograd(_ar_backward, setup_context=_ar_setup)
+AllReduce = _eager_autograd("AllReduce", all_reduce_impl, _ar_setup, _ar_backward)
