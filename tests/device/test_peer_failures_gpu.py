@@ -149,7 +149,7 @@ started = time.time()
         out = ended[pe].stdout
         assert "RAISED" in out and "NO ERROR" not in out, describe(ended)
         raised = out.split("RAISED", 1)[1]
-        assert "signal_wait_until_on_stream on PE" in raised, describe(ended)
+        assert "signal_wait_until_on_stream" in raised and f"PE {pe}" in raised, describe(ended)
         assert raised.split()[1] in ("TimeoutError", "PeerDiedError"), describe(ended)
         assert float(raised.split()[0]) < 3.0 + (n - 1) * 1.0 + SEEN_WITHIN_S, describe(ended)
 
