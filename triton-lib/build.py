@@ -81,7 +81,9 @@ CLANG_FLAGS = [
 # num_warps, so ptxas fits the loop's registers to the launch and a kernel never fails to launch
 # for them; kernels compiled without launch bounds keep copy_device.h's default of 4
 # (docs/device-footprint.md).
-TRITON_DEFINES = ("RSHMEM_COPY_UNROLL=16",)
+# A barrier that stops names the members that had not entered it (barrier_device.h), for the
+# same reason: a launch-bounded kernel affords the failure path's registers.
+TRITON_DEFINES = ("RSHMEM_COPY_UNROLL=16", "RSHMEM_BARRIER_NAMES_MISSING=1")
 
 
 def tool(name: str) -> str:

@@ -20,7 +20,7 @@
 pub const DEVICE_STATE_MAGIC: u32 = 0x4D48_5352;
 
 /// `DeviceState::version`: bumped whenever a field changes meaning, size or place.
-pub const DEVICE_STATE_VERSION: u32 = 4;
+pub const DEVICE_STATE_VERSION: u32 = 5;
 
 /// How many PEs the device state can describe (`DeviceState::pe_slot` entries).
 ///
@@ -282,6 +282,9 @@ pub struct ErrorRecord {
     pub expected: u64,
     /// The last value read.
     pub seen: u64,
+    /// A team barrier's wait: the members, as bits of their index in the team (the first 64),
+    /// that had not entered that barrier when the kernel stopped; 0 for other records.
+    pub missing: u64,
 }
 
 /// The state every module linking the device library reads from `rshmemi_device_state_d`.
@@ -387,7 +390,7 @@ const _: () = assert!(
 );
 const _: () = assert!(std::mem::size_of::<DeviceState>() % 8 == 0);
 const _: () = assert!(std::mem::size_of::<TeamDesc>() == 16);
-const _: () = assert!(std::mem::size_of::<ErrorRecord>() == 40);
+const _: () = assert!(std::mem::size_of::<ErrorRecord>() == 48);
 const _: () = assert!(std::mem::size_of::<ProxyDesc>() == 64);
 const _: () = assert!(std::mem::size_of::<ProxyRing>() == 64);
 const _: () = assert!(PROXY_SLOTS.is_power_of_two());

@@ -69,7 +69,7 @@ fn layout_facts() -> Vec<(String, usize)> {
         debug_wait_timeout_ns, error_buf, proxy_ring, proxy_head, peer_left, pe_slot,
     ]);
     fields!(TeamDesc, "rshmemi_team_desc_t", [start, stride, size, my_index]);
-    fields!(ErrorRecord, "rshmemi_error_record_t", [flag, pe, addr, cmp, expected, seen]);
+    fields!(ErrorRecord, "rshmemi_error_record_t", [flag, pe, addr, cmp, expected, seen, missing]);
     fields!(ProxyDesc, "rshmemi_proxy_desc_t", [seq, dest, source, nbytes, sig_addr, value, value2, kind, sub, width, flags, pe]);
     fields!(ProxyRing, "rshmemi_proxy_ring_t", [tail, quieted, failed, reserved]);
     facts.push(("RSHMEM_MAX_PES".into(), rshmem::device_state::MAX_PES));

@@ -157,7 +157,8 @@ started = time.time()
 def test_on_stream_barrier_one_of_three_never_calls_times_out():
     # 3 PEs; PEs 0 and 1 call barrier_all_on_stream, PE 2 never does and stays alive (it sleeps
     # past the debug timeout, then finalizes). The two waiting kernels stop at
-    # RSHMEM_DEBUG_WAIT_TIMEOUT_MS with a record naming the barrier, their next call raises, and
+    # RSHMEM_DEBUG_WAIT_TIMEOUT_MS (PE 1 one stagger step later: they share a GPU) with a record
+    # naming the barrier and PE 2 as the member that never entered it, their next call raises, and
     # every process exits: no PE is left waiting for another.
     _cuda_or_skip()
     code = PRELUDE + """
@@ -178,5 +179,6 @@ if me == 2:
         out = ended[pe].stdout
         assert "RAISED" in out and "NO ERROR" not in out, describe(ended)
         raised = out.split("RAISED", 1)[1]
-        assert "barrier" in raised, describe(ended)
+        # The kernel read the members' ticket words before it stopped: PE 2 never entered.
+        assert "barrier" in raised and "PEs not in this barrier yet: [2]" in raised, describe(ended)
         assert float(raised.split()[0]) < 3.0 + SEEN_WITHIN_S, describe(ended)

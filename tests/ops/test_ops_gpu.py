@@ -609,3 +609,35 @@ def test_a_steady_call_allocates_only_its_outputs():
         del keep
     torch.cuda.synchronize()
     rshmem.barrier_all()
+
+
+@pytest.mark.parametrize("rows", [16, 512])
+def test_a_training_step_gives_the_custom_ops_gradients_on_the_gpu(rows):
+    """Eager calls whose weight needs a gradient run the op in a torch.autograd.Function (not
+    the custom op's dispatcher): forward and backward (a GEMM+RS for AllGather+GEMM's input, an
+    AllGather+GEMM for GEMM+RS's) on the GPU equal the custom op's, call by call, and the
+    unsharded product's gradients."""
+    W, me = rshmem.n_pes(), rshmem.my_pe()
+    M, K, N = rows * W, 256, 384
+    k = K // W
+    A, B, shard = _ag_inputs((M, K, N), BF16, 1200)
+    results = []
+    for eager in (True, False):
+        s, b = shard.clone().requires_grad_(), B.t().contiguous().t().requires_grad_()  # b as w.t()
+        a2, b2 = A[:, me * k:(me + 1) * k].contiguous().requires_grad_(), B[me * k:(me + 1) * k].clone().requires_grad_()
+        if eager:
+            c, r = ops.all_gather_matmul(s, b), ops.matmul_reduce_scatter(a2, b2)
+        else:
+            c = torch.ops.rshmem.all_gather_matmul(s, b, 0, True)[0]
+            r = torch.ops.rshmem.matmul_reduce_scatter(a2, b2, 0)
+        assert ("AllGatherMatmul" in type(c.grad_fn).__name__) == eager, type(c.grad_fn).__name__
+        (c.float().square().sum() + r.float().square().sum()).backward()
+        results.append([t.detach() for t in (c, r, s.grad, b.grad, a2.grad, b2.grad)])
+    torch.cuda.synchronize()
+    for what, got, want in zip(("C", "C_shard", "dA_shard", "dB", "dA (RS)", "dB (RS)"), *results):
+        _check(got, want, f"eager against the custom op: {what}")
+    Af, Bf = A.float(), B.float()
+    C = Af @ Bf
+    _check(results[0][0], C, "C against the unsharded product")
+    _check(results[0][3], (Af.t() @ (2 * C)), "dB against the unsharded product")
+    rshmem.barrier_all()

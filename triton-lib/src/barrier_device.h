@@ -111,6 +111,49 @@ RSHMEMI_DEV void rshmemi_agree_check(int team, const rshmemi_team_desc_t* t, con
   }
 }
 
+// Whether a barrier that stops names the members that had not entered it (1), or only counts
+// them (0). Naming reads every member's ticket word in the failure path, which costs a
+// 1024-thread kernel without launch bounds a few registers per thread (nvcc: block reductions
+// 64 -> 66-70, no 1024-thread launch), so it is on where the launch is bounded: the Triton
+// bitcode (triton-lib/build.py) and the runtime's own kernels (runtime/build.rs); CUDA C++ and
+// Numba kernels keep the count.
+#ifndef RSHMEM_BARRIER_NAMES_MISSING
+#define RSHMEM_BARRIER_NAMES_MISSING 0
+#endif
+
+#if RSHMEM_BARRIER_NAMES_MISSING
+// Stops a kernel whose wait for barrier instance `e` of `team` ended with `kind` (a debug
+// timeout, a departed peer), with a record that also names the members that had not entered
+// it: those whose ticket word, which counts the instances each member entered, is behind `e`
+// (bits of their team index, the first 64). Out of line and given the team's id rather than its
+// description, so that the barrier keeps no more values live across the wait than before.
+RSHMEMI_COLD __attribute__((noreturn)) void rshmemi_barrier_fail(uint32_t kind, const uint64_t* arrive, uint64_t target,
+                                                                 uint64_t seen, int team, uint64_t e) {
+  rshmemi_team_desc_t t;
+  uint64_t missing = 0;
+  if (rshmemi_barrier_team(team, &t)) {
+    for (int i = 0; i < t.size && i < 64; ++i) {
+      const uint64_t* p = (const uint64_t*)rshmemi_peer_ptr(arrive + 1, rshmemi_team_member(&t, i));
+      if (p != 0 && rshmemi_relaxed_ld_sys_u64(p) < e) missing |= 1ull << i;
+    }
+  }
+  rshmemi_fail_missing(kind, arrive, (uint64_t)RSHMEM_CMP_GE, target, seen, missing);
+}
+
+// The last wait of barrier instance `e` of `team`: until `*arrive` counts every member's
+// arrival. As rshmemi_wait_until, but a record it writes names the members that had not entered.
+RSHMEMI_COLD void rshmemi_barrier_wait(const uint64_t* arrive, uint64_t target, int team, uint64_t e) {
+  rshmemi_watch_t w = rshmemi_watch_begin();
+  for (uint32_t i = 1;; ++i) {
+    const uint64_t v = rshmemi_load_acquire(arrive);
+    if (v >= target) return;
+    uint64_t left = 0;
+    const uint32_t kind = rshmemi_watch_verdict(&w, i, &left);
+    if (kind != 0) rshmemi_barrier_fail(kind, arrive, target, kind == RSHMEM_ERROR_FLAG_PEER_LEFT ? left : v, team, e);
+  }
+}
+#endif
+
 RSHMEMI_DEV void rshmemi_team_barrier_agreed(int team, bool quiet, int scope, const rshmemi_agree_t* agree) {
   const rshmemi_device_state_t* s = rshmemi_state();
   rshmemi_team_desc_t t;
@@ -160,7 +203,11 @@ RSHMEMI_DEV void rshmemi_team_barrier_agreed(int team, bool quiet, int scope, co
     }
   }
   if (lane == 0) {
+#if RSHMEM_BARRIER_NAMES_MISSING
+    if (rshmemi_load_acquire(arrive) < e * (uint64_t)size) rshmemi_barrier_wait(arrive, e * (uint64_t)size, team, e);
+#else
     rshmemi_wait_until<uint64_t>(arrive, RSHMEM_CMP_GE, e * (uint64_t)size);
+#endif
     rshmemi_relaxed_st_sys_u64(done, e);
   }
   rshmemi_group_sync(scope);

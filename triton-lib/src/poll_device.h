@@ -16,7 +16,11 @@
 // it before trapping: a trap stops every thread of the kernel, so a loser that trapped at once
 // (many threads failing together, e.g. every thread of a block calling a thread-scope put to a
 // bad address) could stop the winner mid-record, and the host would find no error to report.
-RSHMEMI_COLD __attribute__((noreturn)) void rshmemi_fail(uint32_t kind, const void* addr, uint64_t cmp, uint64_t expected, uint64_t seen) {
+//
+// `missing`: for a team barrier's wait, the members (bits of their team index) that had not
+// entered it (rshmemi_barrier_missing); 0 otherwise.
+RSHMEMI_COLD __attribute__((noreturn)) void rshmemi_fail_missing(uint32_t kind, const void* addr, uint64_t cmp, uint64_t expected,
+                                                                 uint64_t seen, uint64_t missing) {
   const rshmemi_device_state_t* s = rshmemi_state();
   if (s->error_buf != 0) {
     rshmemi_error_record_t* r = (rshmemi_error_record_t*)s->error_buf;
@@ -26,6 +30,7 @@ RSHMEMI_COLD __attribute__((noreturn)) void rshmemi_fail(uint32_t kind, const vo
       rshmemi_relaxed_st_sys_u64(&r->cmp, cmp);
       rshmemi_relaxed_st_sys_u64(&r->expected, expected);
       rshmemi_relaxed_st_sys_u64(&r->seen, seen);
+      rshmemi_relaxed_st_sys_u64(&r->missing, missing);
       // The kind goes last with release: a host that sees it sees the whole record.
       rshmemi_st_release_sys_u32(&r->flag, kind);
     } else {
@@ -36,6 +41,10 @@ RSHMEMI_COLD __attribute__((noreturn)) void rshmemi_fail(uint32_t kind, const vo
     }
   }
   rshmemi_trap();
+}
+
+RSHMEMI_COLD __attribute__((noreturn)) void rshmemi_fail(uint32_t kind, const void* addr, uint64_t cmp, uint64_t expected, uint64_t seen) {
+  rshmemi_fail_missing(kind, addr, cmp, expected, seen, 0);
 }
 
 // `value <cmp> target` for a CMP_* constant; an unknown constant stops the kernel.
@@ -100,22 +109,30 @@ RSHMEMI_DEV rshmemi_watch_t rshmemi_watch_begin() {
   return w;
 }
 
-// Poll number `i` (1, 2, ...) of a wait at `p` for `<cmp> target` that last read `v`.
-RSHMEMI_DEV void rshmemi_watch(rshmemi_watch_t* w, uint32_t i, const void* p, int cmp, uint64_t target, uint64_t v) {
-  if ((i & (RSHMEMI_WATCH_EVERY - 1u)) != 0) return;
+// What poll number `i` (1, 2, ...) of a wait found: 0 (keep waiting), or the ERROR_FLAG_* to stop
+// with; for a departure `*left` gets the peer_left word.
+RSHMEMI_DEV uint32_t rshmemi_watch_verdict(rshmemi_watch_t* w, uint32_t i, uint64_t* left) {
+  if ((i & (RSHMEMI_WATCH_EVERY - 1u)) != 0) return 0;
   const uint64_t now = rshmemi_globaltimer();
-  if (w->timeout != 0 && now - w->start > w->timeout) {
-    rshmemi_fail(RSHMEM_ERROR_FLAG_WAIT_TIMEOUT, p, (uint64_t)(int64_t)cmp, target, v);
-  }
+  if (w->timeout != 0 && now - w->start > w->timeout) return RSHMEM_ERROR_FLAG_WAIT_TIMEOUT;
   const uint64_t word = rshmemi_state_u64(&rshmemi_state()->peer_left);
-  if (word == 0) return;
-  const uint64_t left = rshmemi_relaxed_ld_sys_u64((const uint64_t*)(uintptr_t)word);
-  if (left == 0) return;
+  if (word == 0) return 0;
+  *left = rshmemi_relaxed_ld_sys_u64((const uint64_t*)(uintptr_t)word);
+  if (*left == 0) return 0;
   if (w->left_seen == 0) {
     w->left_seen = now;
   } else if (now - w->left_seen > RSHMEM_PEER_LEFT_GRACE_NS + rshmemi_stop_delay_ns()) {
-    rshmemi_fail(RSHMEM_ERROR_FLAG_PEER_LEFT, p, (uint64_t)(int64_t)cmp, target, left);
+    return RSHMEM_ERROR_FLAG_PEER_LEFT;
   }
+  return 0;
+}
+
+// Poll number `i` (1, 2, ...) of a wait at `p` for `<cmp> target` that last read `v`: stops the
+// kernel with a record when the watch says so.
+RSHMEMI_DEV void rshmemi_watch(rshmemi_watch_t* w, uint32_t i, const void* p, int cmp, uint64_t target, uint64_t v) {
+  uint64_t left = 0;
+  const uint32_t kind = rshmemi_watch_verdict(w, i, &left);
+  if (kind != 0) rshmemi_fail(kind, p, (uint64_t)(int64_t)cmp, target, kind == RSHMEM_ERROR_FLAG_PEER_LEFT ? left : v);
 }
 
 // The waiting part of rshmemi_wait_until, out of line: a wait that the first load did not

@@ -21,6 +21,9 @@ pub(super) struct WaitSeen {
     pub expected: u64,
     /// The value it last read (a timeout's record; a departure's record holds the departure).
     pub seen: Option<u64>,
+    /// A team barrier's members that had not entered it, as bits of their team index
+    /// ([`ErrorRecord::missing`]); 0 when the record does not say.
+    pub missing: u64,
 }
 
 /// The error for a record a kernel wrote; `describe` names a heap address (given what a wait
@@ -40,7 +43,7 @@ pub(super) fn record_error(
     let on_stream = rec.cmp & WAIT_ON_STREAM != 0;
     let waiter = if on_stream { "signal_wait_until_on_stream" } else { "a wait in a kernel" };
     let wait_cmp = || i32::try_from(rec.cmp & (WAIT_ON_STREAM - 1)).ok().and_then(|c| Cmp::from_raw(c).ok()).map_or("?", Cmp::symbol);
-    let at_wait = |seen: Option<u64>| format!("{addr:#x} ({})", describe(addr, Some(WaitSeen { expected: rec.expected, seen })));
+    let at_wait = |seen: Option<u64>| format!("{addr:#x} ({})", describe(addr, Some(WaitSeen { expected: rec.expected, seen, missing: rec.missing })));
     match rec.flag {
         ERROR_FLAG_PEER_LEFT => {
             let pe = ((rec.seen & 0xffff_ffff) as usize).saturating_sub(1);
@@ -154,7 +157,7 @@ mod tests {
                 .unwrap_or_default();
             format!("allocation of 64 bytes at heap offset 0, +{}{counted}", a - 0x1000)
         };
-        let rec = ErrorRecord { flag: ERROR_FLAG_WAIT_TIMEOUT, pe: 1, addr: 0x1008, cmp: 5, expected: 7, seen: 3 };
+        let rec = ErrorRecord { flag: ERROR_FLAG_WAIT_TIMEOUT, pe: 1, addr: 0x1008, cmp: 5, expected: 7, seen: 3, missing: 0 };
         let e = record_error(&rec, describe, Some(Duration::from_millis(100)), |_| None);
         assert!(
             matches!(e, Error::WaitTimeout { pe: 1, cmp: ">=", expected: 7, seen: 3, timeout_ms: 100, .. }),
@@ -163,29 +166,29 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("PE 1") && msg.contains("0x1008") && msg.contains("+8") && msg.contains(">= 7"), "{msg}");
         assert!(msg.contains("+8, Some(3) of 7"), "a timed-out wait's word is described with its values: {msg}");
-        let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 0, addr: 0x1010, cmp: 3, expected: 0, seen: 0 };
+        let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 0, addr: 0x1010, cmp: 3, expected: 0, seen: 0, missing: 0 };
         let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("PE 0") && msg.contains("0x1010") && msg.contains("on PE 3"), "{msg}");
         assert!(!msg.contains("the kernel saw"), "{msg}");
         let seen = BAD_ADDRESS_SEEN | BAD_ADDRESS_REMOTE | 0x100_0000;
-        let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 1, addr: 0x1010, cmp: 0, expected: seen, seen: 0x52_2500 };
+        let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ADDRESS, pe: 1, addr: 0x1010, cmp: 0, expected: seen, seen: 0x52_2500, missing: 0 };
         let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("offset 0x522500 in this PE's heap slot, within the bound 0x1000000"), "{msg}");
         assert!(msg.contains("target PE on another host") && msg.contains("no proxy ring on this PE"), "{msg}");
         let rec = ErrorRecord { expected: seen | BAD_ADDRESS_RING, seen: u64::MAX - 15, ..rec };
         let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("outside the bound") && msg.contains("a proxy ring on this PE"), "{msg}");
-        let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ARGUMENT, pe: 0, addr: 0x1000, cmp: 77, expected: 0, seen: 0 };
+        let rec = ErrorRecord { flag: ERROR_FLAG_BAD_ARGUMENT, pe: 0, addr: 0x1000, cmp: 77, expected: 0, seen: 0, missing: 0 };
         let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("bad argument 77"), "{msg}");
-        let rec = ErrorRecord { flag: ERROR_FLAG_UNSAFE_ADDRESS, pe: 0, addr: 0x1008, cmp: 1, expected: CHECK_OP_PUT_SIGNAL as u64, seen: 64 };
+        let rec = ErrorRecord { flag: ERROR_FLAG_UNSAFE_ADDRESS, pe: 0, addr: 0x1008, cmp: 1, expected: CHECK_OP_PUT_SIGNAL as u64, seen: 64, missing: 0 };
         let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("PE 0 built in check mode") && msg.contains("put with signal of 64 bytes"), "{msg}");
         assert!(msg.contains("0x1008") && msg.contains("on PE 1"), "{msg}");
-        let rec = ErrorRecord { flag: ERROR_FLAG_PROXY, pe: 1, addr: 0x1000, cmp: 1, expected: 12, seen: 11 };
+        let rec = ErrorRecord { flag: ERROR_FLAG_PROXY, pe: 1, addr: 0x1000, cmp: 1, expected: 12, seen: 11, missing: 0 };
         let msg = record_error(&rec, describe, None, |_| None).to_string();
         assert!(msg.contains("PE 1") && msg.contains("proxy") && msg.contains("operation 12"), "{msg}");
-        let rec = ErrorRecord { flag: ERROR_FLAG_PEER_LEFT, pe: 0, addr: 0x1008, cmp: 5, expected: 2, seen: 2 };
+        let rec = ErrorRecord { flag: ERROR_FLAG_PEER_LEFT, pe: 0, addr: 0x1008, cmp: 5, expected: 2, seen: 2, missing: 0 };
         let e = record_error(&rec, describe, None, |pe| (pe == 1).then(|| "rshmem.finalize()".to_string()));
         assert!(matches!(&e, Error::PeerExited { pe: 1, how, .. } if how == "rshmem.finalize()"), "{e:?}");
         let msg = e.to_string();

@@ -516,8 +516,10 @@ impl Runtime {
 /// What a kernel's wait on a team's arrival word saw, for its record's message. The arrival word
 /// (the first of the team's barrier words) counts `e * n` arrivals by the end of barrier instance
 /// `e`, each member adding one to every member's word, itself included. The stopped kernel's
-/// context cannot read the members' own words any more, so the count is what there is: when only
-/// this PE's own arrival is counted, every other member is missing.
+/// context cannot read the members' own words any more, so the kernel named the members whose
+/// ticket word was behind (`missing`, by team index) before it stopped; a record without them
+/// (another wait on the word) has the count: when only this PE's own arrival is counted, every
+/// other member is missing.
 fn barrier_wait_seen(w: kernel_error::WaitSeen, members: &[usize], me: usize) -> String {
     let n = members.len() as u64;
     if n == 0 {
@@ -528,10 +530,15 @@ fn barrier_wait_seen(w: kernel_error::WaitSeen, members: &[usize], me: usize) ->
     if let Some(seen) = w.seen {
         let counted = seen.saturating_sub(e.saturating_sub(1) * n);
         text += &format!(": {counted} of {n} arrivals counted");
-        if counted == 1 {
+        if w.missing == 0 && counted == 1 {
             let missing: Vec<usize> = members.iter().copied().filter(|&pe| pe != me).collect();
             text += &format!(" (this PE's own): PEs not in this barrier yet: {missing:?}");
         }
+    }
+    if w.missing != 0 {
+        let missing: Vec<usize> =
+            members.iter().take(64).enumerate().filter(|(i, _)| w.missing >> i & 1 == 1).map(|(_, &pe)| pe).collect();
+        text += &format!(": PEs not in this barrier yet: {missing:?}");
     }
     text
 }
@@ -543,7 +550,7 @@ mod tests {
 
     #[test]
     fn a_kernels_barrier_record_names_the_missing_members_when_the_count_does() {
-        let seen = |expected, seen| WaitSeen { expected, seen };
+        let seen = |expected, seen| WaitSeen { expected, seen, missing: 0 };
         // Barrier #3 of 2 members: 2 * 3 arrivals expected, 2 * 2 + 1 seen: only this PE's own.
         let text = barrier_wait_seen(seen(6, Some(5)), &[0, 1], 0);
         assert_eq!(text, "; barrier #3: 1 of 2 arrivals counted (this PE's own): PEs not in this barrier yet: [1]");
@@ -553,6 +560,13 @@ mod tests {
         assert_eq!(barrier_wait_seen(seen(8, Some(7)), &[0, 1, 2, 3], 2), "; barrier #2: 3 of 4 arrivals counted");
         assert_eq!(barrier_wait_seen(seen(8, None), &[0, 1, 2, 3], 2), "; barrier #2");
         assert_eq!(barrier_wait_seen(seen(4, Some(1)), &[], 0), "");
+        // The kernel named them (team indices 1 and 3 behind): the PEs, whatever the count.
+        let named = WaitSeen { expected: 8, seen: Some(6), missing: 0b1010 };
+        assert_eq!(barrier_wait_seen(named, &[4, 5, 6, 7], 6), "; barrier #2: 2 of 4 arrivals counted: PEs not in this barrier yet: [5, 7]");
+        let named = WaitSeen { expected: 8, seen: Some(7), missing: 0b1000 };
+        assert_eq!(barrier_wait_seen(named, &[0, 1, 2, 3], 2), "; barrier #2: 3 of 4 arrivals counted: PEs not in this barrier yet: [3]");
+        let departed = WaitSeen { seen: None, ..named };
+        assert_eq!(barrier_wait_seen(departed, &[0, 1, 2, 3], 2), "; barrier #2: PEs not in this barrier yet: [3]");
     }
 
     #[test]

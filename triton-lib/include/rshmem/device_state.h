@@ -85,7 +85,7 @@
 /*
  `DeviceState::version`: bumped whenever a field changes meaning, size or place.
  */
-#define RSHMEM_DEVICE_STATE_VERSION 4
+#define RSHMEM_DEVICE_STATE_VERSION 5
 
 /*
  How many PEs the device state can describe (`DeviceState::pe_slot` entries).
@@ -536,6 +536,11 @@ typedef struct {
    The last value read.
    */
   uint64_t seen;
+  /*
+   A team barrier's wait: the members, as bits of their index in the team (the first 64),
+   that had not entered that barrier when the kernel stopped; 0 for other records.
+   */
+  uint64_t missing;
 } rshmemi_error_record_t;
 
 /*

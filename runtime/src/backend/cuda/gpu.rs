@@ -215,6 +215,7 @@ impl Gpu {
             cmp: self.error_buf.read_u64(16),
             expected: self.error_buf.read_u64(24),
             seen: self.error_buf.read_u64(32),
+            missing: self.error_buf.read_u64(40),
         })
     }
 
