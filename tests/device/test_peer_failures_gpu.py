@@ -81,16 +81,29 @@ KERNEL_WAITS = {
 }
 
 
-@pytest.mark.parametrize("how", ["killed", "finalized"])
+# How PE 1 leaves while PE 0 waits: (its code after READY, the signal the test sends it once PE 0
+# waits, what PE 0's error then says of it).
+LEAVING = {
+    "killed": ("time.sleep(60)", signal.SIGKILL, ("PeerDiedError", "PE 1 died")),
+    "finalized": ("time.sleep(1.0)\n    print('LEAVING', time.time(), flush=True)\n    rshmem.finalize()\n    sys.exit(0)",
+                  None, ("PeerExitedError", "PE 1 left the job (rshmem.finalize())")),
+    "exception": ("time.sleep(1.0)\n    raise RuntimeError('boom on PE 1')", None,
+                  ("PeerExitedError", "PE 1 left the job", "uncaught RuntimeError: boom on PE 1")),
+    "ctrl_c": ("time.sleep(60)", signal.SIGINT, ("PeerExitedError", "PE 1 left the job", "uncaught KeyboardInterrupt")),
+}
+
+
+@pytest.mark.parametrize("how", list(LEAVING))
 @pytest.mark.parametrize("call", list(KERNEL_WAITS))
 def test_waits_in_kernels_see_a_peer_leave(call, how):
-    # PE 0's kernel waits for PE 1, which dies (SIGKILL) or finalizes. The kernel sees the
-    # departure in the word the runtime writes (DeviceState::peer_left), gives arrivals in flight
-    # RSHMEM_PEER_LEFT_GRACE_NS, and stops; CUDA reports the stopped kernel, and rshmem's next
-    # call names the peer and the wait. No debug timeout is set: nothing else would end the wait.
+    # PE 0's kernel waits for PE 1, which dies (SIGKILL), finalizes, raises or gets Ctrl-C. The
+    # kernel sees the departure in the word the runtime writes (DeviceState::peer_left), gives
+    # arrivals in flight RSHMEM_PEER_LEFT_GRACE_NS, and stops; CUDA reports the stopped kernel,
+    # and rshmem's next call names the peer, how it left and the wait. No debug timeout is set:
+    # nothing else would end the wait.
     _cuda_or_skip()
     setup, waits = KERNEL_WAITS[call]
-    leave = "time.sleep(60)" if how == "killed" else "time.sleep(1.0)\n    print('LEAVING', time.time(), flush=True)\n    rshmem.finalize()\n    sys.exit(0)"
+    leave, sig, said = LEAVING[how]
     code = PRELUDE + f"""
 word = rt.create_symmetric_tensor((1,), torch.int64)
 {setup}
@@ -104,26 +117,51 @@ print("CALLING", flush=True)
 """ + wait_on_device(waits)
     job = Job(code, backend="cuda")
     job.wait_for_line(1, "READY", timeout=120)
-    if how == "killed":
-        # Once PE 0 waits in the kernel (before, its host call would see the death itself).
+    if sig is not None:
+        # Once PE 0 waits in the kernel (before, its host call would see the departure itself).
         job.wait_for_line(0, "CALLING", timeout=120)
         time.sleep(1.0)
-        job.signal(1, signal.SIGKILL)
+        job.signal(1, sig)
     ended = job.finish(timeout=120)
     out = ended[0].stdout
     assert "RAISED" in out and "NO ERROR" not in out, describe(ended)
     raised = out.split("RAISED", 1)[1]
     took = float(raised.split()[0])
-    if how == "killed":
-        assert "PeerDiedError" in raised and "PE 1 died" in raised, describe(ended)
-    else:
-        assert "PeerExitedError" in raised and "PE 1 left the job (rshmem.finalize())" in raised, describe(ended)
+    assert all(n in raised for n in said), describe(ended)
     waiter = "signal_wait_until_on_stream" if call == "signal_wait_until_on_stream" else "a wait in a kernel"
     assert f"{waiter} on PE 0" in raised, describe(ended)
     if call == "barrier_all_on_stream":
         assert "barrier" in raised, describe(ended)  # the word is described as the team's barrier
-    # PE 1 leaves about 1 s after READY (finalized) or at once (killed); PE 0 waited from 0.5 s.
+    # PE 1 leaves about 1 s after READY or 1 s after PE 0 called; PE 0 waited from 0.5 s.
     assert took < SEEN_WITHIN_S + 1.0, describe(ended)
+    assert ended[1].returncode != 0 or how == "finalized", describe(ended)
+
+
+def test_a_stopped_peer_ends_a_kernels_barrier_at_the_debug_timeout():
+    # PE 1 stops itself (SIGSTOP) before its on-stream barrier. PE 0's barrier kernel stops at
+    # RSHMEM_DEBUG_WAIT_TIMEOUT_MS with a record naming the barrier and PE 1 as the member that
+    # never entered it, and PE 0 exits; PE 1, resumed, finishes or raises, and exits in time.
+    _cuda_or_skip()
+    code = PRELUDE + """
+rshmem.barrier_all()
+if me == 1:
+    os.kill(os.getpid(), signal.SIGSTOP)
+started = time.time()
+""" + wait_on_device("rt.barrier_all_on_stream()")
+    job = Job(code, backend="cuda", env={"RSHMEM_DEBUG_WAIT_TIMEOUT_MS": "3000"})
+    deadline = time.monotonic() + 120
+    while not job.stopped(1):
+        assert time.monotonic() < deadline, "PE 1 never stopped"
+        time.sleep(0.05)
+    time.sleep(3.0 + SEEN_WITHIN_S)  # past PE 0's timeout and its stopping
+    resumed_at = job.signal(1, signal.SIGCONT) - job.started
+    ended = job.finish(timeout=120)
+    out = ended[0].stdout
+    assert "RAISED" in out and "NO ERROR" not in out, describe(ended)
+    raised = out.split("RAISED", 1)[1]
+    assert raised.split()[1] == "TimeoutError" and "PEs not in this barrier yet: [1]" in raised, describe(ended)
+    assert float(raised.split()[0]) < 3.0 + SEEN_WITHIN_S, describe(ended)
+    assert ended[1].exited_after - resumed_at < SEEN_WITHIN_S + 5, describe(ended)  # + CUDA teardown
 
 
 # PEs sharing one GPU whose kernels stop (trap) at the same moment: on one H200 (2026-12-03) one
