@@ -294,8 +294,7 @@ def gen_stub(rows: list[Row]) -> str:
             '    """One kernel launch with its parameters packed once (rshmem.ops\' steady state)."""', "",
             "    def __init__(self, function: int, grid: tuple[int, int, int], threads: int, shared_bytes: int,",
             "                 values: list[int | bytes], varying: list[int]) -> None: ...",
-            "    def vary_map(self, k: int, data_type: int, elem_size: int, shape: list[int], strides: list[int],",
-            "                 tile: list[int], swizzle: int, nan: bool) -> None: ...",
+            "    def vary_map(self, k: int, view: tuple[int, int, list[int], list[int], list[int], int, bool]) -> None: ...",
             "    def launch(self, stream: int, *values: int | bytes) -> None: ...", ""]
     for r in rows:
         out += ["", f"def {r.name}{stub_sig(r)}:", f'    """{r.doc}"""', "    ..."]

@@ -89,8 +89,7 @@ class PackedLaunch:
 
     def __init__(self, function: int, grid: tuple[int, int, int], threads: int, shared_bytes: int,
                  values: list[int | bytes], varying: list[int]) -> None: ...
-    def vary_map(self, k: int, data_type: int, elem_size: int, shape: list[int], strides: list[int],
-                 tile: list[int], swizzle: int, nan: bool) -> None: ...
+    def vary_map(self, k: int, view: tuple[int, int, list[int], list[int], list[int], int, bool]) -> None: ...
     def launch(self, stream: int, *values: int | bytes) -> None: ...
 
 
@@ -130,8 +129,8 @@ def plan_device(visible: int, requested: int | None = None) -> tuple[int, int] |
     """Before or after init: `(ordinal, sharers)` that rshmem's rule gives this process when it sees `visible` GPUs (`select::choose_ordinal`, from the launcher's variables, `requested`, `CUDA_VISIBLE_DEVICES` and `RSHMEM_ALLOW_SHARED_GPU` as they are now); `sharers` counts the PEs of this host that the rule puts on that GPU. `None` when neither a launcher variable nor `requested` is there (init then numbers the PEs of a host itself). Raises what `init` would."""
     ...
 
-def tensor_map_bytes(base: int, data_type: int, elem_size: int, shape: list[int], strides: list[int], tile: list[int], swizzle: int, nan: bool) -> bytes:
-    """The 128 bytes of the TMA descriptor (`CUtensorMap`) of a tiled view at device address `base`, encoded by the driver as `PackedLaunch.vary_map` encodes it for rshmem.ops' launches: driver data type, element size, shape, element strides and tile (outermost first), swizzle mode and NaN padding, Triton's `fill_tma_descriptor` arguments."""
+def tensor_map_bytes(base: int, view: tuple[int, int, list[int], list[int], list[int], int, bool]) -> bytes:
+    """The 128 bytes of the TMA descriptor (`CUtensorMap`) of a tiled view at device address `base`, encoded by the driver as `PackedLaunch.vary_map` encodes it for rshmem.ops' launches; `view` is (driver data type, element size, shape, element strides, tile (each outermost first), swizzle mode, NaN padding), Triton's `fill_tma_descriptor` arguments."""
     ...
 
 def device_init_module(handle: int) -> bool:

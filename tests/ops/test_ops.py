@@ -477,13 +477,13 @@ def test_descriptor_views_are_checked_before_the_driver_is_asked():
 
     bf16 = 10  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
     with pytest.raises(rshmem.InvalidArgumentError, match="innermost stride is 1, not 64"):
-        tensor_map_bytes(0x1000, bf16, 2, [64, 256], [1, 64], [128, 64], 3, False)
+        tensor_map_bytes(0x1000, (bf16, 2, [64, 256], [1, 64], [128, 64], 3, False))
     with pytest.raises(rshmem.InvalidArgumentError, match="1 to 5 dimensions"):
-        tensor_map_bytes(0x1000, bf16, 2, [64, 256], [256, 1], [128], 3, False)
+        tensor_map_bytes(0x1000, (bf16, 2, [64, 256], [256, 1], [128], 3, False))
     with pytest.raises(rshmem.InvalidArgumentError, match="1 to 5 dimensions"):
-        tensor_map_bytes(0x1000, bf16, 2, [1] * 6, [1] * 6, [1] * 6, 3, False)
+        tensor_map_bytes(0x1000, (bf16, 2, [1] * 6, [1] * 6, [1] * 6, 3, False))
     try:
-        tensor_map_bytes(0x1000, bf16, 2, [64, 256], [256, 1], [128, 64], 3, False)
+        tensor_map_bytes(0x1000, (bf16, 2, [64, 256], [256, 1], [128, 64], 3, False))
     except rshmem.UnsupportedError as e:
         assert "cuTensorMapEncodeTiled" in str(e)
 

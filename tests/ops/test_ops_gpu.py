@@ -274,7 +274,7 @@ def test_planned_gemm_ops_launch_through_the_packed_launch(rows):
             want = _launch._map_bytes(make_tensordesc_arg(like, meta)[0])
         finally:
             like.base = None
-        assert _native.tensor_map_bytes(t.data_ptr(), *_launch._map_args(like, meta)) == want, (like.shape, meta)
+        assert _native.tensor_map_bytes(t.data_ptr(), _launch._map_args(like, meta)) == want, (like.shape, meta)
 
 
 def test_back_to_back_calls_on_one_stream():

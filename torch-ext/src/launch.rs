@@ -31,31 +31,20 @@ fn param<'a>(v: &'a Bound<'_, PyAny>) -> PyResult<Param<'a>> {
     }
 }
 
-/// A tiled TMA view as Triton's `fill_tma_descriptor` takes it: driver data type, element size,
-/// shape and element strides and tile (outermost first), swizzle mode, NaN padding.
-#[allow(clippy::too_many_arguments)]
-fn tiled_map(data_type: u32, elem_size: u64, shape: Vec<u64>, strides: Vec<u64>, tile: Vec<u32>, swizzle: u32, nan: bool) -> PyResult<TiledMap> {
+/// A tiled TMA view as Triton's `fill_tma_descriptor` takes it: (driver data type, element size,
+/// shape, element strides, tile (each outermost first), swizzle mode, NaN padding).
+type View = (u32, u64, Vec<u64>, Vec<u64>, Vec<u32>, u32, bool);
+
+fn tiled_map((data_type, elem_size, shape, strides, tile, swizzle, nan): View) -> PyResult<TiledMap> {
     TiledMap::new(data_type, elem_size, &shape, &strides, &tile, swizzle, nan).py_err()
 }
 
-/// The 128 bytes of the TMA descriptor of a tiled view at `base` (arguments as
-/// `PackedLaunch.vary_map`'s), encoded by the driver as `PackedLaunch` encodes it.
+/// The 128 bytes of the TMA descriptor of tiled `view` at `base`, encoded by the driver as
+/// `PackedLaunch.vary_map` encodes it.
 #[pyfunction]
-#[allow(clippy::too_many_arguments)]
-fn tensor_map_bytes<'py>(
-    py: Python<'py>,
-    base: u64,
-    data_type: u32,
-    elem_size: u64,
-    shape: Vec<u64>,
-    strides: Vec<u64>,
-    tile: Vec<u32>,
-    swizzle: u32,
-    nan: bool,
-) -> PyResult<Bound<'py, PyBytes>> {
-    let map = tiled_map(data_type, elem_size, shape, strides, tile, swizzle, nan)?;
+fn tensor_map_bytes(py: Python<'_>, base: u64, view: View) -> PyResult<Bound<'_, PyBytes>> {
     let mut out = TensorMapBytes([0; 128]);
-    map.encode(base, &mut out).py_err()?;
+    tiled_map(view)?.encode(base, &mut out).py_err()?;
     Ok(PyBytes::new(py, &out.0))
 }
 
@@ -93,23 +82,10 @@ impl PackedLaunch {
         Ok(PackedLaunch { inner })
     }
 
-    /// Makes launch value `k` a base address: a launch encodes the TMA descriptor of this view
-    /// at it (driver data type, element size, shape, element strides and tile outermost first,
-    /// swizzle mode, NaN padding: Triton's `fill_tma_descriptor` arguments).
-    #[allow(clippy::too_many_arguments)]
-    fn vary_map(
-        &mut self,
-        k: usize,
-        data_type: u32,
-        elem_size: u64,
-        shape: Vec<u64>,
-        strides: Vec<u64>,
-        tile: Vec<u32>,
-        swizzle: u32,
-        nan: bool,
-    ) -> PyResult<()> {
-        let map = tiled_map(data_type, elem_size, shape, strides, tile, swizzle, nan)?;
-        self.inner.vary_map(k, map).py_err()
+    /// Makes launch value `k` a base address: a launch encodes the TMA descriptor of tiled
+    /// `view` (Triton's `fill_tma_descriptor` arguments, see `tensor_map_bytes`) at it.
+    fn vary_map(&mut self, k: usize, view: View) -> PyResult<()> {
+        self.inner.vary_map(k, tiled_map(view)?).py_err()
     }
 
     /// Enqueues the kernel on `stream` with `values` (in the order of `varying`: integers, or a

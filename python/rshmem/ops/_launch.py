@@ -231,7 +231,7 @@ def _vary_maps(native, slots) -> bool:
     try:
         for k, (_, like, meta, _) in enumerate(slots):
             if like is not None:
-                native.vary_map(k, *_map_args(like, meta))
+                native.vary_map(k, _map_args(like, meta))
     except (RshmemError, KeyError, TypeError, OverflowError):
         return False
     return True
