@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compiles the CUDA C++ programs without a GPU (CI): examples/cuda/*.cu and the NVSHMEM
 # compatibility checks capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu,
-# nvshmem_stream_rma.cu, nvshmem_put_block_1024.cu and nvshmem_coll_block_1024.cu (their kernels'
+# nvshmem_stream_rma.cu, nvshmem_user_buffer.cu, nvshmem_put_block_1024.cu and nvshmem_coll_block_1024.cu (their kernels'
 # registers checked against a 1024-thread launch), with NVIDIA's nvcc
 # from PyPI; then, when RSHMEM_SEEDS names the folder of the NVSHMEM guides (outside the repo),
 # the guides' example programs (capi/tests/seeds.sh).
@@ -28,6 +28,10 @@ PKG="env PKG_CONFIG_PATH=$ROOT/target/c/lib/pkgconfig pkg-config"
 # shellcheck disable=SC2046
 "$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \
     capi/tests/nvshmem_half_bytes.cu -o "$ROOT/target/c/nvshmem_half_bytes.o"
+# A program's own cuMemCreate buffer made symmetric (nvshmemx_buffer_register_symmetric).
+# shellcheck disable=SC2046
+"$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \
+    capi/tests/nvshmem_user_buffer.cu -o "$ROOT/target/c/nvshmem_user_buffer.o"
 # NVSHMEM's typed, sized and strided RMA on streams and strided RMA in kernels.
 # shellcheck disable=SC2046
 "$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \

@@ -35,24 +35,25 @@ static inline int nvshmemx_culibrary_finalize(CUlibrary library) {
 #endif
 
 /* ---- a buffer the program allocated, made symmetric (host) */
-/* rshmem's symmetric memory is its heap, which it reserves and maps itself on every PE so that
-   the same offset is valid everywhere; it does not adopt memory mapped by the program. Both
-   calls refuse with a message (NULL / NVSHMEMX_ERROR_NOT_SUPPORTED) on every backend; allocate
-   the buffer with nvshmem_malloc / nvshmem_align instead (docs/c.md). */
+/* The buffer is one cuMemCreate allocation of this PE's GPU (requestedHandleTypes with
+   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) that the program mapped with cuMemMap: buf_ptr its
+   first byte, size its size. rshmem maps the same memory into its heap, at the same offset on
+   every PE, and returns that address; nothing is copied. Collective. NULL with a message when
+   it cannot (another kind of memory, other sizes on other PEs, the host backend, PEs on other
+   hosts); flags are NVSHMEM's reserved word and ignored (docs/c.md). */
 static inline void *nvshmemx_buffer_register_symmetric(void *buf_ptr, size_t size, int flags) {
+  void *p = NULL;
   (void)flags;
-  fprintf(stderr,
-          "nvshmemx_buffer_register_symmetric (rshmem): cannot make the program's buffer %p (%zu bytes) symmetric: "
-          "rshmem's symmetric memory is the heap it maps itself; allocate it with nvshmem_malloc or nvshmem_align\n",
-          buf_ptr, size);
-  return NULL;
+  if (rshmem_host_buffer_register_symmetric(buf_ptr, size, &p) != RSHMEM_SUCCESS)
+    fprintf(stderr, "nvshmemx_buffer_register_symmetric (rshmem): %s\n", rshmem_host_last_error());
+  return p;
 }
 static inline int nvshmemx_buffer_unregister_symmetric(void *mmap_ptr, size_t size) {
-  fprintf(stderr,
-          "nvshmemx_buffer_unregister_symmetric (rshmem): %p (%zu bytes) was not registered: "
-          "nvshmemx_buffer_register_symmetric registers nothing in rshmem\n",
-          mmap_ptr, size);
-  return NVSHMEMX_ERROR_NOT_SUPPORTED;
+  if (rshmem_host_buffer_unregister_symmetric(mmap_ptr, size) != RSHMEM_SUCCESS) {
+    fprintf(stderr, "nvshmemx_buffer_unregister_symmetric (rshmem): %s\n", rshmem_host_last_error());
+    return NVSHMEMX_ERROR_INVALID_VALUE;
+  }
+  return NVSHMEMX_SUCCESS;
 }
 
 #if defined(__CUDACC__)

@@ -269,6 +269,10 @@ rshmem_status_t rshmem_host_calloc(size_t count, size_t size, void **out);
 rshmem_status_t rshmem_host_align(size_t alignment, size_t size, void **out);
 /* Collective: frees an allocation made by `malloc` / `calloc` / `align` (`nvshmem_free`). `call` names the public function the user called in wait reports and peer errors. */
 rshmem_status_t rshmem_host_free(void *addr);
+/* Collective: makes the program's own `size` bytes at `addr` symmetric and returns their symmetric address (`nvshmemx_buffer_register_symmetric`): one allocation of this PE's GPU that the program created with `cuMemCreate` (`requestedHandleTypes` with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`) and mapped with `cuMemMap`, `addr` its first byte, `size` its size (a multiple of the allocation granularity). Nothing is copied: both addresses reach the same memory. Every PE passes a buffer of the same size. The cuda backend only, on one host (`UnsupportedError` otherwise). */
+rshmem_status_t rshmem_host_buffer_register_symmetric(void *addr, size_t size, void **out);
+/* Collective: ends a registration of `buffer_register_symmetric` (`addr` the symmetric address it returned, `size` its size) after this PE's puts and queued device work (`nvshmemx_buffer_unregister_symmetric`). The program's own mapping stays; the heap's addresses are kept for a later registration. */
+rshmem_status_t rshmem_host_buffer_unregister_symmetric(void *addr, size_t size);
 /* Writes to `*out` the address of symmetric `addr` on `pe` if this PE reaches it by load/store, else NULL (`nvshmem_ptr`). */
 rshmem_status_t rshmem_host_ptr(const void *addr, int pe, void **out);
 /* Bytes of this PE's heap handed out by the allocator and not yet freed. */

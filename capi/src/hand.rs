@@ -221,6 +221,20 @@ pub unsafe extern "C" fn rshmem_host_free(addr: *mut c_void) -> c_int {
     ffi::call(NAME, || Ok(ffi::runtime(NAME)?.free(SymAddr::new(addr as usize))?))
 }
 
+/// Collective: makes the program's own `cuMemCreate` buffer symmetric
+/// (`nvshmemx_buffer_register_symmetric`); writes its symmetric address to `*out`.
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_buffer_register_symmetric(addr: *mut c_void, size: usize, out: *mut *mut c_void) -> c_int {
+    query("rshmem_host_buffer_register_symmetric()", out, |rt| Ok(rt.register_symmetric(addr as usize, size)?.as_ptr()))
+}
+
+/// Collective: ends a registration (`nvshmemx_buffer_unregister_symmetric`).
+#[no_mangle]
+pub unsafe extern "C" fn rshmem_host_buffer_unregister_symmetric(addr: *mut c_void, size: usize) -> c_int {
+    const NAME: &str = "rshmem_host_buffer_unregister_symmetric()";
+    ffi::call(NAME, || Ok(ffi::runtime(NAME)?.unregister_symmetric(SymAddr::new(addr as usize), size)?))
+}
+
 /// The address of symmetric `addr` on `pe` if this PE reaches it by load/store, else NULL
 /// (`nvshmem_ptr`).
 #[no_mangle]

@@ -7,7 +7,7 @@
 #   bash capi/tests/gpu_c.sh            (scripts/gpu_check.sh c runs it as its step `c`)
 #
 # Builds examples/ (make: the CUDA C++ programs, the C host program, its MPI form),
-# capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_put_block_1024.cu, nvshmem_coll_block_1024.cu and nvshmem_shuffle_1024.cu into $WORK (default /tmp/rshmem-c), then
+# capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_put_block_1024.cu, nvshmem_coll_block_1024.cu, nvshmem_shuffle_1024.cu and nvshmem_user_buffer.cu into $WORK (default /tmp/rshmem-c), then
 # runs each as 2 PEs with a deadline: the CUDA C++ examples, nvshmem_half_bytes and the C program
 # under torchrun --no-python, the MPI programs
 # under the wheel's mpirun, the Rust examples under torchrun; each checks its own result and exits
@@ -108,12 +108,13 @@ if ! make -s -C examples "${TARGETS[@]}" "${MAKEVARS[@]}" >"$WORK/build.log" 2>&
     report FAIL build "make -C examples ${TARGETS[*]}: log $WORK/build.log"
     exit 1
 fi
-# build NAME [FLAGS...]: capi/tests/NAME.cu against the installed library as $WORK/NAME; prints
-# the binary's path, or reports the failure (its log in $WORK/NAME-build.log) and prints nothing.
+# build NAME [FLAGS...]: capi/tests/NAME.cu against the installed library as $WORK/NAME (LINK:
+# more libraries after it); prints the binary's path, or reports the failure (its log in
+# $WORK/NAME-build.log) and prints nothing.
 build() {
     local name="$1"; shift
     if "$NVCC" -std=c++17 -arch="$CUDA_ARCH" -I"$PREFIX/include" "$@" "capi/tests/$name.cu" -o "$WORK/$name" \
-            ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem -Xlinker -rpath -Xlinker "$PREFIX/lib" >"$WORK/$name-build.log" 2>&1; then
+            ${NVCC_LDFLAGS:-} -L"$PREFIX/lib" -lrshmem ${LINK:-} -Xlinker -rpath -Xlinker "$PREFIX/lib" >"$WORK/$name-build.log" 2>&1; then
         echo "$WORK/$name"
     else
         report FAIL "$name" "does not build: log $WORK/$name-build.log" >&2
@@ -137,6 +138,8 @@ PUT_1024="$(build nvshmem_put_block_1024)" || FAILED=$((FAILED + 1))
 COLL_1024="$(build nvshmem_coll_block_1024)" || FAILED=$((FAILED + 1))
 # 1024-thread blocks calling a g, a warp put and a block put (a MoE token shuffle's shape).
 SHUFFLE_1024="$(build nvshmem_shuffle_1024)" || FAILED=$((FAILED + 1))
+# The program's own cuMemCreate buffer made symmetric (nvshmemx_buffer_register_symmetric).
+USER_BUFFER="$(LINK=-lcuda build nvshmem_user_buffer)" || FAILED=$((FAILED + 1))
 report BUILT examples "$(ls "$WORK/examples" | tr '\n' ' ')"
 
 echo "== the examples as 2 PEs"
@@ -158,6 +161,7 @@ if [ -n "$COMPAT" ]; then run nvshmem_compat mpirun "$COMPAT"; else report SKIP 
 [ -n "$PUT_1024" ] && run nvshmem_put_block_1024 torchrun "$PUT_1024"
 [ -n "$COLL_1024" ] && run nvshmem_coll_block_1024 torchrun "$COLL_1024"
 [ -n "$SHUFFLE_1024" ] && run nvshmem_shuffle_1024 torchrun "$SHUFFLE_1024"
+[ -n "$USER_BUFFER" ] && run nvshmem_user_buffer torchrun "$USER_BUFFER"
 for ex in "$BUNDLE"/examples/*; do
     [ -x "$ex" ] && run "rust_$(basename "$ex")" torchrun "$ex"
 done

@@ -16,11 +16,10 @@
 #
 # On a machine with one GPU the 2 PEs share it (RSHMEM_ALLOW_SHARED_GPU=1). Most examples pick
 # their GPU by PE number with a checked `cudaSetDevice(mype_node)`, which fails for PE 1 there;
-# those run as 1 PE on one GPU (and as 2 on two). `user-buffer` is expected to stop at
-# `nvshmemx_buffer_register_symmetric`, which rshmem refuses (docs/c.md); `shmem-based-init`
-# needs an OpenSHMEM library; `gemm_allreduce` is a CUTLASS program for NVLink multicast.
+# those run as 1 PE on one GPU (and as 2 on two). `shmem-based-init` needs an OpenSHMEM
+# library; `gemm_allreduce` is a CUTLASS program for NVLink multicast.
 #
-# One line per program (RUN-OK / FAIL / EXPECTED-FAIL / SKIP, with the PEs and why); the exit
+# One line per program (RUN-OK / FAIL / SKIP, with the PEs and why); the exit
 # status is the number of unexpected failures.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -38,21 +37,21 @@ LIMIT="${EXAMPLES_TIMEOUT:-120}"
 [ -e "$PREFIX/lib/librshmem.so" ] || { echo "nvshmem_examples.sh: no librshmem.so in $PREFIX" >&2; exit 1; }
 mkdir -p "$OUTDIR"
 
-# name  mpi(yes/no)  device(rank: checked cudaSetDevice(mype_node); any: unchecked or none)  expect
+# name  mpi(yes/no)  device(rank: checked cudaSetDevice(mype_node); any: unchecked or none)
 EXAMPLES="
-collective-launch no rank ok
-dev-guide-ring no any ok
-dev-guide-ring-mpi yes rank ok
-hello no any ok
-moe_shuffle no rank ok
-mpi-based-init yes rank ok
-on-stream no rank ok
-put-block no rank ok
-ring-bcast no any ok
-ring-reduce no rank ok
-thread-group no rank ok
-uid-based-init yes rank ok
-user-buffer no rank refused
+collective-launch no rank
+dev-guide-ring no any
+dev-guide-ring-mpi yes rank
+hello no any
+moe_shuffle no rank
+mpi-based-init yes rank
+on-stream no rank
+put-block no rank
+ring-bcast no any
+ring-reduce no rank
+thread-group no rank
+uid-based-init yes rank
+user-buffer no rank
 "
 
 MPIRUN="${MPIRUN:-$(command -v mpirun || true)}"
@@ -84,14 +83,14 @@ build() {
 
 FAILED=0
 built=()
-while read -r name mpi device expect; do
+while read -r name mpi device; do
     [ -n "$name" ] || continue
     rm -f "$OUTDIR/$name"
     if [ "$mpi" = yes ] && [ ${#MPI_FLAGS[@]} -eq 0 ]; then continue; fi
     build "$name" "$mpi" &
 done <<< "$EXAMPLES"
 wait
-while read -r name mpi device expect; do
+while read -r name mpi device; do
     [ -n "$name" ] || continue
     if [ "$mpi" = yes ] && [ ${#MPI_FLAGS[@]} -eq 0 ]; then report SKIP "$name" "needs MPI: no mpicc (set MPICC)"; continue; fi
     if [ ! -x "$OUTDIR/$name" ]; then
@@ -99,7 +98,7 @@ while read -r name mpi device expect; do
         FAILED=$((FAILED + 1))
         continue
     fi
-    built+=("$name $mpi $device $expect")
+    built+=("$name $mpi $device")
 done <<< "$EXAMPLES"
 
 if [ "$BUILD_ONLY" -eq 1 ]; then
@@ -108,7 +107,7 @@ if [ "$BUILD_ONLY" -eq 1 ]; then
     exit "$FAILED"
 fi
 for row in "${built[@]}"; do
-    read -r name mpi device expect <<< "$row"
+    read -r name mpi device <<< "$row"
     bin="$OUTDIR/$name" log="$OUTDIR/$name.log"
     pes=2
     why=""
@@ -124,14 +123,7 @@ for row in "${built[@]}"; do
             --no-python "$bin" >"$log" 2>&1
     fi
     code=$?
-    if [ "$expect" = refused ]; then
-        if [ "$code" -ne 0 ] && grep -q "nvshmemx_buffer_register_symmetric" "$log"; then
-            report EXPECTED-FAIL "$name" "$pes PE: stops where rshmem refuses nvshmemx_buffer_register_symmetric: $(said "$log")"
-        else
-            report FAIL "$name" "$pes PE: expected the refusal of nvshmemx_buffer_register_symmetric, exit $code: $(said "$log")"
-            FAILED=$((FAILED + 1))
-        fi
-    elif [ "$code" -eq 0 ] && ! grep -q "FAILED" "$log"; then
+    if [ "$code" -eq 0 ] && ! grep -q "FAILED" "$log"; then
         report RUN-OK "$name" "$pes PE$why: $(said "$log")"
     else
         report FAIL "$name" "$pes PE$why: exit $code: $(said "$log")"

@@ -13,8 +13,10 @@
      grid NVSHMEM makes, nvshmem_team_config_t;
    - rshmem_host_test_any / wait_until_any rotating their start (NVSHMEM's test_any is device
      code), so a word that stays ready cannot hide the others;
-   - nvshmemx_buffer_register_symmetric refusing with NULL, nvshmemx_buffer_register (nothing to
-     register in rshmem) accepting a buffer and refusing NULL.
+   - nvshmemx_buffer_register_symmetric refusing host memory with NULL (on the host backend, as
+     for any buffer not made by cuMemCreate; examples/cuda/user_buffer.cu registers one on a GPU)
+     and _unregister_symmetric refusing what was never registered; nvshmemx_buffer_register
+     (nothing to register in rshmem) accepting a buffer and refusing NULL.
    Prints "PE i: N checks of NVSHMEM's names correct" and exits 0, or names the first wrong value
    and exits 1. */
 #include <nvshmem.h>
@@ -275,8 +277,8 @@ int main(void) {
   teams(me, npes);
   fair_tests(me);
   CHECK(nvshmemx_buffer_register_symmetric(&provided, sizeof provided, 0) == NULL, "register_symmetric refused");
-  CHECK(nvshmemx_buffer_unregister_symmetric(&provided, sizeof provided) == NVSHMEMX_ERROR_NOT_SUPPORTED,
-        "unregister_symmetric refused");
+  CHECK(nvshmemx_buffer_unregister_symmetric(&provided, sizeof provided) == NVSHMEMX_ERROR_INVALID_VALUE,
+        "unregister_symmetric of what was never registered refused");
   /* Registering a local buffer for the transports: nothing to do in rshmem, NULL refused. */
   CHECK(nvshmemx_buffer_register(&provided, sizeof provided) == NVSHMEMX_SUCCESS, "buffer_register");
   CHECK(nvshmemx_buffer_register(NULL, 4) == NVSHMEMX_ERROR_INVALID_VALUE, "buffer_register(NULL)");

@@ -85,6 +85,8 @@ from ._core import (
     LiveTensorsWarning,
     align,
     backend,
+    buffer_register_symmetric,
+    buffer_unregister_symmetric,
     calloc,
     finalize,
     free,
@@ -160,6 +162,8 @@ __all__ = [
     "calloc",
     "align",
     "free",
+    "buffer_register_symmetric",
+    "buffer_unregister_symmetric",
     "ptr",
     # RMA, atomics, signals, waits, collectives: added below
     # signal and comparison constants

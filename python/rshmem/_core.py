@@ -332,6 +332,23 @@ def free(addr: int) -> None:
 
 
 @api
+def buffer_register_symmetric(addr: int, size: int) -> int:
+    """Collective: makes the program's own `size` bytes at `addr` symmetric and returns their
+    symmetric address (`nvshmemx_buffer_register_symmetric`). The buffer is one allocation of
+    this PE's GPU made with `cuMemCreate` (with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` among
+    its handle types) and mapped with `cuMemMap`: `addr` its first byte, `size` its size. Both
+    addresses reach the same memory. The cuda backend on one host only (`UnsupportedError`)."""
+    return _native.buffer_register_symmetric(_size_arg(addr, "buffer address"), _size_arg(size, "buffer size"))
+
+
+@api
+def buffer_unregister_symmetric(addr: int, size: int) -> None:
+    """Collective: ends a registration of `buffer_register_symmetric`, `addr` being the address
+    it returned (`nvshmemx_buffer_unregister_symmetric`)."""
+    _native.buffer_unregister_symmetric(_size_arg(addr, "buffer address"), _size_arg(size, "buffer size"))
+
+
+@api
 def ptr(addr: int, pe: int):
     """The address of symmetric `addr` on `pe` if this PE reaches it by load/store, else None,
     also for an address outside the heap (`nvshmem_ptr`)."""

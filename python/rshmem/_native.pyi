@@ -201,6 +201,14 @@ def free(addr: int, call: str | None = None) -> None:
     """Collective: frees an allocation made by `malloc` / `calloc` / `align` (`nvshmem_free`). `call` names the public function the user called in wait reports and peer errors."""
     ...
 
+def buffer_register_symmetric(addr: int, size: int) -> int:
+    """Collective: makes the program's own `size` bytes at `addr` symmetric and returns their symmetric address (`nvshmemx_buffer_register_symmetric`): one allocation of this PE's GPU that the program created with `cuMemCreate` (`requestedHandleTypes` with `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR`) and mapped with `cuMemMap`, `addr` its first byte, `size` its size (a multiple of the allocation granularity). Nothing is copied: both addresses reach the same memory. Every PE passes a buffer of the same size. The cuda backend only, on one host (`UnsupportedError` otherwise)."""
+    ...
+
+def buffer_unregister_symmetric(addr: int, size: int) -> None:
+    """Collective: ends a registration of `buffer_register_symmetric` (`addr` the symmetric address it returned, `size` its size) after this PE's puts and queued device work (`nvshmemx_buffer_unregister_symmetric`). The program's own mapping stays; the heap's addresses are kept for a later registration."""
+    ...
+
 def ptr(addr: int, pe: int) -> int | None:
     """The address of symmetric `addr` on `pe` if this PE reaches it by load/store, else `None` (`nvshmem_ptr`)."""
     ...

@@ -232,6 +232,35 @@ impl Runtime {
         self.heap.free(&self.boot, addr.get())
     }
 
+    /// Makes the program's own `len` bytes at `addr` symmetric (`nvshmemx_buffer_register_symmetric`):
+    /// one allocation of this PE's GPU that the program created with `cuMemCreate` (exportable
+    /// as a POSIX file descriptor) and mapped with `cuMemMap`, `addr` its first byte and `len`
+    /// its size. Returns the buffer's symmetric address, where every symmetric call reaches
+    /// it (the program's own address of it stays valid too: both map the same memory).
+    /// Collective: every PE passes a buffer of the same size.
+    ///
+    /// # Errors
+    /// See [`SymmetricHeap::register_in`].
+    #[doc(alias = "nvshmemx_buffer_register_symmetric")]
+    pub fn register_symmetric(&self, addr: usize, len: usize) -> Result<SymAddr> {
+        let _named = crate::watchdog::call_scope("buffer_register_symmetric");
+        self.heap.register_in(&self.boot, addr, len).map(SymAddr::new)
+    }
+
+    /// Ends a registration of [`Runtime::register_symmetric`] (`addr` the symmetric address it
+    /// returned, `len` its size): this PE's puts are completed and its queued device work has
+    /// run first, as for [`Runtime::free`]. Collective.
+    ///
+    /// # Errors
+    /// See [`SymmetricHeap::unregister_in`].
+    #[doc(alias = "nvshmemx_buffer_unregister_symmetric")]
+    pub fn unregister_symmetric(&self, addr: SymAddr, len: usize) -> Result<()> {
+        let _named = crate::watchdog::call_scope("buffer_unregister_symmetric");
+        self.quiet()?;
+        self.backend.synchronize().map_err(|e| self.prefer_device_error(e))?;
+        self.heap.unregister_in(&self.boot, addr.get(), len)
+    }
+
     /// The address at which this process reaches `addr` of PE `pe` by load/store, or `None`
     /// when `pe`'s memory is not mapped here.
     ///

@@ -104,6 +104,25 @@ def test_interior_and_double_free_raise():
     assert rshmem.heap_in_use() == start
 
 
+def test_registering_a_programs_buffer_is_refused_where_it_cannot_be_done():
+    # Only the cuda backend adopts a buffer (a cuMemCreate allocation: tests/tensors/
+    # test_cuda_user_buffer.py); the host backend says so on every PE, and nothing registered
+    # cannot be unregistered.
+    if rshmem.backend() != "host":
+        pytest.skip("the host backend's refusal")
+    start, mapped = rshmem.heap_in_use(), rshmem.heap_mapped()
+    local = torch.zeros(1 << 16, dtype=torch.uint8)
+    with pytest.raises(rshmem.UnsupportedError, match="host backend.*cuMemCreate"):
+        rshmem.buffer_register_symmetric(local.data_ptr(), 4096)
+    with pytest.raises(rshmem.InvalidArgumentError, match="multiple of the allocation granularity"):
+        rshmem.buffer_register_symmetric(local.data_ptr(), 100)
+    a = rshmem.malloc(4096)
+    with pytest.raises(rshmem.InvalidArgumentError, match="not an address nvshmemx_buffer_register_symmetric returned"):
+        rshmem.buffer_unregister_symmetric(a, 4096)
+    rshmem.free(a)
+    assert (rshmem.heap_in_use(), rshmem.heap_mapped()) == (start, mapped)
+
+
 # -------------------------------------------------------------------- sizes that overflow the heap
 
 

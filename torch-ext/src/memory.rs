@@ -53,6 +53,23 @@ fn free(py: Python<'_>, addr: usize, call: Option<String>) -> PyResult<()> {
     py.detach(|| rshmem::watchdog::in_call(&call, || rt.free(SymAddr::new(addr)))).py_err()
 }
 
+/// Collective: makes the program's own `size` bytes at `addr` (one `cuMemCreate` allocation
+/// of this PE's GPU, mapped by the program) symmetric and returns its symmetric address
+/// (`nvshmemx_buffer_register_symmetric`).
+#[pyfunction]
+fn buffer_register_symmetric(py: Python<'_>, addr: usize, size: usize) -> PyResult<usize> {
+    let rt = runtime("rshmem.buffer_register_symmetric()")?;
+    py.detach(|| rt.register_symmetric(addr, size).map(SymAddr::get)).py_err()
+}
+
+/// Collective: ends a registration (`addr` the symmetric address it returned, `size` its size)
+/// (`nvshmemx_buffer_unregister_symmetric`).
+#[pyfunction]
+fn buffer_unregister_symmetric(py: Python<'_>, addr: usize, size: usize) -> PyResult<()> {
+    let rt = runtime("rshmem.buffer_unregister_symmetric()")?;
+    py.detach(|| rt.unregister_symmetric(SymAddr::new(addr), size)).py_err()
+}
+
 /// The address of symmetric `addr` on `pe` if this PE reaches it by load/store, else `None`
 /// (`nvshmem_ptr`).
 #[pyfunction]
@@ -147,6 +164,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(calloc, m)?)?;
     m.add_function(wrap_pyfunction!(align, m)?)?;
     m.add_function(wrap_pyfunction!(free, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer_register_symmetric, m)?)?;
+    m.add_function(wrap_pyfunction!(buffer_unregister_symmetric, m)?)?;
     m.add_function(wrap_pyfunction!(ptr, m)?)?;
     m.add_function(wrap_pyfunction!(translate, m)?)?;
     m.add_function(wrap_pyfunction!(check_symmetric, m)?)?;

@@ -14,10 +14,7 @@ which is what lets a call pass them positionally here.
 `Kernel.bind` goes one step further for the ops' steady state (`_plan`): after the first call of a
 key it returns a `Bound` launch whose grid, constexprs and every argument that does not change
 from call to call are packed once; a call passes only the tensors that change (its inputs and
-output) and goes straight to the compiled launcher's C entry point. Host TMA descriptors are
-encoded once per base address (`cuTensorMapEncodeTiled` is host work, a few of them per GEMM
-launch) and kept in a small cache per argument, so a loop over the same weights and recycled
-outputs encodes nothing.
+output) and goes straight to the compiled launcher's C entry point.
 
 A `Bound` launch goes one step further still where it can: its parameters are packed once
 (`_native.PackedLaunch`: a word per scalar or pointer, a TMA descriptor's 128 bytes), and a call
@@ -25,13 +22,14 @@ is one call into the Rust extension that writes the changed pointers and calls `
 A descriptor that changes with the call's tensors is encoded there from the tensor's address
 (`PackedLaunch.vary_map`: Triton's `fill_tma_descriptor` arguments, one driver call, only when the
 address differs from the last call's), so a step whose every layer has new activations pays no
-Python per descriptor; where that cannot be set up, the descriptors' bytes are passed, cached per
-base address like the encoded maps. Triton's C
-launcher parses every argument and asks the driver about every pointer on each call (several µs,
-most of an all-reduce's host time). The packing is checked once against the driver's own
-parameter layout (`cuFuncGetParamInfo`); a kernel the check refuses (a driver without that call,
-a parameter list Triton passes another way) keeps Triton's launcher, and so does a call on a
-thread where the launch fails (no CUDA context current), from then on.
+Python per descriptor. Triton's C launcher parses every argument and asks the driver about every
+pointer on each call (several µs, most of an all-reduce's host time). The packing is checked once
+against the driver's own parameter layout (`cuFuncGetParamInfo`); a kernel the check refuses (a
+driver without that call or without `cuTensorMapEncodeTiled`, a parameter list Triton passes
+another way) keeps Triton's launcher, and so does a call on a thread where the launch fails (no
+CUDA context current), from then on. Under Triton's launcher a changed descriptor is encoded by
+Triton's `make_tensordesc_arg` once per base address and kept in a small cache per argument, so a
+loop over the same weights and recycled outputs encodes nothing.
 
 `prepare` compiles and loads a kernel without launching it. An op whose kernels wait for each
 other (a GEMM spinning on flags that a producer kernel sets) must prepare every kernel of the call
@@ -269,7 +267,6 @@ class Bound:
         self._args = [None if i in varying else a for i, a in enumerate(all_args)]
         self._slots = []
         self._native = None
-        self._by_address = False
         if raw is not None:
             from triton.backends.nvidia.driver import make_tensordesc_arg
 
@@ -290,16 +287,15 @@ class Bound:
                 a = all_args[i]
                 if isinstance(a, TensorDescriptor):
                     like = _DescLike(None, a.shape, a.strides, a.padding)
-                    self._slots.append((where[i], like, meta_of[i], {a.base.data_ptr(): [final[where[i]], None]}))
+                    self._slots.append((where[i], like, meta_of[i], {a.base.data_ptr(): final[where[i]]}))
                 else:
                     self._slots.append((where[i], None, None, None))
             self._head = (*self.grid, 0, ck.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
                           ck.packed_metadata, None, None, None)
             self._final = final
-            self._native = _packed(ck, run, self.grid, types, final, where, varying)
-            # A launch passes addresses alone when the packed launch encodes each varying
-            # descriptor itself (else the descriptors' bytes, cached per address by `_map`).
-            self._by_address = self._native is not None and _vary_maps(self._native, self._slots)
+            native = _packed(ck, run, self.grid, types, final, where, varying)
+            # A packed launch takes addresses alone: it encodes each varying descriptor itself.
+            self._native = native if native is not None and _vary_maps(native, self._slots) else None
         else:
             for i in varying:
                 a = all_args[i]
@@ -308,9 +304,9 @@ class Bound:
         if raw is not None:
             self._args = None  # the packed `final` list is all a launch needs
 
-    def _map(self, slot, t, as_bytes: bool):
-        """The encoded descriptor of varying `slot` over tensor `t` (cached per base address): the
-        `PyCUtensorMap` for Triton's launcher, its bytes for the packed launch."""
+    def _map(self, slot, t):
+        """The `PyCUtensorMap` of varying descriptor `slot` over tensor `t` for Triton's launcher,
+        cached per base address."""
         _, like, meta, maps = slot
         ptr = t.data_ptr()
         m = maps.get(ptr)
@@ -318,23 +314,15 @@ class Bound:
             if len(maps) >= _MAX_MAPS:
                 maps.clear()
             like.base = t
-            m = maps[ptr] = [self._make(like, meta)[0], None]
+            m = maps[ptr] = self._make(like, meta)[0]
             like.base = None
-        if not as_bytes:
-            return m[0]
-        if m[1] is None:
-            m[1] = _map_bytes(m[0])
-        return m[1]
+        return m
 
     def launch(self, stream: int, *tensors) -> None:
         native = self._native
         if native is not None:
             try:
-                if self._by_address:
-                    native.launch(stream, *[t.data_ptr() for t in tensors])
-                else:
-                    native.launch(stream, *[t.data_ptr() if slot[1] is None else self._map(slot, t, True)
-                                            for slot, t in zip(self._slots, tensors)])
+                native.launch(stream, *[t.data_ptr() for t in tensors])
                 return
             except RshmemError:
                 # e.g. a thread with no CUDA context current, which Triton's launcher makes
@@ -345,7 +333,7 @@ class Bound:
             return
         final = self._final.copy()
         for slot, t in zip(self._slots, tensors):
-            final[slot[0]] = t.data_ptr() if slot[1] is None else self._map(slot, t, False)
+            final[slot[0]] = t.data_ptr() if slot[1] is None else self._map(slot, t)
         gx, gy, gz, _, fn, coop, pdl, gs, ps, pm, lm, h1, h2 = self._head
         self._raw(gx, gy, gz, stream, fn, coop, pdl, gs, ps, pm, lm, h1, h2, *final)
 

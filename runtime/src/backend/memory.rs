@@ -75,6 +75,21 @@ pub trait MemoryBackend: Send + Sync {
     /// # Errors
     /// When the descriptor is not a chunk of this backend.
     fn import_chunk(&self, fd: OwnedFd, len: usize) -> Result<Box<dyn Chunk>>;
+    /// Takes `len` bytes of memory the program allocated and mapped itself at `addr` as a chunk
+    /// (`nvshmemx_buffer_register_symmetric`): the cuda backend adopts a `cuMemCreate`
+    /// allocation; the default refuses.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::error::Error::Unsupported) on a backend without it; the
+    /// backend's reasons for memory it cannot adopt.
+    fn adopt_chunk(&self, addr: usize, len: usize) -> Result<Box<dyn Chunk>> {
+        Err(crate::error::Error::Unsupported(format!(
+            "cannot register the program's {len} bytes at {addr:#x} as symmetric memory on the {} backend: \
+             only the cuda backend adopts a buffer, one the program made with cuMemCreate and mapped with \
+             cuMemMap; allocate symmetric memory with malloc / nvshmem_malloc instead",
+            self.kind().name()
+        )))
+    }
     /// Copies `len` bytes between any two addresses this process can reach (heap or not).
     ///
     /// # Safety

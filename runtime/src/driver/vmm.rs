@@ -113,6 +113,68 @@ pub fn create(device: Device, len: usize) -> Result<AllocHandle> {
     Ok(handle)
 }
 
+/// `cuMemRetainAllocationHandle`: a new handle of the allocation mapped at `addr` (a program's
+/// own `cuMemMap`), to be given back with [`release`].
+///
+/// # Errors
+/// [`Error::Driver`] (`CUDA_ERROR_INVALID_VALUE` when nothing is mapped at `addr` through the
+/// virtual memory management API, e.g. memory from `cudaMalloc`).
+///
+/// # References
+/// <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html> (`cuMemRetainAllocationHandle`)
+pub fn retain(addr: usize) -> Result<AllocHandle> {
+    let mut handle: AllocHandle = 0;
+    // SAFETY: "Given an address addr, returns the allocation handle of the backing memory
+    // allocation"; `handle` is a live local, and the driver only reads its table of mappings
+    // for `addr` (an address it does not know is an error, never a dereference).
+    check("cuMemRetainAllocationHandle", unsafe { sys::cuMemRetainAllocationHandle(&mut handle, addr as *mut std::ffi::c_void) })?;
+    Ok(handle)
+}
+
+/// What [`properties`] tells of an allocation: its device (`None`: not device memory) and
+/// whether node-local peers can import it by file descriptor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AllocInfo {
+    /// The device the memory is on, as `CUdevice` ordinal; `None` for host or other locations.
+    pub device: Option<i32>,
+    /// `CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR` was requested at `cuMemCreate`.
+    pub exportable_fd: bool,
+}
+
+/// `cuMemGetAllocationPropertiesFromHandle`, reduced to what adopting a program's allocation
+/// needs.
+///
+/// # Errors
+/// [`Error::Driver`].
+///
+/// # References
+/// <https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html> (`cuMemGetAllocationPropertiesFromHandle`)
+pub fn properties(handle: AllocHandle) -> Result<AllocInfo> {
+    use std::mem::{offset_of, MaybeUninit};
+    type Prop = sys::CUmemAllocationProp;
+    let mut prop = MaybeUninit::<Prop>::zeroed();
+    // SAFETY: "Retrieve the contents of the property structure defining properties for this
+    // handle" into `prop`, live local storage of that type.
+    check("cuMemGetAllocationPropertiesFromHandle", unsafe {
+        sys::cuMemGetAllocationPropertiesFromHandle(prop.as_mut_ptr(), handle)
+    })?;
+    // The location type may be newer than these bindings, and the handle types a mask of several:
+    // read both as the plain integers they are, not as Rust enums (a value outside an enum's
+    // variants would be undefined behaviour).
+    let raw = |at: usize| -> u32 {
+        // SAFETY: `at` is the offset of a 4-byte C enum field inside the zero-initialised,
+        // driver-filled struct; unaligned reads of plain integers are always valid.
+        unsafe { prop.as_ptr().cast::<u8>().add(at).cast::<u32>().read_unaligned() }
+    };
+    let handle_types = raw(offset_of!(Prop, requestedHandleTypes));
+    let location = offset_of!(Prop, location);
+    let on_device = raw(location + offset_of!(sys::CUmemLocation, type_))
+        == sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE as u32;
+    let id = raw(location + offset_of!(sys::CUmemLocation, id)) as i32;
+    let fd = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.0;
+    Ok(AllocInfo { device: on_device.then_some(id), exportable_fd: handle_types & fd != 0 })
+}
+
 /// `cuMemRelease`: drops this process's handle. The memory itself is freed once every
 /// mapping of it, in every process, is gone too.
 ///

@@ -21,6 +21,10 @@ pub enum Op {
     Calloc = 3,
     /// `a` = heap offset (or [`NOT_IN_HEAP`], or [`NULL`]), `b` = 0.
     Free = 4,
+    /// `nvshmemx_buffer_register_symmetric`: `a` = size, `b` = 0.
+    Register = 5,
+    /// `nvshmemx_buffer_unregister_symmetric`: `a` = heap offset (as `Free`), `b` = size.
+    Unregister = 6,
 }
 
 /// `Free` of an address outside this PE's heap slot.
@@ -35,11 +39,13 @@ impl Op {
             Op::Malloc => "malloc",
             Op::Calloc => "calloc",
             Op::Free => "free",
+            Op::Register => "buffer registration",
+            Op::Unregister => "buffer unregistration",
         }
     }
 
     fn from_byte(b: u8) -> Option<Op> {
-        [Op::Init, Op::Malloc, Op::Calloc, Op::Free].into_iter().find(|op| *op as u8 == b)
+        [Op::Init, Op::Malloc, Op::Calloc, Op::Free, Op::Register, Op::Unregister].into_iter().find(|op| *op as u8 == b)
     }
 
     /// What the two arguments are called in a `Mismatch` error.
@@ -49,15 +55,21 @@ impl Op {
             Op::Malloc => ["malloc size", "malloc alignment"],
             Op::Calloc => ["calloc element count", "calloc element size"],
             Op::Free => ["freed address", "freed address"],
+            Op::Register => ["registered size", "registered size"],
+            Op::Unregister => ["unregistered address", "unregistered size"],
         }
     }
 
-    fn show(self, arg: u64) -> String {
+    /// Argument `nth` (0: `a`, 1: `b`) in words.
+    fn show(self, nth: usize, arg: u64) -> String {
+        if (self, nth) == (Op::Unregister, 1) {
+            return format!("{arg} bytes");
+        }
         match (self, arg) {
-            (Op::Free, NOT_IN_HEAP) => "an address outside the symmetric heap".into(),
-            (Op::Free, NULL) => "a null pointer".into(),
-            (Op::Free, off) => format!("heap offset {off}"),
-            (Op::Init, v) => format!("{v} bytes"),
+            (Op::Free | Op::Unregister, NOT_IN_HEAP) => "an address outside the symmetric heap".into(),
+            (Op::Free | Op::Unregister, NULL) => "a null pointer".into(),
+            (Op::Free | Op::Unregister, off) => format!("heap offset {off}"),
+            (Op::Init | Op::Register, v) => format!("{v} bytes"),
             (Op::Malloc, v) | (Op::Calloc, v) => v.to_string(),
         }
     }
@@ -128,10 +140,10 @@ impl Call {
         }
         let [na, nb] = self.op.arg_names();
         if self.a != theirs.a {
-            return mismatch(na, self.op.show(self.a), self.op.show(theirs.a));
+            return mismatch(na, self.op.show(0, self.a), self.op.show(0, theirs.a));
         }
         if self.b != theirs.b {
-            return mismatch(nb, self.op.show(self.b), self.op.show(theirs.b));
+            return mismatch(nb, self.op.show(1, self.b), self.op.show(1, theirs.b));
         }
         None
     }

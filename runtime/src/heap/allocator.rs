@@ -63,6 +63,9 @@ pub struct Allocator {
     in_use: usize,
     /// `seq` of the last allocation made.
     last_seq: u64,
+    /// start -> length of the ranges with no memory behind them: a registered buffer's place
+    /// after it was unregistered (see [`Allocator::retire`]). Never handed out by `malloc`.
+    holes: BTreeMap<usize, usize>,
 }
 
 impl Allocator {
@@ -84,6 +87,7 @@ impl Allocator {
             used: BTreeMap::new(),
             in_use: 0,
             last_seq: 0,
+            holes: BTreeMap::new(),
         })
     }
 
@@ -223,6 +227,88 @@ impl Allocator {
         Ok(a)
     }
 
+    /// Where a registered buffer of `len` bytes goes: the lowest hole that holds it (taken out
+    /// of the holes), else `None` (it goes at the capacity, see [`Allocator::adopt`]).
+    pub fn take_hole(&mut self, len: usize) -> Option<usize> {
+        let (&start, &hole) = self.holes.iter().find(|&(_, &l)| l >= len)?;
+        self.holes.remove(&start);
+        if hole > len {
+            self.holes.insert(start + len, hole - len);
+        }
+        Some(start)
+    }
+
+    /// Records `[offset, offset+len)` as a live allocation of the program that is not the
+    /// allocator's free space (a registered buffer): at the capacity, which grows past it, or
+    /// where [`Allocator::take_hole`] said. Returns its `seq`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a range elsewhere, or not a multiple of the minimum alignment.
+    pub fn adopt(&mut self, offset: usize, len: usize) -> Result<u64> {
+        if len == 0 || offset % self.min_align != 0 || len % self.min_align != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "cannot adopt {len} bytes at heap offset {offset}: both must be positive multiples of {}",
+                self.min_align
+            )));
+        }
+        if offset == self.capacity {
+            self.capacity += len;
+        } else if offset + len > self.capacity
+            || self.used.range(..offset + len).next_back().is_some_and(|(_, a)| a.offset + a.size > offset)
+            || self.free.range(..offset + len).next_back().is_some_and(|(&s, &l)| s + l > offset)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "cannot adopt {len} bytes at heap offset {offset}: the range is not a hole of the heap"
+            )));
+        }
+        self.last_seq += 1;
+        self.used.insert(offset, Allocation { offset, requested: len, size: len, seq: self.last_seq, owner: Owner::User });
+        self.in_use += len;
+        Ok(self.last_seq)
+    }
+
+    /// Ends the allocation at `offset` without giving its range back as free space: the
+    /// memory behind it is gone (an unregistered buffer), so the range becomes a hole that only a
+    /// later [`Allocator::adopt`] fills. Returns the allocation.
+    ///
+    /// # Errors
+    /// As [`Allocator::free`].
+    pub fn retire(&mut self, offset: usize) -> Result<Allocation> {
+        let a = self.free(offset)?;
+        // `free` made it free space; take it back out (it was merged with free neighbours).
+        let (start, len) = self
+            .free
+            .range(..=offset)
+            .next_back()
+            .map(|(&s, &l)| (s, l))
+            .expect("the range just freed is inside a free block");
+        self.remove_free(start);
+        if offset > start {
+            self.add_free(start, offset - start);
+        }
+        let end = offset + a.size;
+        if start + len > end {
+            self.add_free(end, start + len - end);
+        }
+        let (mut hs, mut hl) = (offset, a.size);
+        if let Some((&ps, &pl)) = self.holes.range(..hs).next_back() {
+            if ps + pl == hs {
+                self.holes.remove(&ps);
+                (hs, hl) = (ps, pl + hl);
+            }
+        }
+        if let Some(nl) = self.holes.remove(&(hs + hl)) {
+            hl += nl;
+        }
+        self.holes.insert(hs, hl);
+        Ok(a)
+    }
+
+    /// The holes ([`Allocator::retire`]) in address order.
+    pub fn holes(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.holes.iter().map(|(&s, &l)| (s, l))
+    }
+
     /// Hands the allocation starting at `offset` to `owner`.
     ///
     /// # Errors
@@ -349,6 +435,7 @@ mod tests {
         }
         let mut spans: Vec<(usize, usize, bool)> = a.free_blocks().map(|(s, l)| (s, l, true)).collect();
         spans.extend(a.allocations().map(|x| (x.offset, x.size, false)));
+        spans.extend(a.holes().map(|(s, l)| (s, l, false)));
         spans.sort();
         let mut at = 0;
         let mut prev_free = false;
@@ -361,6 +448,39 @@ mod tests {
         }
         assert_eq!(at, a.capacity(), "blocks do not cover the capacity: {spans:?}");
         assert_eq!(a.in_use(), a.allocations().map(|x| x.size).sum::<usize>());
+    }
+
+    #[test]
+    fn adopted_ranges_are_not_free_space_and_leave_holes_only_adoption_fills() {
+        let mut a = grown(4096);
+        let x = a.malloc(1000, 0).unwrap().unwrap();
+        assert_eq!(a.take_hole(8192), None);
+        a.adopt(4096, 8192).unwrap();
+        assert_eq!((a.capacity(), a.in_use()), (4096 + 8192, 1024 + 8192));
+        check(&a);
+        // Free space below the adopted range is used first; nothing fits above it.
+        assert_eq!(a.malloc(2048, 0).unwrap(), Some(1024));
+        assert_eq!(a.malloc(2048, 0).unwrap(), None);
+        assert!(a.adopt(0, 4096).is_err(), "over live allocations");
+        a.grow(4096 + 8192 + 8192).unwrap();
+        let after = a.malloc(2048, 0).unwrap().unwrap();
+        assert_eq!(after, 4096 + 8192);
+        // Retired: neither free nor in use; merged with a neighbouring hole.
+        assert_eq!(a.retire(4096).unwrap().size, 8192);
+        check(&a);
+        assert_eq!(a.holes().collect::<Vec<_>>(), vec![(4096, 8192)]);
+        assert_eq!(a.malloc(4096, 0).unwrap(), Some(after + 2048), "malloc skips the hole");
+        assert_eq!(a.in_use(), 1024 + 2048 + 2048 + 4096);
+        // A smaller adoption takes the hole's start; the rest stays a hole.
+        assert_eq!(a.take_hole(4096), Some(4096));
+        a.adopt(4096, 4096).unwrap();
+        assert_eq!(a.holes().collect::<Vec<_>>(), vec![(8192, 4096)]);
+        check(&a);
+        a.retire(4096).unwrap();
+        assert_eq!(a.holes().collect::<Vec<_>>(), vec![(4096, 8192)], "neighbouring holes merge");
+        check(&a);
+        a.free(x).unwrap();
+        check(&a);
     }
 
     #[test]

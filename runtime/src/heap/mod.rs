@@ -73,6 +73,9 @@ pub struct SymmetricHeap {
     memory: HeapPin,
     /// Held for the whole of a collective call: the number of collective heap calls so far.
     calls: Mutex<u64>,
+    /// Heap offset -> length of each buffer the program registered
+    /// ([`SymmetricHeap::register_in`]).
+    registered: Mutex<std::collections::BTreeMap<usize, usize>>,
 }
 
 /// Keeps every mapping of a heap (and its reserved addresses) alive while it exists, even past
@@ -217,6 +220,7 @@ impl SymmetricHeap {
             generation: AtomicU64::new(0),
             memory: HeapPin(Arc::new(Mapped { segments: Mutex::new(Vec::new()), reservation })),
             calls: Mutex::new(0),
+            registered: Mutex::default(),
             layout,
         })
     }
@@ -306,6 +310,10 @@ impl SymmetricHeap {
                 heap_lo: self.my_base(),
                 heap_hi: self.my_base() + self.mapped(),
             }),
+            off if lock(&self.registered).contains_key(&(off as usize)) => Err(Error::InvalidArgument(format!(
+                "free of {addr:#x}: heap offset {off} is a buffer the program registered \
+                 (nvshmemx_buffer_register_symmetric); end it with nvshmemx_buffer_unregister_symmetric"
+            ))),
             off => {
                 let mut a = lock(&self.alloc);
                 match a.find(off as usize) {
@@ -326,6 +334,126 @@ impl SymmetricHeap {
                 Ok(())
             }
         }
+    }
+
+    /// `nvshmemx_buffer_register_symmetric` over any [`Group`]: makes the program's own `len`
+    /// bytes at `addr` (one allocation it mapped itself, of this PE's GPU) part of the heap, at
+    /// the same heap offset on every PE, and returns this PE's heap address of it. The memory
+    /// is the program's (the heap maps it a second time, it copies nothing); every node-local
+    /// peer maps it too, so symmetric calls reach it as any allocation. Collective: every PE
+    /// passes its own buffer of the same size.
+    ///
+    /// The buffer goes in the first hole an unregistered buffer left that holds it, else at the
+    /// end of the mapped part of the slots (as a growth step would).
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::Mismatch`] for different sizes; [`Error::InvalidArgument`]
+    /// for a size that is not a multiple of the backend's granularity, or a buffer the backend
+    /// cannot adopt; [`Error::Unsupported`] on a backend that adopts nothing, or when PEs of
+    /// the job are on other hosts (the network transport registers only the heap's own growth);
+    /// [`Error::HeapExhausted`] past the bound.
+    #[doc(alias = "nvshmemx_buffer_register_symmetric")]
+    pub fn register_in(&self, group: &dyn Group, addr: usize, len: usize) -> Result<usize> {
+        let mut calls = lock(&self.calls);
+        *calls += 1;
+        agree(group, Call::plain(Op::Register, *calls, len as u64, 0))?;
+        let gran = self.backend.granularity();
+        if len == 0 || len % gran != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "registering {len} bytes at {addr:#x}: the size must be a positive multiple of the \
+                 allocation granularity ({gran} bytes), as the buffer's own cuMemCreate size is"
+            )));
+        }
+        if lock(&self.grow_hook).is_some() {
+            return Err(Error::Unsupported(format!(
+                "registering {len} bytes at {addr:#x}: this job has PEs on {} hosts, and rshmem's network \
+                 transport reaches only memory from malloc; allocate the buffer with malloc / nvshmem_malloc",
+                self.node_of.iter().max().map_or(1, |h| h + 1)
+            )));
+        }
+        let hole = lock(&self.alloc).take_hole(len);
+        let mapped = self.mapped();
+        let offset = hole.unwrap_or(mapped);
+        if hole.is_none() && len > self.layout.stride - mapped {
+            return Err(Error::HeapExhausted { requested: len, in_use: self.in_use(), bound: self.bound });
+        }
+        let backend = self.backend.as_ref();
+        let seg = Segment::map_with(group, &self.layout, offset, len, "adopting the program's buffer",
+                                    || backend.adopt_chunk(addr, len), backend);
+        let seg = match seg {
+            Ok(seg) => seg,
+            Err(e) => {
+                if let Some(h) = hole {
+                    // Back into the holes: nothing was mapped there.
+                    let mut a = lock(&self.alloc);
+                    a.adopt(h, len)?;
+                    a.retire(h)?;
+                }
+                return Err(e);
+            }
+        };
+        lock(&self.memory.0.segments).push(seg);
+        if hole.is_none() {
+            self.mapped.store(mapped + len, Ordering::Release);
+        }
+        lock(&self.alloc).adopt(offset, len)?;
+        lock(&self.registered).insert(offset, len);
+        self.generation.fetch_add(1, Ordering::Release);
+        tracing::debug!(pe = self.rank, addr, offset, len, "registered the program's buffer");
+        Ok(self.my_base() + offset)
+    }
+
+    /// `nvshmemx_buffer_unregister_symmetric` over any [`Group`]: ends a registration made by
+    /// [`SymmetricHeap::register_in`] (`addr` is the heap address it returned, `len` its size).
+    /// Every PE unmaps the buffer (the program's own mapping of it stays); its heap addresses
+    /// stay reserved for a later registration. Collective; the caller has finished its work on
+    /// the buffer (as for `free`).
+    ///
+    /// # Errors
+    /// On every PE alike: [`Error::Mismatch`] when PEs pass different buffers or sizes;
+    /// [`Error::InvalidArgument`] for an address that is not a registered buffer of that size.
+    #[doc(alias = "nvshmemx_buffer_unregister_symmetric")]
+    pub fn unregister_in(&self, group: &dyn Group, addr: usize, len: usize) -> Result<()> {
+        let mut calls = lock(&self.calls);
+        *calls += 1;
+        let offset = if addr == 0 {
+            agree::NULL
+        } else if self.contains(addr, 1) {
+            (addr - self.my_base()) as u64
+        } else {
+            agree::NOT_IN_HEAP
+        };
+        agree(group, Call::plain(Op::Unregister, *calls, offset, len as u64))?;
+        let off = offset as usize;
+        let known = lock(&self.registered).get(&off).copied();
+        match known {
+            Some(l) if l == len && offset != agree::NULL && offset != agree::NOT_IN_HEAP => {}
+            Some(l) => {
+                return Err(Error::InvalidArgument(format!(
+                    "unregistering {len} bytes at {addr:#x}: the buffer registered there has {l} bytes"
+                )))
+            }
+            None => {
+                return Err(Error::InvalidArgument(format!(
+                    "unregistering {addr:#x}: not an address nvshmemx_buffer_register_symmetric returned \
+                     (or it was unregistered already); {}",
+                    self.describe(addr)
+                )))
+            }
+        }
+        let seg = {
+            let mut segs = lock(&self.memory.0.segments);
+            let at = segs.iter().position(|s| s.offset == off).expect("a registered buffer has its segment");
+            segs.remove(at)
+        };
+        // Unmaps, after this PE's queued device work (the mappings' drop waits for it).
+        drop(seg);
+        lock(&self.registered).remove(&off);
+        lock(&self.alloc).retire(off)?;
+        self.generation.fetch_add(1, Ordering::Release);
+        // No PE registers anything new over these addresses before every PE has unmapped them.
+        group.barrier()?;
+        Ok(())
     }
 
     /// Finds room for `size` bytes, growing the heap (collectively) as often as needed. The

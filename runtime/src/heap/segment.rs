@@ -44,11 +44,28 @@ impl Segment {
         offset: usize,
         len: usize,
     ) -> Result<Segment> {
+        Self::map_with(group, layout, offset, len, "creating a heap chunk", || backend.create_chunk(len), backend)
+    }
+
+    /// [`Segment::grow`] with each PE's own chunk from `own` (`what` names that step in the
+    /// error every PE gets): a program's buffer adopted by `nvshmemx_buffer_register_symmetric`.
+    ///
+    /// # Errors
+    /// As [`Segment::grow`].
+    pub fn map_with(
+        group: &dyn Group,
+        layout: &Layout,
+        offset: usize,
+        len: usize,
+        what: &str,
+        own: impl FnOnce() -> Result<Box<dyn Chunk>>,
+        backend: &dyn MemoryBackend,
+    ) -> Result<Segment> {
         let mut seg = Segment { offset, len, mappings: Vec::new(), chunks: Vec::new() };
         // Step 1: own chunk. A PE that fails here still takes part in every collective below
         // (with a placeholder) so no peer is left waiting.
         let own = (|| {
-            let chunk = backend.create_chunk(len)?;
+            let chunk = own()?;
             let fd = chunk.export_fd()?;
             seg.mappings.push(chunk.map_at(layout.my_base() + offset)?);
             seg.chunks.push(chunk);
@@ -58,7 +75,7 @@ impl Segment {
             Ok(fd) => (Ok(()), Some(fd)),
             Err(e) => (Err(e), None),
         };
-        all_ok(group, own, &format!("creating a {len}-byte heap chunk"))?;
+        all_ok(group, own, &format!("{what} of {len} bytes"))?;
         let Some(fd) = fd else { unreachable!("all_ok returns this PE's error first") };
         // Step 2: exchange descriptors with node-local peers and map theirs. A PE alone on its
         // host has nothing to map but still takes part in the job-wide check below: hosts may

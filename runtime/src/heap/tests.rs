@@ -8,7 +8,7 @@
 use super::group::{Group, NodeView};
 use super::SymmetricHeap;
 use crate::backend::host::HostMemory;
-use crate::backend::{AmoOp, Width};
+use crate::backend::{AmoOp, MemoryBackend, Width};
 use crate::error::{Error, Result};
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::{Arc, Condvar, Mutex};
@@ -323,10 +323,32 @@ fn different_bounds_are_a_mismatch() {
     }
 }
 
-/// A host backend that refuses chunks larger than `max`, to make one PE fail a growth step.
+/// A host backend that refuses chunks larger than `max` (to make one PE fail a growth step), and
+/// that adopts the "program's buffers" of [`Stingy::program_buffer`] as a GPU backend adopts a
+/// `cuMemCreate` allocation: the same memory, mapped a second time.
 struct Stingy {
     inner: HostMemory,
     max: usize,
+    /// The program's buffers: (its address, the memory, its own mapping, its own addresses).
+    buffers: Mutex<Vec<ProgramBuffer>>,
+}
+
+type ProgramBuffer = (usize, Box<dyn crate::backend::Chunk>, Box<dyn crate::backend::Mapping>, Box<dyn crate::backend::Reservation>);
+
+impl Stingy {
+    fn new(max: usize) -> Stingy {
+        Stingy { inner: HostMemory::new(), max, buffers: Mutex::default() }
+    }
+
+    /// `len` bytes the program maps itself, outside the heap; returns their address.
+    fn program_buffer(&self, len: usize) -> usize {
+        let range = self.inner.reserve(len).unwrap();
+        let chunk = self.inner.create_chunk(len).unwrap();
+        let mapping = chunk.map_at(range.base()).unwrap();
+        let addr = range.base();
+        self.buffers.lock().unwrap().push((addr, chunk, mapping, range));
+        addr
+    }
 }
 
 impl crate::backend::MemoryBackend for Stingy {
@@ -347,6 +369,16 @@ impl crate::backend::MemoryBackend for Stingy {
     }
     fn import_chunk(&self, fd: OwnedFd, len: usize) -> Result<Box<dyn crate::backend::Chunk>> {
         self.inner.import_chunk(fd, len)
+    }
+    fn adopt_chunk(&self, addr: usize, len: usize) -> Result<Box<dyn crate::backend::Chunk>> {
+        let buffers = self.buffers.lock().unwrap();
+        let Some((_, chunk, _, _)) = buffers.iter().find(|b| b.0 == addr) else {
+            return Err(Error::InvalidArgument(format!("no program buffer at {addr:#x}")));
+        };
+        if chunk.len() != len {
+            return Err(Error::InvalidArgument(format!("the buffer at {addr:#x} has {} bytes, not {len}", chunk.len())));
+        }
+        self.inner.import_chunk(chunk.export_fd()?, len)
     }
     unsafe fn copy(&self, dst: usize, src: usize, len: usize) -> Result<()> {
         // SAFETY: same contract.
@@ -369,7 +401,7 @@ impl crate::backend::MemoryBackend for Stingy {
 fn a_growth_step_failing_on_one_pe_fails_on_all_and_leaves_the_heap_as_it_was() {
     let out = run(&[0, 0, 0], |pe| {
         let max = if pe.rank == 1 { 2 * MIB } else { usize::MAX };
-        let backend = Arc::new(Stingy { inner: HostMemory::new(), max });
+        let backend = Arc::new(Stingy::new(max));
         let h = SymmetricHeap::new_in(backend, pe, 64 * MIB, MIB).unwrap();
         let x = h.malloc_in(pe, MIB, 0).unwrap();
         set(&h, h.translate(x, 8, (pe.rank + 1) % 3).unwrap(), 5 + pe.rank as u64);
@@ -394,4 +426,72 @@ fn the_heap_is_send_and_sync() {
     fn shareable<T: Send + Sync>() {}
     shareable::<SymmetricHeap>();
     shareable::<HostMemory>();
+}
+
+#[test]
+fn a_registered_buffer_is_symmetric_and_its_place_is_reused_after_unregistering() {
+    let out = run(&[0, 0, 0], |pe| {
+        let backend = Arc::new(Stingy::new(usize::MAX));
+        let h = SymmetricHeap::new_in(backend.clone(), pe, 64 * MIB, MIB).unwrap();
+        let gran = backend.granularity();
+        let x = h.malloc_in(pe, 4096, 0).unwrap();
+        let (mapped0, in_use0) = (h.mapped(), h.in_use());
+        let buf = backend.program_buffer(2 * gran);
+        let reg = h.register_in(pe, buf, 2 * gran).unwrap();
+        // PE p writes into the next PE's copy; each reads it through its own address of the buffer.
+        let next = (pe.rank + 1) % 3;
+        set(&h, h.translate(reg + 8, 8, next).unwrap(), 100 + pe.rank as u64);
+        pe.barrier().unwrap();
+        let seen = get(&h, buf + 8);
+        let checks = (h.check_user(reg, 2 * gran).is_ok(), h.describe(reg + 8));
+        let free = h.free_in(pe, reg).unwrap_err().to_string();
+        let small = h.malloc_in(pe, 4096, 0).unwrap();
+        let wrong = h.unregister_in(pe, reg, gran).unwrap_err().to_string();
+        let stray = h.unregister_in(pe, x, 4096).unwrap_err().to_string();
+        pe.barrier().unwrap();
+        h.unregister_in(pe, reg, 2 * gran).unwrap();
+        let gone = (h.check_user(reg, 8).is_err(), h.unregister_in(pe, reg, 2 * gran).is_err());
+        // A later malloc never lands in the hole; a later registration fills it.
+        let big = h.malloc_in(pe, 3 * gran, 0).unwrap();
+        let again = h.register_in(pe, buf, 2 * gran).unwrap();
+        let kept = get(&h, again + 8);
+        let other = backend.program_buffer(gran);
+        let mismatch = h.register_in(pe, other, if pe.rank == 2 { 2 * gran } else { gran }).unwrap_err().to_string();
+        pe.barrier().unwrap();
+        (reg - x, mapped0, in_use0, seen, checks, free, small, wrong, stray, gone, big, again == reg, kept, mismatch, h.mapped())
+    });
+    for (me, (at, mapped0, in_use0, seen, checks, free, small, wrong, stray, gone, big, same, kept, mismatch, mapped)) in out.into_iter().enumerate() {
+        let gran = HostMemory::new().granularity();
+        assert_eq!(at, mapped0, "PE {me}: the buffer goes at the end of the mapped part");
+        assert_eq!(in_use0, 4096);
+        assert_eq!(seen, 100 + ((me + 2) % 3) as u64, "PE {me} sees its left neighbour's write through its own address");
+        assert!(checks.0 && checks.1.contains(&format!("allocation of {} bytes", 2 * gran)), "{checks:?}");
+        assert!(free.contains("nvshmemx_buffer_unregister_symmetric"), "{free}");
+        assert!(small < mapped0 + big, "a malloc still finds room below: {small:#x}");
+        assert!(wrong.contains("registered there has"), "{wrong}");
+        assert!(stray.contains("not an address nvshmemx_buffer_register_symmetric returned"), "{stray}");
+        assert_eq!(gone, (true, true));
+        assert!(big >= mapped0 + 2 * gran || big + 3 * gran <= mapped0, "malloc used the hole: {big:#x}");
+        assert!(same, "PE {me}: the registration went back into the hole");
+        assert_eq!(kept, 100 + ((me + 2) % 3) as u64, "the program's memory kept its bytes while unregistered");
+        assert!(mismatch.contains("registered size") && mismatch.contains("PE"), "{mismatch}");
+        assert!(mapped >= mapped0 + 2 * gran);
+    }
+}
+
+#[test]
+fn the_host_backend_refuses_to_register_a_buffer_on_every_pe() {
+    let out = run(&[0, 0], |pe| {
+        let h = heap(pe, 64 * MIB, MIB);
+        let gran = h.backend().granularity();
+        let local = vec![0u8; gran];
+        let e = h.register_in(pe, local.as_ptr() as usize, gran).unwrap_err().to_string();
+        let odd = h.register_in(pe, local.as_ptr() as usize, gran + 1).unwrap_err().to_string();
+        (e, odd, h.malloc_in(pe, 64, 0).is_ok())
+    });
+    for (e, odd, after) in out {
+        assert!(e.contains("host backend") && e.contains("cuMemCreate"), "{e}");
+        assert!(odd.contains("multiple of the allocation granularity"), "{odd}");
+        assert!(after);
+    }
 }

@@ -70,6 +70,45 @@ pub(crate) fn import(env: &Arc<ChunkEnv>, fd: OwnedFd, len: usize) -> Result<Phy
     Ok(PhysChunk { handle, len, imported: true, env: env.clone() })
 }
 
+/// Takes the program's own allocation mapped at `addr` (`cuMemCreate` + `cuMemMap`, the buffer
+/// `nvshmemx_buffer_register_symmetric` is given) as a chunk: a handle of its own
+/// (`cuMemRetainAllocationHandle`), so the memory stays alive while the heap maps it, whatever
+/// the program does with its mapping.
+pub(crate) fn adopt(env: &Arc<ChunkEnv>, addr: usize, len: usize) -> Result<PhysChunk> {
+    check_len(env, len, "register")?;
+    env.ctx.bind()?;
+    let handle = vmm::retain(addr).map_err(|e| {
+        annotate(
+            e,
+            format_args!(
+                "registering {len} bytes at {addr:#x}: only memory the program mapped with cuMemCreate and \
+                 cuMemMap can be made symmetric (not cudaMalloc or PyTorch's caching allocator)"
+            ),
+        )
+    })?;
+    // Owned from here: an early return releases it.
+    let chunk = PhysChunk { handle, len, imported: false, env: env.clone() };
+    let info = vmm::properties(handle)?;
+    let mine = env.ctx.device().raw();
+    if info.device != Some(mine) {
+        return Err(Error::InvalidArgument(format!(
+            "registering {len} bytes at {addr:#x}: the memory is {} and this PE's GPU is device {}; \
+             register memory of this PE's own GPU",
+            info.device.map_or("not device memory".to_string(), |d| format!("on device {d}")),
+            env.ctx.device().ordinal()
+        )));
+    }
+    if !info.exportable_fd {
+        return Err(Error::InvalidArgument(format!(
+            "registering {len} bytes at {addr:#x}: the allocation was created without \
+             CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in CUmemAllocationProp::requestedHandleTypes, \
+             so the PEs of this host cannot map it; create it with that handle type"
+        )));
+    }
+    tracing::debug!(addr, len, "adopted a program's device allocation");
+    Ok(chunk)
+}
+
 fn check_len(env: &ChunkEnv, len: usize, what: &str) -> Result<()> {
     if len == 0 || len % env.granularity != 0 {
         return Err(Error::InvalidArgument(format!(

@@ -111,6 +111,10 @@ impl MemoryBackend for CudaMemory {
         Ok(Box::new(chunk::import(&self.env, fd, len)?))
     }
 
+    fn adopt_chunk(&self, addr: usize, len: usize) -> Result<Box<dyn Chunk>> {
+        Ok(Box::new(chunk::adopt(&self.env, addr, len)?))
+    }
+
     unsafe fn copy(&self, dst: usize, src: usize, len: usize) -> Result<()> {
         // SAFETY: forwarded contract (valid, non-overlapping ranges).
         unsafe { self.host_ops.copy(dst, src, len) }
