@@ -12,10 +12,13 @@ One call, in stream order (the protocol is in `_kernels_gemm`):
    SMs the GEMM leaves free so both always run). `rshmem.ops.config.ag_producer` picks one;
    `auto` takes the SM producer for small shards, where the copy engine's per-copy latency
    dominates, and the copy engine for large ones, where SMs are worth more to the GEMM.
-4. With `return_a`, a copy-out stream copies the gathered A out of the buffer as the chunks
-   arrive (waiting on the same flags), and `release_kernel` ends the call after it instead of the
-   GEMM's last CTA.
-5. The caller's stream waits for the side streams: everything later on it sees the call done.
+4. The caller's stream waits for the side streams: everything later on it sees the call done.
+5. With `return_a`, the caller's stream then copies the gathered A out of the buffer (the GEMM
+   waited for every chunk, so the buffer is whole): one copy of the buffer and one of this PE's
+   rows over its slot, and `release_kernel` ends the call after them instead of the GEMM's last
+   CTA. A copy per chunk on a stream of its own, each after a wait on the chunk's flag, overlapped
+   the GEMM but cost 2 launches per chunk (237-278 µs of host time per call at 2 PEs, against 58-61
+   without `return_a`); the copy after the GEMM costs about 1% of its GPU time at the fused sizes.
 
 Decode sizes (`small_rows`: the gathered A, then one cuBLAS GEMM) run every step on the caller's
 stream instead: the GEMM waits for all of A anyway, so side streams would overlap nothing and
@@ -229,7 +232,7 @@ class Plan:
         my_pe = self.my_pe = info.pes[me]
         self.my_row0 = me * m
         flags, busy, pes = space.flags, space.busy, _workspace.pes(info)
-        self.sides = [] if self.small else _side_streams(W - 1 + (1 if return_a else 0))
+        self.sides = [] if self.small else _side_streams(W - 1)
         self.side_handles = [s.cuda_stream for s in self.sides]
         self.ready = torch.cuda.Event()
         row = K * elt
@@ -246,15 +249,8 @@ class Plan:
                 self.peers.append((None, None, busy[p].data_ptr(), info.pes[p], chunks))
                 continue
             self.peers.append((self.sides[side], self.side_handles[side], busy[p].data_ptr(), info.pes[p], chunks))
-        # The copy-out of the gathered A: (flag address, rows in `full`, rows of the buffer) per chunk.
-        self.copies = []
-        if return_a:
-            for j in range(1, W):
-                src = (me + j) % W
-                for ci in range(n_chunks):
-                    r0, r1 = ci * chunk_rows, min(m, (ci + 1) * chunk_rows)
-                    self.copies.append((flags[src * FLAG_STRIDE + ci].data_ptr(), src * m + r0, src * m + r1,
-                                        buf3d[src, r0:r1]))
+        # The gathered A's source (step 5).
+        self.buf3d = buf3d
         push_args = (a.view(torch.uint8), space.buf, flags, pes, me, W, m, row, chunk_rows, FLAG_STRIDE)
         release_args = (flags, space.counter, busy, pes, me, W, n_chunks, FLAG_STRIDE)
         # Loaded before the GEMM ever starts waiting for the peers: a load while it runs would wait
@@ -306,16 +302,12 @@ class Plan:
                                                     False)
         if self.push is not None:
             self.push.launch(self.side_handles[0], a)
-        if self.return_a:
-            out, out_handle = self.sides[-1], self.side_handles[-1]
-            out.wait_event(ready)
-            with torch.cuda.stream(out):
-                full[self.my_row0:self.my_row0 + self.m].copy_(a)
-                for flag, r0, r1, view in self.copies:
-                    _native.signal_wait_until_on_stream(flag, CMP_GE, 1, out_handle)
-                    full[r0:r1].copy_(view)
         for s in self.sides:
             main.wait_stream(s)
+        if self.return_a:
+            # Before the release: until then no peer writes into the buffer again.
+            full.view(self.buf3d.shape).copy_(self.buf3d)
+            full[self.my_row0:self.my_row0 + self.m].copy_(a)
         if self.release is not None:
             self.release.launch(handle)
         return c, full
