@@ -79,7 +79,7 @@ fi
 # example) within 64 registers per thread, with the CUDA C++ copy loop's default (rshmem_cuda.h).
 check_1024 shuffle_1024 shuffle "shuffle (1024 threads, nvshmem_int64_g + put_nbi_warp + put_nbi_block)" \
     "shuffle (1024 threads, g + warp put + block put)"
-echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu, nvshmem_put_block_1024.cu, nvshmem_shuffle_1024.cu and nvshmem_coll_block_1024.cu compiled"
+echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu, nvshmem_user_buffer.cu, nvshmem_put_block_1024.cu, nvshmem_shuffle_1024.cu and nvshmem_coll_block_1024.cu compiled"
 # The NVSHMEM guides' programs, unmodified, through nvshmem.h (the MPI ones with the wheel's
 # mpicc's flags): only when asked for, since the guides are not part of the repository.
 if [ -n "${RSHMEM_SEEDS:-}" ]; then

@@ -18,17 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int checks = 0;
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    checks++;                                                              \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "PE %d: %s:%d: ", nvshmem_my_pe(), __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                                        \
-      fprintf(stderr, "\n");                                               \
-      exit(1);                                                             \
-    }                                                                      \
-  } while (0)
+#include "check.h"
+#include "cuda_ok.h"
+
 #define CU(call)                                                                 \
   do {                                                                           \
     CUresult r_ = (call);                                                        \
@@ -39,15 +31,6 @@ static int checks = 0;
       exit(1);                                                                   \
     }                                                                            \
   } while (0)
-#define CUDA(call)                                                                          \
-  do {                                                                                      \
-    cudaError_t e_ = (call);                                                                \
-    if (e_ != cudaSuccess) {                                                                \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      exit(1);                                                                              \
-    }                                                                                       \
-  } while (0)
-
 /* The program's own buffer: `size` bytes of device `dev`, exportable to the PEs of this host. */
 static void *user_buffer(int dev, size_t size) {
   CUmemAllocationProp prop = {};
@@ -100,9 +83,9 @@ int main(void) {
   const int me = nvshmem_my_pe(), npes = nvshmem_n_pes();
   const int prev = (me + npes - 1) % npes;
   int ndev = 0;
-  CUDA(cudaGetDeviceCount(&ndev));
+  CUDA_OK(cudaGetDeviceCount(&ndev));
   const int dev = nvshmem_team_my_pe(NVSHMEMX_TEAM_NODE) % ndev;
-  CUDA(cudaSetDevice(dev));
+  CUDA_OK(cudaSetDevice(dev));
   const size_t size = 2 * granularity(dev);
   const int n = 4096;
 
@@ -115,15 +98,15 @@ int main(void) {
   /* Kernel puts into the next PE's buffer, read back through this PE's own address. */
   float *src = (float *)nvshmem_malloc(n * sizeof(float));
   fill<<<(n + 255) / 256, 256>>>(src, n, (float)(me * 1000));
-  CUDA(cudaMemset(buffer, 0, 2 * n * sizeof(float)));
-  CUDA(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemset(buffer, 0, 2 * n * sizeof(float)));
+  CUDA_OK(cudaDeviceSynchronize());
   nvshmem_barrier_all();
   put_next<<<(n + 511) / 512, 512>>>(reg, src, n);
-  CUDA(cudaGetLastError());
-  CUDA(cudaDeviceSynchronize());
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaDeviceSynchronize());
   nvshmem_barrier_all();
   float *host = (float *)malloc(2 * n * sizeof(float));
-  CUDA(cudaMemcpy(host, buffer, 2 * n * sizeof(float), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(host, buffer, 2 * n * sizeof(float), cudaMemcpyDeviceToHost));
   int wrong = 0;
   for (int i = 0; i < n; i++) {
     wrong += host[i] != (float)(prev * 100000 + i);
@@ -133,12 +116,12 @@ int main(void) {
 
   /* NVIDIA's user-buffer example's use: a reduction on a stream over registered memory. */
   cudaStream_t stream;
-  CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   fill<<<(n + 255) / 256, 256, 0, stream>>>(reg, n, (float)me);
   nvshmemx_barrier_on_stream(NVSHMEM_TEAM_WORLD, stream);
   nvshmemx_float_sum_reduce_on_stream(NVSHMEM_TEAM_WORLD, reg + n, reg, n, stream);
-  CUDA(cudaStreamSynchronize(stream));
-  CUDA(cudaMemcpy(host, reg + n, n * sizeof(float), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaStreamSynchronize(stream));
+  CUDA_OK(cudaMemcpy(host, reg + n, n * sizeof(float), cudaMemcpyDeviceToHost));
   const float pes_sum = (float)(npes * (npes - 1) / 2);
   for (int i = 0; i < n; i++) wrong += host[i] != pes_sum + (float)npes * i;
   CHECK(wrong == 0, "%d wrong sums (first: %g, expected %g)", wrong, host[0], pes_sum);
@@ -147,16 +130,16 @@ int main(void) {
   /* What is refused, alike on every PE. */
   CHECK(nvshmemx_buffer_unregister_symmetric(reg, size / 2) == NVSHMEMX_ERROR_INVALID_VALUE, "unregister with half the size");
   void *plain = NULL;
-  CUDA(cudaMalloc(&plain, size));
+  CUDA_OK(cudaMalloc(&plain, size));
   CHECK(nvshmemx_buffer_register_symmetric(plain, size, 0) == NULL, "cudaMalloc memory refused");
-  CUDA(cudaFree(plain));
+  CUDA_OK(cudaFree(plain));
 
   /* Unregistered, registered again: the same symmetric address, the program's bytes kept. */
   CHECK(nvshmemx_buffer_unregister_symmetric(reg, size) == NVSHMEMX_SUCCESS, "unregister");
   CHECK(nvshmemx_buffer_unregister_symmetric(reg, size) == NVSHMEMX_ERROR_INVALID_VALUE, "unregister twice");
   float *again = (float *)nvshmemx_buffer_register_symmetric(buffer, size, 0);
   CHECK(again == reg, "registered again at %p, first at %p", (void *)again, (void *)reg);
-  CUDA(cudaMemcpy(host, again + n, n * sizeof(float), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(host, again + n, n * sizeof(float), cudaMemcpyDeviceToHost));
   CHECK(host[1] == pes_sum + (float)npes, "the buffer's bytes after registering again: %g", host[1]);
   float *more = (float *)nvshmem_malloc(size);
   CHECK(more != NULL && (more + size / sizeof(float) <= again || more >= again + size / sizeof(float)),
@@ -167,7 +150,7 @@ int main(void) {
   nvshmem_barrier_all();
   printf("PE %d: %d checks of registered buffers correct\n", me, checks);
   free(host);
-  CUDA(cudaStreamDestroy(stream));
+  CUDA_OK(cudaStreamDestroy(stream));
   nvshmem_finalize();
   CU(cuMemUnmap((CUdeviceptr)buffer, size));
   CU(cuMemAddressFree((CUdeviceptr)buffer, size));

@@ -17,8 +17,10 @@ One call, in stream order (the protocol is in `_kernels_gemm`):
    waited for every chunk, so the buffer is whole): one copy of the buffer and one of this PE's
    rows over its slot, and `release_kernel` ends the call after them instead of the GEMM's last
    CTA. A copy per chunk on a stream of its own, each after a wait on the chunk's flag, overlapped
-   the GEMM but cost 2 launches per chunk (237-278 µs of host time per call at 2 PEs, against 58-61
-   without `return_a`); the copy after the GEMM costs about 1% of its GPU time at the fused sizes.
+   the GEMM but cost 2 launches per chunk: with 2 PEs sharing one H200 the copy after the GEMM
+   takes 1.3-1.75x less host time per call with `return_a` and 1.4-1.85x less in a training
+   forward (docs/benchmarks.md). Its GPU cost, one more pass over the gathered A after the GEMM,
+   is not measured (that needs 2 GPUs).
 
 Decode sizes (`small_rows`: the gathered A, then one cuBLAS GEMM) run every step on the caller's
 stream instead: the GEMM waits for all of A anyway, so side streams would overlap nothing and

@@ -292,13 +292,7 @@ impl SymmetricHeap {
     fn free_as(&self, group: &dyn Group, addr: usize, who: Owner) -> Result<()> {
         let mut calls = lock(&self.calls);
         *calls += 1;
-        let offset = if addr == 0 {
-            agree::NULL
-        } else if self.contains(addr, 1) {
-            (addr - self.my_base()) as u64
-        } else {
-            agree::NOT_IN_HEAP
-        };
+        let offset = self.offset_word(addr);
         agree(group, Call::plain(Op::Free, *calls, offset, 0))?;
         match offset {
             agree::NULL => Ok(()),
@@ -416,13 +410,7 @@ impl SymmetricHeap {
     pub fn unregister_in(&self, group: &dyn Group, addr: usize, len: usize) -> Result<()> {
         let mut calls = lock(&self.calls);
         *calls += 1;
-        let offset = if addr == 0 {
-            agree::NULL
-        } else if self.contains(addr, 1) {
-            (addr - self.my_base()) as u64
-        } else {
-            agree::NOT_IN_HEAP
-        };
+        let offset = self.offset_word(addr);
         agree(group, Call::plain(Op::Unregister, *calls, offset, len as u64))?;
         let off = offset as usize;
         let known = lock(&self.registered).get(&off).copied();
@@ -454,6 +442,18 @@ impl SymmetricHeap {
         // No PE registers anything new over these addresses before every PE has unmapped them.
         group.barrier()?;
         Ok(())
+    }
+
+    /// `addr` as the word PEs compare in a `free` or an unregistration: its heap offset, or
+    /// [`agree::NULL`] / [`agree::NOT_IN_HEAP`].
+    fn offset_word(&self, addr: usize) -> u64 {
+        if addr == 0 {
+            agree::NULL
+        } else if self.contains(addr, 1) {
+            (addr - self.my_base()) as u64
+        } else {
+            agree::NOT_IN_HEAP
+        }
     }
 
     /// Finds room for `size` bytes, growing the heap (collectively) as often as needed. The
