@@ -32,6 +32,10 @@ PKG="env PKG_CONFIG_PATH=$ROOT/target/c/lib/pkgconfig pkg-config"
 # shellcheck disable=SC2046
 "$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \
     capi/tests/nvshmem_user_buffer.cu -o "$ROOT/target/c/nvshmem_user_buffer.o"
+# The block-put copy-loop benchmark (benchmarks/kernels/microbench), as it is built against rshmem.
+# shellcheck disable=SC2046
+"$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \
+    benchmarks/kernels/microbench/put_block_cxx.cu -o "$ROOT/target/c/put_block_cxx.o"
 # NVSHMEM's typed, sized and strided RMA on streams and strided RMA in kernels.
 # shellcheck disable=SC2046
 "$NVCC" -std=c++17 -arch=sm_90 -Werror all-warnings $($PKG --cflags rshmem) -c \
@@ -79,7 +83,7 @@ fi
 # example) within 64 registers per thread, with the CUDA C++ copy loop's default (rshmem_cuda.h).
 check_1024 shuffle_1024 shuffle "shuffle (1024 threads, nvshmem_int64_g + put_nbi_warp + put_nbi_block)" \
     "shuffle (1024 threads, g + warp put + block put)"
-echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu, nvshmem_user_buffer.cu, nvshmem_put_block_1024.cu, nvshmem_shuffle_1024.cu and nvshmem_coll_block_1024.cu compiled"
+echo "compile_cuda.sh: examples/cuda, capi/tests/nvshmem_compat.cu, nvshmem_half_bytes.cu, nvshmem_stream_rma.cu, nvshmem_user_buffer.cu, nvshmem_put_block_1024.cu, nvshmem_shuffle_1024.cu, nvshmem_coll_block_1024.cu and benchmarks/kernels/microbench/put_block_cxx.cu compiled"
 # The NVSHMEM guides' programs, unmodified, through nvshmem.h (the MPI ones with the wheel's
 # mpicc's flags): only when asked for, since the guides are not part of the repository.
 if [ -n "${RSHMEM_SEEDS:-}" ]; then

@@ -30,14 +30,7 @@
 #include <string>
 #include <vector>
 
-#define CK(call)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "../../../capi/tests/cuda_ok.h"
 
 #ifdef RSHMEM_COPY_UNROLL
 #define NAME_LEN 32
@@ -91,7 +84,7 @@ int main(int argc, char **argv) {
     else if (!std::strcmp(argv[i], "--threads")) threads = list(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--json")) json = argv[i + 1];
   }
-  CK(cudaSetDevice(0));
+  CUDA_OK(cudaSetDevice(0));
   nvshmemx_uniqueid_t id = NVSHMEMX_UNIQUEID_INITIALIZER;
   nvshmemx_get_uniqueid(&id);
   nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
@@ -103,10 +96,10 @@ int main(int argc, char **argv) {
   const size_t most = (size_t)*std::max_element(sizes.begin(), sizes.end()) << 20;
   char *src = (char *)nvshmem_malloc(most), *dst = (char *)nvshmem_malloc(most);
   unsigned long long *bad;
-  CK(cudaMalloc(&bad, sizeof *bad));
+  CUDA_OK(cudaMalloc(&bad, sizeof *bad));
   cudaEvent_t t0, t1;
-  CK(cudaEventCreate(&t0));
-  CK(cudaEventCreate(&t1));
+  CUDA_OK(cudaEventCreate(&t0));
+  CUDA_OK(cudaEventCreate(&t1));
   FILE *out = json ? std::fopen(json, "w") : nullptr;
   if (out) std::fprintf(out, "[\n");
   bool first = true;
@@ -124,37 +117,37 @@ int main(int argc, char **argv) {
     fill<<<264, 256>>>((unsigned *)src, words, (unsigned)mib);
     std::vector<float> ce;
     for (int r = 0; r < 23; r++) {
-      CK(cudaEventRecord(t0));
-      CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));
-      CK(cudaEventRecord(t1));
-      CK(cudaEventSynchronize(t1));
+      CUDA_OK(cudaEventRecord(t0));
+      CUDA_OK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice));
+      CUDA_OK(cudaEventRecord(t1));
+      CUDA_OK(cudaEventSynchronize(t1));
       float ms;
-      CK(cudaEventElapsedTime(&ms, t0, t1));
+      CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
       if (r >= 3) ce.push_back(ms);
     }
     record("copy-engine", bytes, 0, 0, median(ce));
     for (long nctas : ctas) {
       const size_t slice = (bytes / nctas + 15) / 16 * 16;
       for (long nthreads : threads) {
-        CK(cudaMemset(dst, 0, bytes));
-        CK(cudaMemset(bad, 0, sizeof *bad));
+        CUDA_OK(cudaMemset(dst, 0, bytes));
+        CUDA_OK(cudaMemset(bad, 0, sizeof *bad));
         put_slices<<<nctas, nthreads>>>(dst, src, slice, bytes);
-        CK(cudaGetLastError());
+        CUDA_OK(cudaGetLastError());
         count_diff<<<264, 256>>>((const unsigned *)dst, (const unsigned *)src, words, bad);
         unsigned long long wrong = 0;
-        CK(cudaMemcpy(&wrong, bad, sizeof wrong, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(&wrong, bad, sizeof wrong, cudaMemcpyDeviceToHost));
         if (wrong) {
           std::fprintf(stderr, "%s: %zu bytes by %ld x %ld: %llu words wrong\n", library(), bytes, nctas, nthreads, wrong);
           return 1;
         }
         std::vector<float> times;
         for (int r = 0; r < 23; r++) {
-          CK(cudaEventRecord(t0));
+          CUDA_OK(cudaEventRecord(t0));
           put_slices<<<nctas, nthreads>>>(dst, src, slice, bytes);
-          CK(cudaEventRecord(t1));
-          CK(cudaEventSynchronize(t1));
+          CUDA_OK(cudaEventRecord(t1));
+          CUDA_OK(cudaEventSynchronize(t1));
           float ms;
-          CK(cudaEventElapsedTime(&ms, t0, t1));
+          CUDA_OK(cudaEventElapsedTime(&ms, t0, t1));
           if (r >= 3) times.push_back(ms);
         }
         record(library(), bytes, nctas, nthreads, median(times));
