@@ -227,20 +227,15 @@ impl Allocator {
         Ok(a)
     }
 
-    /// Where a registered buffer of `len` bytes goes: the lowest hole that holds it (taken out
-    /// of the holes), else `None` (it goes at the capacity, see [`Allocator::adopt`]).
-    pub fn take_hole(&mut self, len: usize) -> Option<usize> {
-        let (&start, &hole) = self.holes.iter().find(|&(_, &l)| l >= len)?;
-        self.holes.remove(&start);
-        if hole > len {
-            self.holes.insert(start + len, hole - len);
-        }
-        Some(start)
+    /// Where a registered buffer of `len` bytes goes: the start of the lowest hole that holds it,
+    /// else `None` (it goes at the capacity). Changes nothing: [`Allocator::adopt`] takes the place.
+    pub fn hole_for(&self, len: usize) -> Option<usize> {
+        self.holes.iter().find(|&(_, &l)| l >= len).map(|(&start, _)| start)
     }
 
     /// Records `[offset, offset+len)` as a live allocation of the program that is not the
     /// allocator's free space (a registered buffer): at the capacity, which grows past it, or
-    /// where [`Allocator::take_hole`] said. Returns its `seq`.
+    /// inside a hole (see [`Allocator::hole_for`]), whose rest stays a hole. Returns its `seq`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a range elsewhere, or not a multiple of the minimum alignment.
@@ -253,13 +248,20 @@ impl Allocator {
         }
         if offset == self.capacity {
             self.capacity += len;
-        } else if offset + len > self.capacity
-            || self.used.range(..offset + len).next_back().is_some_and(|(_, a)| a.offset + a.size > offset)
-            || self.free.range(..offset + len).next_back().is_some_and(|(&s, &l)| s + l > offset)
-        {
-            return Err(Error::InvalidArgument(format!(
-                "cannot adopt {len} bytes at heap offset {offset}: the range is not a hole of the heap"
-            )));
+        } else {
+            let hole = self.holes.range(..=offset).next_back().map(|(&s, &l)| (s, l));
+            let Some((start, hole_len)) = hole.filter(|&(s, l)| offset + len <= s + l) else {
+                return Err(Error::InvalidArgument(format!(
+                    "cannot adopt {len} bytes at heap offset {offset}: the range is not a hole of the heap"
+                )));
+            };
+            self.holes.remove(&start);
+            if offset > start {
+                self.holes.insert(start, offset - start);
+            }
+            if start + hole_len > offset + len {
+                self.holes.insert(offset + len, start + hole_len - offset - len);
+            }
         }
         self.last_seq += 1;
         self.used.insert(offset, Allocation { offset, requested: len, size: len, seq: self.last_seq, owner: Owner::User });
@@ -454,7 +456,7 @@ mod tests {
     fn adopted_ranges_are_not_free_space_and_leave_holes_only_adoption_fills() {
         let mut a = grown(4096);
         let x = a.malloc(1000, 0).unwrap().unwrap();
-        assert_eq!(a.take_hole(8192), None);
+        assert_eq!(a.hole_for(8192), None);
         a.adopt(4096, 8192).unwrap();
         assert_eq!((a.capacity(), a.in_use()), (4096 + 8192, 1024 + 8192));
         check(&a);
@@ -472,7 +474,7 @@ mod tests {
         assert_eq!(a.malloc(4096, 0).unwrap(), Some(after + 2048), "malloc skips the hole");
         assert_eq!(a.in_use(), 1024 + 2048 + 2048 + 4096);
         // A smaller adoption takes the hole's start; the rest stays a hole.
-        assert_eq!(a.take_hole(4096), Some(4096));
+        assert_eq!(a.hole_for(4096), Some(4096));
         a.adopt(4096, 4096).unwrap();
         assert_eq!(a.holes().collect::<Vec<_>>(), vec![(8192, 4096)]);
         check(&a);

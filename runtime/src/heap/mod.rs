@@ -365,27 +365,16 @@ impl SymmetricHeap {
                 self.node_of.iter().max().map_or(1, |h| h + 1)
             )));
         }
-        let hole = lock(&self.alloc).take_hole(len);
+        let hole = lock(&self.alloc).hole_for(len);
         let mapped = self.mapped();
         let offset = hole.unwrap_or(mapped);
         if hole.is_none() && len > self.layout.stride - mapped {
             return Err(Error::HeapExhausted { requested: len, in_use: self.in_use(), bound: self.bound });
         }
         let backend = self.backend.as_ref();
-        let seg = Segment::map_with(group, &self.layout, offset, len, "adopting the program's buffer",
-                                    || backend.adopt_chunk(addr, len), backend);
-        let seg = match seg {
-            Ok(seg) => seg,
-            Err(e) => {
-                if let Some(h) = hole {
-                    // Back into the holes: nothing was mapped there.
-                    let mut a = lock(&self.alloc);
-                    a.adopt(h, len)?;
-                    a.retire(h)?;
-                }
-                return Err(e);
-            }
-        };
+        let seg = Segment::map_with(backend, group, &self.layout, offset, len, "adopting the program's buffer", || {
+            backend.adopt_chunk(addr, len)
+        })?;
         lock(&self.memory.0.segments).push(seg);
         if hole.is_none() {
             self.mapped.store(mapped + len, Ordering::Release);
@@ -415,7 +404,7 @@ impl SymmetricHeap {
         let off = offset as usize;
         let known = lock(&self.registered).get(&off).copied();
         match known {
-            Some(l) if l == len && offset != agree::NULL && offset != agree::NOT_IN_HEAP => {}
+            Some(l) if l == len => {}
             Some(l) => {
                 return Err(Error::InvalidArgument(format!(
                     "unregistering {len} bytes at {addr:#x}: the buffer registered there has {l} bytes"

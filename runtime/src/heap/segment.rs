@@ -44,7 +44,7 @@ impl Segment {
         offset: usize,
         len: usize,
     ) -> Result<Segment> {
-        Self::map_with(group, layout, offset, len, "creating a heap chunk", || backend.create_chunk(len), backend)
+        Self::map_with(backend, group, layout, offset, len, "creating a heap chunk", || backend.create_chunk(len))
     }
 
     /// [`Segment::grow`] with each PE's own chunk from `own` (`what` names that step in the
@@ -53,13 +53,13 @@ impl Segment {
     /// # Errors
     /// As [`Segment::grow`].
     pub fn map_with(
+        backend: &dyn MemoryBackend,
         group: &dyn Group,
         layout: &Layout,
         offset: usize,
         len: usize,
         what: &str,
         own: impl FnOnce() -> Result<Box<dyn Chunk>>,
-        backend: &dyn MemoryBackend,
     ) -> Result<Segment> {
         let mut seg = Segment { offset, len, mappings: Vec::new(), chunks: Vec::new() };
         // Step 1: own chunk. A PE that fails here still takes part in every collective below
