@@ -8,7 +8,10 @@ The four times of a path, medians:
 - `single_us`: one call after a synchronize, CUDA events around it (what a step with a sync
   before it meets; host work shows here whenever it exceeds the GPU's);
 - `eager_us`: wall time per call of back-to-back eager calls, synchronized at the end;
-- `graph_us`: per call, replaying a CUDA graph of several calls;
+- `graph_us`: per call, replaying a CUDA graph of 50 calls (10, 5 with `--quick`, for calls of
+  over 200 µs): a model step's graph holds many ops, which share the graph's own launch, so a
+  graph of few short calls would time that launch more than the op (tables before 2026-12-03's
+  fifth session used 10 for every op);
 - `host_us`: CPU time inside the call (`perf_counter_ns` from entry to return), with the GPU
   synchronized every few calls so that a full launch queue never blocks the call.
 
@@ -86,7 +89,7 @@ def measure(fn, *, host_only: bool, quick: bool, graph: bool = True) -> dict:
     if graph:
         try:
             g = torch.cuda.CUDAGraph()
-            calls = n
+            calls = n if out["single_us"] > 200 else 50
             with torch.cuda.graph(g):
                 for _ in range(calls):
                     fn()

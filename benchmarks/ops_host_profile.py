@@ -18,6 +18,13 @@ synchronized every few calls so that a full launch queue never blocks one) of:
 - `launch`: the plan's main kernel launch alone, with its output allocated beforehand;
 - the pieces torch spends in the same call: `torch.empty` of the output, `torch.mm` (the
   cuBLAS launch, allocation included), the current-stream lookup; and `noop`, a Python call.
+- the floors of this host, what no launch path gets under (`floor: ...` rows): one trivial Triton
+  kernel launched through rshmem's packed launch (`rshmem.ops._launch.Bound`, a Python call into
+  the extension and `cuLaunchKernel`) and through Triton's `JITFunction` (what a user's own Triton
+  call pays); torch's smallest kernel launch (`zero_()` of 4 KiB); a driver call through ctypes
+  (`cuStreamQuery`) and a 4 KiB device copy through it (`cuMemcpyAsync`); `clone()` of 4 KiB
+  (an all-reduce at W=1); a trivial `torch.autograd.Function` (forward `empty_like`) beside
+  `torch.empty_like` alone.
 Parts that a path does not have are left out. Not a test: prints a table and writes JSON.
 """
 from __future__ import annotations
@@ -44,6 +51,55 @@ def host_us(fn, calls: int = 400, sync_every: int = 8) -> float:
         times.append(time.perf_counter_ns() - t)
     torch.cuda.synchronize()
     return statistics.median(times) / 1e3
+
+
+def floors(record, dev, idx) -> None:
+    """The `floor: ...` rows (see the module docstring)."""
+    import ctypes
+
+    import torch
+    import triton
+    import triton.language as tl
+
+    from rshmem import _cuda
+    from rshmem.ops import _launch
+
+    @triton.jit
+    def touch(x_ptr, n):
+        offs = tl.arange(0, 16)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+    x = torch.zeros(2048, dtype=torch.bfloat16, device=dev)
+    y = torch.empty_like(x)
+    bound = _launch.Kernel(touch, "floor").bind((1,), (x, 16), (), (0,), num_warps=1)
+    packed = "packed" if bound._native is not None else "Triton's C launcher: no packed launch here"
+    record("-", "-", "-", f"floor: trivial kernel, rshmem launch ({packed})",
+           lambda: bound.launch(_cuda.current_raw_stream(idx), x))
+    record("-", "-", "-", "floor: trivial kernel, Triton JIT call", lambda: touch[(1,)](x, 16, num_warps=1))
+    record("-", "-", "-", "floor: torch kernel (zero_ 4 KiB)", lambda: x.zero_())
+    cu = ctypes.CDLL("libcuda.so.1")
+    stream = _cuda.current_raw_stream(idx)
+    query = cu.cuStreamQuery
+    query.argtypes = [ctypes.c_void_p]
+    record("-", "-", "-", "floor: driver call via ctypes (cuStreamQuery)", lambda: query(stream))
+    memcpy = cu.cuMemcpyAsync
+    memcpy.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+    dst, src, nbytes = y.data_ptr(), x.data_ptr(), x.numel() * x.element_size()
+    record("-", "-", "-", "floor: cuMemcpyAsync 4 KiB via ctypes", lambda: memcpy(dst, src, nbytes, stream))
+    record("-", "-", "-", "floor: clone 4 KiB", lambda: x.clone())
+    record("-", "-", "-", "floor: torch.empty_like 4 KiB", lambda: torch.empty_like(x))
+
+    class Empty(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return torch.empty_like(t)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    xg = x.detach().requires_grad_()
+    record("-", "-", "-", "floor: autograd.Function of empty_like", lambda: Empty.apply(xg))
 
 
 def main() -> None:
@@ -144,6 +200,7 @@ def main() -> None:
         record("all_reduce", label, "-", "torch.empty (output)", lambda: torch.empty_like(x))
     record("-", "-", "-", "current stream", lambda: _cuda.current_raw_stream(idx))
     record("-", "-", "-", "noop", lambda: None)
+    floors(record, dev, idx)
     torch.cuda.synchronize()
     if me == 0:
         with open(args.json, "w") as f:

@@ -119,6 +119,9 @@ OPS_MODULES = {"ops_gemm": "rshmem.ops._kernels_gemm", "ops_ar": "rshmem.ops._ke
 SM90_SHARED_BYTES = 232448  # 227 KiB, the most one block may opt in to on sm_90
 
 
+GATHERED_A_SIG = {"a_loc": "*u8", "buf": "*u8", "full": "*u8", "lo": "i32", "hi": "i32", "total": "i32"}
+
+
 def _desc(dtype: str, *block) -> str:
     return f"tensordesc<{dtype}[{', '.join(str(b) for b in block)}]>"
 
@@ -192,6 +195,7 @@ def _ops_cases() -> list:
                 {}, {"num_warps": 16}))
     out.append(("ops_gemm", "release_kernel", {**ws, **ints("me", "W", "n_flags", "flag_stride")},
                 {"RESET_BLOCK": 64}, {"num_warps": 4}))
+    out.append(("ops_gemm", "gathered_a_kernel", GATHERED_A_SIG, {"BLOCK": 16384}, {"num_warps": 4}))
     for form, dt, op in (("one_shot", "bf16", 0), ("one_shot", "fp32", 2), ("two_shot", "bf16", 1),
                          ("two_shot", "fp16", 3)):
         sig = {"out": f"*{dt}", "x": f"*{dt}", "buf": f"*{dt}"}
@@ -313,6 +317,20 @@ def test_ops_kernel_compiles_to_sm90_cubin(case, bitcode):
         if "fp8e4nv" in signature.get("a_loc", ""):
             assert re.search(r"wgmma\.mma_async\S*e4m3\.e4m3", compiled.asm["ptx"]), f"{name}: no fp8 wgmma"
         assert "cp.async.bulk.tensor" in compiled.asm["ptx"], f"{name}: the GEMM does not load through TMA"
+
+
+def test_gathered_a_copies_16_byte_vectors_when_launched_aligned(bitcode):
+    """AllGather+GEMM's gathered-A copy moves bytes: with the pointers and sizes 16-byte
+    divisible (what Triton specializes a launch of the usual shapes to), it must load and store
+    16-byte vectors, not a byte per instruction."""
+    from rshmem.ops._kernels_gemm import gathered_a_kernel
+
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(GATHERED_A_SIG))}
+    src = ASTSource(fn=gathered_a_kernel, signature={**GATHERED_A_SIG, "BLOCK": "constexpr"},
+                    constexprs={"BLOCK": 16384}, attrs=attrs)
+    ptx = triton.compile(src, target=TARGET, options={"num_warps": 4}).asm["ptx"]
+    assert set(re.findall(r"ld\.global[.\w]*", ptx)) == {"ld.global.v4.b32"}, ptx[:2000]
+    assert set(re.findall(r"st\.global[.\w]*", ptx)) == {"st.global.v4.b32"}, ptx[:2000]
 
 
 @pytest.mark.parametrize("module", list(OPS_MODULES))

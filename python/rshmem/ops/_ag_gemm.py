@@ -14,13 +14,14 @@ One call, in stream order (the protocol is in `_kernels_gemm`):
    dominates, and the copy engine for large ones, where SMs are worth more to the GEMM.
 4. The caller's stream waits for the side streams: everything later on it sees the call done.
 5. With `return_a`, the caller's stream then copies the gathered A out of the buffer (the GEMM
-   waited for every chunk, so the buffer is whole): one copy of the buffer and one of this PE's
-   rows over its slot, and `release_kernel` ends the call after them instead of the GEMM's last
-   CTA. A copy per chunk on a stream of its own, each after a wait on the chunk's flag, overlapped
-   the GEMM but cost 2 launches per chunk: with 2 PEs sharing one H200 the copy after the GEMM
-   takes 1.3-1.75x less host time per call with `return_a` and 1.4-1.85x less in a training
-   forward (docs/benchmarks.md). Its GPU cost, one more pass over the gathered A after the GEMM,
-   is not measured (that needs 2 GPUs).
+   waited for every chunk, so the buffer is whole), the peers' rows from the buffer and this
+   PE's from its shard, in one launch (`gathered_a_kernel`: with two torch copies a call with
+   `return_a` took 1.1-1.7x the host time, docs/benchmarks.md), and `release_kernel` ends the
+   call after it instead of the GEMM's last CTA. A copy per chunk on a stream of its own, each
+   after a wait on the chunk's flag, overlapped the GEMM but cost 2 launches per chunk: with 2
+   PEs sharing one H200 the copy after the GEMM takes 1.3-1.75x less host time per call with
+   `return_a` and 1.4-1.85x less in a training forward (docs/benchmarks.md). Its GPU cost, one
+   more pass over the gathered A after the GEMM, is not measured (that needs 2 GPUs).
 
 Decode sizes (`small_rows`: the gathered A, then one cuBLAS GEMM) run every step on the caller's
 stream instead: the GEMM waits for all of A anyway, so side streams would overlap nothing and
@@ -58,6 +59,8 @@ _consumer = Kernel(kg.ag_gemm_kernel, "all_gather_matmul")
 _push = Kernel(kg.ag_push_kernel, "all_gather_matmul")
 _gather = Kernel(kg.ag_gather_kernel, "all_gather_matmul")
 _release = Kernel(kg.release_kernel, "all_gather_matmul")
+_gathered_a = Kernel(kg.gathered_a_kernel, "all_gather_matmul")
+GATHERED_A_BLOCK = 16384  # bytes per program of `gathered_a_kernel`
 _streams: dict = {}  # device index -> side streams
 _callers: dict = {}  # raw handle -> the caller's stream as a torch object
 
@@ -232,7 +235,6 @@ class Plan:
         if how == "sm":
             sms -= n_chunks * (W - 1)  # the producer's CTAs must find SMs while the GEMM runs
         my_pe = self.my_pe = info.pes[me]
-        self.my_row0 = me * m
         flags, busy, pes = space.flags, space.busy, _workspace.pes(info)
         self.sides = [] if self.small else _side_streams(W - 1)
         self.side_handles = [s.cuda_stream for s in self.sides]
@@ -273,6 +275,13 @@ class Plan:
             self.own, self.gathered = buf3d[me], buf3d.view(W * m, K)
             return
         self.consumer = call.bind(cfg, True, not return_a, sms, chunk_rows, n_chunks, varying=(0, 2, 3))
+        if return_a:
+            total, lo = W * shard_bytes, me * shard_bytes
+            full = torch.empty(self.full_shape, dtype=dtype, device=dev)  # bound against, then dropped
+            self.gathered_a = _gathered_a.bind((-(-total // GATHERED_A_BLOCK),),
+                                               (a.view(torch.uint8), buf3d.view(torch.uint8), full.view(torch.uint8),
+                                                lo, lo + shard_bytes, total), (GATHERED_A_BLOCK,), (0, 2),
+                                               num_warps=4)
 
     def __call__(self, a, b):
         if self.W == 1 and self.small:
@@ -308,8 +317,7 @@ class Plan:
             main.wait_stream(s)
         if self.return_a:
             # Before the release: until then no peer writes into the buffer again.
-            full.view(self.buf3d.shape).copy_(self.buf3d)
-            full[self.my_row0:self.my_row0 + self.m].copy_(a)
+            self.gathered_a.launch(handle, a, full)
         if self.release is not None:
             self.release.launch(handle)
         return c, full

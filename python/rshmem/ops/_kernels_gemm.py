@@ -237,6 +237,21 @@ def release_kernel(flags, counter, busy, pes, me, W, n_flags, flag_stride, RESET
 
 
 @triton.jit
+def gathered_a_kernel(a_loc, buf, full, lo, hi, total, BLOCK: tl.constexpr):
+    """`full` = the gathered A, as bytes: [lo, hi) from this PE's shard `a_loc`, the rest from
+    the buffer, where the peers' shards arrived (this PE's own slot there holds nothing: the GEMM
+    reads `a_loc`). One launch where two copies were (the buffer, then the own rows over it):
+    AllGather+GEMM's `return_a`, which every training forward asks for. The sizes are
+    specialized (divisibility by 16), so that the masks are uniform over 16-byte vectors."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < total
+    own = (offs >= lo) & (offs < hi)
+    peers = tl.load(buf + offs, mask=valid & ~own)
+    mine = tl.load(a_loc + (offs - lo), mask=own)
+    tl.store(full + offs, tl.where(own, mine, peers), mask=valid)
+
+
+@triton.jit
 def _push_tile(recv, pe, slot, om, on, acc, rows, N, BM: tl.constexpr, BN: tl.constexpr):
     """Stores the tile into slot `slot` ([rows, N]) of `recv` on PE `pe`."""
     rm = om + tl.arange(0, BM)
