@@ -319,7 +319,7 @@ def test_ops_kernel_compiles_to_sm90_cubin(case, bitcode):
         assert "cp.async.bulk.tensor" in compiled.asm["ptx"], f"{name}: the GEMM does not load through TMA"
 
 
-def test_gathered_a_copies_16_byte_vectors_when_launched_aligned(bitcode):
+def test_gathered_a_copies_16_byte_vectors_when_launched_aligned():
     """AllGather+GEMM's gathered-A copy moves bytes: with the pointers and sizes 16-byte
     divisible (what Triton specializes a launch of the usual shapes to), it must load and store
     16-byte vectors, not a byte per instruction."""
